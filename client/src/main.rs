@@ -1,0 +1,3 @@
+//! The `tau` binary.
+
+fn main() {}

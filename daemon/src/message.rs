@@ -1,0 +1,299 @@
+//! Conversation messages, shaped like Bedrock Converse and serialized with the JSON keys Strands Agents
+//! uses (`toolUse`, `toolResult`, `reasoningContent`, `cachePoint`, `toolUseId` …), so a stored session
+//! reads like one. Providers translate these types at their edge; the rest of taud speaks only these.
+//!
+//! Invariants: a message has a role and content blocks; `metadata` (usage, metrics) is stored with the
+//! message but never sent to a model (`Message::for_model` strips it); unknown keys in stored JSON are
+//! ignored so newer records stay readable by older code.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Who wrote a message. Tool results travel in a `user` message; there is no system or tool role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<ContentBlock>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<MessageMetadata>,
+}
+
+impl Message {
+    /// A user message with one text block.
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: vec![ContentBlock::Text(text.into())],
+            metadata: None,
+        }
+    }
+
+    /// An assistant message with one text block.
+    pub fn assistant_text(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: vec![ContentBlock::Text(text.into())],
+            metadata: None,
+        }
+    }
+
+    /// The message as a model receives it: role and content only.
+    pub fn for_model(&self) -> Self {
+        Self {
+            role: self.role,
+            content: self.content.clone(),
+            metadata: None,
+        }
+    }
+
+    /// The concatenated text blocks, joined by newlines.
+    pub fn text(&self) -> String {
+        let parts: Vec<&str> = self
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::Text(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        parts.join("\n")
+    }
+
+    /// The tool calls in this message, in order.
+    pub fn tool_uses(&self) -> impl Iterator<Item = &ToolUse> {
+        self.content.iter().filter_map(|block| match block {
+            ContentBlock::ToolUse(tool_use) => Some(tool_use),
+            _ => None,
+        })
+    }
+
+    /// The tool results in this message, in order.
+    pub fn tool_results(&self) -> impl Iterator<Item = &ToolResult> {
+        self.content.iter().filter_map(|block| match block {
+            ContentBlock::ToolResult(result) => Some(result),
+            _ => None,
+        })
+    }
+}
+
+/// One content block: a JSON object with exactly one meaningful key, as in Converse.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ContentBlock {
+    #[serde(rename = "text")]
+    Text(String),
+    #[serde(rename = "toolUse")]
+    ToolUse(ToolUse),
+    #[serde(rename = "toolResult")]
+    ToolResult(ToolResult),
+    #[serde(rename = "reasoningContent")]
+    ReasoningContent(ReasoningContent),
+    #[serde(rename = "cachePoint")]
+    CachePoint(CachePoint),
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolUse {
+    #[serde(rename = "toolUseId")]
+    pub tool_use_id: String,
+    pub name: String,
+    /// Parsed JSON arguments (normally an object).
+    pub input: Value,
+}
+
+/// Whether a tool call succeeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolResultStatus {
+    Success,
+    Error,
+}
+
+/// The answer to one `ToolUse`, matched by `tool_use_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    #[serde(rename = "toolUseId")]
+    pub tool_use_id: String,
+    pub status: ToolResultStatus,
+    pub content: Vec<ToolResultContent>,
+}
+
+impl ToolResult {
+    /// A result with one text block.
+    pub fn text(
+        tool_use_id: impl Into<String>,
+        status: ToolResultStatus,
+        text: impl Into<String>,
+    ) -> Self {
+        Self {
+            tool_use_id: tool_use_id.into(),
+            status,
+            content: vec![ToolResultContent::Text(text.into())],
+        }
+    }
+}
+
+/// One block of a tool result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToolResultContent {
+    #[serde(rename = "text")]
+    Text(String),
+    #[serde(rename = "json")]
+    Json(Value),
+}
+
+/// Model reasoning ("thinking"), kept so providers that sign it can verify it on the next call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningContent {
+    #[serde(
+        rename = "reasoningText",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reasoning_text: Option<ReasoningText>,
+    /// Base64 of provider-redacted reasoning.
+    #[serde(
+        rename = "redactedContent",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub redacted_content: Option<String>,
+}
+
+/// Visible reasoning text with its optional signature.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningText {
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// A marker placed after the content a provider may cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CachePoint {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<String>,
+}
+
+impl Default for CachePoint {
+    fn default() -> Self {
+        Self {
+            kind: "default".to_owned(),
+            ttl: None,
+        }
+    }
+}
+
+/// What the loop attaches to an assistant message after a model call; stored, never sent to a model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MessageMetadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<Metrics>,
+}
+
+/// Token usage of one model call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(rename = "inputTokens", default)]
+    pub input_tokens: u64,
+    #[serde(rename = "outputTokens", default)]
+    pub output_tokens: u64,
+    #[serde(rename = "totalTokens", default)]
+    pub total_tokens: u64,
+    #[serde(
+        rename = "cacheReadInputTokens",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cache_read_input_tokens: Option<u64>,
+    #[serde(
+        rename = "cacheWriteInputTokens",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cache_write_input_tokens: Option<u64>,
+}
+
+/// Timing of one model call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Metrics {
+    #[serde(rename = "latencyMs", default)]
+    pub latency_ms: u64,
+    #[serde(
+        rename = "timeToFirstByteMs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub time_to_first_byte_ms: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn serializes_with_strands_keys() {
+        let message = Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::Text("hi".into()),
+                ContentBlock::ToolUse(ToolUse {
+                    tool_use_id: "t1".into(),
+                    name: "current_time".into(),
+                    input: json!({}),
+                }),
+            ],
+            metadata: Some(MessageMetadata {
+                usage: Some(Usage {
+                    input_tokens: 3,
+                    output_tokens: 4,
+                    total_tokens: 7,
+                    ..Usage::default()
+                }),
+                metrics: None,
+            }),
+        };
+        let value = serde_json::to_value(&message).unwrap();
+        assert_eq!(
+            value,
+            json!({
+                "role": "assistant",
+                "content": [
+                    {"text": "hi"},
+                    {"toolUse": {"toolUseId": "t1", "name": "current_time", "input": {}}}
+                ],
+                "metadata": {"usage": {"inputTokens": 3, "outputTokens": 4, "totalTokens": 7}}
+            })
+        );
+        assert_eq!(serde_json::from_value::<Message>(value).unwrap(), message);
+    }
+
+    #[test]
+    fn for_model_strips_metadata() {
+        let mut message = Message::assistant_text("x");
+        message.metadata = Some(MessageMetadata::default());
+        assert!(message.for_model().metadata.is_none());
+    }
+
+    #[test]
+    fn tool_result_round_trips() {
+        let raw = json!({"role": "user", "content": [{"toolResult": {
+            "toolUseId": "t1", "status": "error", "content": [{"text": "no"}]}}]});
+        let message: Message = serde_json::from_value(raw.clone()).unwrap();
+        assert_eq!(message.tool_results().count(), 1);
+        assert_eq!(serde_json::to_value(&message).unwrap(), raw);
+    }
+}

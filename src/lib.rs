@@ -1,0 +1,22 @@
+//! `tau-api`: the wire API of tau (generated from `proto/tau/v1`) and everything the hub (`taud`) and
+//! its clients (`tau`, scripts, other channels) share: paths, the `tau.toml` model, the UI message
+//! table, slash commands and logging set-up.
+//!
+//! Invariant: nothing here starts a task, opens a socket or holds global mutable state; it is data,
+//! parsing and formatting only, so a client pays for none of the daemon.
+
+pub mod proto {
+    //! Code generated from `proto/tau/v1/*.proto` by `build.rs`.
+    #![allow(clippy::all, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+    pub mod v1 {
+        tonic::include_proto!("tau.v1");
+
+        /// Encoded `FileDescriptorSet` of the tau.v1 package, for gRPC server reflection.
+        pub const FILE_DESCRIPTOR_SET: &[u8] =
+            include_bytes!(concat!(env!("OUT_DIR"), "/tau_v1_descriptor.bin"));
+    }
+}
+
+/// The version of this build of tau (shared by `tau` and `taud`, which are released together).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

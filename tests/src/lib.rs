@@ -1,0 +1,1 @@
+//! Helpers for tau's end-to-end tests: locating the workspace's binaries and isolated homes.
