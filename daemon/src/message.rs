@@ -194,6 +194,30 @@ impl Default for CachePoint {
     }
 }
 
+/// One block of a system prompt: text, or a cache marker after the stable part (the persona puts
+/// persona + `## User` first, a cache point, then the `## Now` block that changes every minute).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum SystemContentBlock {
+    #[serde(rename = "text")]
+    Text(String),
+    #[serde(rename = "cachePoint")]
+    CachePoint(CachePoint),
+}
+
+impl SystemContentBlock {
+    /// The system prompt as one string: the text blocks joined by newlines (cache points dropped).
+    pub fn join(blocks: &[SystemContentBlock]) -> String {
+        let parts: Vec<&str> = blocks
+            .iter()
+            .filter_map(|block| match block {
+                SystemContentBlock::Text(text) => Some(text.as_str()),
+                SystemContentBlock::CachePoint(_) => None,
+            })
+            .collect();
+        parts.join("\n")
+    }
+}
+
 /// What the loop attaches to an assistant message after a model call; stored, never sent to a model.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MessageMetadata {
