@@ -9,8 +9,10 @@ use crate::env::Env;
 
 use super::known::BuiltinProvider;
 
-/// The shipped template: the repository's `tau.toml`, byte for byte.
-pub const TEMPLATE: &str = include_str!("../../tau.toml");
+/// The shipped template: the repository's `deploy/tau.toml`, byte for byte. It lives under `deploy/`
+/// rather than at the repository root so that running `tau` from a checkout does not pick it up as
+/// TAU_HOME (the current directory counts when it holds a `tau.toml`).
+pub const TEMPLATE: &str = include_str!("../../deploy/tau.toml");
 
 /// The provider the template is written for.
 const TEMPLATE_PROVIDER: BuiltinProvider = BuiltinProvider::Bedrock;
@@ -103,9 +105,12 @@ mod tests {
 
     #[test]
     fn template_is_the_repository_file() {
-        let on_disk =
-            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tau.toml"))
-                .unwrap();
+        let on_disk = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("deploy")
+                .join("tau.toml"),
+        )
+        .unwrap();
         assert_eq!(TEMPLATE, on_disk);
         assert_eq!(render_template(BuiltinProvider::Bedrock), TEMPLATE);
     }
