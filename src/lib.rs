@@ -18,5 +18,10 @@ pub mod proto {
     }
 }
 
+pub mod commands;
+pub mod i18n;
+pub mod lang;
+pub mod logging;
+
 /// The version of this build of tau (shared by `tau` and `taud`, which are released together).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
