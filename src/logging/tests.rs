@@ -236,3 +236,10 @@ fn global_set_up_happens_once_and_reset_removes_the_handlers() {
     );
     assert!(!text.contains("global-after-reset"), "{text}");
 }
+
+#[test]
+fn the_global_guard_can_move_between_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<LoggingGuard>();
+    assert_send_sync::<LoggingError>();
+}
