@@ -1,7 +1,9 @@
 //! The `tau.toml` configuration model: loading, validation, built-in defaults and the environment
 //! overrides.
 //!
-//! A binary starts like this (the process environment is written once, before any thread):
+//! A binary normally calls [`crate::installation::Installation::discover`], which runs exactly this
+//! sequence. The process environment is never written: `.env` values live in the [`Env`] overlay
+//! that is passed to whatever needs a variable (credentials, overrides).
 //!
 //! ```no_run
 //! use tau_api::{config::{Config, KnownNames, Settings}, dotenv, env::Env, paths::{self, Paths}};
@@ -16,8 +18,6 @@
 //!     }
 //!     let to_set = file.pairs_to_set(&env);
 //!     env.fill(&to_set);
-//!     // SAFETY: still single-threaded: no runtime or thread has been started yet.
-//!     unsafe { dotenv::apply_to_process(&to_set) };
 //! }
 //! let paths = Paths::for_home(home, &env, &cwd, user_home.as_deref())?;
 //! let config = Config::load_with(&paths.config_file, &env, &KnownNames::builtin())?;

@@ -155,22 +155,6 @@ pub fn load(path: &Path) -> Result<Option<Dotenv>, DotenvError> {
     }
 }
 
-/// Sets each pair in the process environment (normally the result of [`Dotenv::pairs_to_set`]).
-///
-/// # Safety
-///
-/// Writing the process environment is only sound while no other thread may read or write it
-/// (see [`std::env::set_var`]). Call this once at the start of `main`, before building an async
-/// runtime or spawning any thread. Names and values produced by [`Dotenv::parse`] never contain
-/// `=` or NUL, so this does not panic for them.
-#[allow(unsafe_code)]
-pub unsafe fn apply_to_process(pairs: &[(String, String)]) {
-    for (name, value) in pairs {
-        // SAFETY: the caller guarantees the process is still single-threaded.
-        unsafe { std::env::set_var(name, value) };
-    }
-}
-
 /// Parses the assignment starting at `lines[*i]`. A quoted value spanning lines advances `*i` to
 /// its last line. `Ok(None)` for a blank or comment line.
 fn parse_assignment(lines: &[&str], i: &mut usize) -> Result<Option<(String, String)>, String> {

@@ -29,4 +29,5 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub mod config;
 pub mod dotenv;
 pub mod env;
+pub mod installation;
 pub mod paths;

@@ -14,6 +14,8 @@ use crate::cli::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let ctx = cli::Context::from_cli(&cli);
+    // Console messages only; commands that own a log file (chat, hub) configure their own.
+    let _logging = tau_api::logging::configure_logging(None, ctx.verbose, true);
     let result = match &cli.command {
         Command::Version(args) => version::run(args, &ctx),
         Command::Chat | Command::Components | Command::Doctor | Command::Init | Command::Hub => {
