@@ -1,31 +1,60 @@
 //! Helpers for tau's end-to-end tests: locating the workspace's binaries and giving each test an
 //! isolated TAU_HOME and TAU_DATA_DIR.
 //!
-//! `CARGO_BIN_EXE_*` is only set inside the package that owns a binary, so the binaries are found
-//! next to the test executable instead: `cargo test --workspace` builds every member's binaries into
-//! the same target directory before any test runs.
+//! `CARGO_BIN_EXE_*` is only set inside the package that owns a binary, and `cargo test` does not
+//! build other packages' binaries, so the first call to [`binary`] in a test process runs
+//! `cargo build --workspace --bins` into the same target directory (a no-op when they are fresh;
+//! cargo releases its build lock before tests run) and the binaries are found next to the test
+//! executable.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use anyhow::{Context as _, bail};
 
-/// The path of a workspace binary (`tau` or `taud`) in the target directory of this test run.
+/// The path of a workspace binary (`tau` or `taud`), built fresh for this test run.
 pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let profile_dir = BUILT
+        .get_or_init(|| build_binaries().map_err(|error| format!("{error:#}")))
+        .as_ref()
+        .map_err(|error| anyhow::anyhow!("{error}"))?;
+    let path = profile_dir.join(name);
+    if !path.is_file() {
+        bail!("{} is missing after building the workspace", path.display());
+    }
+    Ok(path)
+}
+
+/// Builds every binary of the workspace into this test run's target directory and returns the
+/// profile directory (`target/debug`) that holds them.
+fn build_binaries() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("locating the test executable")?;
-    // target/<profile>/deps/<test> → target/<profile>/<name>
+    // target/<profile>/deps/<test> → target/<profile>
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .context("test executable has no target directory")?;
-    let path = profile_dir.join(name);
-    if !path.is_file() {
-        bail!(
-            "{} is missing: run the tests with `cargo test --workspace` so the binaries are built",
-            path.display()
-        );
+    let target_dir = profile_dir
+        .parent()
+        .context("test executable has no target directory")?;
+    let release = profile_dir
+        .file_name()
+        .is_some_and(|name| name == "release");
+    let mut command = Command::new(env!("CARGO"));
+    command
+        .args(["build", "--workspace", "--bins", "--quiet", "--target-dir"])
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if release {
+        command.arg("--release");
     }
-    Ok(path)
+    let status = command.status().context("running cargo build")?;
+    if !status.success() {
+        bail!("cargo build --workspace --bins failed ({status})");
+    }
+    Ok(profile_dir.to_path_buf())
 }
 
 /// An isolated installation for one test: its own TAU_HOME and TAU_DATA_DIR under a temporary
