@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use anyhow::Context;
 use common::{Act, Concurrency, DEADLINE, Recorder, TestTool, all_results, result_text, wait_for};
 use serde_json::json;
 use taud::agent::{Limits, StopReason, TauAgent, TurnEvent, TurnOptions};
@@ -19,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 fn catalog(tools: Vec<Arc<dyn taud::tool::Tool>>) -> ToolCatalog {
     let mut catalog = ToolCatalog::new();
     for tool in tools {
-        catalog.add(tool).unwrap();
+        assert_eq!(catalog.add(tool), Ok(()));
     }
     catalog
 }
@@ -38,7 +39,7 @@ async fn turn_limit_ends_with_a_stop_reason_and_the_next_turn_repairs() {
         FakeReply::text("fine"),
     ]));
     let agent = TauAgent::builder(model.clone())
-        .catalog(catalog(vec![TestTool::new(
+        .catalog(catalog(vec![TestTool::shared(
             "step",
             Tier::Read,
             Act::Done,
@@ -78,7 +79,7 @@ async fn token_budget_ends_with_limit_total_tokens() {
         FakeReply::text("never"),
     ]));
     let agent = TauAgent::builder(model.clone())
-        .catalog(catalog(vec![TestTool::new(
+        .catalog(catalog(vec![TestTool::shared(
             "step",
             Tier::Read,
             Act::Done,
@@ -110,7 +111,7 @@ async fn two_streams_on_one_agent_are_serialized() {
         within: DEADLINE,
     };
     let agent = TauAgent::builder(model.clone())
-        .catalog(catalog(vec![TestTool::new(
+        .catalog(catalog(vec![TestTool::shared(
             "hold",
             Tier::Read,
             hold,
@@ -118,10 +119,11 @@ async fn two_streams_on_one_agent_are_serialized() {
         )]))
         .build();
     let mut first = agent.stream("A");
-    wait_for(&mut first, |e| {
+    let started = wait_for(&mut first, |e| {
         matches!(e, TurnEvent::ToolUseStarted { .. })
     })
     .await;
+    assert!(started.is_some());
     let second = agent.stream("B");
     // B is queued: A holds the agent while its tool runs, so B cannot have called the model.
     for _ in 0..50 {
@@ -177,7 +179,8 @@ async fn cancel_while_streaming_stores_the_placeholder() {
     ]));
     let agent = TauAgent::builder(model.clone()).build();
     let mut stream = agent.stream("talk");
-    wait_for(&mut stream, |e| matches!(e, TurnEvent::TextDelta(_))).await;
+    let delta = wait_for(&mut stream, |e| matches!(e, TurnEvent::TextDelta(_))).await;
+    assert_eq!(delta, Some(TurnEvent::TextDelta("partial".into())));
     assert!(agent.cancel());
     let end = stream.finish().await.unwrap();
     assert_eq!(end.stop_reason, StopReason::Cancelled);
@@ -194,14 +197,14 @@ async fn cancel_while_streaming_stores_the_placeholder() {
     assert_eq!(model.last_request().unwrap().messages.len(), 3);
 }
 
-async fn cancel_during_tools(with_physical: bool) {
+async fn cancel_during_tools(with_physical: bool) -> anyhow::Result<()> {
     let track = Arc::new(Concurrency::default());
     let mut tools = vec![
-        TestTool::new("wait", Tier::Read, Act::UntilCancelled, &track),
-        TestTool::new("other", Tier::Read, Act::UntilCancelled, &track),
+        TestTool::shared("wait", Tier::Read, Act::UntilCancelled, &track),
+        TestTool::shared("other", Tier::Read, Act::UntilCancelled, &track),
     ];
     if with_physical {
-        tools.push(TestTool::new("arm", Tier::Physical, Act::Done, &track));
+        tools.push(TestTool::shared("arm", Tier::Physical, Act::Done, &track));
     }
     let model = Arc::new(FakeModel::scripted([
         FakeReply::tool_calls([
@@ -221,8 +224,7 @@ async fn cancel_during_tools(with_physical: bool) {
             tokio::task::yield_now().await;
         }
     })
-    .await
-    .unwrap();
+    .await?;
     stream.cancel();
     let events = stream.collect_events().await;
     let Some(TurnEvent::TurnEnd(end)) = events.last() else {
@@ -244,29 +246,30 @@ async fn cancel_during_tools(with_physical: bool) {
         .count();
     assert_eq!(tool_events, 3);
     // The next turn repairs with the cancel notice.
-    assert_eq!(agent.ask("again").await.unwrap(), "after");
-    let request = model.last_request().unwrap();
+    assert_eq!(agent.ask("again").await?, "after");
+    let request = model.last_request().context("no request")?;
     let n = request.messages.len();
     assert_eq!(
         request.messages[n - 2].text(),
         "(The user cancelled the previous turn.)"
     );
+    Ok(())
 }
 
 #[tokio::test]
 async fn cancel_during_concurrent_tools_answers_every_tool_use() {
-    cancel_during_tools(false).await;
+    cancel_during_tools(false).await.unwrap();
 }
 
 #[tokio::test]
 async fn cancel_during_sequential_tools_answers_every_tool_use() {
-    cancel_during_tools(true).await;
+    cancel_during_tools(true).await.unwrap();
 }
 
 fn ordering_agent(with_physical: bool, track: &Arc<Concurrency>) -> (TauAgent, Arc<FakeModel>) {
     let signal = Arc::new(Notify::new());
     let mut tools = vec![
-        TestTool::new(
+        TestTool::shared(
             "slow",
             Tier::Read,
             Act::WaitFor {
@@ -275,10 +278,10 @@ fn ordering_agent(with_physical: bool, track: &Arc<Concurrency>) -> (TauAgent, A
             },
             track,
         ),
-        TestTool::new("fast", Tier::DigitalWrite, Act::Signal(signal), track),
+        TestTool::shared("fast", Tier::DigitalWrite, Act::Signal(signal), track),
     ];
     if with_physical {
-        tools.push(TestTool::new("arm", Tier::Physical, Act::Done, track));
+        tools.push(TestTool::shared("arm", Tier::Physical, Act::Done, track));
     }
     let model = Arc::new(FakeModel::scripted([
         FakeReply::tool_calls([("slow", json!({})), ("fast", json!({}))]),

@@ -54,16 +54,15 @@ fn catalog(tools: &[(&str, Tier, Behaviour)]) -> (Arc<ToolCatalog>, Arc<AtomicUs
     let runs = Arc::new(AtomicUsize::new(0));
     let mut catalog = ToolCatalog::new();
     for (name, tier, behaviour) in tools {
-        catalog
-            .add(Arc::new(TestTool {
-                spec: ToolSpec::builder(*name, format!("The {name} tool."))
-                    .effect(format!("Moves {name}."))
-                    .tier(*tier)
-                    .build(),
-                behaviour: *behaviour,
-                runs: Arc::clone(&runs),
-            }))
-            .unwrap();
+        let added = catalog.add(Arc::new(TestTool {
+            spec: ToolSpec::builder(*name, format!("The {name} tool."))
+                .effect(format!("Moves {name}."))
+                .tier(*tier)
+                .build(),
+            behaviour: *behaviour,
+            runs: Arc::clone(&runs),
+        }));
+        assert_eq!(added, Ok(()));
     }
     (Arc::new(catalog), runs)
 }

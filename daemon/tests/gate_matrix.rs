@@ -189,14 +189,13 @@ async fn run_case(target: Target, outcome: Outcome, exemption: Exemption) {
         Target::Tier(tier) => tier,
         Target::Unknown => Tier::Physical,
     };
-    catalog
-        .add(Arc::new(Probe {
-            spec: ToolSpec::builder("probe", "Probes the gate.")
-                .tier(probe_tier)
-                .build(),
-            runs: Arc::clone(&runs),
-        }))
-        .unwrap();
+    let added = catalog.add(Arc::new(Probe {
+        spec: ToolSpec::builder("probe", "Probes the gate.")
+            .tier(probe_tier)
+            .build(),
+        runs: Arc::clone(&runs),
+    }));
+    assert_eq!(added, Ok(()));
     let tool_name = if target == Target::Unknown {
         "nope"
     } else {
@@ -300,8 +299,8 @@ async fn run_case(target: Target, outcome: Outcome, exemption: Exemption) {
     if cancelled {
         assert_eq!(end.stop_reason, StopReason::Cancelled, "{case}");
         // The next turn lets the model read the refusal, after the repair notice.
-        let next = agent.ask("next").await.unwrap();
-        assert_eq!(next, "reported", "{case}");
+        let next = agent.ask("next").await;
+        assert_eq!(next, Ok("reported".to_owned()), "{case}");
     } else {
         assert_eq!(end.stop_reason, StopReason::EndTurn, "{case}");
         assert_eq!(end.text, "reported", "{case}");

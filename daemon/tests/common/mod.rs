@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -46,7 +46,7 @@ pub struct TestTool {
 }
 
 impl TestTool {
-    pub fn new(name: &str, tier: Tier, act: Act, track: &Arc<Concurrency>) -> Arc<dyn Tool> {
+    pub fn shared(name: &str, tier: Tier, act: Act, track: &Arc<Concurrency>) -> Arc<dyn Tool> {
         Arc::new(Self {
             spec: ToolSpec::builder(name, format!("Test tool {name}."))
                 .tier(tier)
@@ -87,7 +87,7 @@ impl Tool for TestTool {
             Act::Fail => Err(ToolError::Failed(format!("{name} broke"))),
         };
         self.track.running.fetch_sub(1, Ordering::SeqCst);
-        self.track.finished.lock().unwrap().push(name.clone());
+        lock(&self.track.finished).push(name.clone());
         result.map(ToolOutput::text)
     }
 }
@@ -104,23 +104,31 @@ impl HistoryObserver for Recorder {
         if self.fail.load(Ordering::SeqCst) {
             return Err(HistoryError("disk full".into()));
         }
-        self.appended.lock().unwrap().push((index, message.clone()));
+        lock(&self.appended).push((index, message.clone()));
         Ok(())
     }
 }
 
-/// Reads events until one matches, within the deadline.
-pub async fn wait_for(stream: &mut TurnStream, matches: impl Fn(&TurnEvent) -> bool) -> TurnEvent {
-    tokio::time::timeout(DEADLINE, async {
+/// Locks a mutex, ignoring poisoning (a panicking test thread already failed its test).
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Reads events until one matches, within the deadline; `None` if the stream ended or time ran out.
+pub async fn wait_for(
+    stream: &mut TurnStream,
+    matches: impl Fn(&TurnEvent) -> bool,
+) -> Option<TurnEvent> {
+    let found = tokio::time::timeout(DEADLINE, async {
         while let Some(event) = stream.next_event().await {
             if matches(&event) {
-                return event;
+                return Some(event);
             }
         }
-        panic!("the stream ended before the awaited event");
+        None
     })
-    .await
-    .expect("awaited event within the deadline")
+    .await;
+    found.ok().flatten()
 }
 
 /// The text of a tool result.
