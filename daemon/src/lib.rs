@@ -3,5 +3,11 @@
 //! is a thin `main` over this crate, so tests and benchmarks can run the same code in-process.
 //!
 //! Invariant: the domain modules never see tonic or prost types; only `rpc` translates.
+pub mod agent;
+pub mod gate;
 pub mod message;
+pub mod model;
 pub mod persona;
+pub mod testing;
+pub mod tool;
+pub mod tools;

@@ -281,3 +281,10 @@ fn or_unknown(value: &str) -> String {
         value
     }
 }
+
+impl crate::agent::SystemPromptSource for PersonaLoader {
+    /// The persona's three blocks, rebuilt before every model call (edits apply without a restart).
+    fn system_content(&self) -> Vec<crate::message::SystemContentBlock> {
+        self.build_system_content()
+    }
+}

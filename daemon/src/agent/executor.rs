@@ -1,0 +1,146 @@
+//! Runs the tool calls of one assistant message through the gate.
+//!
+//! Invariants: every toolUse gets exactly one toolResult, returned in toolUse order, on every path
+//! (unreadable input, unknown tool, refusal, cancel, a tool error or panic); each call goes
+//! `gate.begin`/`wait` → `Permit::run` with nothing in between (the permit's tool task is spawned
+//! before anything else is awaited); calls run concurrently unless any registered tool is tier 2,
+//! then one at a time (so approvals are asked one at a time too); every call is recorded by the gate.
+
+use futures::future::join_all;
+
+use super::events::{TurnEvent, TurnOutput};
+use crate::gate::{
+    ApprovalRequest, ApprovalStatus, CallContext, Checked, GateCall, RefusalReason, TierGate,
+    ToolCallRecord, ToolCallStatus, Verdict,
+};
+use crate::message::{ToolResult, ToolResultStatus, ToolUse};
+use crate::model::InvalidToolInput;
+use crate::tool::ToolError;
+
+/// Runs `uses` and returns their results in the same order.
+pub(crate) async fn run_tools(
+    gate: &TierGate,
+    uses: Vec<ToolUse>,
+    invalid: &[InvalidToolInput],
+    ctx: &CallContext,
+    out: &TurnOutput,
+) -> Vec<ToolResult> {
+    if gate.catalog().has_physical() {
+        let mut results = Vec::with_capacity(uses.len());
+        for tool_use in uses {
+            results.push(run_one(gate, tool_use, invalid, ctx, out).await);
+        }
+        results
+    } else {
+        join_all(
+            uses.into_iter()
+                .map(|tool_use| run_one(gate, tool_use, invalid, ctx, out)),
+        )
+        .await
+    }
+}
+
+async fn run_one(
+    gate: &TierGate,
+    tool_use: ToolUse,
+    invalid: &[InvalidToolInput],
+    ctx: &CallContext,
+    out: &TurnOutput,
+) -> ToolResult {
+    let call = GateCall {
+        tool_use_id: tool_use.tool_use_id,
+        tool: tool_use.name,
+        arguments: tool_use.input,
+    };
+    let record = if let Some(bad) = invalid.iter().find(|i| i.tool_use_id == call.tool_use_id) {
+        let tier = gate.catalog().tier_of(&call.tool);
+        ToolCallRecord::invalid_input(call, tier, &bad.problem)
+    } else if ctx.cancel.is_cancelled() {
+        let tier = gate.catalog().tier_of(&call.tool);
+        ToolCallRecord::cancelled(call, tier)
+    } else {
+        check_and_run(gate, call, ctx, out).await
+    };
+    gate.record(&record, ctx);
+    out.send(TurnEvent::ToolResult {
+        tool_use_id: record.tool_use_id.clone(),
+        tool: record.tool.clone(),
+        tier: record.tier,
+        status: record.status,
+        approval: record.approval,
+        summary: record.result_summary(),
+        duration_ms: record.duration_ms,
+    })
+    .await;
+    record.result
+}
+
+async fn check_and_run(
+    gate: &TierGate,
+    call: GateCall,
+    ctx: &CallContext,
+    out: &TurnOutput,
+) -> ToolCallRecord {
+    let (verdict, asked) = match gate.begin(call, ctx) {
+        Checked::Ready(verdict) => (verdict, None),
+        Checked::Pending(pending) => {
+            let request = pending.request().clone();
+            out.send(TurnEvent::ApprovalAsked(request.clone())).await;
+            (pending.wait().await, Some(request))
+        }
+    };
+    match verdict {
+        Verdict::Refused(refusal) => {
+            if let (Some(request), RefusalReason::NotApproved(decision)) =
+                (&asked, refusal.reason())
+            {
+                out.send(decided(request, decision)).await;
+            }
+            refusal.into_record()
+        }
+        Verdict::Allowed(permit) => {
+            let call = permit.call().clone();
+            let tier = permit.tier();
+            let approval = permit.approval();
+            // The tool starts here, before anything else is awaited.
+            let running = tokio::spawn(permit.run(ctx.clone()));
+            if let Some(request) = &asked {
+                out.send(decided(request, crate::gate::Decision::Approved))
+                    .await;
+            }
+            match running.await {
+                Ok(record) => record,
+                Err(join_error) => crashed(call, tier, approval, &join_error.to_string()),
+            }
+        }
+    }
+}
+
+fn decided(request: &ApprovalRequest, decision: crate::gate::Decision) -> TurnEvent {
+    TurnEvent::ApprovalDecided {
+        approval_id: request.approval_id.clone(),
+        tool_use_id: request.tool_use_id.clone(),
+        tool: request.tool.clone(),
+        decision,
+    }
+}
+
+/// The record of a tool task that died (a panic the permit did not contain, a runtime shutdown).
+fn crashed(
+    call: GateCall,
+    tier: crate::tool::Tier,
+    approval: ApprovalStatus,
+    why: &str,
+) -> ToolCallRecord {
+    let text = ToolError::Panicked(why.to_owned()).model_text();
+    ToolCallRecord {
+        result: ToolResult::text(&call.tool_use_id, ToolResultStatus::Error, text),
+        tool_use_id: call.tool_use_id,
+        tool: call.tool,
+        tier: Some(tier),
+        arguments: call.arguments,
+        status: ToolCallStatus::Error,
+        approval,
+        duration_ms: 0,
+    }
+}

@@ -1,0 +1,135 @@
+//! The agent's conversation history and the hook that persists it.
+//!
+//! Invariants: the loop only ever appends, through [`History::append`], which reports the message to
+//! the [`HistoryObserver`] first and keeps it in memory only when the observer accepted it, so memory
+//! never runs ahead of the store; the history is never edited in place (a dangling end is repaired by
+//! appending, see `turn`); the lock is never held across an await or while the observer runs.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::message::{Message, Role};
+
+/// An observer could not store a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the message could not be stored: {0}")]
+pub struct HistoryError(pub String);
+
+/// Told about every message the agent appends (the session store implements it). It runs on the
+/// turn's task, synchronously, before the message becomes part of the in-memory history.
+pub trait HistoryObserver: Send + Sync {
+    /// `index` is the message's position in the full history (0-based).
+    fn message_appended(&self, index: usize, message: &Message) -> Result<(), HistoryError>;
+}
+
+/// How the history ends, as far as the next turn is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Dangling {
+    /// Empty, or ends on an assistant message without tool calls: nothing to repair.
+    No,
+    /// Ends on a user message (a prompt or tool results nobody answered).
+    OnUser,
+    /// Ends on an assistant message whose tool calls have no results; holds their ids in order.
+    OnToolUse(Vec<String>),
+}
+
+/// The in-memory history plus its observer.
+pub(crate) struct History {
+    messages: Mutex<Vec<Message>>,
+    observer: Option<Arc<dyn HistoryObserver>>,
+}
+
+impl History {
+    pub(crate) fn new(initial: Vec<Message>, observer: Option<Arc<dyn HistoryObserver>>) -> Self {
+        Self {
+            messages: Mutex::new(initial),
+            observer,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Message>> {
+        self.messages.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Appends a message: the observer first, then memory. Returns its index.
+    pub(crate) fn append(&self, message: Message) -> Result<usize, HistoryError> {
+        let index = self.lock().len();
+        if let Some(observer) = &self.observer {
+            observer.message_appended(index, &message)?;
+        }
+        self.lock().push(message);
+        Ok(index)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// A copy of every message.
+    pub(crate) fn snapshot(&self) -> Vec<Message> {
+        self.lock().clone()
+    }
+
+    /// The messages as a model receives them (metadata stripped).
+    pub(crate) fn for_model(&self) -> Vec<Message> {
+        self.lock().iter().map(Message::for_model).collect()
+    }
+
+    pub(crate) fn dangling(&self) -> Dangling {
+        let messages = self.lock();
+        match messages.last() {
+            None => Dangling::No,
+            Some(last) if last.role == Role::User => Dangling::OnUser,
+            Some(last) => {
+                let ids: Vec<String> = last.tool_uses().map(|u| u.tool_use_id.clone()).collect();
+                if ids.is_empty() {
+                    Dangling::No
+                } else {
+                    Dangling::OnToolUse(ids)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{ContentBlock, ToolUse};
+    use serde_json::json;
+
+    struct Refuse;
+    impl HistoryObserver for Refuse {
+        fn message_appended(&self, _index: usize, _message: &Message) -> Result<(), HistoryError> {
+            Err(HistoryError("disk full".into()))
+        }
+    }
+
+    #[test]
+    fn a_refused_message_stays_out_of_memory() {
+        let history = History::new(vec![], Some(Arc::new(Refuse)));
+        assert!(history.append(Message::user_text("hi")).is_err());
+        assert_eq!(history.len(), 0);
+    }
+
+    #[test]
+    fn dangling_ends_are_recognised() {
+        let history = History::new(vec![], None);
+        assert_eq!(history.dangling(), Dangling::No);
+        history.append(Message::user_text("hi")).unwrap();
+        assert_eq!(history.dangling(), Dangling::OnUser);
+        history.append(Message::assistant_text("hello")).unwrap();
+        assert_eq!(history.dangling(), Dangling::No);
+        history
+            .append(Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse(ToolUse {
+                    tool_use_id: "t1".into(),
+                    name: "x".into(),
+                    input: json!({}),
+                })],
+                metadata: None,
+            })
+            .unwrap();
+        assert_eq!(history.dangling(), Dangling::OnToolUse(vec!["t1".into()]));
+    }
+}

@@ -1,0 +1,399 @@
+//! [`TauAgent`]: one conversation's agent loop: model, tools behind the tier gate, history, limits.
+//!
+//! `stream(prompt)` starts a turn on its own task and returns a [`TurnStream`] of [`TurnEvent`]s
+//! over a bounded channel; `ask(prompt)` waits for the text.
+//!
+//! Invariants: one turn at a time per agent: the turn task holds a tokio mutex for the whole turn
+//! (never the caller), so later callers queue in order; a turn outlives its caller (dropping the
+//! stream does not stop it; cancel does); every turn ends with exactly one `TurnEnd`, also when it
+//! was cancelled while queued (then nothing was appended); the agent never touches global state.
+
+mod events;
+mod executor;
+mod history;
+mod stop;
+mod turn;
+
+use std::fmt::Display;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::Stream;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use events::{Limits, StaticSystemPrompt, SystemPromptSource, TurnEnd, TurnEvent};
+pub use history::{HistoryError, HistoryObserver};
+pub use stop::{STOP_REASONS, StopReason, UnknownStopReason};
+pub use turn::{CANCELLED_PLACEHOLDER, TOOL_INTERRUPTED, UNFINISHED_NOTICE};
+
+use crate::gate::{Approver, CallContext, EventSink, TierGate};
+use crate::message::{Message, Usage};
+use crate::model::Model;
+use crate::tool::ToolCatalog;
+use events::TurnOutput;
+use history::History;
+use turn::TurnState;
+
+/// Default capacity of a turn's event channel.
+pub const DEFAULT_EVENT_CAPACITY: usize = 64;
+
+type BoxedExemption = Box<dyn Fn(&str, &Value) -> Result<bool, String> + Send + Sync>;
+
+/// A turn could not give an answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AgentError {
+    /// The turn ended with stop reason `error` (a failed model call, a store that refused a message).
+    #[error("{0}")]
+    TurnFailed(String),
+    /// The turn's task ended without a `TurnEnd` (it panicked, or there was no tokio runtime).
+    #[error("the turn ended unexpectedly")]
+    TurnAborted,
+}
+
+pub(crate) struct AgentInner {
+    model: Arc<dyn Model>,
+    gate: TierGate,
+    system: Arc<dyn SystemPromptSource>,
+    history: History,
+    limits: Limits,
+    session_id: String,
+    channel: String,
+    event_capacity: usize,
+    turn_lock: tokio::sync::Mutex<TurnState>,
+    /// The running turn's cancellation token.
+    current: Mutex<Option<CancellationToken>>,
+}
+
+impl AgentInner {
+    fn set_current(&self, token: Option<CancellationToken>) {
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = token;
+    }
+}
+
+/// The agent of one conversation. Cheap to clone; clones share the loop.
+#[derive(Clone)]
+pub struct TauAgent {
+    inner: Arc<AgentInner>,
+}
+
+impl std::fmt::Debug for TauAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TauAgent")
+            .field("model", &self.inner.model.name())
+            .field("session_id", &self.inner.session_id)
+            .field("gate", &self.inner.gate)
+            .finish()
+    }
+}
+
+/// Per-turn options for [`TauAgent::stream_with`].
+#[derive(Debug, Clone, Default)]
+pub struct TurnOptions {
+    /// The channel the prompt came from (approvals are asked there); default: the agent's.
+    pub channel: Option<String>,
+    /// Cancels this turn; default: a fresh token (see [`TurnStream::cancel`]).
+    pub cancel: Option<CancellationToken>,
+}
+
+impl TauAgent {
+    pub fn builder(model: Arc<dyn Model>) -> TauAgentBuilder {
+        TauAgentBuilder {
+            model,
+            catalog: ToolCatalog::new(),
+            approver: None,
+            sink: None,
+            gate_timeout: None,
+            exemptions: Vec::new(),
+            history: Vec::new(),
+            observer: None,
+            system: Arc::new(StaticSystemPrompt::new("")),
+            limits: Limits::default(),
+            session_id: "unsaved".to_owned(),
+            channel: "local".to_owned(),
+            event_capacity: DEFAULT_EVENT_CAPACITY,
+        }
+    }
+
+    /// The tier gate (for `add_exemption`, and for callers that gate calls without a model).
+    pub fn gate(&self) -> &TierGate {
+        &self.inner.gate
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.inner.session_id
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    pub fn model_name(&self) -> &str {
+        self.inner.model.name()
+    }
+
+    /// A copy of the history.
+    pub fn messages(&self) -> Vec<Message> {
+        self.inner.history.snapshot()
+    }
+
+    /// Whether a turn is running.
+    pub fn is_busy(&self) -> bool {
+        self.inner.turn_lock.try_lock().is_err()
+    }
+
+    /// Cancels the running turn, if any; returns whether there was one. Queued turns are not affected.
+    pub fn cancel(&self) -> bool {
+        let current = self
+            .inner
+            .current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match current.as_ref() {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Runs one user turn; see [`TauAgent::stream_with`].
+    pub fn stream(&self, prompt: impl Into<String>) -> TurnStream {
+        self.stream_with(prompt, TurnOptions::default())
+    }
+
+    /// Runs one user turn on its own task (queued behind a running one) and streams its events.
+    /// Needs a tokio runtime; without one the stream ends at once with `TurnAborted`.
+    pub fn stream_with(&self, prompt: impl Into<String>, options: TurnOptions) -> TurnStream {
+        let (sender, receiver) = mpsc::channel(self.inner.event_capacity.max(1));
+        let cancel = options.cancel.unwrap_or_default();
+        let stream = TurnStream {
+            receiver,
+            cancel: cancel.clone(),
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return stream;
+        };
+        let inner = Arc::clone(&self.inner);
+        let ctx = CallContext {
+            session_id: inner.session_id.clone(),
+            channel: options.channel.unwrap_or_else(|| inner.channel.clone()),
+            cancel,
+        };
+        let prompt = prompt.into();
+        runtime.spawn(async move {
+            let out = TurnOutput::new(sender);
+            let queued = tokio::select! {
+                biased;
+                () = ctx.cancel.cancelled() => None,
+                guard = inner.turn_lock.lock() => Some(guard),
+            };
+            let Some(mut state) = queued else {
+                out.send(TurnEvent::TurnEnd(TurnEnd {
+                    stop_reason: StopReason::Cancelled,
+                    text: String::new(),
+                    usage: Usage::default(),
+                    model_calls: 0,
+                    notice: None,
+                }))
+                .await;
+                return;
+            };
+            inner.set_current(Some(ctx.cancel.clone()));
+            let end = turn::run_turn(&inner, &mut state, prompt, &ctx, &out).await;
+            inner.set_current(None);
+            drop(state);
+            out.send(TurnEvent::TurnEnd(end)).await;
+        });
+        stream
+    }
+
+    /// Runs one user turn and returns the last assistant text. Limits and cancels are not errors
+    /// (the text is then what was said, possibly empty); a turn that ended with `error` is.
+    pub async fn ask(&self, prompt: impl Into<String>) -> Result<String, AgentError> {
+        let end = self.stream(prompt).finish().await?;
+        if end.stop_reason == StopReason::Error {
+            return Err(AgentError::TurnFailed(
+                end.notice.unwrap_or_else(|| "the turn failed".to_owned()),
+            ));
+        }
+        Ok(end.text)
+    }
+}
+
+/// The events of one turn. Implements `Stream`; dropping it does not stop the turn.
+#[derive(Debug)]
+pub struct TurnStream {
+    receiver: mpsc::Receiver<TurnEvent>,
+    cancel: CancellationToken,
+}
+
+impl TurnStream {
+    /// The next event; `None` after `TurnEnd`.
+    pub async fn next_event(&mut self) -> Option<TurnEvent> {
+        self.receiver.recv().await
+    }
+
+    /// Cancels this turn (also while it is still queued).
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Drains the stream and returns how the turn ended.
+    pub async fn finish(mut self) -> Result<TurnEnd, AgentError> {
+        while let Some(event) = self.receiver.recv().await {
+            if let TurnEvent::TurnEnd(end) = event {
+                return Ok(end);
+            }
+        }
+        Err(AgentError::TurnAborted)
+    }
+
+    /// Drains the stream and returns every event (the last is `TurnEnd` unless the turn aborted).
+    pub async fn collect_events(mut self) -> Vec<TurnEvent> {
+        let mut events = Vec::new();
+        while let Some(event) = self.receiver.recv().await {
+            events.push(event);
+        }
+        events
+    }
+}
+
+impl Stream for TurnStream {
+    type Item = TurnEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<TurnEvent>> {
+        self.receiver.poll_recv(cx)
+    }
+}
+
+/// Builds a [`TauAgent`]. Defaults: no tools, [`crate::gate::AutoRejectApprover`], no event sink,
+/// no history, an empty system prompt, [`Limits::default`], session `unsaved`, channel `local`.
+pub struct TauAgentBuilder {
+    model: Arc<dyn Model>,
+    catalog: ToolCatalog,
+    approver: Option<Arc<dyn Approver>>,
+    sink: Option<Arc<dyn EventSink>>,
+    gate_timeout: Option<Duration>,
+    exemptions: Vec<BoxedExemption>,
+    history: Vec<Message>,
+    observer: Option<Arc<dyn HistoryObserver>>,
+    system: Arc<dyn SystemPromptSource>,
+    limits: Limits,
+    session_id: String,
+    channel: String,
+    event_capacity: usize,
+}
+
+impl TauAgentBuilder {
+    /// The tools (already filtered by `[components.tools] disabled` where that applies).
+    pub fn catalog(mut self, catalog: ToolCatalog) -> Self {
+        self.catalog = catalog;
+        self
+    }
+
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Where `tool_call`, `approval` and `error` events go.
+    pub fn event_sink(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// The gate's approval timeout (wins over the approver's own).
+    pub fn gate_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.gate_timeout = timeout;
+        self
+    }
+
+    /// An exemption registered on the gate at build (see `TierGate::add_exemption`).
+    pub fn exemption<F, E>(mut self, f: F) -> Self
+    where
+        F: Fn(&str, &Value) -> Result<bool, E> + Send + Sync + 'static,
+        E: Display,
+    {
+        self.exemptions
+            .push(Box::new(move |tool: &str, args: &Value| {
+                f(tool, args).map_err(|e| e.to_string())
+            }));
+        self
+    }
+
+    /// The history to continue (restored from a session store); it is not reported to the observer.
+    pub fn history(mut self, messages: Vec<Message>) -> Self {
+        self.history = messages;
+        self
+    }
+
+    pub fn history_observer(mut self, observer: Arc<dyn HistoryObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    pub fn system_prompt(mut self, source: Arc<dyn SystemPromptSource>) -> Self {
+        self.system = source;
+        self
+    }
+
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn session_id(mut self, session_id: impl Into<String>) -> Self {
+        self.session_id = session_id.into();
+        self
+    }
+
+    /// The default channel of this agent's turns.
+    pub fn channel(mut self, channel: impl Into<String>) -> Self {
+        self.channel = channel.into();
+        self
+    }
+
+    /// Capacity of each turn's event channel (at least 1).
+    pub fn event_capacity(mut self, capacity: usize) -> Self {
+        self.event_capacity = capacity;
+        self
+    }
+
+    pub fn build(self) -> TauAgent {
+        let mut gate = TierGate::builder(Arc::new(self.catalog)).timeout(self.gate_timeout);
+        if let Some(approver) = self.approver {
+            gate = gate.approver(approver);
+        }
+        if let Some(sink) = self.sink {
+            gate = gate.sink(sink);
+        }
+        let gate = gate.build();
+        for exemption in self.exemptions {
+            // Registered for the agent's lifetime: the handle is not needed to keep it.
+            let _handle = gate.add_exemption(exemption);
+        }
+        TauAgent {
+            inner: Arc::new(AgentInner {
+                model: self.model,
+                gate,
+                system: self.system,
+                history: History::new(self.history, self.observer),
+                limits: self.limits,
+                session_id: self.session_id,
+                channel: self.channel,
+                event_capacity: self.event_capacity,
+                turn_lock: tokio::sync::Mutex::new(TurnState::default()),
+                current: Mutex::new(None),
+            }),
+        }
+    }
+}

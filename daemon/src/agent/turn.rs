@@ -1,0 +1,297 @@
+//! One user turn: repair a dangling history, append the prompt, then call the model and run its tools
+//! until a terminal stop reason, a limit, a cancel or an error.
+//!
+//! Invariants (DESIGN "Agent loop"): the system prompt is rebuilt before every model call; history
+//! is only appended to (through `History::append`); a dangling end is repaired with the seed's
+//! two-message prompt (an assistant notice in parentheses, then the new user message), after a
+//! "Tool was interrupted." result for a dangling toolUse; a cancel while the model streams stores the
+//! "Cancelled by user" placeholder reply; a cancel around tools still answers every toolUse; limits
+//! and errors end the turn with a stop reason, never with an error value.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::AgentInner;
+use super::events::{TurnEnd, TurnEvent, TurnOutput};
+use super::executor::run_tools;
+use super::history::{Dangling, HistoryError};
+use super::stop::StopReason;
+use crate::gate::CallContext;
+use crate::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, Usage};
+use crate::model::{
+    AssembledMessage, MessageAssembler, ModelError, ModelEvent, ModelRequest, ReasoningDelta,
+};
+
+/// The reply stored when a cancel arrives while the model streams.
+pub const CANCELLED_PLACEHOLDER: &str = "Cancelled by user";
+/// The result given to a toolUse left without one by an earlier turn.
+pub const TOOL_INTERRUPTED: &str = "Tool was interrupted.";
+/// The repair notice for a dangling history nobody left a notice for (a crash-restored session).
+pub const UNFINISHED_NOTICE: &str = "The previous turn did not finish.";
+
+/// What survives between turns: the notice of a turn that left the history dangling, keyed by the
+/// history length it left (so it applies only while that message is still the last).
+#[derive(Debug, Default)]
+pub(crate) struct TurnState {
+    notice: Option<(String, usize)>,
+}
+
+enum ModelOutcome {
+    Done(AssembledMessage),
+    Cancelled,
+    Failed(ModelError),
+}
+
+struct Progress {
+    usage: Usage,
+    model_calls: u32,
+    text: String,
+}
+
+pub(crate) async fn run_turn(
+    inner: &AgentInner,
+    state: &mut TurnState,
+    prompt: String,
+    ctx: &CallContext,
+    out: &TurnOutput,
+) -> TurnEnd {
+    let mut progress = Progress {
+        usage: Usage::default(),
+        model_calls: 0,
+        text: String::new(),
+    };
+    let (stop_reason, notice) = match drive(inner, state, prompt, ctx, out, &mut progress).await {
+        Ok(end) => end,
+        Err(error) => {
+            warn!(session_id = %ctx.session_id, "{error}");
+            (
+                StopReason::Error,
+                Some("The conversation could not be saved; the turn stopped.".to_owned()),
+            )
+        }
+    };
+    if let Some(text) = &notice
+        && inner.history.dangling() != Dangling::No
+    {
+        state.notice = Some((text.clone(), inner.history.len()));
+    }
+    TurnEnd {
+        stop_reason,
+        text: progress.text,
+        usage: progress.usage,
+        model_calls: progress.model_calls,
+        notice,
+    }
+}
+
+async fn drive(
+    inner: &AgentInner,
+    state: &mut TurnState,
+    prompt: String,
+    ctx: &CallContext,
+    out: &TurnOutput,
+    progress: &mut Progress,
+) -> Result<(StopReason, Option<String>), HistoryError> {
+    repair(inner, state)?;
+    inner.history.append(Message::user_text(prompt))?;
+    loop {
+        if ctx.cancel.is_cancelled() {
+            return Ok((StopReason::Cancelled, Some(cancelled_notice())));
+        }
+        if let Some(max) = inner.limits.turns
+            && progress.model_calls >= max
+        {
+            let notice = format!("The turn stopped after {max} model calls (its limit).");
+            return Ok((StopReason::LimitTurns, Some(notice)));
+        }
+        if let Some(max) = inner.limits.total_tokens
+            && progress.usage.total_tokens >= max
+        {
+            let notice = format!(
+                "The turn stopped after using {} tokens (its budget is {max}).",
+                progress.usage.total_tokens
+            );
+            return Ok((StopReason::LimitTotalTokens, Some(notice)));
+        }
+        let request = ModelRequest {
+            system: inner.system.system_content(),
+            messages: inner.history.for_model(),
+            tools: inner.gate.catalog().specs(),
+        };
+        progress.model_calls += 1;
+        let assembled = match call_model(inner, request, &ctx.cancel, out).await {
+            ModelOutcome::Done(assembled) => assembled,
+            ModelOutcome::Cancelled => {
+                inner
+                    .history
+                    .append(Message::assistant_text(CANCELLED_PLACEHOLDER))?;
+                progress.text = CANCELLED_PLACEHOLDER.to_owned();
+                return Ok((StopReason::Cancelled, Some(cancelled_notice())));
+            }
+            ModelOutcome::Failed(error) => {
+                warn!(model = inner.model.name(), "model call failed: {error}");
+                let notice = "The model call failed; the turn stopped.".to_owned();
+                return Ok((StopReason::Error, Some(notice)));
+            }
+        };
+        add_usage(&mut progress.usage, &assembled.usage);
+        let stop_reason = assembled.stop_reason;
+        let uses: Vec<_> = assembled.message.tool_uses().cloned().collect();
+        progress.text = assembled.message.text();
+        inner.history.append(assembled.message)?;
+        if stop_reason != StopReason::ToolUse {
+            let notice = match stop_reason {
+                StopReason::MaxTokens => {
+                    Some("The reply was cut off at the output limit.".to_owned())
+                }
+                StopReason::ContentFiltered | StopReason::GuardrailIntervened => {
+                    Some("The provider's content filter stopped the reply.".to_owned())
+                }
+                _ => None,
+            };
+            return Ok((stop_reason, notice));
+        }
+        let results = run_tools(&inner.gate, uses, &assembled.invalid_tool_inputs, ctx, out).await;
+        inner.history.append(Message {
+            role: Role::User,
+            content: results.into_iter().map(ContentBlock::ToolResult).collect(),
+            metadata: None,
+        })?;
+    }
+}
+
+fn cancelled_notice() -> String {
+    "The user cancelled the previous turn.".to_owned()
+}
+
+/// Repairs a dangling history by appending: a "Tool was interrupted." result for every unanswered
+/// toolUse, then an assistant message with the pending notice in parentheses.
+fn repair(inner: &AgentInner, state: &mut TurnState) -> Result<(), HistoryError> {
+    let pending = state.notice.take();
+    let dangling = inner.history.dangling();
+    if dangling == Dangling::No {
+        return Ok(());
+    }
+    let len_before = inner.history.len();
+    let notice = match pending {
+        Some((text, len)) if len == len_before => text,
+        _ => UNFINISHED_NOTICE.to_owned(),
+    };
+    debug!(?dangling, %notice, "repairing a dangling history");
+    if let Dangling::OnToolUse(ids) = dangling {
+        let results = ids
+            .into_iter()
+            .map(|id| {
+                ContentBlock::ToolResult(ToolResult::text(
+                    id,
+                    ToolResultStatus::Error,
+                    TOOL_INTERRUPTED,
+                ))
+            })
+            .collect();
+        inner.history.append(Message {
+            role: Role::User,
+            content: results,
+            metadata: None,
+        })?;
+    }
+    inner
+        .history
+        .append(Message::assistant_text(format!("({notice})")))?;
+    Ok(())
+}
+
+async fn call_model(
+    inner: &AgentInner,
+    request: ModelRequest,
+    cancel: &CancellationToken,
+    out: &TurnOutput,
+) -> ModelOutcome {
+    let started = Instant::now();
+    let opened = tokio::select! {
+        biased;
+        () = cancel.cancelled() => return ModelOutcome::Cancelled,
+        opened = inner.model.stream(request, cancel.clone()) => opened,
+    };
+    let mut stream = match opened {
+        Ok(stream) => stream,
+        Err(error) => return ModelOutcome::Failed(error),
+    };
+    let mut assembler = MessageAssembler::new();
+    let mut tool_ids: HashMap<u32, String> = HashMap::new();
+    loop {
+        let next = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return ModelOutcome::Cancelled,
+            next = stream.next() => next,
+        };
+        let event = match next {
+            None => break,
+            Some(Err(error)) => return ModelOutcome::Failed(error),
+            Some(Ok(event)) => event,
+        };
+        if let Err(error) = assembler.push(&event) {
+            return ModelOutcome::Failed(error);
+        }
+        if let Some(turn_event) = to_turn_event(event, &mut tool_ids, &mut assembler) {
+            out.send(turn_event).await;
+        }
+    }
+    let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    ModelOutcome::Done(assembler.finish(latency_ms))
+}
+
+/// The caller-facing form of a model event, if it has one.
+fn to_turn_event(
+    event: ModelEvent,
+    tool_ids: &mut HashMap<u32, String>,
+    assembler: &mut MessageAssembler,
+) -> Option<TurnEvent> {
+    match event {
+        ModelEvent::TextDelta { text, .. } => Some(TurnEvent::TextDelta(text)),
+        ModelEvent::ReasoningDelta {
+            delta: ReasoningDelta::Text(text),
+            ..
+        } => Some(TurnEvent::ReasoningDelta(text)),
+        ModelEvent::ToolUseStart {
+            index,
+            tool_use_id,
+            name,
+        } => {
+            tool_ids.insert(index, tool_use_id.clone());
+            Some(TurnEvent::ToolUseStarted { tool_use_id, name })
+        }
+        ModelEvent::ToolUseInputDelta {
+            index,
+            partial_json,
+        } => tool_ids.get(&index).map(|id| TurnEvent::ToolUseInput {
+            tool_use_id: id.clone(),
+            partial_json,
+        }),
+        ModelEvent::Throttled { delay } => {
+            assembler.reset();
+            tool_ids.clear();
+            Some(TurnEvent::Throttled { delay })
+        }
+        ModelEvent::ReasoningDelta { .. }
+        | ModelEvent::BlockStop { .. }
+        | ModelEvent::Metadata { .. }
+        | ModelEvent::MessageStop { .. } => None,
+    }
+}
+
+fn add_usage(total: &mut Usage, call: &Usage) {
+    total.input_tokens = total.input_tokens.saturating_add(call.input_tokens);
+    total.output_tokens = total.output_tokens.saturating_add(call.output_tokens);
+    total.total_tokens = total.total_tokens.saturating_add(call.total_tokens);
+    if let Some(read) = call.cache_read_input_tokens {
+        *total.cache_read_input_tokens.get_or_insert(0) += read;
+    }
+    if let Some(write) = call.cache_write_input_tokens {
+        *total.cache_write_input_tokens.get_or_insert(0) += write;
+    }
+}

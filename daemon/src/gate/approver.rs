@@ -1,0 +1,105 @@
+//! Approvers: who decides a tier-2 call. A channel implements [`Approver`]; [`AutoRejectApprover`]
+//! is the default when a channel passes none.
+//!
+//! Invariants: no approver in this crate approves on its own (the scripted one in `testing` only
+//! replays decisions a test wrote down); the gate treats an approver error, a panic, an invalid
+//! answer, a timeout and a cancelled wait as refusals. The gate cancels a question by dropping the
+//! `decide` future, so an approver that keeps state per question must clean it up on drop.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::events::Decision;
+use super::format::format_approval_arguments;
+use crate::tool::Tier;
+
+/// Everything a person needs to decide one tier-2 call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// Unique per question; the `approval` events and the hub's decide call use it.
+    pub approval_id: String,
+    pub tool: String,
+    pub tier: Tier,
+    /// The model's arguments, untrusted: show them with [`ApprovalRequest::formatted_arguments`].
+    pub arguments: Value,
+    /// The tool's effect sentence (English).
+    pub effect: String,
+    pub session_id: String,
+    /// The channel the call came from; only a decision from that channel counts.
+    pub channel: String,
+    pub tool_use_id: String,
+    /// How long the question stays open, when a timeout applies.
+    pub timeout: Option<Duration>,
+}
+
+impl ApprovalRequest {
+    /// The arguments as shown to a person: sorted JSON, control and bidi characters escaped.
+    pub fn formatted_arguments(&self) -> String {
+        format_approval_arguments(&self.arguments)
+    }
+}
+
+/// An approver failed to produce a decision; the gate records `error` and refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("approver failed: {0}")]
+pub struct ApproverError(pub String);
+
+/// Decides tier-2 calls for a channel.
+#[async_trait]
+pub trait Approver: Send + Sync {
+    /// A short name for logs and events (e.g. `terminal`, `telegram`).
+    fn name(&self) -> &str;
+
+    /// The approver's own timeout; the gate's timeout wins over it. `None`: wait until cancelled.
+    fn timeout(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Asks for a decision. Anything but `Ok(Decision::Approved)` refuses the call.
+    async fn decide(&self, request: &ApprovalRequest) -> Result<Decision, ApproverError>;
+}
+
+/// Rejects every request: the approver when a channel passes none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AutoRejectApprover;
+
+#[async_trait]
+impl Approver for AutoRejectApprover {
+    fn name(&self) -> &str {
+        "auto_reject"
+    }
+
+    async fn decide(&self, _request: &ApprovalRequest) -> Result<Decision, ApproverError> {
+        Ok(Decision::Rejected)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn auto_reject_rejects() {
+        let request = ApprovalRequest {
+            approval_id: "a".into(),
+            tool: "demo_physical_action".into(),
+            tier: Tier::Physical,
+            arguments: json!({"action": "x\u{202e}"}),
+            effect: "e".into(),
+            session_id: "s".into(),
+            channel: "cli".into(),
+            tool_use_id: "t".into(),
+            timeout: None,
+        };
+        assert_eq!(
+            AutoRejectApprover.decide(&request).await,
+            Ok(Decision::Rejected)
+        );
+        assert_eq!(AutoRejectApprover.timeout(), None);
+        assert_eq!(request.formatted_arguments(), r#"{"action": "x\u202e"}"#);
+    }
+}

@@ -1,0 +1,296 @@
+//! Agent events the gate emits (`tool_call`, `approval`, `error`), the status vocabularies they use,
+//! and the [`EventSink`] they go to (the session store implements it; tests use
+//! `testing::MemorySink`).
+//!
+//! Invariants: the string forms (`as_str`, serde) are the stored vocabulary of events.jsonl and never
+//! change meaning; `EventSink::emit` is synchronous and must not block, because the gate calls it on
+//! the path of every tool call (a sink that needs I/O queues internally).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::tool::Tier;
+
+/// How a call was approved, as recorded in a `tool_call` event's `approval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalStatus {
+    /// Tier 0 or 1, or a call refused before any question (unknown tool).
+    NotRequired,
+    Approved,
+    Rejected,
+    Timeout,
+    Error,
+    Invalid,
+    Cancelled,
+    /// A tier-2 call an exemption let through without a question.
+    Exempt,
+}
+
+impl ApprovalStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotRequired => "not_required",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::Timeout => "timeout",
+            Self::Error => "error",
+            Self::Invalid => "invalid",
+            Self::Cancelled => "cancelled",
+            Self::Exempt => "exempt",
+        }
+    }
+}
+
+/// The outcome of asking an approver. Only `Approved` approves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Approved,
+    Rejected,
+    /// Nobody answered in time; the question was cancelled.
+    Timeout,
+    /// The approver failed (or panicked).
+    Error,
+    /// The approver answered something that is not a decision.
+    Invalid,
+    /// The wait was cancelled (turn cancelled, client gone).
+    Cancelled,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::Timeout => "timeout",
+            Self::Error => "error",
+            Self::Invalid => "invalid",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether this decision lets the call run: only `Approved` does.
+    pub fn is_approved(self) -> bool {
+        self == Self::Approved
+    }
+
+    /// Reads a raw answer from a channel: `approved`/`APPROVED` approve, `rejected`/`REJECTED`
+    /// reject, anything else is `Invalid` (which refuses, like every non-approval).
+    pub fn from_answer(answer: &str) -> Self {
+        match answer.trim().to_ascii_lowercase().as_str() {
+            "approved" => Self::Approved,
+            "rejected" => Self::Rejected,
+            _ => Self::Invalid,
+        }
+    }
+
+    /// The `approval` value a `tool_call` event records for this decision.
+    pub fn approval_status(self) -> ApprovalStatus {
+        match self {
+            Self::Approved => ApprovalStatus::Approved,
+            Self::Rejected => ApprovalStatus::Rejected,
+            Self::Timeout => ApprovalStatus::Timeout,
+            Self::Error => ApprovalStatus::Error,
+            Self::Invalid => ApprovalStatus::Invalid,
+            Self::Cancelled => ApprovalStatus::Cancelled,
+        }
+    }
+}
+
+/// What happened to a call, as recorded in a `tool_call` event's `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallStatus {
+    /// The tool ran and succeeded.
+    Success,
+    /// The tool ran and failed, or its input could not be read.
+    Error,
+    /// The gate refused the call (unknown tool, or a tier-2 call not approved); it did not run.
+    Refused,
+    /// The turn was cancelled before or while the tool ran.
+    Cancelled,
+}
+
+impl ToolCallStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Error => "error",
+            Self::Refused => "refused",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The state of an approval question: `pending` when asked, then the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalState {
+    Pending,
+    Approved,
+    Rejected,
+    Timeout,
+    Error,
+    Invalid,
+    Cancelled,
+}
+
+impl From<Decision> for ApprovalState {
+    fn from(decision: Decision) -> Self {
+        match decision {
+            Decision::Approved => Self::Approved,
+            Decision::Rejected => Self::Rejected,
+            Decision::Timeout => Self::Timeout,
+            Decision::Error => Self::Error,
+            Decision::Invalid => Self::Invalid,
+            Decision::Cancelled => Self::Cancelled,
+        }
+    }
+}
+
+/// One gated tool call, whatever its outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallEvent {
+    pub tool: String,
+    /// `None` for a tool that is not registered.
+    pub tier: Option<Tier>,
+    pub arguments: Value,
+    pub status: ToolCallStatus,
+    pub result_summary: String,
+    pub approval: ApprovalStatus,
+    /// How long the tool itself ran (0 when it did not run).
+    pub duration_ms: u64,
+    pub tool_use_id: String,
+    pub session_id: String,
+    pub channel: String,
+}
+
+/// One tier-2 question: emitted as `pending` before the approver is asked, then with the decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalEvent {
+    pub approval_id: String,
+    pub status: ApprovalState,
+    pub tool: String,
+    pub tier: Tier,
+    pub arguments: Value,
+    pub effect: String,
+    pub tool_use_id: String,
+    pub session_id: String,
+    pub channel: String,
+    /// The approver's name.
+    pub approver: String,
+    /// How long the question may stay open, when a timeout applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// How long the question was open (decided events only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+/// Something went wrong around a call (an unknown tool, a failing approver or exemption).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorEvent {
+    /// Where it happened, e.g. `tier_gate`.
+    #[serde(rename = "where")]
+    pub location: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+    pub session_id: String,
+}
+
+/// An agent event, stored one per line in a session's events.jsonl (`{"type": "tool_call", ...}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentEvent {
+    ToolCall(ToolCallEvent),
+    Approval(ApprovalEvent),
+    Error(ErrorEvent),
+}
+
+impl AgentEvent {
+    /// The event's type name: `tool_call`, `approval` or `error`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::ToolCall(_) => "tool_call",
+            Self::Approval(_) => "approval",
+            Self::Error(_) => "error",
+        }
+    }
+}
+
+/// Receives agent events. `emit` must return quickly and never block; it is called while a tool
+/// call is in flight (the `pending` approval event before anyone is asked, so a sink that persists
+/// makes approvals durable).
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: AgentEvent);
+}
+
+/// A sink that drops every event (an agent nobody records).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NullSink;
+
+impl EventSink for NullSink {
+    fn emit(&self, _event: AgentEvent) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_approved_approves() {
+        let all = [
+            Decision::Approved,
+            Decision::Rejected,
+            Decision::Timeout,
+            Decision::Error,
+            Decision::Invalid,
+            Decision::Cancelled,
+        ];
+        let approving: Vec<_> = all.iter().filter(|d| d.is_approved()).collect();
+        assert_eq!(approving, vec![&Decision::Approved]);
+        for decision in all {
+            assert_eq!(decision.as_str(), decision.approval_status().as_str());
+            assert_eq!(
+                serde_json::to_value(decision).unwrap(),
+                json!(decision.as_str())
+            );
+        }
+    }
+
+    #[test]
+    fn raw_answers_parse_strictly() {
+        assert_eq!(Decision::from_answer("APPROVED"), Decision::Approved);
+        assert_eq!(Decision::from_answer(" rejected "), Decision::Rejected);
+        assert_eq!(Decision::from_answer("yes"), Decision::Invalid);
+        assert_eq!(Decision::from_answer(""), Decision::Invalid);
+    }
+
+    #[test]
+    fn tool_call_event_serializes_with_type_and_vocabulary() {
+        let event = AgentEvent::ToolCall(ToolCallEvent {
+            tool: "current_time".into(),
+            tier: Some(Tier::Read),
+            arguments: json!({}),
+            status: ToolCallStatus::Success,
+            result_summary: "ok".into(),
+            approval: ApprovalStatus::NotRequired,
+            duration_ms: 1,
+            tool_use_id: "t1".into(),
+            session_id: "s".into(),
+            channel: "cli".into(),
+        });
+        let value = serde_json::to_value(&event).unwrap();
+        assert_eq!(value["type"], "tool_call");
+        assert_eq!(value["tier"], 0);
+        assert_eq!(value["approval"], "not_required");
+        assert_eq!(value["status"], "success");
+        assert_eq!(event.kind(), "tool_call");
+        assert_eq!(serde_json::from_value::<AgentEvent>(value).unwrap(), event);
+    }
+}

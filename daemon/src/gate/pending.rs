@@ -1,0 +1,179 @@
+//! [`PendingApproval`]: a tier-2 question that was recorded as `pending` and is waiting to be asked.
+//!
+//! Invariants: the `pending` approval event was emitted before this value exists (so a store that
+//! persists events has the question before anyone is asked); questions of one gate are asked one at
+//! a time; the wait ends on a decision, the timeout (gate's, else approver's) or the cancellation
+//! token, and only an explicit `Approved` yields a permit; a pending approval dropped without being
+//! waited on is recorded as `cancelled`, so every question gets exactly one decided event.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::FutureExt;
+use tracing::{info, warn};
+
+use super::GateInner;
+use super::approver::ApprovalRequest;
+use super::events::{
+    AgentEvent, ApprovalEvent, ApprovalState, ApprovalStatus, Decision, ErrorEvent,
+};
+use super::verdict::{CallContext, GateCall, Permit, Refusal, RefusalReason, Verdict};
+use crate::tool::Tool;
+
+/// A tier-2 call waiting for its decision. Call [`PendingApproval::wait`].
+pub struct PendingApproval {
+    pub(super) gate: Arc<GateInner>,
+    pub(super) request: ApprovalRequest,
+    pub(super) call: GateCall,
+    pub(super) tool: Arc<dyn Tool>,
+    pub(super) ctx: CallContext,
+    pub(super) decided: bool,
+}
+
+impl std::fmt::Debug for PendingApproval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingApproval")
+            .field("request", &self.request)
+            .finish()
+    }
+}
+
+impl PendingApproval {
+    /// The question, as the approver will see it.
+    pub fn request(&self) -> &ApprovalRequest {
+        &self.request
+    }
+
+    /// Asks the approver and turns the answer into a verdict.
+    pub async fn wait(mut self) -> Verdict {
+        let started = Instant::now();
+        let decision = self.ask().await;
+        self.finish(decision, started)
+    }
+
+    async fn ask(&self) -> Decision {
+        let cancel = self.ctx.cancel.clone();
+        let turn = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Decision::Cancelled,
+            turn = self.gate.prompts.acquire() => turn,
+        };
+        let Ok(_turn) = turn else {
+            return Decision::Error;
+        };
+        let deciding = AssertUnwindSafe(self.gate.approver.decide(&self.request)).catch_unwind();
+        let timeout = self.request.timeout;
+        let answered = async move {
+            match timeout {
+                Some(limit) => tokio::time::timeout(limit, deciding).await.ok(),
+                None => Some(deciding.await),
+            }
+        };
+        let outcome = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Decision::Cancelled,
+            outcome = answered => outcome,
+        };
+        match outcome {
+            None => Decision::Timeout,
+            Some(Ok(Ok(decision))) => decision,
+            Some(Ok(Err(error))) => {
+                self.report_failure(&error.to_string());
+                Decision::Error
+            }
+            Some(Err(_panic)) => {
+                self.report_failure("the approver panicked");
+                Decision::Error
+            }
+        }
+    }
+
+    fn report_failure(&self, message: &str) {
+        warn!(
+            approver = self.gate.approver.name(),
+            tool = %self.call.tool,
+            approval_id = %self.request.approval_id,
+            "approval failed: {message}"
+        );
+        self.gate.sink.emit(AgentEvent::Error(ErrorEvent {
+            location: "tier_gate".into(),
+            message: format!("approver {} failed: {message}", self.gate.approver.name()),
+            tool: Some(self.call.tool.clone()),
+            tool_use_id: Some(self.call.tool_use_id.clone()),
+            session_id: self.ctx.session_id.clone(),
+        }));
+    }
+
+    fn finish(&mut self, decision: Decision, started: Instant) -> Verdict {
+        self.decided = true;
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.emit_decided(decision, Some(duration_ms));
+        let call = self.call.clone();
+        if decision.is_approved() {
+            Verdict::Allowed(Permit {
+                tool: Arc::clone(&self.tool),
+                call,
+                tier: self.request.tier,
+                approval: ApprovalStatus::Approved,
+            })
+        } else {
+            Verdict::Refused(Refusal {
+                call,
+                tier: Some(self.request.tier),
+                reason: RefusalReason::NotApproved(decision),
+            })
+        }
+    }
+
+    fn emit_decided(&self, decision: Decision, duration_ms: Option<u64>) {
+        info!(
+            tool = %self.call.tool,
+            approval_id = %self.request.approval_id,
+            approver = self.gate.approver.name(),
+            decision = decision.as_str(),
+            "approval decided"
+        );
+        let event = approval_event(
+            &self.request,
+            self.gate.approver.name(),
+            decision.into(),
+            duration_ms,
+        );
+        self.gate.sink.emit(AgentEvent::Approval(event));
+    }
+}
+
+impl Drop for PendingApproval {
+    fn drop(&mut self) {
+        if !self.decided {
+            self.decided = true;
+            self.emit_decided(Decision::Cancelled, None);
+        }
+    }
+}
+
+/// The `approval` event for `request` in `status`.
+pub(super) fn approval_event(
+    request: &ApprovalRequest,
+    approver: &str,
+    status: ApprovalState,
+    duration_ms: Option<u64>,
+) -> ApprovalEvent {
+    ApprovalEvent {
+        approval_id: request.approval_id.clone(),
+        status,
+        tool: request.tool.clone(),
+        tier: request.tier,
+        arguments: request.arguments.clone(),
+        effect: request.effect.clone(),
+        tool_use_id: request.tool_use_id.clone(),
+        session_id: request.session_id.clone(),
+        channel: request.channel.clone(),
+        approver: approver.to_owned(),
+        timeout_ms: request
+            .timeout
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        duration_ms,
+    }
+}

@@ -1,0 +1,123 @@
+//! The [`Model`] trait every provider implements, and the normalized stream it yields.
+//!
+//! A provider translates its wire protocol (Bedrock ConverseStream, Anthropic Messages SSE, Ollama,
+//! the fake model) into [`ModelEvent`]s keyed by content-block index; [`MessageAssembler`] turns them
+//! into one assistant [`Message`] in one place.
+//!
+//! Invariants: a request carries the system prompt as blocks, the history without metadata, and the
+//! tool specs; a provider ends its stream after `MessageStop` (and an optional final `Metadata`);
+//! throttling retries are the provider's and are announced with `Throttled` before the wait; a
+//! provider watches the cancellation token and the loop also stops reading the stream on cancel.
+
+mod assemble;
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::Stream;
+use tokio_util::sync::CancellationToken;
+
+pub use assemble::{
+    AssembledMessage, InvalidToolInput, MessageAssembler, blank_text, max_tokens_text,
+};
+
+pub use crate::agent::StopReason;
+use crate::message::{Message, Metrics, SystemContentBlock, Usage};
+use crate::tool::ToolSpec;
+
+/// What one model call sends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRequest {
+    /// The system prompt as blocks (text and cache points), rebuilt before every call.
+    pub system: Vec<SystemContentBlock>,
+    /// The conversation, metadata stripped.
+    pub messages: Vec<Message>,
+    /// The tools the model may call (providers drop `annotations` on the wire where needed).
+    pub tools: Vec<ToolSpec>,
+}
+
+/// A piece of streamed reasoning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReasoningDelta {
+    Text(String),
+    Signature(String),
+    /// Base64 of redacted reasoning.
+    Redacted(String),
+}
+
+/// One normalized stream event. `index` is the provider's content-block index; blocks are assembled
+/// in index order and may interleave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelEvent {
+    TextDelta {
+        index: u32,
+        text: String,
+    },
+    ToolUseStart {
+        index: u32,
+        tool_use_id: String,
+        name: String,
+    },
+    /// A fragment of the tool input's JSON text.
+    ToolUseInputDelta {
+        index: u32,
+        partial_json: String,
+    },
+    ReasoningDelta {
+        index: u32,
+        delta: ReasoningDelta,
+    },
+    /// The block at `index` is complete.
+    BlockStop {
+        index: u32,
+    },
+    /// Usage and timing of the call (the last one wins).
+    Metadata {
+        usage: Option<Usage>,
+        metrics: Option<Metrics>,
+    },
+    /// The model finished the message.
+    MessageStop {
+        stop_reason: StopReason,
+    },
+    /// The provider was throttled and will retry after `delay`; output streamed so far is void.
+    Throttled {
+        delay: Duration,
+    },
+}
+
+/// Why a model call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// Rate-limited, and the provider gave up retrying.
+    #[error("the model is throttled: {0}")]
+    Throttled(String),
+    /// The conversation no longer fits the model's context window.
+    #[error("the conversation is too long for the model: {0}")]
+    ContextOverflow(String),
+    /// The request failed (network, authentication, a bad request).
+    #[error("the model request failed: {0}")]
+    Request(String),
+    /// The stream broke or did not follow the protocol.
+    #[error("the model stream failed: {0}")]
+    Stream(String),
+}
+
+/// The events of one model call.
+pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ModelError>> + Send>>;
+
+/// A model provider.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// The provider and model id, for logs (never a key).
+    fn name(&self) -> &str;
+
+    /// Starts one model call. The returned stream ends after `MessageStop` (and final metadata).
+    async fn stream(
+        &self,
+        request: ModelRequest,
+        cancel: CancellationToken,
+    ) -> Result<ModelStream, ModelError>;
+}

@@ -1,0 +1,228 @@
+//! The fake model's demo rules: what it answers offline, in English or Turkish.
+//!
+//! Invariants: it only calls tools that the request offers; after a tool result it reports what
+//! happened (a refusal is reported as not approved, never as done); replies stream in several deltas.
+
+use serde_json::json;
+
+use super::fake_model::FakeReply;
+use crate::message::{ContentBlock, Message, Role, ToolResultContent, ToolResultStatus};
+use crate::model::ModelRequest;
+use crate::tools::{CurrentTime, DemoPhysicalAction};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lang {
+    En,
+    Tr,
+}
+
+/// The demo reply to `request`.
+pub(crate) fn demo_reply(request: &ModelRequest) -> FakeReply {
+    let lang = detect_language(last_user_text(&request.messages).unwrap_or_default());
+    match request.messages.last() {
+        Some(last) if last.role == Role::User && last.tool_results().next().is_some() => {
+            after_tools(&request.messages, last, lang)
+        }
+        _ => answer(request, lang),
+    }
+}
+
+fn answer(request: &ModelRequest, lang: Lang) -> FakeReply {
+    let text = last_user_text(&request.messages).unwrap_or_default();
+    let offers = |name: &str| request.tools.iter().any(|spec| spec.name == name);
+    let words = words(text);
+    if asks_to_switch(&words, text) {
+        if offers(DemoPhysicalAction::NAME) {
+            let action: String = text.trim().chars().take(200).collect();
+            return FakeReply::tool_call(DemoPhysicalAction::NAME, json!({ "action": action }));
+        }
+        return say(match lang {
+            Lang::En => "I cannot switch anything here: the demo action tool is not available.",
+            Lang::Tr => "Burada hiçbir şeyi açıp kapatamam: demo eylem aracı kullanılamıyor.",
+        });
+    }
+    if asks_the_time(&words) {
+        if offers(CurrentTime::NAME) {
+            return FakeReply::tool_call(CurrentTime::NAME, json!({}));
+        }
+        return say(match lang {
+            Lang::En => "I cannot tell the time here: the clock tool is not available.",
+            Lang::Tr => "Burada saati söyleyemem: saat aracı kullanılamıyor.",
+        });
+    }
+    let snippet: String = text.trim().chars().take(80).collect();
+    say(&match lang {
+        Lang::En => format!(
+            "Hello! I am tau's offline demo model: I can tell the time and pretend to switch \
+             things on or off. You said: \"{snippet}\""
+        ),
+        Lang::Tr => format!(
+            "Merhaba! Ben tau'nun çevrimdışı demo modeliyim: saati söyleyebilir, bir şeyi açıp \
+             kapatıyormuş gibi yapabilirim. Şunu yazdınız: \"{snippet}\""
+        ),
+    })
+}
+
+fn after_tools(messages: &[Message], results: &Message, lang: Lang) -> FakeReply {
+    let calls: Vec<(String, String)> = messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant)
+        .map(|m| {
+            m.tool_uses()
+                .map(|u| (u.tool_use_id.clone(), u.name.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut sentences = Vec::new();
+    for result in results.tool_results() {
+        let tool = calls
+            .iter()
+            .find(|(id, _)| *id == result.tool_use_id)
+            .map_or("?", |(_, name)| name.as_str());
+        let text: String = result
+            .content
+            .iter()
+            .map(|c| match c {
+                ToolResultContent::Text(t) => t.clone(),
+                ToolResultContent::Json(v) => v.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        sentences.push(describe(tool, result.status, &text, lang));
+    }
+    say(&sentences.join(" "))
+}
+
+fn describe(tool: &str, status: ToolResultStatus, text: &str, lang: Lang) -> String {
+    if text.starts_with("The user did not approve this action") {
+        return match lang {
+            Lang::En => "Understood, I did not do it: the action was not approved.".to_owned(),
+            Lang::Tr => "Anlaşıldı, yapmadım: işlem onaylanmadı.".to_owned(),
+        };
+    }
+    if status == ToolResultStatus::Error {
+        return match lang {
+            Lang::En => format!("That did not work: {text}"),
+            Lang::Tr => format!("Olmadı: {text}"),
+        };
+    }
+    match (tool, lang) {
+        (CurrentTime::NAME, Lang::En) => {
+            format!("It is {}.", text.split(';').next().unwrap_or(text))
+        }
+        (CurrentTime::NAME, Lang::Tr) => {
+            format!("Şu an {}.", text.split(';').next().unwrap_or(text))
+        }
+        (_, Lang::En) => format!("Done. {text}"),
+        (_, Lang::Tr) => format!("Tamam, yaptım. {text}"),
+    }
+}
+
+/// A text reply streamed in chunks of a few words.
+fn say(text: &str) -> FakeReply {
+    let words: Vec<&str> = text.split_inclusive(' ').collect();
+    FakeReply::deltas(words.chunks(3).map(|chunk| chunk.concat()))
+}
+
+fn last_user_text(messages: &[Message]) -> Option<&str> {
+    messages.iter().rev().find_map(|m| {
+        if m.role != Role::User {
+            return None;
+        }
+        m.content.iter().find_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.as_str()),
+            _ => None,
+        })
+    })
+}
+
+/// The words of `text`, lowercased both the usual and the Turkish way (I → ı), so "TIME" and
+/// "IŞIĞI" both match.
+fn words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let usual = word.to_lowercase();
+        let turkish = turkish_lowercase(word);
+        if turkish != usual {
+            words.push(turkish);
+        }
+        words.push(usual);
+    }
+    words
+}
+
+fn turkish_lowercase(word: &str) -> String {
+    word.chars()
+        .flat_map(|c| match c {
+            'I' => vec!['ı'],
+            'İ' => vec!['i'],
+            c => c.to_lowercase().collect(),
+        })
+        .collect()
+}
+
+fn detect_language(text: &str) -> Lang {
+    const TURKISH_WORDS: [&str; 9] = [
+        "saat",
+        "merhaba",
+        "selam",
+        "aç",
+        "kapat",
+        "lütfen",
+        "nedir",
+        "kaç",
+        "nasılsın",
+    ];
+    let turkish_letters = text.chars().any(|c| "çğıöşüÇĞİÖŞÜ".contains(c));
+    let turkish_word = words(text)
+        .iter()
+        .any(|w| TURKISH_WORDS.iter().any(|t| w.starts_with(t)));
+    if turkish_letters || turkish_word {
+        Lang::Tr
+    } else {
+        Lang::En
+    }
+}
+
+fn asks_to_switch(words: &[String], text: &str) -> bool {
+    let lower = text.to_lowercase();
+    lower.contains("turn on")
+        || lower.contains("turn off")
+        || words.iter().any(|w| {
+            w == "switch"
+                || w == "aç"
+                || w.starts_with("açar")
+                || w.starts_with("açın")
+                || w.starts_with("kapat")
+        })
+}
+
+fn asks_the_time(words: &[String]) -> bool {
+    words.iter().any(|w| w == "time" || w.starts_with("saat"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn languages_and_intents() {
+        assert_eq!(detect_language("What time is it?"), Lang::En);
+        assert_eq!(detect_language("Saat kaç?"), Lang::Tr);
+        assert_eq!(detect_language("Işığı aç"), Lang::Tr);
+        assert!(asks_the_time(&words("what TIME is it")));
+        assert!(!asks_the_time(&words("sometimes")));
+        assert!(asks_the_time(&words("Saat kaç")));
+        assert!(asks_to_switch(
+            &words("Please turn on the lamp"),
+            "Please turn on the lamp"
+        ));
+        assert!(asks_to_switch(&words("lambayı kapat"), "lambayı kapat"));
+        assert!(asks_to_switch(&words("ışığı aç"), "ışığı aç"));
+        assert!(!asks_to_switch(&words("hello there"), "hello there"));
+    }
+}

@@ -1,0 +1,16 @@
+//! Test doubles for the agent core, public (not `cfg(test)`) so end-to-end tests, benchmarks and the
+//! offline `fake` provider can use them. Apart from [`FakeModel::demo`] (the offline demo model),
+//! everything here is for tests only: [`ScriptedApprover`] approves exactly what its script says,
+//! [`UnansweredApprover`] never answers, [`MemorySink`] keeps events in memory.
+//!
+//! Invariants: nothing here approves on its own (DESIGN: "No test approves without a scripted
+//! decision"); nothing here touches the network, the file system or global state.
+
+mod approvers;
+mod demo;
+mod fake_model;
+mod sink;
+
+pub use approvers::{ScriptedAnswer, ScriptedApprover, UnansweredApprover};
+pub use fake_model::{FakeModel, FakeReply};
+pub use sink::MemorySink;

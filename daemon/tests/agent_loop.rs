@@ -1,0 +1,454 @@
+//! The agent loop with the fake model: limits, queueing, cancel, tool ordering, sequential execution
+//! when a tier-2 tool is registered, and the repair of a dangling history.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+use common::{Act, Concurrency, DEADLINE, Recorder, TestTool, all_results, result_text, wait_for};
+use serde_json::json;
+use taud::agent::{Limits, StopReason, TauAgent, TurnEvent, TurnOptions};
+use taud::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, ToolUse};
+use taud::testing::{FakeModel, FakeReply};
+use taud::tool::{Tier, ToolCatalog};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+fn catalog(tools: Vec<Arc<dyn taud::tool::Tool>>) -> ToolCatalog {
+    let mut catalog = ToolCatalog::new();
+    for tool in tools {
+        assert_eq!(catalog.add(tool), Ok(()));
+    }
+    catalog
+}
+
+fn texts(messages: &[Message]) -> Vec<(Role, String)> {
+    messages.iter().map(|m| (m.role, m.text())).collect()
+}
+
+#[tokio::test]
+async fn turn_limit_ends_with_a_stop_reason_and_the_next_turn_repairs() {
+    let track = Arc::new(Concurrency::default());
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::tool_call("step", json!({})),
+        FakeReply::tool_call("step", json!({})),
+        FakeReply::tool_call("step", json!({})),
+        FakeReply::text("fine"),
+    ]));
+    let agent = TauAgent::builder(model.clone())
+        .catalog(catalog(vec![TestTool::shared(
+            "step",
+            Tier::Read,
+            Act::Done,
+            &track,
+        )]))
+        .limits(Limits {
+            turns: Some(2),
+            total_tokens: None,
+        })
+        .build();
+    let end = agent.stream("loop").finish().await.unwrap();
+    assert_eq!(end.stop_reason, StopReason::LimitTurns);
+    assert_eq!(end.model_calls, 2);
+    assert_eq!(model.call_count(), 2);
+    let notice = end.notice.clone().unwrap();
+    assert_eq!(notice, "The turn stopped after 2 model calls (its limit).");
+    // Both tool calls were answered; the history ends on the results (dangling).
+    let history = agent.messages();
+    assert_eq!(all_results(&history).len(), 2);
+    assert_eq!(history.last().unwrap().role, Role::User);
+
+    let reply = agent.ask("go on").await.unwrap();
+    assert_eq!(reply, "fine");
+    // The first call of the new turn read the notice, then the new prompt.
+    let request = &model.requests()[2];
+    let n = request.messages.len();
+    assert_eq!(request.messages[n - 2].text(), format!("({notice})"));
+    assert_eq!(request.messages[n - 2].role, Role::Assistant);
+    assert_eq!(request.messages[n - 1].text(), "go on");
+}
+
+#[tokio::test]
+async fn token_budget_ends_with_limit_total_tokens() {
+    let track = Arc::new(Concurrency::default());
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::tool_call("step", json!({})).with_usage(60, 50),
+        FakeReply::text("never"),
+    ]));
+    let agent = TauAgent::builder(model.clone())
+        .catalog(catalog(vec![TestTool::shared(
+            "step",
+            Tier::Read,
+            Act::Done,
+            &track,
+        )]))
+        .limits(Limits {
+            turns: None,
+            total_tokens: Some(100),
+        })
+        .build();
+    let end = agent.stream("spend").finish().await.unwrap();
+    assert_eq!(end.stop_reason, StopReason::LimitTotalTokens);
+    assert_eq!(end.usage.total_tokens, 110);
+    assert_eq!(model.call_count(), 1);
+    assert_eq!(all_results(&agent.messages()).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_streams_on_one_agent_are_serialized() {
+    let track = Arc::new(Concurrency::default());
+    let release = Arc::new(Notify::new());
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::tool_call("hold", json!({})),
+        FakeReply::text("A done"),
+        FakeReply::text("B done"),
+    ]));
+    let hold = Act::WaitFor {
+        signal: Arc::clone(&release),
+        within: DEADLINE,
+    };
+    let agent = TauAgent::builder(model.clone())
+        .catalog(catalog(vec![TestTool::shared(
+            "hold",
+            Tier::Read,
+            hold,
+            &track,
+        )]))
+        .build();
+    let mut first = agent.stream("A");
+    let started = wait_for(&mut first, |e| {
+        matches!(e, TurnEvent::ToolUseStarted { .. })
+    })
+    .await;
+    assert!(started.is_some());
+    let second = agent.stream("B");
+    // B is queued: A holds the agent while its tool runs, so B cannot have called the model.
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    assert!(agent.is_busy());
+    assert_eq!(model.call_count(), 1);
+    release.notify_one();
+    let (a, b) = tokio::join!(first.finish(), second.finish());
+    assert_eq!(a.unwrap().text, "A done");
+    assert_eq!(b.unwrap().text, "B done");
+    // B's model call read A's whole turn first.
+    let request = model.last_request().unwrap();
+    assert_eq!(
+        texts(&request.messages),
+        vec![
+            (Role::User, "A".into()),
+            (Role::Assistant, String::new()),
+            (Role::User, String::new()),
+            (Role::Assistant, "A done".into()),
+            (Role::User, "B".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_turn_cancelled_while_queued_appends_nothing() {
+    let model = Arc::new(FakeModel::scripted([FakeReply::text("hi")]));
+    let agent = TauAgent::builder(model.clone()).build();
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let end = agent
+        .stream_with(
+            "x",
+            TurnOptions {
+                channel: None,
+                cancel: Some(cancel),
+            },
+        )
+        .finish()
+        .await
+        .unwrap();
+    assert_eq!(end.stop_reason, StopReason::Cancelled);
+    assert!(agent.messages().is_empty());
+    assert_eq!(model.call_count(), 0);
+}
+
+#[tokio::test]
+async fn cancel_while_streaming_stores_the_placeholder() {
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::text("partial").then_hang(),
+        FakeReply::text("again"),
+    ]));
+    let agent = TauAgent::builder(model.clone()).build();
+    let mut stream = agent.stream("talk");
+    let delta = wait_for(&mut stream, |e| matches!(e, TurnEvent::TextDelta(_))).await;
+    assert_eq!(delta, Some(TurnEvent::TextDelta("partial".into())));
+    assert!(agent.cancel());
+    let end = stream.finish().await.unwrap();
+    assert_eq!(end.stop_reason, StopReason::Cancelled);
+    assert_eq!(end.text, "Cancelled by user");
+    assert_eq!(
+        texts(&agent.messages()),
+        vec![
+            (Role::User, "talk".into()),
+            (Role::Assistant, "Cancelled by user".into())
+        ]
+    );
+    // No repair is needed: the next request is the history plus the new prompt.
+    assert_eq!(agent.ask("more").await.unwrap(), "again");
+    assert_eq!(model.last_request().unwrap().messages.len(), 3);
+}
+
+async fn cancel_during_tools(with_physical: bool) -> anyhow::Result<()> {
+    let track = Arc::new(Concurrency::default());
+    let mut tools = vec![
+        TestTool::shared("wait", Tier::Read, Act::UntilCancelled, &track),
+        TestTool::shared("other", Tier::Read, Act::UntilCancelled, &track),
+    ];
+    if with_physical {
+        tools.push(TestTool::shared("arm", Tier::Physical, Act::Done, &track));
+    }
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::tool_calls([
+            ("wait", json!({})),
+            ("other", json!({})),
+            ("arm", json!({})),
+        ]),
+        FakeReply::text("after"),
+    ]));
+    let agent = TauAgent::builder(model.clone())
+        .catalog(catalog(tools))
+        .build();
+    let stream = agent.stream("work");
+    // Wait until a tool runs, then cancel.
+    tokio::time::timeout(DEADLINE, async {
+        while track.running.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await?;
+    stream.cancel();
+    let events = stream.collect_events().await;
+    let Some(TurnEvent::TurnEnd(end)) = events.last() else {
+        panic!("no TurnEnd");
+    };
+    assert_eq!(end.stop_reason, StopReason::Cancelled);
+    let history = agent.messages();
+    let results = all_results(&history);
+    let ids: Vec<_> = results.iter().map(|r| r.tool_use_id.as_str()).collect();
+    assert_eq!(ids, vec!["fake-1-0", "fake-1-1", "fake-1-2"]);
+    for result in &results {
+        assert_eq!(result.status, ToolResultStatus::Error);
+    }
+    assert_eq!(result_text(&results[0]), "Tool execution cancelled");
+    assert_eq!(result_text(&results[1]), "Tool execution cancelled");
+    let tool_events = events
+        .iter()
+        .filter(|e| matches!(e, TurnEvent::ToolResult { .. }))
+        .count();
+    assert_eq!(tool_events, 3);
+    // The next turn repairs with the cancel notice.
+    assert_eq!(agent.ask("again").await?, "after");
+    let request = model.last_request().context("no request")?;
+    let n = request.messages.len();
+    assert_eq!(
+        request.messages[n - 2].text(),
+        "(The user cancelled the previous turn.)"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn cancel_during_concurrent_tools_answers_every_tool_use() {
+    cancel_during_tools(false).await.unwrap();
+}
+
+#[tokio::test]
+async fn cancel_during_sequential_tools_answers_every_tool_use() {
+    cancel_during_tools(true).await.unwrap();
+}
+
+fn ordering_agent(with_physical: bool, track: &Arc<Concurrency>) -> (TauAgent, Arc<FakeModel>) {
+    let signal = Arc::new(Notify::new());
+    let mut tools = vec![
+        TestTool::shared(
+            "slow",
+            Tier::Read,
+            Act::WaitFor {
+                signal: Arc::clone(&signal),
+                within: Duration::from_secs(1),
+            },
+            track,
+        ),
+        TestTool::shared("fast", Tier::DigitalWrite, Act::Signal(signal), track),
+    ];
+    if with_physical {
+        tools.push(TestTool::shared("arm", Tier::Physical, Act::Done, track));
+    }
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::tool_calls([("slow", json!({})), ("fast", json!({}))]),
+        FakeReply::text("ok"),
+    ]));
+    let agent = TauAgent::builder(model.clone())
+        .catalog(catalog(tools))
+        .build();
+    (agent, model)
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrent_tool_results_keep_tool_use_order() {
+    let track = Arc::new(Concurrency::default());
+    let (agent, model) = ordering_agent(false, &track);
+    assert_eq!(agent.ask("both").await.unwrap(), "ok");
+    // "slow" finished last (it waited for "fast"), yet its result comes first.
+    assert_eq!(*track.finished.lock().unwrap(), vec!["fast", "slow"]);
+    assert_eq!(track.most.load(Ordering::SeqCst), 2);
+    let results = all_results(&model.last_request().unwrap().messages);
+    let read: Vec<_> = results
+        .iter()
+        .map(|r| (r.tool_use_id.clone(), result_text(r)))
+        .collect();
+    assert_eq!(
+        read,
+        vec![
+            ("fake-1-0".into(), "slow saw the signal".into()),
+            ("fake-1-1".into(), "fast done".into()),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_registered_tier_two_tool_makes_calls_sequential() {
+    let track = Arc::new(Concurrency::default());
+    let (agent, model) = ordering_agent(true, &track);
+    assert_eq!(agent.ask("both").await.unwrap(), "ok");
+    assert_eq!(track.most.load(Ordering::SeqCst), 1);
+    assert_eq!(*track.finished.lock().unwrap(), vec!["slow", "fast"]);
+    let results = all_results(&model.last_request().unwrap().messages);
+    assert_eq!(result_text(&results[0]), "slow waited in vain");
+    assert_eq!(result_text(&results[1]), "fast done");
+}
+
+#[tokio::test]
+async fn repairs_a_dangling_user_message() {
+    let recorder = Arc::new(Recorder::default());
+    let model = Arc::new(FakeModel::scripted([FakeReply::text("back")]));
+    let agent = TauAgent::builder(model.clone())
+        .history(vec![Message::user_text("hi")])
+        .history_observer(recorder.clone())
+        .build();
+    assert_eq!(agent.ask("again").await.unwrap(), "back");
+    let request = model.last_request().unwrap();
+    assert_eq!(
+        texts(&request.messages),
+        vec![
+            (Role::User, "hi".into()),
+            (
+                Role::Assistant,
+                "(The previous turn did not finish.)".into()
+            ),
+            (Role::User, "again".into()),
+        ]
+    );
+    // The repair went through the append path like every other message.
+    let indices: Vec<usize> = recorder
+        .appended
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(i, _)| *i)
+        .collect();
+    assert_eq!(indices, vec![1, 2, 3]);
+}
+
+#[tokio::test]
+async fn repairs_a_dangling_tool_use() {
+    let model = Arc::new(FakeModel::scripted([FakeReply::text("sorry")]));
+    let dangling = Message {
+        role: Role::Assistant,
+        content: vec![ContentBlock::ToolUse(ToolUse {
+            tool_use_id: "t9".into(),
+            name: "demo_physical_action".into(),
+            input: json!({"action": "open the door"}),
+        })],
+        metadata: None,
+    };
+    let agent = TauAgent::builder(model.clone())
+        .history(vec![Message::user_text("open the door"), dangling.clone()])
+        .build();
+    assert_eq!(agent.ask("hello").await.unwrap(), "sorry");
+    let messages = model.last_request().unwrap().messages;
+    assert_eq!(messages.len(), 5);
+    assert_eq!(messages[1], dangling);
+    assert_eq!(
+        messages[2],
+        Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult(ToolResult::text(
+                "t9",
+                ToolResultStatus::Error,
+                "Tool was interrupted."
+            ))],
+            metadata: None,
+        }
+    );
+    assert_eq!(messages[3].role, Role::Assistant);
+    assert_eq!(messages[3].text(), "(The previous turn did not finish.)");
+    assert_eq!(messages[4].text(), "hello");
+    // Roles alternate.
+    for pair in messages.windows(2) {
+        assert_ne!(pair[0].role, pair[1].role);
+    }
+}
+
+#[tokio::test]
+async fn a_failed_model_call_ends_with_error_and_is_repaired_next() {
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::error("boom"),
+        FakeReply::text("ok"),
+    ]));
+    let agent = TauAgent::builder(model.clone()).build();
+    let err = agent.ask("first").await.unwrap_err();
+    assert_eq!(err.to_string(), "The model call failed; the turn stopped.");
+    assert_eq!(agent.ask("second").await.unwrap(), "ok");
+    let messages = model.last_request().unwrap().messages;
+    assert_eq!(
+        texts(&messages),
+        vec![
+            (Role::User, "first".into()),
+            (
+                Role::Assistant,
+                "(The model call failed; the turn stopped.)".into()
+            ),
+            (Role::User, "second".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_busy_turn_keeps_the_pending_notice() {
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::error("boom"),
+        FakeReply::text("ok"),
+    ]));
+    let agent = TauAgent::builder(model.clone()).build();
+    assert!(agent.ask("first").await.is_err());
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let skipped = agent
+        .stream_with(
+            "skipped",
+            TurnOptions {
+                channel: None,
+                cancel: Some(cancel),
+            },
+        )
+        .finish()
+        .await
+        .unwrap();
+    assert_eq!(skipped.stop_reason, StopReason::Cancelled);
+    agent.ask("second").await.unwrap();
+    let messages = model.last_request().unwrap().messages;
+    assert_eq!(
+        messages[1].text(),
+        "(The model call failed; the turn stopped.)"
+    );
+}
