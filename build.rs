@@ -4,7 +4,15 @@
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let protos = ["proto/tau/v1/tau.proto"];
+    let protos = [
+        "proto/tau/v1/tau.proto",
+        "proto/tau/v1/status.proto",
+        "proto/tau/v1/sessions.proto",
+        "proto/tau/v1/turns.proto",
+        "proto/tau/v1/events.proto",
+        "proto/tau/v1/approvals.proto",
+        "proto/tau/v1/catalog.proto",
+    ];
     for proto in &protos {
         println!("cargo:rerun-if-changed={proto}");
     }
