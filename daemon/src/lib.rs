@@ -5,6 +5,7 @@
 //! Invariant: the domain modules never see tonic or prost types; only `rpc` translates.
 pub mod agent;
 pub mod gate;
+pub mod hubcore;
 pub mod message;
 pub mod model;
 pub mod persona;

@@ -1,0 +1,405 @@
+//! [`EventBus`]: one session's live events, numbered with a contiguous `seq`, fanned out to any
+//! number of subscribers, with a bounded replay buffer for `after_seq` resumption.
+//!
+//! Invariants:
+//! - `seq` starts at 1 and grows by exactly one per published event; a [`Subscription`] yields its
+//!   events in seq order without gaps, or ends with [`Lagged`] naming the last seq it delivered.
+//! - Publishing never waits: the fan-out is a bounded `tokio::sync::broadcast` channel, so a slow
+//!   subscriber loses its place (and is cut off with `Lagged`) instead of stalling a turn.
+//! - Publishing and subscribing take the same short lock, and [`EventBus::publish_with`] /
+//!   [`EventBus::subscribe_with`] run their closure under it: a state change made inside
+//!   `publish_with` and a snapshot taken inside `subscribe_with` are ordered exactly like the seq,
+//!   so a subscriber's snapshot plus its events never miss or double-count a change.
+//!   Lock order: the bus lock may be held while taking another hub lock, never the reverse.
+//! - The lock is a std mutex, never held across an `.await`.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::broadcast;
+
+use super::event::{EventKind, SessionEvent, now_rfc3339};
+
+/// Events kept for `after_seq` replays, per session.
+pub const DEFAULT_REPLAY_BUFFER: usize = 2048;
+/// Events a subscriber may fall behind before it is cut off.
+pub const DEFAULT_SUBSCRIBER_LAG: usize = 1024;
+
+/// A subscription could not start where it asked to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubscribeError {
+    /// `after_seq` is beyond the last event (the hub restarted since the client saw it).
+    #[error(
+        "after_seq {after_seq} is ahead of this session's stream (last seq {last_seq}); the hub may have restarted: subscribe without after_seq for a fresh snapshot"
+    )]
+    Ahead { after_seq: u64, last_seq: u64 },
+    /// The events after `after_seq` are no longer buffered.
+    #[error(
+        "the events after seq {after_seq} are no longer buffered (oldest buffered: {oldest}); subscribe without after_seq for a fresh snapshot"
+    )]
+    NoLongerBuffered { after_seq: u64, oldest: u64 },
+}
+
+/// A subscriber fell too far behind and was cut off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("lagged; resume with after_seq = {resume_after_seq}")]
+pub struct Lagged {
+    /// The last seq this subscriber received.
+    pub resume_after_seq: u64,
+}
+
+struct BusState {
+    last_seq: u64,
+    buffer: VecDeque<Arc<SessionEvent>>,
+    buffer_capacity: usize,
+}
+
+/// The live events of one session.
+pub struct EventBus {
+    session_id: String,
+    state: Mutex<BusState>,
+    sender: broadcast::Sender<Arc<SessionEvent>>,
+}
+
+impl std::fmt::Debug for EventBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventBus")
+            .field("session_id", &self.session_id)
+            .field("last_seq", &self.last_seq())
+            .finish()
+    }
+}
+
+impl EventBus {
+    /// A bus with the default buffer sizes.
+    pub fn new(session_id: impl Into<String>) -> Self {
+        Self::with_capacity(session_id, DEFAULT_REPLAY_BUFFER, DEFAULT_SUBSCRIBER_LAG)
+    }
+
+    /// A bus keeping `replay_buffer` events for replays and letting a subscriber fall
+    /// `subscriber_lag` events behind (both at least 1).
+    pub fn with_capacity(
+        session_id: impl Into<String>,
+        replay_buffer: usize,
+        subscriber_lag: usize,
+    ) -> Self {
+        let (sender, _) = broadcast::channel(subscriber_lag.max(1));
+        Self {
+            session_id: session_id.into(),
+            state: Mutex::new(BusState {
+                last_seq: 0,
+                buffer: VecDeque::new(),
+                buffer_capacity: replay_buffer.max(1),
+            }),
+            sender,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BusState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The seq of the last published event (0 before the first).
+    pub fn last_seq(&self) -> u64 {
+        self.lock().last_seq
+    }
+
+    /// How many subscriptions are live.
+    pub fn subscriber_count(&self) -> usize {
+        self.sender.receiver_count()
+    }
+
+    /// Publishes one event and returns it.
+    pub fn publish(&self, turn_id: Option<&str>, kind: EventKind) -> Arc<SessionEvent> {
+        let mut state = self.lock();
+        self.push(&mut state, turn_id.map(str::to_owned), kind)
+    }
+
+    /// Runs `change` under the bus lock and publishes the event it returns, if any, so the change
+    /// and its event are atomic with respect to snapshots. Returns `change`'s second value.
+    pub fn publish_with<R>(
+        &self,
+        change: impl FnOnce() -> (Option<(Option<String>, EventKind)>, R),
+    ) -> R {
+        let mut state = self.lock();
+        let (event, result) = change();
+        if let Some((turn_id, kind)) = event {
+            self.push(&mut state, turn_id, kind);
+        }
+        result
+    }
+
+    fn push(
+        &self,
+        state: &mut BusState,
+        turn_id: Option<String>,
+        kind: EventKind,
+    ) -> Arc<SessionEvent> {
+        state.last_seq += 1;
+        let event = Arc::new(SessionEvent {
+            seq: state.last_seq,
+            session_id: self.session_id.clone(),
+            turn_id,
+            at: now_rfc3339(),
+            kind,
+        });
+        if state.buffer.len() == state.buffer_capacity {
+            state.buffer.pop_front();
+        }
+        state.buffer.push_back(Arc::clone(&event));
+        // An error only means nobody is subscribed.
+        let _ = self.sender.send(Arc::clone(&event));
+        event
+    }
+
+    /// Subscribes after `after_seq` (`None`: only events published from now on).
+    pub fn subscribe(&self, after_seq: Option<u64>) -> Result<Subscription, SubscribeError> {
+        self.subscribe_with(after_seq, |_| ()).map(|((), sub)| sub)
+    }
+
+    /// Subscribes and, under the same lock, takes a snapshot with the seq it is current with.
+    /// `after_seq: None` yields the events after that seq; `Some(n)` first replays the buffered
+    /// events after `n` (refused when they are not all buffered, or `n` is ahead of the stream).
+    pub fn subscribe_with<S>(
+        &self,
+        after_seq: Option<u64>,
+        snapshot: impl FnOnce(u64) -> S,
+    ) -> Result<(S, Subscription), SubscribeError> {
+        let state = self.lock();
+        let last_seq = state.last_seq;
+        let after_seq = after_seq.unwrap_or(last_seq);
+        if after_seq > last_seq {
+            return Err(SubscribeError::Ahead {
+                after_seq,
+                last_seq,
+            });
+        }
+        let replay: VecDeque<_> = if after_seq == last_seq {
+            VecDeque::new()
+        } else {
+            let oldest = state.buffer.front().map_or(last_seq + 1, |e| e.seq);
+            if oldest > after_seq + 1 {
+                return Err(SubscribeError::NoLongerBuffered { after_seq, oldest });
+            }
+            state
+                .buffer
+                .iter()
+                .filter(|e| e.seq > after_seq)
+                .cloned()
+                .collect()
+        };
+        let receiver = self.sender.subscribe();
+        let taken = snapshot(last_seq);
+        Ok((
+            taken,
+            Subscription {
+                replay,
+                receiver,
+                last_delivered: after_seq,
+            },
+        ))
+    }
+
+    /// The buffered events with `seq >= from`, oldest first.
+    pub fn buffered_from(&self, from: u64) -> Vec<Arc<SessionEvent>> {
+        self.lock()
+            .buffer
+            .iter()
+            .filter(|e| e.seq >= from)
+            .cloned()
+            .collect()
+    }
+
+    /// The seq of the oldest buffered event, if any.
+    pub fn oldest_buffered(&self) -> Option<u64> {
+        self.lock().buffer.front().map(|e| e.seq)
+    }
+
+    /// Frees the replay buffer (an idle session); the seq goes on where it was.
+    pub fn clear_buffer(&self) {
+        let mut state = self.lock();
+        state.buffer.clear();
+        state.buffer.shrink_to_fit();
+    }
+}
+
+/// One subscriber's view of a bus: replayed events first, then live ones, without gaps.
+#[derive(Debug)]
+pub struct Subscription {
+    replay: VecDeque<Arc<SessionEvent>>,
+    receiver: broadcast::Receiver<Arc<SessionEvent>>,
+    last_delivered: u64,
+}
+
+impl Subscription {
+    /// The next event; `Ok(None)` when the bus is gone; `Err(Lagged)` when this subscriber fell
+    /// too far behind (it is then finished: resume with a new subscription).
+    pub async fn next(&mut self) -> Result<Option<Arc<SessionEvent>>, Lagged> {
+        if let Some(event) = self.replay.pop_front() {
+            self.last_delivered = event.seq;
+            return Ok(Some(event));
+        }
+        loop {
+            match self.receiver.recv().await {
+                Ok(event) if event.seq <= self.last_delivered => {}
+                Ok(event) if event.seq == self.last_delivered + 1 => {
+                    self.last_delivered = event.seq;
+                    return Ok(Some(event));
+                }
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                    return Err(Lagged {
+                        resume_after_seq: self.last_delivered,
+                    });
+                }
+                Err(broadcast::error::RecvError::Closed) => return Ok(None),
+            }
+        }
+    }
+
+    /// The seq of the last event this subscription yielded (or the seq it started after).
+    pub fn last_delivered(&self) -> u64 {
+        self.last_delivered
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(bus: &EventBus, s: &str) -> Arc<SessionEvent> {
+        bus.publish(Some("t1"), EventKind::TextDelta(s.into()))
+    }
+
+    async fn take(sub: &mut Subscription, n: usize) -> Vec<u64> {
+        let mut seqs = Vec::new();
+        for _ in 0..n {
+            seqs.push(sub.next().await.unwrap().unwrap().seq);
+        }
+        seqs
+    }
+
+    #[tokio::test]
+    async fn seqs_are_contiguous_and_subscribers_see_the_same_events() {
+        let bus = EventBus::new("s");
+        let mut a = bus.subscribe(None).unwrap();
+        let mut b = bus.subscribe(None).unwrap();
+        for i in 0..5 {
+            assert_eq!(text(&bus, &i.to_string()).seq, i + 1);
+        }
+        assert_eq!(take(&mut a, 5).await, vec![1, 2, 3, 4, 5]);
+        assert_eq!(take(&mut b, 5).await, vec![1, 2, 3, 4, 5]);
+        assert_eq!(bus.last_seq(), 5);
+    }
+
+    #[tokio::test]
+    async fn after_seq_replays_the_buffer_then_goes_live() {
+        let bus = EventBus::new("s");
+        for i in 0..4 {
+            text(&bus, &i.to_string());
+        }
+        let (last, mut sub) = bus.subscribe_with(Some(2), |last| last).unwrap();
+        assert_eq!(last, 4);
+        text(&bus, "live");
+        assert_eq!(take(&mut sub, 3).await, vec![3, 4, 5]);
+        // No after_seq replays nothing.
+        let mut fresh = bus.subscribe(None).unwrap();
+        text(&bus, "next");
+        assert_eq!(take(&mut fresh, 1).await, vec![6]);
+        // after_seq = last replays nothing either.
+        let mut at_end = bus.subscribe(Some(6)).unwrap();
+        text(&bus, "again");
+        assert_eq!(take(&mut at_end, 1).await, vec![7]);
+    }
+
+    #[test]
+    fn resumption_outside_the_buffer_is_refused() {
+        let bus = EventBus::with_capacity("s", 3, 8);
+        for i in 0..6 {
+            text(&bus, &i.to_string());
+        }
+        assert_eq!(
+            bus.subscribe(Some(9)).unwrap_err(),
+            SubscribeError::Ahead {
+                after_seq: 9,
+                last_seq: 6
+            }
+        );
+        assert_eq!(
+            bus.subscribe(Some(2)).unwrap_err(),
+            SubscribeError::NoLongerBuffered {
+                after_seq: 2,
+                oldest: 4
+            }
+        );
+        assert!(bus.subscribe(Some(3)).is_ok());
+        assert!(bus.subscribe(Some(0)).is_err(), "seq 1 is gone");
+        bus.clear_buffer();
+        assert_eq!(bus.oldest_buffered(), None);
+        assert!(matches!(
+            bus.subscribe(Some(5)),
+            Err(SubscribeError::NoLongerBuffered { oldest: 7, .. })
+        ));
+        assert_eq!(text(&bus, "x").seq, 7);
+    }
+
+    #[tokio::test]
+    async fn a_slow_subscriber_is_cut_off_and_never_blocks_publishing() {
+        let bus = EventBus::with_capacity("s", 64, 4);
+        let mut slow = bus.subscribe(None).unwrap();
+        for i in 0..20 {
+            text(&bus, &i.to_string());
+        }
+        assert_eq!(bus.last_seq(), 20, "publishing did not wait");
+        let lagged = slow.next().await.unwrap_err();
+        assert_eq!(lagged.resume_after_seq, 0);
+        // It resumes from the buffer where it left off.
+        let mut resumed = bus.subscribe(Some(lagged.resume_after_seq)).unwrap();
+        let seqs = take(&mut resumed, 20).await;
+        assert_eq!(seqs, (1..=20).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_lag_reports_the_last_delivered_seq() {
+        let bus = EventBus::with_capacity("s", 64, 2);
+        let mut sub = bus.subscribe(None).unwrap();
+        text(&bus, "1");
+        assert_eq!(take(&mut sub, 1).await, vec![1]);
+        for i in 0..10 {
+            text(&bus, &i.to_string());
+        }
+        assert_eq!(sub.next().await.unwrap_err().resume_after_seq, 1);
+        let mut again = bus.subscribe(Some(1)).unwrap();
+        assert_eq!(take(&mut again, 10).await, (2..=11).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn publish_with_orders_changes_like_the_seq() {
+        let bus = EventBus::new("s");
+        let state = Mutex::new(0u32);
+        let seen = bus.publish_with(|| {
+            *state.lock().unwrap() += 1;
+            (Some((None, EventKind::TextDelta("changed".into()))), 7)
+        });
+        assert_eq!(seen, 7);
+        let nothing: () = bus.publish_with(|| (None, ()));
+        let () = nothing;
+        let (snapshot, mut sub) = bus
+            .subscribe_with(None, |last| (last, *state.lock().unwrap()))
+            .unwrap();
+        assert_eq!(snapshot, (1, 1));
+        text(&bus, "after");
+        assert_eq!(take(&mut sub, 1).await, vec![2]);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_bus_ends_its_subscriptions() {
+        let bus = EventBus::new("s");
+        let mut sub = bus.subscribe(None).unwrap();
+        drop(bus);
+        assert_eq!(sub.next().await, Ok(None));
+    }
+}

@@ -1,0 +1,176 @@
+//! What happens in a session, as the hub tells its clients: [`SessionEvent`] (one numbered event)
+//! and its [`EventKind`]s, plus the small value types they carry ([`TurnInfo`], [`PendingInfo`],
+//! [`Resolution`]).
+//!
+//! Invariants: these are domain types (no tonic, no prost); an event is immutable once published
+//! (the bus shares it as `Arc<SessionEvent>`); `seq` is assigned by the session's bus only.
+
+use std::time::Duration;
+
+use crate::agent::TurnEnd;
+use crate::gate::{ErrorEvent, ToolCallEvent};
+
+/// One event of a session, numbered by the session's bus.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionEvent {
+    /// Contiguous per session (and hub process): each event's seq is the previous one's plus one.
+    pub seq: u64,
+    pub session_id: String,
+    /// The turn it belongs to, if any.
+    pub turn_id: Option<String>,
+    /// When it was published (RFC 3339, UTC).
+    pub at: String,
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
+    /// A turn was accepted and waits behind `ahead` others.
+    TurnQueued { turn: TurnInfo, ahead: u32 },
+    /// A turn began to run.
+    TurnStarted { turn: TurnInfo },
+    /// Streamed answer text.
+    TextDelta(String),
+    /// Streamed reasoning text.
+    ReasoningDelta(String),
+    /// The model started a tool call.
+    ToolUseStarted { tool_use_id: String, name: String },
+    /// A tool call finished, was refused or cancelled (the stored `tool_call` record).
+    ToolCall(ToolCallEvent),
+    /// A tier-2 call waits for a decision; it is already recorded in the session's events.
+    ApprovalRequested(PendingInfo),
+    /// A pending approval ended.
+    ApprovalResolved {
+        approval_id: String,
+        tool: String,
+        tool_use_id: String,
+        resolution: Resolution,
+        /// The channel whose client decided; `None` when nobody did.
+        decided_by_channel: Option<String>,
+    },
+    /// The provider was throttled; text streamed so far in this model call is void.
+    Throttled { delay: Duration },
+    /// The turn is over (exactly one per turn).
+    TurnEnded(TurnEnd),
+    /// Something went wrong around a tool call.
+    Error(ErrorEvent),
+    /// The session's agent now runs on another role.
+    RoleSwitched { role: String, previous_role: String },
+}
+
+impl EventKind {
+    /// A short name for logs and `--json` output.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::TurnQueued { .. } => "turn_queued",
+            Self::TurnStarted { .. } => "turn_started",
+            Self::TextDelta(_) => "text_delta",
+            Self::ReasoningDelta(_) => "reasoning_delta",
+            Self::ToolUseStarted { .. } => "tool_use_started",
+            Self::ToolCall(_) => "tool_call",
+            Self::ApprovalRequested(_) => "approval_requested",
+            Self::ApprovalResolved { .. } => "approval_resolved",
+            Self::Throttled { .. } => "throttled",
+            Self::TurnEnded(_) => "turn_ended",
+            Self::Error(_) => "error",
+            Self::RoleSwitched { .. } => "role_switched",
+        }
+    }
+}
+
+/// A turn as snapshots and events show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnInfo {
+    pub turn_id: String,
+    pub channel: String,
+    /// The user's text.
+    pub text: String,
+    /// When it was accepted (RFC 3339, UTC).
+    pub accepted_at: String,
+}
+
+/// A tier-2 approval waiting for a decision, as clients see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingInfo {
+    pub approval_id: String,
+    pub session_id: String,
+    /// The turn that asked (empty when the call came from outside a turn).
+    pub turn_id: String,
+    /// Only a client attached on this channel may decide.
+    pub channel: String,
+    pub tool: String,
+    pub tier: u8,
+    /// Sorted JSON with control and bidirectional characters escaped.
+    pub arguments: String,
+    pub effect: String,
+    pub tool_use_id: String,
+    /// RFC 3339, UTC.
+    pub asked_at: String,
+    /// RFC 3339, UTC; `None` when no timeout applies.
+    pub deadline: Option<String>,
+}
+
+/// How a pending approval ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Resolution {
+    /// A person approved it.
+    Approved,
+    /// A person rejected it.
+    Rejected,
+    /// Nobody decided before the deadline.
+    Timeout,
+    /// The turn was cancelled (or the hub stopped) while it waited.
+    Cancelled,
+    /// The last client attached on its channel went away, or none was attached when it was asked.
+    ChannelClosed,
+    /// Found pending in a stored session when the hub started.
+    ExpiredByRestart,
+}
+
+impl Resolution {
+    /// The stored and logged name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+            Self::ChannelClosed => "channel_closed",
+            Self::ExpiredByRestart => "expired_by_restart",
+        }
+    }
+
+    /// Whether a person (or a closed dialog) decided it, as opposed to it running out.
+    pub fn is_decision(self) -> bool {
+        matches!(self, Self::Approved | Self::Rejected | Self::ChannelClosed)
+    }
+}
+
+/// Now, as RFC 3339 UTC text.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolutions_split_into_decisions_and_expiries() {
+        let decided: Vec<_> = [
+            Resolution::Approved,
+            Resolution::Rejected,
+            Resolution::Timeout,
+            Resolution::Cancelled,
+            Resolution::ChannelClosed,
+            Resolution::ExpiredByRestart,
+        ]
+        .into_iter()
+        .filter(|r| r.is_decision())
+        .map(Resolution::as_str)
+        .collect();
+        assert_eq!(decided, vec!["approved", "rejected", "channel_closed"]);
+        assert!(now_rfc3339().ends_with('Z'));
+    }
+}
