@@ -41,6 +41,8 @@ pub enum Command {
     Init,
     /// Print the versions of tau and taud.
     Version(VersionArgs),
+    /// Ask the running hub one thing: one turn, the reply on stdout.
+    Ask(crate::ask::AskArgs),
 }
 
 impl Command {
@@ -53,6 +55,7 @@ impl Command {
             Command::Doctor => "doctor",
             Command::Init => "init",
             Command::Version(_) => "version",
+            Command::Ask(_) => "ask",
         }
     }
 }

@@ -2,7 +2,10 @@
 //! approval decisions and manages an installation; it never builds an agent and never decides an
 //! approval by itself. Everything with state lives in `taud`.
 
+mod ask;
 mod cli;
+mod event_json;
+mod grpc;
 mod version;
 
 use std::process::ExitCode;
@@ -18,6 +21,7 @@ fn main() -> ExitCode {
     let _logging = tau_api::logging::configure_logging(None, ctx.verbose, true);
     let result = match &cli.command {
         Command::Version(args) => version::run(args, &ctx),
+        Command::Ask(args) => ask::run(args, &ctx),
         Command::Chat | Command::Components | Command::Doctor | Command::Init | Command::Hub => {
             not_built(cli.command.name())
         }

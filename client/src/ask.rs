@@ -1,0 +1,350 @@
+//! `tau ask "…"`: one turn from the command line over the hub's Unix socket. It starts nothing: when
+//! no hub answers it exits 69 with a hint to run `tau hub run`.
+//!
+//! The reply (the turn's last assistant text) goes to stdout; `--json` prints the turn's events as
+//! JSON lines instead. `--session ID` continues a session, otherwise a new one is opened.
+//!
+//! Invariants: tier-2 calls are rejected unless `--approve` is given and a terminal (`/dev/tty`) is
+//! there to ask on; only `y`, `yes`, `e` or `evet` approve (the shared i18n rule); `tau` never
+//! decides an approval by itself, it relays the person's answer (or the rejection) to the hub.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Args;
+use tau_api::env::Env;
+use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt, is_approval_answer};
+use tau_api::installation::Installation;
+use tau_api::lang::Lang;
+use tau_api::proto::v1::{
+    self as pb, open_session_request::Target, session_event::Kind, start_turn_response,
+};
+use tonic::Streaming;
+use tonic::transport::Channel;
+
+use crate::cli::Context;
+use crate::event_json;
+use crate::grpc;
+
+/// The channel `tau ask` speaks for.
+pub const CHANNEL: &str = "cli";
+
+/// Exit code when no hub answers (EX_UNAVAILABLE).
+pub const EXIT_NO_HUB: u8 = 69;
+
+/// Options of `tau ask`.
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// What to ask (the words are joined with spaces).
+    #[arg(required = true, value_name = "TEXT")]
+    pub text: Vec<String>,
+    /// Print the turn's events as JSON lines instead of the reply.
+    #[arg(long)]
+    pub json: bool,
+    /// Continue this session instead of opening a new one.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Ask on the terminal before each tier-2 action (without it they are rejected).
+    #[arg(long)]
+    pub approve: bool,
+}
+
+type Client = pb::tau_client::TauClient<Channel>;
+
+/// Runs `tau ask`.
+pub fn run(args: &AskArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let text = args.text.join(" ");
+    if text.trim().is_empty() {
+        anyhow::bail!("nothing to ask");
+    }
+    let mut env = Env::from_process();
+    for (key, value) in &ctx.child_env {
+        env.set(*key, value.to_string_lossy());
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let installation = Installation::discover(env, &cwd)?;
+    if args.approve && !tty_available() {
+        anyhow::bail!(
+            "--approve needs a terminal to ask on (/dev/tty), and there is none; tier-2 actions cannot be approved here"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let request = Ask {
+        text,
+        json: args.json,
+        session: args.session.clone(),
+        approve: args.approve,
+        lang: installation.settings.lang,
+        verbose: ctx.verbose,
+    };
+    runtime.block_on(request.run(&installation.paths.hub.socket))
+}
+
+fn tty_available() -> bool {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .is_ok()
+}
+
+struct Ask {
+    text: String,
+    json: bool,
+    session: Option<String>,
+    approve: bool,
+    lang: Lang,
+    verbose: bool,
+}
+
+fn status_error(what: &str, status: &tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{what}: {}", status.message())
+}
+
+impl Ask {
+    async fn run(self, socket: &Path) -> anyhow::Result<ExitCode> {
+        let mut client = match grpc::connect_unix(socket).await {
+            Ok(client) => client,
+            Err(not_running) => {
+                eprintln!("tau ask: {not_running}. Start one with `tau hub run`.");
+                return Ok(ExitCode::from(EXIT_NO_HUB));
+            }
+        };
+        let target = match &self.session {
+            Some(id) => Target::SessionId(id.clone()),
+            None => Target::NewSession(true),
+        };
+        let opened = client
+            .open_session(pb::OpenSessionRequest {
+                target: Some(target),
+                channel: CHANNEL.to_owned(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|s| status_error("cannot open the session", &s))?
+            .into_inner();
+        let session_id = opened.session.map(|s| s.session_id).unwrap_or_default();
+        let stream = client
+            .start_turn(pb::StartTurnRequest {
+                session_id: session_id.clone(),
+                text: self.text.clone(),
+                channel: CHANNEL.to_owned(),
+                idempotency_key: idempotency_key(),
+            })
+            .await
+            .map_err(|s| status_error("cannot start the turn", &s))?
+            .into_inner();
+        let code = self.follow(&mut client, stream).await?;
+        if self.verbose && !self.json {
+            eprintln!("session {session_id}");
+        }
+        Ok(code)
+    }
+
+    /// Follows the turn's stream until its end, relaying approvals.
+    async fn follow(
+        &self,
+        client: &mut Client,
+        mut stream: Streaming<pb::StartTurnResponse>,
+    ) -> anyhow::Result<ExitCode> {
+        let mut attachment = String::new();
+        let mut backlog: VecDeque<pb::StartTurnResponse> = VecDeque::new();
+        loop {
+            let message = match backlog.pop_front() {
+                Some(message) => message,
+                None => match stream.message().await {
+                    Ok(Some(message)) => message,
+                    Ok(None) => anyhow::bail!("the hub ended the stream before the turn ended"),
+                    Err(status) => return Err(status_error("the turn's stream failed", &status)),
+                },
+            };
+            let event = match message.kind {
+                Some(start_turn_response::Kind::Accepted(accepted)) => {
+                    if self.json {
+                        println!("{}", event_json::accepted(&accepted));
+                    }
+                    attachment = accepted.attachment_id;
+                    continue;
+                }
+                Some(start_turn_response::Kind::Event(event)) => event,
+                None => continue,
+            };
+            if self.json {
+                println!("{}", event_json::event(&event));
+            }
+            match event.kind {
+                Some(Kind::ApprovalRequested(requested)) => {
+                    let Some(approval) = requested.approval else {
+                        continue;
+                    };
+                    let answer = self.answer(&approval, &mut stream, &mut backlog).await?;
+                    if let Some(approve) = answer {
+                        self.decide(client, &approval, approve, &attachment).await?;
+                    }
+                }
+                Some(Kind::TurnEnded(end)) => {
+                    if !self.json {
+                        println!("{}", end.text);
+                        if !end.notice.is_empty() {
+                            eprintln!("{}", end.notice);
+                        }
+                    }
+                    let failed = end.stop_reason == "error";
+                    return Ok(if failed {
+                        ExitCode::FAILURE
+                    } else {
+                        ExitCode::SUCCESS
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The person's answer (`Some(true)` approves), or `None` when the approval was resolved
+    /// elsewhere while the prompt was open.
+    async fn answer(
+        &self,
+        approval: &pb::PendingApproval,
+        stream: &mut Streaming<pb::StartTurnResponse>,
+        backlog: &mut VecDeque<pb::StartTurnResponse>,
+    ) -> anyhow::Result<Option<bool>> {
+        let messages = Messages::builtin();
+        if !self.approve {
+            let line = messages.t("approval.rejected", self.lang, &[("tool", &approval.tool)])?;
+            eprintln!("{line} (`tau ask --approve` asks on the terminal)");
+            return Ok(Some(false));
+        }
+        let prompt = format_approval_prompt(
+            &messages,
+            self.lang,
+            &ApprovalPrompt {
+                tool: &approval.tool,
+                tier: u8::try_from(approval.tier).unwrap_or(2),
+                arguments: &approval.arguments,
+                effect: &approval.effect,
+            },
+        )?;
+        let asking = tokio::task::spawn_blocking(move || ask_tty(&prompt));
+        tokio::pin!(asking);
+        loop {
+            tokio::select! {
+                answer = &mut asking => {
+                    let approved = answer.context("the terminal prompt failed")??;
+                    return Ok(Some(approved));
+                }
+                next = stream.message() => {
+                    let Some(message) = next.map_err(|s| status_error("the turn's stream failed", &s))? else {
+                        return Ok(None);
+                    };
+                    let resolved_here = resolves(&message, &approval.approval_id);
+                    backlog.push_back(message);
+                    if resolved_here {
+                        eprintln!("\n(the approval was resolved elsewhere; not asking any more)");
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn decide(
+        &self,
+        client: &mut Client,
+        approval: &pb::PendingApproval,
+        approve: bool,
+        attachment: &str,
+    ) -> anyhow::Result<()> {
+        let decision = if approve {
+            pb::ApprovalDecision::Approved
+        } else {
+            pb::ApprovalDecision::Rejected
+        };
+        let outcome = client
+            .decide_approval(pb::DecideApprovalRequest {
+                approval_id: approval.approval_id.clone(),
+                decision: decision as i32,
+                attachment_id: attachment.to_owned(),
+            })
+            .await
+            .map_err(|s| status_error("cannot send the decision", &s))?
+            .into_inner();
+        let applied = outcome.outcome == pb::DecideOutcome::Applied as i32;
+        if !applied && !self.json {
+            eprintln!(
+                "(the approval was already {}; the decision changed nothing)",
+                event_json::resolution_name(outcome.resolution)
+            );
+        }
+        Ok(())
+    }
+}
+
+fn resolves(message: &pb::StartTurnResponse, approval_id: &str) -> bool {
+    matches!(
+        &message.kind,
+        Some(start_turn_response::Kind::Event(pb::SessionEvent {
+            kind: Some(Kind::ApprovalResolved(resolved)),
+            ..
+        })) if resolved.approval_id == approval_id
+    )
+}
+
+/// Prints the prompt on the terminal and reads one line; end of input rejects.
+fn ask_tty(prompt: &str) -> anyhow::Result<bool> {
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .context("opening /dev/tty")?;
+    let mut writer = &tty;
+    write!(writer, "{prompt} ")?;
+    writer.flush()?;
+    let mut line = String::new();
+    BufReader::new(&tty).read_line(&mut line)?;
+    Ok(is_approval_answer(&line))
+}
+
+/// A key that makes a retried StartTurn return the same turn.
+fn idempotency_key() -> String {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    if let Ok(elapsed) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        hasher.write_u128(elapsed.as_nanos());
+    }
+    format!("ask-{:016x}", hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_resolution_of_this_approval_counts() {
+        let resolved = |id: &str| pb::StartTurnResponse {
+            kind: Some(start_turn_response::Kind::Event(pb::SessionEvent {
+                kind: Some(Kind::ApprovalResolved(pb::ApprovalResolved {
+                    approval_id: id.into(),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            })),
+        };
+        assert!(resolves(&resolved("a1"), "a1"));
+        assert!(!resolves(&resolved("a2"), "a1"));
+        assert!(!resolves(&pb::StartTurnResponse::default(), "a1"));
+    }
+
+    #[test]
+    fn idempotency_keys_differ() {
+        assert_ne!(idempotency_key(), idempotency_key());
+    }
+}
