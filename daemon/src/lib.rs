@@ -4,6 +4,7 @@
 //!
 //! Invariant: the domain modules never see tonic or prost types; only `rpc` translates.
 pub mod agent;
+pub mod clock;
 pub mod gate;
 pub mod hubcore;
 pub mod message;

@@ -232,7 +232,7 @@ async fn a_turn_outlives_a_caller_that_went_away() {
 fn demo_agent(approver: ScriptedApprover) -> (TauAgent, Arc<FakeModel>, Arc<MemorySink>) {
     let instant =
         jiff::Timestamp::from_second(1_790_685_000).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-    let clock = Arc::new(FixedClock(instant));
+    let clock = Arc::new(FixedClock::from(instant));
     let model = Arc::new(FakeModel::demo());
     let sink = Arc::new(MemorySink::new());
     let catalog = shipped_catalog(clock, &[]).unwrap_or_default();
@@ -305,7 +305,7 @@ async fn demo_switches_only_with_an_approval() {
 
 #[tokio::test]
 async fn demo_without_the_physical_tool_says_so() {
-    let clock = Arc::new(FixedClock("2026-09-29T12:30:00Z".parse().unwrap()));
+    let clock = Arc::new(FixedClock::from("2026-09-29T12:30:00Z".parse::<jiff::Timestamp>().unwrap()));
     let catalog = shipped_catalog(clock, &["demo_physical_action".into()]).unwrap();
     let agent = TauAgent::builder(Arc::new(FakeModel::demo()))
         .catalog(catalog)

@@ -234,6 +234,11 @@ async fn run_case(target: Target, outcome: Outcome, exemption: Exemption) {
     let end = tokio::time::timeout(DEADLINE, async {
         while let Some(event) = stream.next_event().await {
             if matches!(event, TurnEvent::ApprovalAsked(_)) && outcome == Outcome::Cancelled {
+                // ApprovalAsked is sent before the approver is polled: cancel only once the
+                // question has really reached it (the outer deadline bounds this wait).
+                while asked() == 0 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
                 stream.cancel();
             }
             if let TurnEvent::TurnEnd(end) = &event {

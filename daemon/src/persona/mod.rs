@@ -29,7 +29,6 @@
 //!   and an empty node list reads `none`;
 //! - every method is synchronous and safe to call from many threads at once; locks are held only
 //!   for a stat and a small read, never while a context source runs.
-mod clock;
 mod context;
 mod file;
 
@@ -42,10 +41,11 @@ use std::sync::Arc;
 
 use jiff::tz::TimeZone;
 
-pub use self::clock::{Clock, SystemClock, TIME_ZONE};
 pub use self::context::{ContextPatch, ContextSource, ContextSourceError, NowContext};
 use self::context::{ContextSources, one_line};
 use self::file::{FirstReadError, Problem, WatchedFile};
+use crate::clock;
+pub use crate::clock::{Clock, SystemClock, TIME_ZONE};
 use crate::message::{CachePoint, SystemContentBlock};
 
 /// The shipped persona (the repository's `persona/persona.md`), for `tau init` and for a hub with

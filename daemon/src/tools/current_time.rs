@@ -1,4 +1,4 @@
-//! `current_time` (tier 0): the current date and time in Europe/Istanbul, and the [`Clock`] it reads.
+//! `current_time` (tier 0): the current date and time in Europe/Istanbul, read from a [`Clock`].
 //!
 //! Invariants: time is always Europe/Istanbul, from jiff's bundled time-zone database, so no system
 //! tzdata is needed; the clock is injected so tests fix it.
@@ -9,35 +9,8 @@ use async_trait::async_trait;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
+use crate::clock::{Clock, TIME_ZONE};
 use crate::tool::{Tier, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
-
-/// The time zone tau lives in.
-pub const TIME_ZONE: &str = "Europe/Istanbul";
-
-/// Where "now" comes from.
-pub trait Clock: Send + Sync {
-    fn now(&self) -> Timestamp;
-}
-
-/// The system clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::now()
-    }
-}
-
-/// A clock stopped at one instant (tests, benchmarks).
-#[derive(Debug, Clone, Copy)]
-pub struct FixedClock(pub Timestamp);
-
-impl Clock for FixedClock {
-    fn now(&self) -> Timestamp {
-        self.0
-    }
-}
 
 /// The `current_time` tool.
 pub struct CurrentTime {
@@ -81,13 +54,16 @@ impl Tool for CurrentTime {
     }
 
     async fn call(&self, _input: Value, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::text(Self::describe(self.clock.now())?))
+        let now = Timestamp::try_from(self.clock.now())
+            .map_err(|e| ToolError::Failed(format!("the clock is out of range: {e}")))?;
+        Ok(ToolOutput::text(Self::describe(now)?))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::FixedClock;
     use tokio_util::sync::CancellationToken;
 
     fn ctx() -> ToolContext {
@@ -102,7 +78,7 @@ mod tests {
     #[tokio::test]
     async fn reports_istanbul_time_from_the_clock() {
         let instant: Timestamp = "2026-09-29T12:30:00Z".parse().unwrap();
-        let tool = CurrentTime::new(Arc::new(FixedClock(instant)));
+        let tool = CurrentTime::new(Arc::new(FixedClock::from(instant)));
         assert_eq!(tool.spec().tier(), Some(Tier::Read));
         let out = tool.call(json!({}), ctx()).await.unwrap();
         assert_eq!(
@@ -117,7 +93,7 @@ mod tests {
     #[tokio::test]
     async fn ignores_input_it_does_not_need() {
         let instant: Timestamp = "2020-01-01T00:00:00Z".parse().unwrap();
-        let tool = CurrentTime::new(Arc::new(FixedClock(instant)));
+        let tool = CurrentTime::new(Arc::new(FixedClock::from(instant)));
         let out = tool.call(json!({"x": 1}), ctx()).await.unwrap();
         assert_eq!(
             out,

@@ -8,7 +8,8 @@ mod demo_physical;
 
 use std::sync::Arc;
 
-pub use current_time::{Clock, CurrentTime, FixedClock, SystemClock, TIME_ZONE};
+pub use crate::clock::{Clock, FixedClock, SystemClock, TIME_ZONE};
+pub use current_time::CurrentTime;
 pub use demo_physical::DemoPhysicalAction;
 
 use crate::tool::{CatalogError, Tool, ToolCatalog};

@@ -1,4 +1,5 @@
-//! The clock and the time zone of the `## Now` block.
+//! The clock and the time zone tau lives in, shared by the persona's `## Now` block and the
+//! `current_time` tool.
 //!
 //! Owns: where "now" comes from (injectable, so tests fix the time) and how it is written for the
 //! model. Invariant: the time is always shown in Europe/Istanbul, resolved from the time-zone
@@ -12,7 +13,7 @@ use jiff::tz::{Offset, TimeZone, TimeZoneDatabase};
 /// The IANA name of the only time zone tau shows.
 pub const TIME_ZONE: &str = "Europe/Istanbul";
 
-/// Where the `## Now` block gets the current time. Any `Fn() -> SystemTime` is a clock.
+/// Where "now" comes from. Any `Fn() -> SystemTime` is a clock.
 pub trait Clock: Send + Sync {
     fn now(&self) -> SystemTime;
 }
@@ -27,6 +28,22 @@ impl Clock for SystemClock {
     }
 }
 
+/// A clock stopped at one instant (tests, benchmarks).
+#[derive(Debug, Clone, Copy)]
+pub struct FixedClock(pub SystemTime);
+
+impl From<Timestamp> for FixedClock {
+    fn from(instant: Timestamp) -> Self {
+        Self(SystemTime::from(instant))
+    }
+}
+
+impl Clock for FixedClock {
+    fn now(&self) -> SystemTime {
+        self.0
+    }
+}
+
 impl<F> Clock for F
 where
     F: Fn() -> SystemTime + Send + Sync,
@@ -38,7 +55,7 @@ where
 
 /// Europe/Istanbul from the bundled database. Turkey has kept UTC+03:00 all year since 2016, so if
 /// the bundled entry were ever missing, that fixed offset is the same answer for current dates.
-pub(crate) fn istanbul() -> TimeZone {
+pub fn istanbul() -> TimeZone {
     match TimeZoneDatabase::bundled().get(TIME_ZONE) {
         Ok(zone) => zone,
         Err(err) => {
@@ -57,7 +74,7 @@ pub(crate) fn format_now(now: SystemTime, zone: &TimeZone) -> String {
             let local = timestamp.to_zoned(zone.clone());
             format!("{} ({TIME_ZONE})", local.strftime("%d.%m.%Y %H:%M, %A"))
         }
-        Err(_) => super::UNKNOWN.to_owned(),
+        Err(_) => crate::persona::UNKNOWN.to_owned(),
     }
 }
 
