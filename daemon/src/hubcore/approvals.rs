@@ -240,7 +240,7 @@ impl ApprovalRegistry {
             .map(|e| e.info.approval_id.clone())
             .collect();
         for id in ids {
-            bus.publish_with(|| {
+            bus.publish_with(|_| {
                 let mut state = self.lock();
                 if state.attached_count(session_id, channel) > 0 {
                     return (None, ());
@@ -261,7 +261,7 @@ impl ApprovalRegistry {
         let (responder, receiver) = oneshot::channel();
         let approval_id = info.approval_id.clone();
         let (session_id, channel) = (info.session_id.clone(), info.channel.clone());
-        bus.publish_with(|| {
+        bus.publish_with(|_| {
             let mut state = self.lock();
             state.asked += 1;
             let asked = state.asked;
@@ -306,7 +306,7 @@ impl ApprovalRegistry {
                 None => return Ok(settled(state.resolved.get(approval_id).copied())),
             }
         };
-        bus.publish_with(|| {
+        bus.publish_with(|_| {
             let mut state = self.lock();
             let Some(entry) = state.pending.get(approval_id) else {
                 let outcome = settled(state.resolved.get(approval_id).copied());
@@ -343,7 +343,7 @@ impl ApprovalRegistry {
             Some(entry) => Arc::clone(&entry.bus),
             None => return,
         };
-        bus.publish_with(|| (self.lock().resolve(approval_id, resolution, None), ()));
+        bus.publish_with(|_| (self.lock().resolve(approval_id, resolution, None), ()));
     }
 
     /// Resolves every approval pending in a session as `Cancelled` (the hub is stopping).
@@ -356,7 +356,7 @@ impl ApprovalRegistry {
             .map(|e| (e.info.approval_id.clone(), Arc::clone(&e.bus)))
             .collect();
         for (id, bus) in ids {
-            bus.publish_with(|| (self.lock().resolve(&id, Resolution::Cancelled, None), ()));
+            bus.publish_with(|_| (self.lock().resolve(&id, Resolution::Cancelled, None), ()));
         }
     }
 

@@ -3,44 +3,90 @@
 //!
 //! Invariants:
 //! - It asks nobody about an approval whose `pending` record is not durably in the session's events
-//!   (the session's sink marks recorded ids in [`RecordedApprovals`]); such a call is refused as an
-//!   approver error.
+//!   (the session's recorder marks recorded ids in [`ApprovalReadiness`]); such a call is refused as
+//!   an approver error.
+//! - It registers the approval only after the session's turn worker has published every event the
+//!   turn produced before the question (the worker marks the question flushed), so subscribers see
+//!   `approval_requested` after the tool call that caused it. That wait is bounded by
+//!   [`FLUSH_WAIT`].
 //! - Only `Resolution::Approved` becomes `Decision::Approved`; a closed channel is a rejection.
 //! - Cancellation-safe: the gate cancels by dropping `decide`, which drops the ticket, which
 //!   resolves the approval (`Timeout` or `Cancelled`) and publishes that.
 //! - It has no timeout of its own: the gate's (from the hub's configuration) applies.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use async_trait::async_trait;
+use tokio::sync::Notify;
+use tracing::warn;
 
 use super::approvals::ApprovalRegistry;
 use super::bus::EventBus;
 use super::event::{PendingInfo, Resolution, now_rfc3339};
 use crate::gate::{ApprovalRequest, Approver, ApproverError, Decision};
 
-/// Approval ids whose `pending` event is durably recorded, waiting to be asked.
-#[derive(Debug, Default)]
-pub struct RecordedApprovals {
-    ids: Mutex<HashSet<String>>,
+/// The longest the approver waits for the turn worker to publish what preceded a question.
+pub const FLUSH_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Ready {
+    recorded: bool,
+    flushed: bool,
 }
 
-impl RecordedApprovals {
-    /// Marks an approval as recorded.
-    pub fn mark(&self, approval_id: &str) {
-        self.ids
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(approval_id.to_owned());
+/// Whether a question is ready to be asked: its `pending` event is durably recorded, and the
+/// session's events before it are published.
+#[derive(Debug, Default)]
+pub struct ApprovalReadiness {
+    ids: Mutex<HashMap<String, Ready>>,
+    changed: Notify,
+}
+
+impl ApprovalReadiness {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Ready>> {
+        self.ids.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether it was recorded; forgets it.
-    pub fn take(&self, approval_id: &str) -> bool {
-        self.ids
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// The `pending` event of `approval_id` is durably recorded.
+    pub fn mark_recorded(&self, approval_id: &str) {
+        self.lock()
+            .entry(approval_id.to_owned())
+            .or_default()
+            .recorded = true;
+        self.changed.notify_waiters();
+    }
+
+    /// Every event before the question `approval_id` is published.
+    pub fn mark_flushed(&self, approval_id: &str) {
+        self.lock()
+            .entry(approval_id.to_owned())
+            .or_default()
+            .flushed = true;
+        self.changed.notify_waiters();
+    }
+
+    /// Waits (at most `limit`) until the question is flushed, then returns whether it was
+    /// recorded, and forgets it.
+    pub async fn take_when_flushed(&self, approval_id: &str, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let ready = self.lock().get(approval_id).copied().unwrap_or_default();
+            if ready.flushed {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                warn!(%approval_id, "the turn's earlier events were not published in time; asking anyway");
+                break;
+            }
+        }
+        self.lock()
             .remove(approval_id)
+            .is_some_and(|ready| ready.recorded)
     }
 }
 
@@ -67,7 +113,7 @@ impl TurnSlot {
 pub struct HubApprover {
     registry: Arc<ApprovalRegistry>,
     bus: Arc<EventBus>,
-    recorded: Arc<RecordedApprovals>,
+    readiness: Arc<ApprovalReadiness>,
     turn: Arc<TurnSlot>,
 }
 
@@ -83,13 +129,13 @@ impl HubApprover {
     pub fn new(
         registry: Arc<ApprovalRegistry>,
         bus: Arc<EventBus>,
-        recorded: Arc<RecordedApprovals>,
+        readiness: Arc<ApprovalReadiness>,
         turn: Arc<TurnSlot>,
     ) -> Self {
         Self {
             registry,
             bus,
-            recorded,
+            readiness,
             turn,
         }
     }
@@ -105,7 +151,11 @@ impl Approver for HubApprover {
     }
 
     async fn decide(&self, request: &ApprovalRequest) -> Result<Decision, ApproverError> {
-        if !self.recorded.take(&request.approval_id) {
+        let recorded = self
+            .readiness
+            .take_when_flushed(&request.approval_id, FLUSH_WAIT)
+            .await;
+        if !recorded {
             return Err(ApproverError(
                 "the approval could not be recorded in the session's events, so it was not asked"
                     .to_owned(),
@@ -164,26 +214,26 @@ mod tests {
     struct Fixture {
         registry: Arc<ApprovalRegistry>,
         bus: Arc<EventBus>,
-        recorded: Arc<RecordedApprovals>,
+        readiness: Arc<ApprovalReadiness>,
         approver: Arc<HubApprover>,
     }
 
     fn fixture() -> Fixture {
         let registry = ApprovalRegistry::new();
         let bus = Arc::new(EventBus::new("s1"));
-        let recorded = Arc::new(RecordedApprovals::default());
+        let readiness = Arc::new(ApprovalReadiness::default());
         let turn = Arc::new(TurnSlot::default());
         turn.set(Some("turn-1".into()));
         let approver = Arc::new(HubApprover::new(
             Arc::clone(&registry),
             Arc::clone(&bus),
-            Arc::clone(&recorded),
+            Arc::clone(&readiness),
             turn,
         ));
         Fixture {
             registry,
             bus,
-            recorded,
+            readiness,
             approver,
         }
     }
@@ -200,10 +250,38 @@ mod tests {
     async fn an_unrecorded_approval_is_never_asked() {
         let f = fixture();
         let _terminal = f.registry.attach(&f.bus, "terminal");
+        f.readiness.mark_flushed("a1");
         let answer = f.approver.decide(&request("a1", None)).await;
         assert!(answer.is_err());
         assert_eq!(f.registry.pending_count(), 0);
         assert_eq!(f.bus.last_seq(), 0, "nothing was published");
+    }
+
+    #[tokio::test]
+    async fn the_question_waits_until_earlier_events_are_published() {
+        let f = fixture();
+        let _terminal = f.registry.attach(&f.bus, "terminal");
+        f.readiness.mark_recorded("a1");
+        let approver = Arc::clone(&f.approver);
+        let waiting = tokio::spawn(async move { approver.decide(&request("a1", None)).await });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(f.registry.pending_count(), 0, "not asked before the flush");
+        f.readiness.mark_flushed("a1");
+        wait_pending(&f.registry).await;
+        waiting.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_flush_that_never_comes_does_not_block_forever() {
+        let readiness = ApprovalReadiness::default();
+        readiness.mark_recorded("a1");
+        assert!(readiness.take_when_flushed("a1", FLUSH_WAIT).await);
+        assert!(
+            !readiness.take_when_flushed("a1", FLUSH_WAIT).await,
+            "forgotten"
+        );
     }
 
     #[tokio::test]
@@ -214,7 +292,8 @@ mod tests {
         ] {
             let f = fixture();
             let terminal = f.registry.attach(&f.bus, "terminal");
-            f.recorded.mark("a1");
+            f.readiness.mark_recorded("a1");
+            f.readiness.mark_flushed("a1");
             let approver = Arc::clone(&f.approver);
             let waiting = tokio::spawn(async move { approver.decide(&request("a1", None)).await });
             wait_pending(&f.registry).await;
@@ -234,7 +313,8 @@ mod tests {
     async fn a_closed_dialog_rejects() {
         let f = fixture();
         let terminal = f.registry.attach(&f.bus, "terminal");
-        f.recorded.mark("a1");
+        f.readiness.mark_recorded("a1");
+        f.readiness.mark_flushed("a1");
         let approver = Arc::clone(&f.approver);
         let waiting = tokio::spawn(async move { approver.decide(&request("a1", None)).await });
         wait_pending(&f.registry).await;
@@ -246,7 +326,8 @@ mod tests {
     async fn a_dropped_question_is_resolved_and_shows_a_deadline() {
         let f = fixture();
         let terminal = f.registry.attach(&f.bus, "terminal");
-        f.recorded.mark("a1");
+        f.readiness.mark_recorded("a1");
+        f.readiness.mark_flushed("a1");
         let approver = Arc::clone(&f.approver);
         let waiting = tokio::spawn(async move {
             approver

@@ -120,13 +120,14 @@ impl EventBus {
     }
 
     /// Runs `change` under the bus lock and publishes the event it returns, if any, so the change
-    /// and its event are atomic with respect to snapshots. Returns `change`'s second value.
+    /// and its event are atomic with respect to snapshots. `change` receives the seq its event will
+    /// get. Returns `change`'s second value.
     pub fn publish_with<R>(
         &self,
-        change: impl FnOnce() -> (Option<(Option<String>, EventKind)>, R),
+        change: impl FnOnce(u64) -> (Option<(Option<String>, EventKind)>, R),
     ) -> R {
         let mut state = self.lock();
-        let (event, result) = change();
+        let (event, result) = change(state.last_seq + 1);
         if let Some((turn_id, kind)) = event {
             self.push(&mut state, turn_id, kind);
         }
@@ -380,12 +381,13 @@ mod tests {
     async fn publish_with_orders_changes_like_the_seq() {
         let bus = EventBus::new("s");
         let state = Mutex::new(0u32);
-        let seen = bus.publish_with(|| {
+        let seen = bus.publish_with(|next| {
+            assert_eq!(next, 1);
             *state.lock().unwrap() += 1;
             (Some((None, EventKind::TextDelta("changed".into()))), 7)
         });
         assert_eq!(seen, 7);
-        let nothing: () = bus.publish_with(|| (None, ()));
+        let nothing: () = bus.publish_with(|_| (None, ()));
         let () = nothing;
         let (snapshot, mut sub) = bus
             .subscribe_with(None, |last| (last, *state.lock().unwrap()))

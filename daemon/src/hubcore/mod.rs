@@ -16,6 +16,6 @@ pub mod ids;
 pub use approvals::{
     ApprovalAnswer, ApprovalRegistry, Attachment, DecideError, DecideOutcome, PendingTicket,
 };
-pub use approver::{HUB_APPROVER, HubApprover, RecordedApprovals, TurnSlot};
+pub use approver::{ApprovalReadiness, FLUSH_WAIT, HUB_APPROVER, HubApprover, TurnSlot};
 pub use bus::{EventBus, Lagged, SubscribeError, Subscription};
 pub use event::{EventKind, PendingInfo, Resolution, SessionEvent, TurnInfo};
