@@ -30,7 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Talk to tau in the terminal (starts the hub when none answers).
-    Chat,
+    Chat(crate::chat::ChatArgs),
     /// Run, stop, inspect or install the hub daemon.
     Hub,
     /// List every component with its kind, version and state.
@@ -49,7 +49,7 @@ impl Command {
     /// The command's name as typed.
     pub fn name(&self) -> &'static str {
         match self {
-            Command::Chat => "chat",
+            Command::Chat(_) => "chat",
             Command::Hub => "hub",
             Command::Components => "components",
             Command::Doctor => "doctor",

@@ -24,6 +24,11 @@ pub struct NotRunning {
 
 /// A `tau.v1.Tau` client over the hub's Unix socket.
 pub async fn connect_unix(socket: &Path) -> Result<TauClient<Channel>, NotRunning> {
+    Ok(TauClient::new(unix_channel(socket).await?))
+}
+
+/// A gRPC channel to the hub's Unix socket, connected within [`CONNECT_TIMEOUT`].
+pub async fn unix_channel(socket: &Path) -> Result<Channel, NotRunning> {
     let not_running = |reason: String| NotRunning {
         socket: socket.to_path_buf(),
         reason,
@@ -38,7 +43,7 @@ pub async fn connect_unix(socket: &Path) -> Result<TauClient<Channel>, NotRunnin
         .await
         .map_err(|_| not_running("timed out".to_owned()))?
         .map_err(|e| not_running(error_chain(&e)))?;
-    Ok(TauClient::new(channel))
+    Ok(channel)
 }
 
 /// An error and its sources on one line.

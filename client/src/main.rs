@@ -3,7 +3,9 @@
 //! approval by itself. Everything with state lives in `taud`.
 
 mod ask;
+mod chat;
 mod cli;
+mod connect;
 mod event_json;
 mod grpc;
 mod version;
@@ -22,7 +24,8 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Version(args) => version::run(args, &ctx),
         Command::Ask(args) => ask::run(args, &ctx),
-        Command::Chat | Command::Components | Command::Doctor | Command::Init | Command::Hub => {
+        Command::Chat(args) => chat::run(args, &ctx),
+        Command::Components | Command::Doctor | Command::Init | Command::Hub => {
             not_built(cli.command.name())
         }
     };

@@ -49,6 +49,10 @@ pub(super) const EN: &[(&str, &str)] = &[
         "✗ {tool}: the hub restarted while this approval was pending; not run.",
     ),
     ("approval.keys", "Tab switch · Enter choose · Esc reject"),
+    (
+        "approval.no_terminal",
+        "✗ {tool}: no terminal to ask on (input is not a terminal); not approved",
+    ),
     ("approval.not_found", "There is no such pending approval."),
     (
         "approval.not_your_channel",
@@ -86,8 +90,20 @@ pub(super) const EN: &[(&str, &str)] = &[
         "banner.ready",
         "tau {version} is ready · profile {profile} · session {session}",
     ),
+    (
+        "chat.cancelling",
+        "Cancelling the turn… (Ctrl-C again stops waiting)",
+    ),
     ("chat.ctrl_c_again", "Press Ctrl-C again to quit."),
+    (
+        "chat.detached",
+        "Stopped watching the turn; the hub finishes and stores it.",
+    ),
     ("chat.goodbye", "Goodbye."),
+    (
+        "chat.stream_lost",
+        "Lost the turn's stream: {reason}. The hub finishes and stores the turn.",
+    ),
     ("chat.thinking", "Thinking…"),
     (
         "command.clear.help",
@@ -147,6 +163,9 @@ pub(super) const EN: &[(&str, &str)] = &[
         "Anything else you type goes to tau. Ctrl-D quits.",
     ),
     ("help.title", "Commands:"),
+    ("history.earlier", "({count} earlier messages not shown)"),
+    ("history.tool_call", "→ {tool}"),
+    ("history.tool_result", "← {tool}: {result}"),
     (
         "hub.disconnected",
         "Lost the connection to the hub; reconnecting…",
@@ -189,6 +208,7 @@ pub(super) const EN: &[(&str, &str)] = &[
     ),
     ("model.already", "Already on role {role}."),
     ("model.current", "(current)"),
+    ("model.fallback", "fallback {provider}, {model_id}"),
     ("model.fallback_in_use", "fallback in use"),
     ("model.header", "Model roles:"),
     ("model.line", "{role} → {provider}, {model_id}"),

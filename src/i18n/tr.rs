@@ -45,6 +45,10 @@ pub(super) const TR: &[(&str, &str)] = &[
         "✗ {tool}: bu onay beklerken merkez yeniden başladı; çalıştırılmadı.",
     ),
     ("approval.keys", "Tab geçiş · Enter seç · Esc reddet"),
+    (
+        "approval.no_terminal",
+        "✗ {tool}: sorulacak terminal yok (girdi bir terminal değil); onaylanmadı",
+    ),
     ("approval.not_found", "Bekleyen böyle bir onay yok."),
     (
         "approval.not_your_channel",
@@ -79,8 +83,20 @@ pub(super) const TR: &[(&str, &str)] = &[
         "banner.ready",
         "tau {version} hazır · profil {profile} · oturum {session}",
     ),
+    (
+        "chat.cancelling",
+        "Tur iptal ediliyor… (beklemeyi bırakmak için yine Ctrl-C)",
+    ),
     ("chat.ctrl_c_again", "Çıkmak için Ctrl-C'ye yeniden basın."),
+    (
+        "chat.detached",
+        "Tur artık izlenmiyor; merkez onu bitirip saklayacak.",
+    ),
     ("chat.goodbye", "Hoşça kalın."),
+    (
+        "chat.stream_lost",
+        "Turun akışı koptu: {reason}. Merkez turu bitirip saklayacak.",
+    ),
     ("chat.thinking", "Düşünüyor…"),
     ("command.clear.help", "Ekranı temizler; oturum sürer."),
     (
@@ -134,6 +150,9 @@ pub(super) const TR: &[(&str, &str)] = &[
         "Yazdığınız diğer her şey tau'ya gider. Çıkmak için Ctrl-D.",
     ),
     ("help.title", "Komutlar:"),
+    ("history.earlier", "({count} önceki ileti gösterilmiyor)"),
+    ("history.tool_call", "→ {tool}"),
+    ("history.tool_result", "← {tool}: {result}"),
     (
         "hub.disconnected",
         "Merkezle bağlantı koptu; yeniden bağlanılıyor…",
@@ -173,6 +192,7 @@ pub(super) const TR: &[(&str, &str)] = &[
     ),
     ("model.already", "Zaten {role} rolü kullanılıyor."),
     ("model.current", "(geçerli)"),
+    ("model.fallback", "yedek {provider}, {model_id}"),
     ("model.fallback_in_use", "yedek sağlayıcı kullanılıyor"),
     ("model.header", "Model rolleri:"),
     ("model.line", "{role} → {provider}, {model_id}"),

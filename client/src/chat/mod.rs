@@ -1,0 +1,242 @@
+//! `tau chat`: talk to tau in the terminal. Attaches to the hub (starting `taud` in the background
+//! when none answers, unless `--no-start`), opens or resumes a session, then reads lines: slash
+//! commands run here, anything else is a turn whose reply streams back and whose tier-2 calls are
+//! asked on this terminal.
+//!
+//! - [`attach`]: connect, start the hub, wait for its health; [`turn`]: one turn, its events and
+//!   approvals; [`approve`]: reading an approval answer safely; [`render`] and [`style`]: what is
+//!   printed and how; [`commands`], [`sessions`], [`status`]: the slash commands; [`editor`]: the
+//!   input line and its history; [`state`]: what one run holds.
+//!
+//! Invariants: the chat decides nothing by itself (the hub owns sessions, turns and approvals);
+//! Ctrl-C during a reply cancels the turn, at the prompt it quits; Ctrl-D at the prompt quits.
+
+mod approve;
+mod attach;
+mod commands;
+mod editor;
+pub(crate) mod render;
+mod sessions;
+mod state;
+mod status;
+mod style;
+mod turn;
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use tau_api::env::Env;
+use tau_api::i18n::Messages;
+use tau_api::installation::Installation;
+use tau_api::proto::v1::{self as pb, open_session_request::Target};
+
+use self::attach::{AttachError, StartOptions};
+use self::editor::{Input, LineEditor};
+use self::render::{Limits, Printer};
+use self::state::{Chat, LocalInfo};
+use self::style::Style;
+use crate::cli::Context;
+use crate::connect::HubAddress;
+
+/// Exit code when no hub answers and none was started (EX_UNAVAILABLE).
+pub const EXIT_NO_HUB: u8 = 69;
+
+/// How long a hub started by `tau chat` may take to answer.
+const START_DEADLINE: Duration = Duration::from_secs(20);
+
+/// The input prompt.
+const PROMPT: &str = "> ";
+
+/// Options of `tau chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Resume a session at start: the most recent one, or the one with this id.
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "", conflicts_with = "session")]
+    pub resume: Option<String>,
+    /// Continue the session with this id.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Run on this model role for the whole run (wins over the session's stored role, and is
+    /// recorded with it).
+    #[arg(long, value_name = "ROLE")]
+    pub role: Option<String>,
+    /// Do not start a hub when none answers; say how to start one and exit.
+    #[arg(long)]
+    pub no_start: bool,
+    /// Connect over TCP 127.0.0.1 with the hub's token instead of the Unix socket.
+    #[arg(long)]
+    pub tcp: bool,
+}
+
+/// Runs `tau chat`.
+pub fn run(args: &ChatArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let mut env = Env::from_process();
+    for (key, value) in &ctx.child_env {
+        env.set(*key, value.to_string_lossy());
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let installation = Installation::discover(env, &cwd)?;
+    let stdout_terminal = std::io::stdout().is_terminal();
+    let style = Style::detect(&installation.env, stdout_terminal);
+    let mut printer = Printer::stdout(style);
+    let messages = Messages::builtin();
+    let lang = installation.settings.lang;
+
+    let address = if args.tcp {
+        HubAddress::Tcp {
+            port: installation.settings.hub_port,
+            token_file: installation.paths.hub.token_file.clone(),
+        }
+    } else {
+        HubAddress::Unix(installation.paths.hub.socket.clone())
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+
+    let start = if args.no_start {
+        None
+    } else {
+        let exe_dir = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_path_buf));
+        let path_var = installation.env.get("PATH").map(std::ffi::OsString::from);
+        match attach::locate_taud(exe_dir.as_deref(), path_var.as_deref()) {
+            Some(taud) => Some(StartOptions {
+                taud,
+                log_file: installation.paths.logs_dir.join("taud.out"),
+                child_env: ctx.child_env.clone(),
+                deadline: START_DEADLINE,
+            }),
+            None => {
+                let reason = AttachError::NoTaud.to_string();
+                eprintln!(
+                    "{}",
+                    messages.t_or_key("hub.start_failed", lang, &[("reason", &reason)])
+                );
+                return Ok(ExitCode::from(EXIT_NO_HUB));
+            }
+        }
+    };
+    let attached = match runtime.block_on(attach::attach(&address, start.as_ref())) {
+        Ok(attached) => attached,
+        Err(AttachError::NotRunning(_)) => {
+            eprintln!("{}", messages.t_or_key("hub.not_running", lang, &[]));
+            return Ok(ExitCode::from(EXIT_NO_HUB));
+        }
+        Err(error) => {
+            let reason = error.to_string();
+            eprintln!(
+                "{}",
+                messages.t_or_key("hub.start_failed", lang, &[("reason", &reason)])
+            );
+            return Ok(ExitCode::from(EXIT_NO_HUB));
+        }
+    };
+    if let Some(pid) = attached.started {
+        printer.dim(&messages.t_or_key("hub.started", lang, &[("pid", &pid)]));
+    }
+
+    let agent = &installation.config.agent;
+    let mut chat = Chat {
+        hub: attached.client,
+        printer,
+        messages,
+        lang,
+        session: pb::SessionInfo::default(),
+        role: String::new(),
+        pinned_role: args.role.clone(),
+        listing: None,
+        info: LocalInfo {
+            profile: installation.settings.profile.as_str().to_owned(),
+            context: agent.context.as_str().to_owned(),
+            window: agent.window_size,
+            limits: Limits {
+                max_turns: agent.max_turns,
+                max_total_tokens: agent.max_total_tokens,
+            },
+            hub_port: installation.settings.hub_port,
+            defaults: installation.config.source().is_defaults(),
+        },
+        interactive: approve::stdin_is_terminal(),
+        stdout_terminal,
+        turns_started: 0,
+    };
+    if !runtime.block_on(start_session(&mut chat, args)) {
+        return Ok(ExitCode::FAILURE);
+    }
+
+    let history_file = installation.paths.data_dir.join("chat_history");
+    let mut editor = LineEditor::new(Some(history_file))?;
+    loop {
+        if chat.printer.broken() {
+            return Ok(ExitCode::FAILURE);
+        }
+        match editor.read(PROMPT)? {
+            Input::Line(line) => {
+                editor.remember(&line);
+                runtime.block_on(commands::handle_line(&mut chat, &line));
+            }
+            Input::Interrupted | Input::Eof => {
+                let text = chat.t("chat.goodbye", &[]);
+                chat.printer.dim(&text);
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+    }
+}
+
+/// Opens the first session (`--resume`, `--session`, else a new one) and prints the banner.
+/// `false` when not even a new session could be opened.
+async fn start_session(chat: &mut Chat, args: &ChatArgs) -> bool {
+    if chat.info.defaults {
+        let text = chat.t("banner.no_config", &[]);
+        chat.printer.dim(&text);
+    }
+    let earlier = match (&args.resume, &args.session) {
+        (Some(id), _) if id.is_empty() => Some((Target::MostRecent(true), String::new())),
+        (Some(id), _) | (None, Some(id)) => Some((Target::SessionId(id.clone()), id.clone())),
+        (None, None) => None,
+    };
+    let mut resumed = false;
+    if let Some((target, typed)) = earlier {
+        resumed = sessions::resume_target(chat, target, &typed).await;
+    }
+    if !resumed {
+        match sessions::open(chat, Target::NewSession(true)).await {
+            Ok(opened) => sessions::switch_to(chat, opened),
+            Err(status) => {
+                chat.hub_error(&status);
+                return false;
+            }
+        }
+    }
+    fake_model_notice(chat).await;
+    commands::banner(chat);
+    true
+}
+
+/// Says once when the current role runs on the offline fake model.
+async fn fake_model_notice(chat: &mut Chat) {
+    let Ok(roles) = chat
+        .hub
+        .list_model_roles(pb::ListModelRolesRequest {})
+        .await
+    else {
+        return;
+    };
+    let fake = roles
+        .into_inner()
+        .roles
+        .iter()
+        .any(|role| role.name == chat.role && role.provider == "fake");
+    if fake {
+        let text = chat.t("banner.fake_model", &[]);
+        chat.printer.dim(&text);
+    }
+}

@@ -1,0 +1,561 @@
+//! What `tau chat` prints: streamed reply text, chrome lines, and the pure mappings from the hub's
+//! events (tool calls, stop reasons) and stored messages (history) to the lines a person reads.
+//!
+//! Invariants:
+//! - Text that came from a model or a tool is printed through [`sanitize`]: no escape sequence or
+//!   other control character (apart from newline and tab) reaches the terminal unescaped.
+//! - A chrome line never starts in the middle of streamed text: [`Printer`] ends the open line
+//!   first.
+//! - Every text of the chrome comes from the message table in the chat's current language.
+//! - A failed write (stdout closed) is remembered, never a panic; the chat loop ends on it.
+
+use std::io::{self, Write};
+
+use tau_api::i18n::Messages;
+use tau_api::lang::Lang;
+use tau_api::proto::v1 as pb;
+
+use super::style::Style;
+
+/// Writes the chat to stdout (or to any writer in tests), tracking whether streamed text left a
+/// line open.
+pub struct Printer {
+    out: Box<dyn Write + Send>,
+    style: Style,
+    /// Streamed text was written and its line is not ended yet.
+    open_line: bool,
+    /// Reply text was streamed since the last [`Printer::begin_reply`].
+    streamed: bool,
+    /// A write failed; nothing more is written.
+    broken: bool,
+}
+
+impl Printer {
+    /// A printer on this process's stdout.
+    pub fn stdout(style: Style) -> Self {
+        Self::new(Box::new(io::stdout()), style)
+    }
+
+    /// A printer on `out`.
+    pub fn new(out: Box<dyn Write + Send>, style: Style) -> Self {
+        Self {
+            out,
+            style,
+            open_line: false,
+            streamed: false,
+            broken: false,
+        }
+    }
+
+    /// The decoration in use.
+    pub fn style(&self) -> Style {
+        self.style
+    }
+
+    /// Whether a write failed (stdout is gone).
+    pub fn broken(&self) -> bool {
+        self.broken
+    }
+
+    fn write(&mut self, text: &str) {
+        if self.broken {
+            return;
+        }
+        if self.out.write_all(text.as_bytes()).is_err() || self.out.flush().is_err() {
+            self.broken = true;
+        }
+    }
+
+    /// Ends a line left open by streamed text.
+    pub fn end_stream(&mut self) {
+        if self.open_line {
+            self.open_line = false;
+            self.write("\n");
+        }
+    }
+
+    /// One line of chrome (already decorated), after ending any open streamed line.
+    pub fn line(&mut self, text: &str) {
+        self.end_stream();
+        self.write(text);
+        self.write("\n");
+    }
+
+    /// One dim line.
+    pub fn dim(&mut self, text: &str) {
+        let text = self.style.dim(text);
+        self.line(&text);
+    }
+
+    /// One red line (a refusal, a failure).
+    pub fn red(&mut self, text: &str) {
+        let text = self.style.red(text);
+        self.line(&text);
+    }
+
+    /// One yellow line (a stop notice).
+    pub fn notice(&mut self, text: &str) {
+        let text = self.style.yellow(text);
+        self.line(&text);
+    }
+
+    /// Streamed reply text from the model, sanitized.
+    pub fn text(&mut self, delta: &str) {
+        if delta.is_empty() {
+            return;
+        }
+        let clean = sanitize(delta);
+        self.write(&clean);
+        self.open_line = !clean.ends_with('\n');
+        self.streamed = true;
+    }
+
+    /// Starts a reply: nothing of it was streamed yet.
+    pub fn begin_reply(&mut self) {
+        self.streamed = false;
+    }
+
+    /// Whether reply text was streamed since [`Printer::begin_reply`].
+    pub fn streamed(&self) -> bool {
+        self.streamed
+    }
+
+    /// A question the person answers on the same line (no newline after it).
+    pub fn prompt(&mut self, text: &str) {
+        self.end_stream();
+        self.write(text);
+        self.open_line = true;
+    }
+
+    /// The person answered the prompt: with a line (its Enter ended the line on screen) or not
+    /// (Ctrl-D, Ctrl-C: the line is still open).
+    pub fn answered(&mut self, with_a_line: bool) {
+        if with_a_line {
+            self.open_line = false;
+        }
+    }
+
+    /// Writes terminal control bytes of tau's own (the screen clear of `/clear`).
+    pub fn control(&mut self, bytes: &str) {
+        self.end_stream();
+        self.write(bytes);
+    }
+}
+
+/// Untrusted text made safe to print: newline and tab pass, every other control character (C0,
+/// DEL, C1; so every escape sequence) is written visibly as `\u{..}`.
+pub fn sanitize(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == '\n' || c == '\t' || !c.is_control() {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        }
+    }
+    out
+}
+
+/// The turn limits of the configuration, for the stop notices that name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// `[agent] max_turns`.
+    pub max_turns: u32,
+    /// `[agent] max_total_tokens`.
+    pub max_total_tokens: Option<u64>,
+}
+
+/// The one-line notice for a turn that did not end normally; `None` for a normal end.
+pub fn stop_notice(
+    messages: &Messages,
+    lang: Lang,
+    end: &pb::TurnEnded,
+    limits: Limits,
+) -> Option<String> {
+    let error = || {
+        if end.notice.is_empty() {
+            end.stop_reason.clone()
+        } else {
+            sanitize(&end.notice)
+        }
+    };
+    let text = match end.stop_reason.as_str() {
+        "" | "end_turn" | "tool_use" | "stop_sequence" => return None,
+        "cancelled" => messages.t_or_key("notice.cancelled", lang, &[]),
+        "max_tokens" => messages.t_or_key("notice.max_tokens", lang, &[]),
+        "content_filtered" | "guardrail_intervened" => {
+            messages.t_or_key("notice.content_filtered", lang, &[])
+        }
+        "limit_turns" => {
+            messages.t_or_key("notice.max_turns", lang, &[("limit", &limits.max_turns)])
+        }
+        "limit_total_tokens" => match limits.max_total_tokens {
+            Some(limit) => messages.t_or_key("notice.token_budget", lang, &[("limit", &limit)]),
+            None => messages.t_or_key("notice.error", lang, &[("error", &error())]),
+        },
+        _ => messages.t_or_key("notice.error", lang, &[("error", &error())]),
+    };
+    Some(text)
+}
+
+/// How a finished tool call is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolLine {
+    /// It did not run: not approved, not registered (red `✗`).
+    Refused(String),
+    /// It ran and failed (red `✗`).
+    Failed(String),
+}
+
+/// The line for a finished tool call, or `None` when nothing needs saying (it succeeded: its
+/// start was shown; it was cancelled: the turn's notice says so).
+pub fn tool_call_line(
+    messages: &Messages,
+    lang: Lang,
+    call: &pb::ToolCallFinished,
+) -> Option<ToolLine> {
+    let tool = sanitize(&call.tool);
+    let status = pb::ToolCallStatus::try_from(call.status).ok()?;
+    match status {
+        pb::ToolCallStatus::Refused => {
+            let key = if call.tier == pb::Tier::Unspecified as i32 {
+                "tool.unknown"
+            } else if call.approval == "timeout" {
+                "approval.timed_out"
+            } else {
+                "approval.rejected"
+            };
+            Some(ToolLine::Refused(messages.t_or_key(
+                key,
+                lang,
+                &[("tool", &tool)],
+            )))
+        }
+        pb::ToolCallStatus::Error => Some(ToolLine::Failed(messages.t_or_key(
+            "tool.failed",
+            lang,
+            &[
+                ("tool", &tool),
+                ("error", &one_line(&call.result_summary, 200)),
+            ],
+        ))),
+        pb::ToolCallStatus::Success
+        | pb::ToolCallStatus::Cancelled
+        | pb::ToolCallStatus::Unspecified => None,
+    }
+}
+
+/// `text` sanitized, on one line (newlines as `⏎`), cut to `max` characters with `…`.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = sanitize(text.trim())
+        .chars()
+        .map(|c| if c == '\n' { '⏎' } else { c })
+        .collect();
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let mut cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+/// The refusal text the model reads when a call was not approved (fixed English, from the gate).
+const REFUSAL_PREFIX: &str = "The user did not approve this action";
+
+/// One line of a stored conversation as `/resume` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HistoryLine {
+    /// What the user said (`> …`).
+    User(String),
+    /// What tau answered.
+    Assistant(String),
+    /// A tool call or its result (dim).
+    Tool(String),
+    /// A refused tool call (red `✗`).
+    Refused(String),
+}
+
+/// The lines of a stored conversation, oldest first.
+pub fn history_lines(
+    messages: &Messages,
+    lang: Lang,
+    stored: &[pb::StoredMessage],
+) -> Vec<HistoryLine> {
+    let mut tools: Vec<(String, String)> = Vec::new();
+    let mut lines = Vec::new();
+    for message in stored {
+        let user = message.role == pb::MessageRole::User as i32;
+        for block in &message.content {
+            let Some(block) = &block.block else {
+                continue;
+            };
+            match block {
+                pb::content_block::Block::Text(text) if !text.trim().is_empty() => {
+                    let text = sanitize(text.trim());
+                    lines.push(if user {
+                        HistoryLine::User(text)
+                    } else {
+                        HistoryLine::Assistant(text)
+                    });
+                }
+                pb::content_block::Block::ToolUse(use_) => {
+                    tools.push((use_.tool_use_id.clone(), use_.name.clone()));
+                    let tool = sanitize(&use_.name);
+                    lines.push(HistoryLine::Tool(messages.t_or_key(
+                        "history.tool_call",
+                        lang,
+                        &[("tool", &tool)],
+                    )));
+                }
+                pb::content_block::Block::ToolResult(result) => {
+                    let name = tools
+                        .iter()
+                        .rev()
+                        .find(|(id, _)| *id == result.tool_use_id)
+                        .map_or("?", |(_, name)| name.as_str());
+                    let tool = sanitize(name);
+                    if result.text.starts_with(REFUSAL_PREFIX) {
+                        lines.push(HistoryLine::Refused(messages.t_or_key(
+                            "approval.rejected",
+                            lang,
+                            &[("tool", &tool)],
+                        )));
+                    } else {
+                        lines.push(HistoryLine::Tool(messages.t_or_key(
+                            "history.tool_result",
+                            lang,
+                            &[("tool", &tool), ("result", &one_line(&result.text, 120))],
+                        )));
+                    }
+                }
+                pb::content_block::Block::Text(_) | pb::content_block::Block::Reasoning(_) => {}
+            }
+        }
+    }
+    lines
+}
+
+/// Prints history lines.
+pub fn print_history(printer: &mut Printer, lines: &[HistoryLine]) {
+    let style = printer.style();
+    for line in lines {
+        match line {
+            HistoryLine::User(text) => printer.line(&format!("{} {text}", style.bold(">"))),
+            HistoryLine::Assistant(text) => printer.line(text),
+            HistoryLine::Tool(text) => printer.dim(text),
+            HistoryLine::Refused(text) => printer.red(text),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Shared {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    const LIMITS: Limits = Limits {
+        max_turns: 12,
+        max_total_tokens: Some(5000),
+    };
+
+    fn end(stop_reason: &str, notice: &str) -> pb::TurnEnded {
+        pb::TurnEnded {
+            stop_reason: stop_reason.into(),
+            notice: notice.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn sanitize_escapes_escape_sequences_and_keeps_text() {
+        assert_eq!(sanitize("a\tb\nc"), "a\tb\nc");
+        assert_eq!(sanitize("x\x1b[2Jy"), "x\\u{1b}[2Jy");
+        assert_eq!(sanitize("\r\u{85}\u{7f}"), "\\u{d}\\u{85}\\u{7f}");
+        assert_eq!(sanitize("Merhaba, ışık"), "Merhaba, ışık");
+    }
+
+    #[test]
+    fn chrome_never_starts_inside_streamed_text() {
+        let out = Shared::default();
+        let mut printer = Printer::new(Box::new(out.clone()), Style::new(false));
+        printer.text("Hello, ");
+        printer.text("world");
+        printer.dim("Throttled");
+        printer.text("again\n");
+        printer.line("done");
+        assert_eq!(out.text(), "Hello, world\nThrottled\nagain\ndone\n");
+    }
+
+    #[test]
+    fn normal_ends_have_no_notice() {
+        let messages = Messages::builtin();
+        for reason in ["end_turn", "tool_use", "stop_sequence", ""] {
+            assert_eq!(
+                stop_notice(&messages, Lang::En, &end(reason, ""), LIMITS),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn other_ends_get_a_notice_in_the_ui_language() {
+        let messages = Messages::builtin();
+        let notice = |reason: &str, text: &str, lang| {
+            stop_notice(&messages, lang, &end(reason, text), LIMITS).unwrap()
+        };
+        assert_eq!(notice("cancelled", "", Lang::En), "Cancelled.");
+        assert_eq!(notice("cancelled", "", Lang::Tr), "İptal edildi.");
+        assert!(notice("limit_turns", "", Lang::En).contains("12 model calls"));
+        assert!(notice("limit_total_tokens", "", Lang::En).contains("5000 tokens"));
+        assert!(notice("max_tokens", "", Lang::En).contains("output limit"));
+        assert!(notice("content_filtered", "", Lang::En).contains("content filter"));
+        assert_eq!(
+            notice("error", "model call failed: boom", Lang::En),
+            "Error: model call failed: boom"
+        );
+        assert_eq!(notice("error", "", Lang::En), "Error: error");
+    }
+
+    fn call(status: pb::ToolCallStatus, tier: pb::Tier, approval: &str) -> pb::ToolCallFinished {
+        pb::ToolCallFinished {
+            tool: "demo_physical_action".into(),
+            tier: tier as i32,
+            status: status as i32,
+            approval: approval.into(),
+            result_summary: "bad\nthing".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn refusals_and_failures_get_a_cross() {
+        let messages = Messages::builtin();
+        let line = |c: &pb::ToolCallFinished, lang| tool_call_line(&messages, lang, c);
+        let refused = call(pb::ToolCallStatus::Refused, pb::Tier::Physical, "rejected");
+        assert_eq!(
+            line(&refused, Lang::En),
+            Some(ToolLine::Refused(
+                "✗ demo_physical_action: not approved".into()
+            ))
+        );
+        assert_eq!(
+            line(&refused, Lang::Tr),
+            Some(ToolLine::Refused(
+                "✗ demo_physical_action: onaylanmadı".into()
+            ))
+        );
+        let closed = call(pb::ToolCallStatus::Refused, pb::Tier::Physical, "cancelled");
+        assert!(
+            matches!(line(&closed, Lang::En), Some(ToolLine::Refused(t)) if t.contains("not approved"))
+        );
+        let timed_out = call(pb::ToolCallStatus::Refused, pb::Tier::Physical, "timeout");
+        assert!(
+            matches!(line(&timed_out, Lang::En), Some(ToolLine::Refused(t)) if t.contains("no answer in time"))
+        );
+        let unknown = call(pb::ToolCallStatus::Refused, pb::Tier::Unspecified, "");
+        assert!(
+            matches!(line(&unknown, Lang::En), Some(ToolLine::Refused(t)) if t.contains("not a registered tool"))
+        );
+        let failed = call(pb::ToolCallStatus::Error, pb::Tier::Read, "not_required");
+        assert_eq!(
+            line(&failed, Lang::En),
+            Some(ToolLine::Failed(
+                "✗ demo_physical_action: failed: bad⏎thing".into()
+            ))
+        );
+        let ok = call(pb::ToolCallStatus::Success, pb::Tier::Physical, "approved");
+        assert_eq!(line(&ok, Lang::En), None);
+    }
+
+    #[test]
+    fn one_line_flattens_and_cuts() {
+        assert_eq!(one_line(" a\nb ", 10), "a⏎b");
+        assert_eq!(one_line("abcdef", 4), "abc…");
+        assert_eq!(one_line("abcd", 4), "abcd");
+    }
+
+    fn text(s: &str) -> pb::ContentBlock {
+        pb::ContentBlock {
+            block: Some(pb::content_block::Block::Text(s.into())),
+        }
+    }
+
+    #[test]
+    fn history_shows_text_tool_calls_and_refusals() {
+        let tool_use = pb::ContentBlock {
+            block: Some(pb::content_block::Block::ToolUse(pb::ToolUseBlock {
+                tool_use_id: "t1".into(),
+                name: "demo_physical_action".into(),
+                input_json: "{}".into(),
+            })),
+        };
+        let refusal = pb::ContentBlock {
+            block: Some(pb::content_block::Block::ToolResult(pb::ToolResultBlock {
+                tool_use_id: "t1".into(),
+                status: pb::ToolResultStatus::Error as i32,
+                text: "The user did not approve this action: demo_physical_action. Do not perform it; tell the user briefly.".into(),
+            })),
+        };
+        let stored = vec![
+            pb::StoredMessage {
+                role: pb::MessageRole::User as i32,
+                content: vec![text("turn on the lamp")],
+                ..Default::default()
+            },
+            pb::StoredMessage {
+                role: pb::MessageRole::Assistant as i32,
+                content: vec![tool_use],
+                ..Default::default()
+            },
+            pb::StoredMessage {
+                role: pb::MessageRole::User as i32,
+                content: vec![refusal],
+                ..Default::default()
+            },
+            pb::StoredMessage {
+                role: pb::MessageRole::Assistant as i32,
+                content: vec![text("Understood, I did not do it.\x1b[2J")],
+                ..Default::default()
+            },
+        ];
+        let lines = history_lines(&Messages::builtin(), Lang::En, &stored);
+        assert_eq!(
+            lines,
+            vec![
+                HistoryLine::User("turn on the lamp".into()),
+                HistoryLine::Tool("→ demo_physical_action".into()),
+                HistoryLine::Refused("✗ demo_physical_action: not approved".into()),
+                HistoryLine::Assistant("Understood, I did not do it.\\u{1b}[2J".into()),
+            ]
+        );
+        let out = Shared::default();
+        let mut printer = Printer::new(Box::new(out.clone()), Style::new(false));
+        print_history(&mut printer, &lines);
+        assert!(
+            out.text().starts_with("> turn on the lamp\n"),
+            "{}",
+            out.text()
+        );
+    }
+}

@@ -1,0 +1,127 @@
+//! `/status` in `tau chat`: the profile, the session, the model role and its provider, the
+//! context window, the tools, the UI language, the versions and whether the hub answers.
+//!
+//! Invariants: information only; a question the hub cannot answer shows `unknown` and never stops
+//! the chat; no key or token is ever printed (the hub's model roles carry none).
+
+use tau_api::proto::v1 as pb;
+
+use super::commands::{role_line, tier_number};
+use super::state::Chat;
+
+/// Prints the status block.
+pub async fn show(chat: &mut Chat) {
+    let unknown = chat.t("value.unknown", &[]);
+    let status = chat
+        .hub
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .ok()
+        .map(tonic::Response::into_inner);
+    let session = chat
+        .hub
+        .get_session(pb::GetSessionRequest {
+            session_id: chat.session_id().to_owned(),
+            include_messages: false,
+        })
+        .await
+        .ok()
+        .and_then(|response| response.into_inner().session);
+    if let Some(session) = session {
+        chat.session = session;
+    }
+    let roles = chat
+        .hub
+        .list_model_roles(pb::ListModelRolesRequest {})
+        .await
+        .ok()
+        .map(tonic::Response::into_inner);
+    let tools = chat
+        .hub
+        .list_tools(pb::ListToolsRequest {})
+        .await
+        .ok()
+        .map(|response| response.into_inner().tools);
+
+    let session = chat.session.clone();
+    let title = chat.title_of(&session);
+    let session_line = chat.t(
+        "status.session",
+        &[
+            ("id", &session.session_id),
+            ("title", &title),
+            ("count", &session.message_count),
+            ("role", &chat.role),
+        ],
+    );
+    let model_line = roles
+        .as_ref()
+        .and_then(|roles| roles.roles.iter().find(|role| role.name == chat.role))
+        .map_or_else(
+            || unknown.clone(),
+            |role| {
+                let mut line = role_line(chat, role);
+                if !role.fallback_provider.is_empty() {
+                    let fallback = chat.t(
+                        "model.fallback",
+                        &[
+                            ("provider", &role.fallback_provider),
+                            ("model_id", &role.fallback_model_id),
+                        ],
+                    );
+                    line.push_str(&format!(" · {fallback}"));
+                }
+                line
+            },
+        );
+    let context_line = chat.t(
+        "status.context",
+        &[
+            ("mode", &chat.info.context),
+            ("window", &chat.info.window),
+            ("count", &session.message_count),
+        ],
+    );
+    let tools_line = tools.as_ref().map_or_else(
+        || unknown.clone(),
+        |tools| {
+            let approval = tools
+                .iter()
+                .filter(|tool| tier_number(tool.tier) == Some(2))
+                .count();
+            chat.t(
+                "status.tools",
+                &[("count", &tools.len()), ("approval", &approval)],
+            )
+        },
+    );
+    let language = format!("{} ({})", chat.lang.as_str(), chat.lang.native_name());
+    let taud = status
+        .as_ref()
+        .map_or_else(|| unknown.clone(), |status| status.version.clone());
+    let versions = format!("tau {} · taud {taud}", tau_api::VERSION);
+    let url = format!("http://127.0.0.1:{}/health", chat.info.hub_port);
+    let hub_line = if status.is_some() {
+        chat.t("hub.up", &[("url", &url)])
+    } else {
+        chat.t("hub.down", &[("url", &url)])
+    };
+
+    let title = chat.t("status.title", &[]);
+    let style = chat.printer.style();
+    chat.printer.line(&style.bold(&title));
+    let rows = [
+        ("label.profile", chat.info.profile.clone()),
+        ("label.session", session_line),
+        ("label.model", model_line),
+        ("label.context", context_line),
+        ("label.tools", tools_line),
+        ("label.language", language),
+        ("label.versions", versions),
+        ("label.hub", hub_line),
+    ];
+    for (label, value) in rows {
+        let label = chat.t(label, &[]);
+        chat.printer.line(&format!("  {label}: {value}"));
+    }
+}

@@ -1,0 +1,366 @@
+//! One user turn in `tau chat`: start it on the hub, render its events as they stream, ask the
+//! approvals of this channel, and cancel it on Ctrl-C.
+//!
+//! Invariants:
+//! - `tau chat` never decides an approval by itself: it relays the person's answer, and anything
+//!   but an explicit yes (Ctrl-D, Ctrl-C, an empty line, no terminal to ask on) is sent as REJECTED.
+//! - Events that arrive while a prompt is open are kept in order and rendered after it; a prompt
+//!   whose approval is resolved elsewhere is abandoned (its reader stopped) and not answered.
+//! - Ctrl-C during a reply cancels the turn and keeps rendering until the hub ends it; a second
+//!   Ctrl-C stops watching (the turn still ends and is stored by the hub).
+
+use std::collections::VecDeque;
+
+use tau_api::i18n::{ApprovalPrompt, format_approval_prompt, is_approval_answer};
+use tau_api::proto::v1::{self as pb, session_event::Kind, start_turn_response};
+use tonic::Streaming;
+
+use super::approve::{self, PendingAnswer};
+use super::render::{self, ToolLine};
+use super::state::{CHANNEL, Chat};
+
+/// How a turn left the chat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnOutcome {
+    /// The hub ended the turn with this stop reason.
+    Ended(String),
+    /// The person stopped watching (second Ctrl-C); the turn goes on in the hub.
+    Detached,
+    /// The hub refused to start it, or its stream broke.
+    Failed,
+}
+
+/// What the prompt of one approval came to.
+enum PromptResult {
+    /// The person's decision.
+    Decided(bool),
+    /// Resolved elsewhere while the prompt was open: nothing to send.
+    Resolved,
+    /// The turn's stream ended or failed while the prompt was open.
+    StreamGone(Option<tonic::Status>),
+}
+
+struct TurnState {
+    turn_id: String,
+    attachment: String,
+    cancel_sent: bool,
+    backlog: VecDeque<pb::StartTurnResponse>,
+}
+
+/// Runs one turn with `text` on the chat's current session.
+pub async fn run_turn(chat: &mut Chat, text: &str) -> TurnOutcome {
+    let request = pb::StartTurnRequest {
+        session_id: chat.session_id().to_owned(),
+        text: text.to_owned(),
+        channel: CHANNEL.to_owned(),
+        idempotency_key: chat.next_turn_key(),
+    };
+    let mut stream = match chat.hub.start_turn(request).await {
+        Ok(response) => response.into_inner(),
+        Err(status) => {
+            chat.hub_error(&status);
+            return TurnOutcome::Failed;
+        }
+    };
+    chat.printer.begin_reply();
+    let mut state = TurnState {
+        turn_id: String::new(),
+        attachment: String::new(),
+        cancel_sent: false,
+        backlog: VecDeque::new(),
+    };
+    loop {
+        let message = match state.backlog.pop_front() {
+            Some(message) => message,
+            None => {
+                tokio::select! {
+                    next = stream.message() => match next {
+                        Ok(Some(message)) => message,
+                        Ok(None) => return stream_lost(chat, "the hub closed the stream"),
+                        Err(status) => return stream_lost(chat, status.message()),
+                    },
+                    _ = tokio::signal::ctrl_c() => {
+                        if state.cancel_sent {
+                            let text = chat.t("chat.detached", &[]);
+                            chat.printer.dim(&text);
+                            return TurnOutcome::Detached;
+                        }
+                        cancel(chat, &mut state).await;
+                        continue;
+                    }
+                }
+            }
+        };
+        let event = match message.kind {
+            Some(start_turn_response::Kind::Accepted(accepted)) => {
+                state.turn_id = accepted.turn_id;
+                state.attachment = accepted.attachment_id;
+                if accepted.queued_ahead > 0 {
+                    let text = chat.t("notice.busy", &[]);
+                    chat.printer.dim(&text);
+                }
+                continue;
+            }
+            Some(start_turn_response::Kind::Event(event)) => event,
+            None => continue,
+        };
+        match event.kind {
+            Some(Kind::TextDelta(delta)) => chat.printer.text(&delta.text),
+            Some(Kind::ToolUseStarted(started)) => {
+                let tool = render::one_line(&started.name, 80);
+                let text = chat.t("tool.running", &[("tool", &tool)]);
+                chat.printer.dim(&text);
+            }
+            Some(Kind::ToolCall(call)) => {
+                match render::tool_call_line(&chat.messages, chat.lang, &call) {
+                    Some(ToolLine::Refused(text) | ToolLine::Failed(text)) => {
+                        chat.printer.red(&text)
+                    }
+                    None => {}
+                }
+            }
+            Some(Kind::ApprovalRequested(requested)) => {
+                let Some(approval) = requested.approval else {
+                    continue;
+                };
+                if let Some(outcome) =
+                    approval_requested(chat, &mut state, &mut stream, &approval).await
+                {
+                    return outcome;
+                }
+            }
+            Some(Kind::ApprovalResolved(resolved)) => {
+                if resolved.resolution == pb::ApprovalResolution::ExpiredByRestart as i32 {
+                    let tool = render::one_line(&resolved.tool, 80);
+                    let text = chat.t("approval.expired_by_restart", &[("tool", &tool)]);
+                    chat.printer.red(&text);
+                }
+            }
+            Some(Kind::Throttled(throttled)) => {
+                let seconds = throttled.delay_ms.div_ceil(1000).max(1);
+                let text = chat.t("notice.throttled", &[("seconds", &seconds)]);
+                chat.printer.dim(&text);
+            }
+            Some(Kind::Error(error)) if error.tool.is_empty() => {
+                let message = render::one_line(&error.message, 300);
+                let text = chat.t("notice.error", &[("error", &message)]);
+                chat.printer.red(&text);
+            }
+            Some(Kind::TurnEnded(end)) => {
+                if !chat.printer.streamed() && !end.text.trim().is_empty() {
+                    // Nothing of the reply reached this stream (a replayed turn): show it once.
+                    chat.printer.text(&end.text);
+                }
+                chat.printer.end_stream();
+                if let Some(notice) =
+                    render::stop_notice(&chat.messages, chat.lang, &end, chat.info.limits)
+                {
+                    chat.printer.notice(&notice);
+                }
+                return TurnOutcome::Ended(end.stop_reason);
+            }
+            Some(
+                Kind::TurnQueued(_)
+                | Kind::TurnStarted(_)
+                | Kind::ReasoningDelta(_)
+                | Kind::Error(_)
+                | Kind::RoleSwitched(_),
+            )
+            | None => {}
+        }
+    }
+}
+
+fn stream_lost(chat: &mut Chat, reason: &str) -> TurnOutcome {
+    let reason = render::one_line(reason, 200);
+    let text = chat.t("chat.stream_lost", &[("reason", &reason)]);
+    chat.printer.red(&text);
+    TurnOutcome::Failed
+}
+
+async fn cancel(chat: &mut Chat, state: &mut TurnState) {
+    state.cancel_sent = true;
+    let text = chat.t("chat.cancelling", &[]);
+    chat.printer.dim(&text);
+    let request = pb::CancelTurnRequest {
+        session_id: chat.session_id().to_owned(),
+        turn_id: state.turn_id.clone(),
+    };
+    if let Err(status) = chat.hub.cancel_turn(request).await {
+        chat.hub_error(&status);
+    }
+}
+
+/// Handles one `approval_requested` event; `Some(outcome)` when the turn's stream ended meanwhile.
+async fn approval_requested(
+    chat: &mut Chat,
+    state: &mut TurnState,
+    stream: &mut Streaming<pb::StartTurnResponse>,
+    approval: &pb::PendingApproval,
+) -> Option<TurnOutcome> {
+    if approval.channel != CHANNEL {
+        let channel = render::one_line(&approval.channel, 40);
+        let text = chat.t("approval.awaiting_other_channel", &[("channel", &channel)]);
+        chat.printer.dim(&text);
+        return None;
+    }
+    let result = if chat.interactive {
+        prompt(chat, state, stream, approval).await
+    } else {
+        let tool = render::one_line(&approval.tool, 80);
+        let text = chat.t("approval.no_terminal", &[("tool", &tool)]);
+        chat.printer.dim(&text);
+        PromptResult::Decided(false)
+    };
+    match result {
+        PromptResult::Decided(approve) => {
+            decide(chat, state, approval, approve).await;
+            None
+        }
+        PromptResult::Resolved => None,
+        PromptResult::StreamGone(status) => {
+            let reason = status.map_or_else(
+                || "the hub closed the stream".to_owned(),
+                |s| s.message().to_owned(),
+            );
+            Some(stream_lost(chat, &reason))
+        }
+    }
+}
+
+/// Shows the prompt and waits for the answer, the approval's resolution elsewhere, or Ctrl-C.
+async fn prompt(
+    chat: &mut Chat,
+    state: &mut TurnState,
+    stream: &mut Streaming<pb::StartTurnResponse>,
+    approval: &pb::PendingApproval,
+) -> PromptResult {
+    let text = format_approval_prompt(
+        &chat.messages,
+        chat.lang,
+        &ApprovalPrompt {
+            tool: &render::sanitize(&approval.tool),
+            tier: u8::try_from(approval.tier).unwrap_or(2),
+            arguments: &render::sanitize(&approval.arguments),
+            effect: &render::sanitize(&approval.effect),
+        },
+    )
+    .unwrap_or_else(|_| "approval.title".to_owned());
+    let style = chat.printer.style();
+    let mut lines = text.lines();
+    if let Some(title) = lines.next() {
+        chat.printer.line(&style.yellow(title));
+    }
+    let rest: Vec<&str> = lines.collect();
+    if let Some((question, details)) = rest.split_last() {
+        for line in details {
+            chat.printer.line(line);
+        }
+        chat.printer.prompt(&format!("{question} "));
+    }
+    // Keys typed before the prompt was on screen were meant for something else.
+    let _ = approve::discard_typed_ahead(std::io::stdin());
+    let mut answer = match PendingAnswer::start() {
+        Ok(answer) => answer,
+        Err(_) => return PromptResult::Decided(false),
+    };
+    loop {
+        tokio::select! {
+            line = answer.line() => {
+                chat.printer.answered(line.is_some());
+                return PromptResult::Decided(line.as_deref().is_some_and(is_approval_answer));
+            }
+            _ = tokio::signal::ctrl_c() => {
+                chat.printer.end_stream();
+                return PromptResult::Decided(false);
+            }
+            next = stream.message() => {
+                let message = match next {
+                    Ok(Some(message)) => message,
+                    Ok(None) => return PromptResult::StreamGone(None),
+                    Err(status) => return PromptResult::StreamGone(Some(status)),
+                };
+                let resolved_here = resolves(&message, &approval.approval_id);
+                state.backlog.push_back(message);
+                if resolved_here {
+                    chat.printer.end_stream();
+                    return PromptResult::Resolved;
+                }
+            }
+        }
+    }
+}
+
+/// Sends the decision and says what became of it.
+async fn decide(chat: &mut Chat, state: &TurnState, approval: &pb::PendingApproval, approve: bool) {
+    let decision = if approve {
+        pb::ApprovalDecision::Approved
+    } else {
+        pb::ApprovalDecision::Rejected
+    };
+    let request = pb::DecideApprovalRequest {
+        approval_id: approval.approval_id.clone(),
+        decision: decision as i32,
+        attachment_id: state.attachment.clone(),
+    };
+    let outcome = match chat.hub.decide_approval(request).await {
+        Ok(response) => response.into_inner(),
+        Err(status) => {
+            chat.hub_error(&status);
+            return;
+        }
+    };
+    let tool = render::one_line(&approval.tool, 80);
+    match pb::DecideOutcome::try_from(outcome.outcome) {
+        Ok(pb::DecideOutcome::Applied) if approve => {
+            let text = chat.t("approval.approved", &[("tool", &tool)]);
+            let text = chat.printer.style().green(&text);
+            chat.printer.line(&text);
+        }
+        // A rejection shows as `✗ <tool>: not approved` when the hub reports the refused call.
+        Ok(pb::DecideOutcome::Applied) => {}
+        Ok(pb::DecideOutcome::AlreadyDecided) => {
+            let text = chat.t("approval.already_decided", &[]);
+            chat.printer.dim(&text);
+        }
+        Ok(pb::DecideOutcome::Expired) => {
+            let text = chat.t("approval.expired", &[("tool", &tool)]);
+            chat.printer.red(&text);
+        }
+        Ok(pb::DecideOutcome::NotFound | pb::DecideOutcome::Unspecified) | Err(_) => {
+            let text = chat.t("approval.not_found", &[]);
+            chat.printer.dim(&text);
+        }
+    }
+}
+
+fn resolves(message: &pb::StartTurnResponse, approval_id: &str) -> bool {
+    matches!(
+        &message.kind,
+        Some(start_turn_response::Kind::Event(pb::SessionEvent {
+            kind: Some(Kind::ApprovalResolved(resolved)),
+            ..
+        })) if resolved.approval_id == approval_id
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_resolution_of_this_approval_counts() {
+        let resolved = |id: &str| pb::StartTurnResponse {
+            kind: Some(start_turn_response::Kind::Event(pb::SessionEvent {
+                kind: Some(Kind::ApprovalResolved(pb::ApprovalResolved {
+                    approval_id: id.into(),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            })),
+        };
+        assert!(resolves(&resolved("a1"), "a1"));
+        assert!(!resolves(&resolved("a2"), "a1"));
+        assert!(!resolves(&pb::StartTurnResponse::default(), "a1"));
+    }
+}
