@@ -177,6 +177,33 @@ mod tests {
     }
 
     #[test]
+    fn input_typed_before_the_prompt_is_discarded_on_a_terminal() {
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let mut master = std::fs::File::from(pty.master);
+        master.write_all(b"y\n").unwrap();
+        // The line discipline hands the line over asynchronously: wait until it is readable.
+        let mut fds = [PollFd::new(pty.slave.as_fd(), PollFlags::POLLIN)];
+        assert_eq!(poll(&mut fds, PollTimeout::from(10_000u16)).unwrap(), 1);
+        discard_typed_ahead(pty.slave.as_fd()).unwrap();
+        master.write_all(b"n\n").unwrap();
+        let stop = AtomicBool::new(false);
+        assert_eq!(
+            read_answer(pty.slave.as_fd(), &stop).as_deref(),
+            Some("n\n")
+        );
+    }
+
+    #[test]
+    fn ctrl_d_after_some_text_on_a_terminal_is_no_answer() {
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let mut master = std::fs::File::from(pty.master);
+        // `y` then Ctrl-D (VEOF): canonical mode hands over "y" without a newline.
+        master.write_all(b"y\x04").unwrap();
+        let stop = AtomicBool::new(false);
+        assert_eq!(read_answer(pty.slave.as_fd(), &stop), None);
+    }
+
+    #[test]
     fn flushing_a_pipe_is_refused_not_a_panic() {
         let (reader, _writer) = pipe();
         assert!(discard_typed_ahead(reader.as_fd()).is_err());
