@@ -97,3 +97,5 @@ impl Sandbox {
         Ok(command)
     }
 }
+
+pub mod chat;
