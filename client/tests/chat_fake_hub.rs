@@ -210,42 +210,12 @@ const WAIT: Duration = Duration::from_secs(20);
 
 impl Fixture {
     fn start() -> Self {
-        let root = tempfile::tempdir().unwrap();
-        let hub_dir = root.path().join("data/hub");
-        std::fs::create_dir_all(&hub_dir).unwrap();
-        std::fs::create_dir_all(root.path().join("home")).unwrap();
-        let (turns_tx, turns) = std_mpsc::channel();
-        let (cancels_tx, cancels) = std_mpsc::channel();
-        let (decisions_tx, decisions) = std_mpsc::channel();
-        let hub = ScriptedHub {
-            turns: turns_tx,
-            cancels: cancels_tx,
-            decisions: decisions_tx,
-        };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let socket = hub_dir.join("taud.sock");
-        let listener = {
-            let _guard = runtime.enter();
-            tokio::net::UnixListener::bind(&socket).unwrap()
-        };
-        runtime.spawn(
-            tonic::transport::Server::builder()
-                .add_service(tau_server::TauServer::new(hub))
-                .serve_with_incoming(UnixListenerStream::new(listener)),
-        );
+        let (root, runtime, notices) = scripted_hub();
         let chat = spawn_chat(root.path());
         Self {
             _root: root,
             _runtime: runtime,
-            notices: Notices {
-                turns,
-                cancels,
-                decisions,
-            },
+            notices,
             chat,
         }
     }
@@ -277,7 +247,43 @@ impl Fixture {
     }
 }
 
-fn spawn_chat(root: &Path) -> PtySession {
+/// The scripted hub on `<root>/data/hub/taud.sock` of a fresh temporary root.
+fn scripted_hub() -> (tempfile::TempDir, tokio::runtime::Runtime, Notices) {
+    let root = tempfile::tempdir().unwrap();
+    let hub_dir = root.path().join("data/hub");
+    std::fs::create_dir_all(&hub_dir).unwrap();
+    std::fs::create_dir_all(root.path().join("home")).unwrap();
+    let (turns_tx, turns) = std_mpsc::channel();
+    let (cancels_tx, cancels) = std_mpsc::channel();
+    let (decisions_tx, decisions) = std_mpsc::channel();
+    let hub = ScriptedHub {
+        turns: turns_tx,
+        cancels: cancels_tx,
+        decisions: decisions_tx,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = {
+        let _guard = runtime.enter();
+        tokio::net::UnixListener::bind(hub_dir.join("taud.sock")).unwrap()
+    };
+    runtime.spawn(
+        tonic::transport::Server::builder()
+            .add_service(tau_server::TauServer::new(hub))
+            .serve_with_incoming(UnixListenerStream::new(listener)),
+    );
+    let notices = Notices {
+        turns,
+        cancels,
+        decisions,
+    };
+    (root, runtime, notices)
+}
+
+fn chat_command(root: &Path) -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_tau"));
     command
         .args(["chat", "--no-start"])
@@ -288,7 +294,11 @@ fn spawn_chat(root: &Path) -> PtySession {
         .env("NO_COLOR", "1")
         .env("TERM", "xterm")
         .current_dir(root);
-    let mut chat = rexpect::session::spawn_command(command, Some(20_000)).unwrap();
+    command
+}
+
+fn spawn_chat(root: &Path) -> PtySession {
+    let mut chat = rexpect::session::spawn_command(chat_command(root), Some(20_000)).unwrap();
     chat.see("is ready").unwrap();
     chat
 }
@@ -527,4 +537,21 @@ fn failed_compaction_and_role_switch_say_why_and_keep_the_session() {
     fixture.chat.send_line("/status").unwrap();
     fixture.chat.see("taud 9.9.9").unwrap();
     fixture.quit();
+}
+
+#[test]
+fn an_unknown_pinned_role_is_refused_before_a_session_opens() {
+    let (root, _runtime, _notices) = scripted_hub();
+    let output = chat_command(root.path())
+        .args(["--role", "fast"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        stdout.contains("Unknown model role: fast. Roles: brain."),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("is ready"), "{stdout}");
 }

@@ -198,6 +198,11 @@ async fn start_session(chat: &mut Chat, args: &ChatArgs) -> bool {
         let text = chat.t("banner.no_config", &[]);
         chat.printer.dim(&text);
     }
+    if let Some(role) = chat.pinned_role.clone()
+        && !role_exists(chat, &role).await
+    {
+        return false;
+    }
     let earlier = match (&args.resume, &args.session) {
         (Some(id), _) if id.is_empty() => Some((Target::MostRecent(true), String::new())),
         (Some(id), _) | (None, Some(id)) => Some((Target::SessionId(id.clone()), id.clone())),
@@ -219,6 +224,33 @@ async fn start_session(chat: &mut Chat, args: &ChatArgs) -> bool {
     fake_model_notice(chat).await;
     commands::banner(chat);
     true
+}
+
+/// Whether `role` is a role of the hub's tau.toml; when it is not, says so with the roles there
+/// are.
+async fn role_exists(chat: &mut Chat, role: &str) -> bool {
+    let roles = match chat
+        .hub
+        .list_model_roles(pb::ListModelRolesRequest {})
+        .await
+    {
+        Ok(response) => response.into_inner().roles,
+        Err(status) => {
+            chat.hub_error(&status);
+            return false;
+        }
+    };
+    if roles.iter().any(|r| r.name == role) {
+        return true;
+    }
+    let names: Vec<&str> = roles.iter().map(|r| r.name.as_str()).collect();
+    let typed = render::one_line(role, 40);
+    let text = chat.t(
+        "model.unknown_role",
+        &[("role", &typed), ("roles", &names.join(", "))],
+    );
+    chat.printer.red(&text);
+    false
 }
 
 /// Says once when the current role runs on the offline fake model.
