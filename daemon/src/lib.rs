@@ -3,4 +3,7 @@
 //! is a thin `main` over this crate, so tests and benchmarks can run the same code in-process.
 //!
 //! Invariant: the domain modules never see tonic or prost types; only `rpc` translates.
+pub mod builtin;
+pub mod hub;
 pub mod message;
+pub mod rpc;
