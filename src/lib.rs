@@ -20,5 +20,16 @@ pub mod proto {
     }
 }
 
+pub mod commands;
+pub mod i18n;
+pub mod lang;
+pub mod logging;
+
 /// The version of this build of tau (shared by `tau` and `taud`, which are released together).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+pub mod config;
+pub mod dotenv;
+pub mod env;
+pub mod installation;
+pub mod paths;

@@ -6,4 +6,5 @@
 pub mod builtin;
 pub mod hub;
 pub mod message;
+pub mod persona;
 pub mod rpc;

@@ -17,7 +17,7 @@ use taud::hub::{self, HubLock, HubOptions, LockError};
 /// The tau hub daemon. Normally started by `tau chat`, launchd or systemd; `tau hub run` runs it in
 /// the foreground.
 #[derive(Debug, Parser)]
-#[command(name = "taud", version = tau_api::VERSION, about, long_about = None)]
+#[command(name = "taud", version = tau_api::VERSION)]
 struct Args {
     /// Log INFO and up to stderr (default: WARN and up; RUST_LOG overrides both).
     #[arg(short, long)]

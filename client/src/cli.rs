@@ -1,0 +1,122 @@
+//! The command line of `tau`: global options, subcommands and the context every command receives.
+//!
+//! Global options that change behaviour of what `tau` starts (`--lang`, `--profile`) are not written
+//! into this process's environment; they are carried in [`Context`] and passed to child processes
+//! (`taud`) explicitly, so nothing mutates global state.
+
+use std::ffi::OsString;
+use std::process::Command as ProcessCommand;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// tau: a personal agent hub that never touches the physical world without your approval.
+#[derive(Debug, Parser)]
+#[command(name = "tau", version = tau_api::VERSION, propagate_version = true)]
+pub struct Cli {
+    /// UI language for this run (exported as TAU_LANG to what tau starts).
+    #[arg(long, global = true, value_enum)]
+    pub lang: Option<LangArg>,
+    /// Installation profile for this run (exported as TAU_PROFILE to what tau starts).
+    #[arg(long, global = true, value_enum)]
+    pub profile: Option<ProfileArg>,
+    /// Show INFO messages on stderr (default: warnings only).
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands of `tau`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Talk to tau in the terminal (starts the hub when none answers).
+    Chat,
+    /// Run, stop, inspect or install the hub daemon.
+    Hub,
+    /// List every component with its kind, version and state.
+    Components,
+    /// Check the configuration, credentials, sessions, persona and hub.
+    Doctor,
+    /// Create tau.toml and the persona files from the shipped templates.
+    Init,
+    /// Print the versions of tau and taud.
+    Version(VersionArgs),
+}
+
+impl Command {
+    /// The command's name as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Chat => "chat",
+            Command::Hub => "hub",
+            Command::Components => "components",
+            Command::Doctor => "doctor",
+            Command::Init => "init",
+            Command::Version(_) => "version",
+        }
+    }
+}
+
+/// Options of `tau version`.
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--lang` values.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LangArg {
+    En,
+    Tr,
+}
+
+/// `--profile` values.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ProfileArg {
+    Home,
+    Travel,
+    Sport,
+}
+
+/// What every command receives: the global options, and the environment to hand to children.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub verbose: bool,
+    /// Variables exported to processes tau starts (TAU_LANG, TAU_PROFILE).
+    pub child_env: Vec<(&'static str, OsString)>,
+}
+
+impl Context {
+    /// Builds the context from the parsed command line.
+    pub fn from_cli(cli: &Cli) -> Self {
+        let mut child_env = Vec::new();
+        if let Some(lang) = cli.lang {
+            let value = match lang {
+                LangArg::En => "en",
+                LangArg::Tr => "tr",
+            };
+            child_env.push(("TAU_LANG", OsString::from(value)));
+        }
+        if let Some(profile) = cli.profile {
+            let value = match profile {
+                ProfileArg::Home => "home",
+                ProfileArg::Travel => "travel",
+                ProfileArg::Sport => "sport",
+            };
+            child_env.push(("TAU_PROFILE", OsString::from(value)));
+        }
+        Self {
+            verbose: cli.verbose,
+            child_env,
+        }
+    }
+
+    /// Applies the exported variables to a child process about to be started.
+    pub fn export_to(&self, command: &mut ProcessCommand) {
+        for (key, value) in &self.child_env {
+            command.env(key, value);
+        }
+    }
+}

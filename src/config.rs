@@ -1,0 +1,220 @@
+//! The `tau.toml` configuration model: loading, validation, built-in defaults and the environment
+//! overrides.
+//!
+//! A binary normally calls [`crate::installation::Installation::discover`], which runs exactly this
+//! sequence. The process environment is never written: `.env` values live in the [`Env`] overlay
+//! that is passed to whatever needs a variable (credentials, overrides).
+//!
+//! ```no_run
+//! use tau_api::{config::{Config, KnownNames, Settings}, dotenv, env::Env, paths::{self, Paths}};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut env = Env::from_process();
+//! let cwd = std::env::current_dir()?;
+//! let user_home = env.user_home();
+//! let home = paths::resolve_home(&env, &cwd, user_home.as_deref())?;
+//! if let Some(file) = dotenv::load(&home.join(paths::ENV_FILE_NAME))? {
+//!     for problem in &file.problems {
+//!         eprintln!("{problem}");
+//!     }
+//!     let to_set = file.pairs_to_set(&env);
+//!     env.fill(&to_set);
+//! }
+//! let paths = Paths::for_home(home, &env, &cwd, user_home.as_deref())?;
+//! let config = Config::load_with(&paths.config_file, &env, &KnownNames::builtin())?;
+//! let settings = Settings::resolve(&env, &config)?;
+//! # let _ = settings; Ok(()) }
+//! ```
+//!
+//! Invariants:
+//! - Loading reads one file and builds nothing: provider and session backend names are checked
+//!   against [`KnownNames`] only.
+//! - Every error is one line naming the file, the dotted key, the bad value and what was expected
+//!   ([`ConfigError`]); TOML syntax errors name `file:line:column`.
+//! - Unknown top-level tables are ignored with one warning each (logged and kept in
+//!   [`Config::warnings`]); unknown keys anywhere else are errors.
+//! - With no file, the config is the shipped template ([`TEMPLATE`]) rendered for the provider the
+//!   credentials allow ([`default_provider`]), and [`Config::source`] says so.
+//! - The environment overrides the file in exactly two places: TAU_HUB_PORT replaces
+//!   `hub.control_port` and TAU_LANG replaces `ui.language`; a bad value is an error naming the
+//!   variable.
+
+mod error;
+mod known;
+mod model;
+mod parse;
+mod reader;
+mod settings;
+mod template;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub use error::ConfigError;
+pub use known::{BUILTIN_SESSION_BACKENDS, BuiltinProvider, KnownNames, PLANNED_PROVIDERS};
+pub use model::{
+    AgentConfig, CacheConfig, CacheStrategy, CacheTtl, ComponentsConfig, ContextMode,
+    DEFAULT_CONTROL_PORT, DEFAULT_HEARTBEAT_SECONDS, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS,
+    DEFAULT_SESSION_BACKEND, DEFAULT_WINDOW_SIZE, FallbackConfig, HubComponents, HubConfig,
+    ModelsConfig, RoleConfig, SessionsConfig, ToolComponents, UiConfig,
+};
+pub use settings::{
+    NodeRole, Profile, Settings, hub_port_from_env, lang_from_env, profile_from_env, role_from_env,
+};
+pub use template::{TEMPLATE, default_provider, render_template};
+
+use crate::env::Env;
+
+/// The name used in place of a file path in messages about the built-in defaults.
+pub const DEFAULTS_ORIGIN: &str = "<built-in defaults>";
+
+/// Where a [`Config`] came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// A `tau.toml` file.
+    File(PathBuf),
+    /// No file existed: the shipped template rendered for `provider` (chosen by credentials).
+    Defaults {
+        /// The provider every role of the template was set to.
+        provider: BuiltinProvider,
+    },
+}
+
+impl ConfigSource {
+    /// Whether the config came from built-in defaults (the CLI then says once that `tau init`
+    /// writes a config).
+    pub fn is_defaults(&self) -> bool {
+        matches!(self, ConfigSource::Defaults { .. })
+    }
+
+    /// The file, if it came from one.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            ConfigSource::File(p) => Some(p),
+            ConfigSource::Defaults { .. } => None,
+        }
+    }
+}
+
+/// A validated `tau.toml` with the environment overrides applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `[models]`: the model roles.
+    pub models: ModelsConfig,
+    /// `[agent]`.
+    pub agent: AgentConfig,
+    /// `[ui]` (`language` already reflects TAU_LANG).
+    pub ui: UiConfig,
+    /// `[sessions]`.
+    pub sessions: SessionsConfig,
+    /// `[hub]` (`control_port` already reflects TAU_HUB_PORT).
+    pub hub: HubConfig,
+    /// `[components]`.
+    pub components: ComponentsConfig,
+    /// `[component.<name>]` tables, free-form, by component name (see [`Config::component`]).
+    pub component_settings: BTreeMap<String, toml::Table>,
+    /// Things worth telling a person that did not stop loading (each unknown top-level table,
+    /// once). Each is also logged with `tracing::warn!` when the config is loaded.
+    pub warnings: Vec<String>,
+    source: ConfigSource,
+}
+
+impl Config {
+    /// Loads `config_file` with the built-in provider and backend names only; see
+    /// [`Config::load_with`].
+    pub fn load(config_file: &Path, env: &Env) -> Result<Self, ConfigError> {
+        Self::load_with(config_file, env, &KnownNames::builtin())
+    }
+
+    /// Loads `config_file`, validating provider and backend names against `known`. When the file
+    /// does not exist, returns the built-in defaults ([`Config::defaults`]). `env` supplies the
+    /// overrides (TAU_HUB_PORT, TAU_LANG) and, for the defaults, the credentials that choose the
+    /// provider.
+    pub fn load_with(
+        config_file: &Path,
+        env: &Env,
+        known: &KnownNames,
+    ) -> Result<Self, ConfigError> {
+        match std::fs::read_to_string(config_file) {
+            Ok(text) => Self::from_toml_str(&text, config_file, env, known),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Self::defaults(env),
+            Err(source) => Err(ConfigError::Read {
+                file: config_file.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Parses `text` as if read from `file` (which only labels messages and [`Config::source`]).
+    pub fn from_toml_str(
+        text: &str,
+        file: &Path,
+        env: &Env,
+        known: &KnownNames,
+    ) -> Result<Self, ConfigError> {
+        Self::build(
+            text,
+            file,
+            env,
+            known,
+            ConfigSource::File(file.to_path_buf()),
+        )
+    }
+
+    /// The built-in defaults: [`TEMPLATE`] rendered for [`default_provider`]`(env)`.
+    pub fn defaults(env: &Env) -> Result<Self, ConfigError> {
+        let provider = default_provider(env);
+        let text = render_template(provider);
+        Self::build(
+            &text,
+            Path::new(DEFAULTS_ORIGIN),
+            env,
+            &KnownNames::builtin(),
+            ConfigSource::Defaults { provider },
+        )
+    }
+
+    fn build(
+        text: &str,
+        file: &Path,
+        env: &Env,
+        known: &KnownNames,
+        source: ConfigSource,
+    ) -> Result<Self, ConfigError> {
+        let parsed = parse::parse_document(file, text, known)?;
+        let mut config = Self {
+            models: parsed.models,
+            agent: parsed.agent,
+            ui: parsed.ui,
+            sessions: parsed.sessions,
+            hub: parsed.hub,
+            components: parsed.components,
+            component_settings: parsed.component_settings,
+            warnings: parsed.warnings,
+            source,
+        };
+        if let Some(port) = hub_port_from_env(env)? {
+            config.hub.control_port = port;
+        }
+        if let Some(lang) = lang_from_env(env)? {
+            config.ui.language = lang;
+        }
+        Ok(config)
+    }
+
+    /// Where this config came from: a file, or the built-in defaults.
+    pub fn source(&self) -> &ConfigSource {
+        &self.source
+    }
+
+    /// A component's own settings: the `[component.<name>]` table, if the file has one.
+    pub fn component(&self, name: &str) -> Option<&toml::Table> {
+        self.component_settings.get(name)
+    }
+
+    /// The configuration of model role `name` (brain, fast, local, …).
+    pub fn role(&self, name: &str) -> Option<&RoleConfig> {
+        self.models.roles.get(name)
+    }
+}
