@@ -1,11 +1,13 @@
-//! The hub's files under `<TAU_DATA_DIR>/hub/`, shared by the daemon (which writes them) and the
-//! client (`tau hub status` / `stop`, which reads them): their paths, their versioned JSON formats,
+//! The hub's files under `<TAU_DATA_DIR>/hub/` ([`HubPaths`]), shared by the daemon (which writes
+//! them) and the client (`tau hub status` / `stop`, which reads them): their versioned JSON formats,
 //! the exit codes of `taud` and the one message both sides print for a refused second start.
 //!
 //! Invariants: every persisted format carries `version`; a reader refuses a version it does not
 //! know instead of guessing; times are RFC 3339 strings in UTC. Nothing here touches the disk.
 
 use std::path::{Path, PathBuf};
+
+pub use crate::paths::HubPaths;
 
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +17,7 @@ pub const FORMAT_VERSION: u32 = 1;
 /// The reason recorded when a hub died without writing `crash.json`.
 pub const UNEXPECTED_EXIT_REASON: &str = "unexpected exit (no clean shutdown)";
 
-/// Exit codes of `taud`. The systemd unit lists [`EXIT_ALREADY_RUNNING`] and [`EXIT_CONFIG`] in
+/// Exit codes of `taud`. The systemd unit lists [`exit::ALREADY_RUNNING`] and [`exit::CONFIG`] in
 /// `RestartPreventExitStatus`, so neither a refused second start nor a bad config loops.
 pub mod exit {
     /// Clean stop (SIGTERM / SIGINT), or a refused start under `taud --launchd`.
@@ -37,57 +39,6 @@ pub fn already_running_message(pid: Option<u32>) -> String {
             format!("tau hub is already running (pid {pid}); `tau hub stop` stops it")
         }
         None => "tau hub is already running (pid unknown); `tau hub stop` stops it".to_owned(),
-    }
-}
-
-/// The paths of the hub's files, all inside `<data_dir>/hub` (a 0700 directory).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HubPaths {
-    /// `<data_dir>/hub`.
-    pub dir: PathBuf,
-}
-
-impl HubPaths {
-    /// The hub paths under a data directory (`TAU_DATA_DIR`).
-    pub fn new(data_dir: &Path) -> Self {
-        Self {
-            dir: data_dir.join("hub"),
-        }
-    }
-
-    /// `hub.lock`: flocked by the running hub, holding its pid.
-    pub fn lock(&self) -> PathBuf {
-        self.dir.join("hub.lock")
-    }
-
-    /// `state.json`: [`HubState`], refreshed every heartbeat.
-    pub fn state(&self) -> PathBuf {
-        self.dir.join("state.json")
-    }
-
-    /// `crash.json`: [`CrashNote`], written by a dying hub (panic hook, fatal error).
-    pub fn crash_note(&self) -> PathBuf {
-        self.dir.join("crash.json")
-    }
-
-    /// `crash_reports.jsonl`: one [`CrashReport`] per line, appended, never rewritten.
-    pub fn crash_reports(&self) -> PathBuf {
-        self.dir.join("crash_reports.jsonl")
-    }
-
-    /// `last_crash.json`: the latest [`CrashReport`].
-    pub fn last_crash(&self) -> PathBuf {
-        self.dir.join("last_crash.json")
-    }
-
-    /// `taud.sock`: the gRPC Unix socket (0600).
-    pub fn socket(&self) -> PathBuf {
-        self.dir.join("taud.sock")
-    }
-
-    /// `token`: the bearer token for gRPC over TCP (0600, hex).
-    pub fn token(&self) -> PathBuf {
-        self.dir.join("token")
     }
 }
 
@@ -259,18 +210,6 @@ mod tests {
     fn garbage_is_a_parse_error_naming_the_file() {
         let err = parse::<CrashNote>(Path::new("/x/crash.json"), "{not json").unwrap_err();
         assert!(err.to_string().starts_with("/x/crash.json: "), "{err}");
-    }
-
-    #[test]
-    fn paths_live_in_the_hub_directory() {
-        let p = HubPaths::new(Path::new("/data"));
-        assert_eq!(p.lock(), Path::new("/data/hub/hub.lock"));
-        assert_eq!(p.socket(), Path::new("/data/hub/taud.sock"));
-        assert_eq!(p.token(), Path::new("/data/hub/token"));
-        assert_eq!(
-            p.crash_reports(),
-            Path::new("/data/hub/crash_reports.jsonl")
-        );
     }
 
     #[test]

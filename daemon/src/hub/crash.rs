@@ -47,10 +47,10 @@ fn err(path: &Path) -> impl FnOnce(io::Error) -> CrashError + '_ {
 /// Looks for an unclean previous stop and records it. Unreadable files are logged and treated as
 /// absent; only failures to write the report are errors.
 pub fn check(paths: &HubPaths) -> Result<CrashCheck, CrashError> {
-    let note_path = paths.crash_note();
+    let note_path = paths.crash_file.clone();
     let note = read_note(&note_path);
     remove_if_exists(&note_path).map_err(err(&note_path))?;
-    let previous = read_state(&paths.state());
+    let previous = read_state(&paths.state_file);
     let recorded = match previous {
         Some(state) if state.stopped_at.is_none() => {
             let reason = note
@@ -73,7 +73,7 @@ pub fn check(paths: &HubPaths) -> Result<CrashCheck, CrashError> {
     };
     let last_crash = match &recorded {
         Some(report) => Some(report.clone()),
-        None => read_last_crash(&paths.last_crash()),
+        None => read_last_crash(&paths.last_crash_file),
     };
     Ok(CrashCheck {
         recorded,
@@ -83,12 +83,12 @@ pub fn check(paths: &HubPaths) -> Result<CrashCheck, CrashError> {
 
 fn record(paths: &HubPaths, report: &CrashReport) -> Result<(), CrashError> {
     let line = serde_json::to_string(report).map_err(|e| CrashError {
-        path: paths.crash_reports(),
+        path: paths.crash_reports_file.clone(),
         source: io::Error::other(e),
     })?;
-    let reports = paths.crash_reports();
+    let reports = paths.crash_reports_file.clone();
     append_line(&reports, &line).map_err(err(&reports))?;
-    let last = paths.last_crash();
+    let last = paths.last_crash_file.clone();
     write_atomic(&last, line.as_bytes()).map_err(err(&last))
 }
 
@@ -168,7 +168,7 @@ mod tests {
 
     fn setup() -> (tempfile::TempDir, HubPaths) {
         let tmp = tempfile::tempdir().unwrap();
-        let paths = HubPaths::new(tmp.path());
+        let paths = HubPaths::in_dir(tmp.path().join("hub"));
         ensure_private_dir(&paths.dir).unwrap();
         (tmp, paths)
     }
@@ -190,7 +190,11 @@ mod tests {
     }
 
     fn put_state(paths: &HubPaths, s: &HubState) {
-        write_atomic(&paths.state(), serde_json::to_string(s).unwrap().as_bytes()).unwrap();
+        write_atomic(
+            &paths.state_file,
+            serde_json::to_string(s).unwrap().as_bytes(),
+        )
+        .unwrap();
     }
 
     fn put_note(paths: &HubPaths, pid: u32, reason: &str) {
@@ -201,7 +205,7 @@ mod tests {
             reason: reason.into(),
         };
         write_atomic(
-            &paths.crash_note(),
+            &paths.crash_file,
             serde_json::to_string(&note).unwrap().as_bytes(),
         )
         .unwrap();
@@ -213,7 +217,7 @@ mod tests {
         assert_eq!(check(&paths).unwrap(), CrashCheck::default());
         put_state(&paths, &state(5, true));
         assert_eq!(check(&paths).unwrap(), CrashCheck::default());
-        assert!(!paths.crash_reports().exists());
+        assert!(!paths.crash_reports_file.exists());
     }
 
     #[test]
@@ -226,10 +230,10 @@ mod tests {
         assert_eq!(report.pid, 5);
         assert_eq!(report.heartbeat_at, "2026-01-01T00:01:00Z");
         assert_eq!(found.last_crash, Some(report.clone()));
-        let lines = std::fs::read_to_string(paths.crash_reports()).unwrap();
+        let lines = std::fs::read_to_string(paths.crash_reports_file).unwrap();
         assert_eq!(lines.lines().count(), 1);
         let last: CrashReport =
-            serde_json::from_str(&std::fs::read_to_string(paths.last_crash()).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(paths.last_crash_file).unwrap()).unwrap();
         assert_eq!(last, report);
     }
 
@@ -240,7 +244,7 @@ mod tests {
         put_note(&paths, 5, "panic: boom");
         let report = check(&paths).unwrap().recorded.unwrap();
         assert_eq!(report.reason, "panic: boom");
-        assert!(!paths.crash_note().exists());
+        assert!(!paths.crash_file.exists());
     }
 
     #[test]
@@ -263,14 +267,14 @@ mod tests {
         let found = check(&paths).unwrap();
         assert_eq!(found.recorded, None);
         assert_eq!(found.last_crash, Some(second));
-        let lines = std::fs::read_to_string(paths.crash_reports()).unwrap();
+        let lines = std::fs::read_to_string(paths.crash_reports_file).unwrap();
         assert_eq!(lines.lines().count(), 2);
     }
 
     #[test]
     fn unreadable_state_is_not_a_crash() {
         let (_tmp, paths) = setup();
-        write_atomic(&paths.state(), b"{garbage").unwrap();
+        write_atomic(&paths.state_file, b"{garbage").unwrap();
         assert_eq!(check(&paths).unwrap(), CrashCheck::default());
     }
 
@@ -278,7 +282,7 @@ mod tests {
     fn write_note_is_readable_by_check() {
         let (_tmp, paths) = setup();
         put_state(&paths, &state(std::process::id(), false));
-        write_note(&paths.crash_note(), "fatal: disk gone").unwrap();
+        write_note(&paths.crash_file, "fatal: disk gone").unwrap();
         let report = check(&paths).unwrap().recorded.unwrap();
         assert_eq!(report.reason, "fatal: disk gone");
     }

@@ -106,13 +106,13 @@ pub async fn run(
 
     if let Err(e) = state::write_stopped(&hub).await {
         let reason = format!("could not record a clean stop: {e}");
-        if let Err(note) = crash::write_note(&paths.crash_note(), &reason) {
+        if let Err(note) = crash::write_note(&paths.crash_file, &reason) {
             tracing::error!("{note}");
         }
         return Err(e.into());
     }
-    if let Err(e) = remove_if_exists(&paths.crash_note()) {
-        tracing::warn!("cannot remove {}: {e}", paths.crash_note().display());
+    if let Err(e) = remove_if_exists(&paths.crash_file) {
+        tracing::warn!("cannot remove {}: {e}", paths.crash_file.display());
     }
     tracing::info!("hub stopped");
     Ok(())

@@ -53,7 +53,7 @@ impl HubLock {
     pub fn acquire(paths: &HubPaths) -> Result<Self, LockError> {
         let io_err = |path: PathBuf| move |source| LockError::Io { path, source };
         ensure_private_dir(&paths.dir).map_err(io_err(paths.dir.clone()))?;
-        let path = paths.lock();
+        let path = paths.lock_file.clone();
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -115,7 +115,7 @@ mod tests {
     #[test]
     fn second_lock_is_refused_with_the_holders_pid_and_freed_on_drop() {
         let tmp = tempfile::tempdir().unwrap();
-        let paths = HubPaths::new(tmp.path());
+        let paths = HubPaths::in_dir(tmp.path().join("hub"));
         let first = HubLock::acquire(&paths).unwrap();
         match HubLock::acquire(&paths) {
             Err(LockError::AlreadyRunning { pid }) => assert_eq!(pid, Some(std::process::id())),
@@ -128,9 +128,9 @@ mod tests {
     #[test]
     fn lock_file_holds_the_pid() {
         let tmp = tempfile::tempdir().unwrap();
-        let paths = HubPaths::new(tmp.path());
+        let paths = HubPaths::in_dir(tmp.path().join("hub"));
         let _lock = HubLock::acquire(&paths).unwrap();
-        let text = std::fs::read_to_string(paths.lock()).unwrap();
+        let text = std::fs::read_to_string(&paths.lock_file).unwrap();
         assert_eq!(text.trim(), std::process::id().to_string());
     }
 }

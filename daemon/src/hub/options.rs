@@ -8,12 +8,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tau_api::hub_files::HubPaths;
+use tau_api::installation::Installation;
 
 /// The default TCP port of the control API and gRPC (`TAU_HUB_PORT` overrides).
-pub const DEFAULT_CONTROL_PORT: u16 = 7877;
+pub const DEFAULT_CONTROL_PORT: u16 = tau_api::config::DEFAULT_CONTROL_PORT;
 
 /// The default heartbeat interval (`[hub].heartbeat_seconds`).
-pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(30);
+pub const DEFAULT_HEARTBEAT: Duration =
+    Duration::from_secs(tau_api::config::DEFAULT_HEARTBEAT_SECONDS);
 
 /// What the hub needs to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +64,19 @@ impl HubOptions {
         }
     }
 
+    /// The options of a discovered installation: TAU_DATA_DIR, `[hub] heartbeat_seconds`, the hub
+    /// port (TAU_HUB_PORT over `[hub] control_port`), profile, role and `[components.hub]
+    /// services`.
+    pub fn from_installation(installation: &Installation) -> Self {
+        let mut options = Self::new(installation.paths.data_dir.clone());
+        options.heartbeat = Duration::from_secs(installation.config.hub.heartbeat_seconds);
+        options.control_port = installation.settings.hub_port;
+        options.profile = installation.settings.profile.as_str().to_owned();
+        options.role = installation.settings.role.as_str().to_owned();
+        options.services = installation.config.components.hub.services.clone();
+        options
+    }
+
     /// Checks what the hub refuses to start with.
     pub fn validate(&self) -> Result<(), OptionsError> {
         if !self.bind_addr.is_loopback() {
@@ -78,7 +93,7 @@ impl HubOptions {
 
     /// The paths of the hub's files.
     pub fn paths(&self) -> HubPaths {
-        HubPaths::new(&self.data_dir)
+        HubPaths::in_dir(self.data_dir.join("hub"))
     }
 
     /// Whether the service `name` is enabled (an empty list enables every service).
@@ -117,6 +132,34 @@ mod tests {
             o.validate(),
             Err(OptionsError::RelativeDataDir(_))
         ));
+    }
+
+    #[test]
+    fn built_from_an_installation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(
+            home.join("tau.toml"),
+            "[hub]\nheartbeat_seconds = 2\ncontrol_port = 9000\n[components.hub]\nservices = [\"grpc\"]\n",
+        )
+        .unwrap();
+        let env: tau_api::env::Env = [
+            ("HOME", tmp.path().join("user").to_str().unwrap()),
+            ("TAU_HOME", home.to_str().unwrap()),
+            ("TAU_DATA_DIR", tmp.path().join("data").to_str().unwrap()),
+            ("TAU_HUB_PORT", "9100"),
+            ("TAU_ROLE", "node"),
+        ]
+        .into_iter()
+        .collect();
+        let found = Installation::discover(env, tmp.path()).unwrap();
+        let o = HubOptions::from_installation(&found);
+        assert_eq!(o.data_dir, tmp.path().join("data"));
+        assert_eq!(o.heartbeat, Duration::from_secs(2));
+        assert_eq!(o.control_port, 9100);
+        assert_eq!((o.profile.as_str(), o.role.as_str()), ("home", "node"));
+        assert_eq!(o.services, vec!["grpc".to_owned()]);
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub fn snapshot(hub: &Hub, stopped_at: Option<String>) -> HubState {
 
 /// Writes `state` to the hub's `state.json` (blocking: call it off the async workers).
 pub fn write(hub: &Hub, state: &HubState) -> Result<(), StateError> {
-    let path = hub.paths().state();
+    let path = hub.paths().state_file.clone();
     let text = serde_json::to_string_pretty(state).map_err(|e| StateError {
         path: path.clone(),
         source: io::Error::other(e),
@@ -69,7 +69,7 @@ pub async fn write_running(hub: &Hub) -> Result<(), StateError> {
 async fn write_blocking(hub: &Hub, stopped_at: Option<String>) -> Result<(), StateError> {
     let state = snapshot(hub, stopped_at);
     let hub = hub.clone();
-    let path = hub.paths().state();
+    let path = hub.paths().state_file.clone();
     match tokio::task::spawn_blocking(move || write(&hub, &state)).await {
         Ok(result) => result,
         Err(join) => Err(StateError {

@@ -57,7 +57,7 @@ impl HubService for GrpcService {
     async fn start(&self, hub: &Hub) -> Result<(), ServiceError> {
         let paths = hub.paths();
         let token =
-            token::ensure(&paths.token()).map_err(|e| ServiceError::Failed(e.to_string()))?;
+            token::ensure(&paths.token_file).map_err(|e| ServiceError::Failed(e.to_string()))?;
 
         let (health, health_service) = tonic_health::server::health_reporter();
         health
@@ -84,7 +84,7 @@ impl HubService for GrpcService {
             auth::require_bearer,
         ));
 
-        let socket = paths.socket();
+        let socket = paths.socket.clone();
         let listener = uds::bind(&socket)
             .map_err(|e| ServiceError::io(format!("cannot listen on {}", socket.display()), e))?;
         if let Err(e) = hub.mount_grpc(over_tcp) {
@@ -136,7 +136,7 @@ impl HubService for GrpcService {
             .await;
         hub.unmount_grpc();
         let _ = shutdown.send(());
-        let socket = hub.paths().socket();
+        let socket = hub.paths().socket.clone();
         let guard = RemoveOnDrop {
             abort: task.abort_handle(),
             socket: socket.clone(),
