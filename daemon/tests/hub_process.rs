@@ -13,7 +13,10 @@ use tau_api::proto::v1::GetStatusRequest;
 use tau_api::proto::v1::tau_client::TauClient;
 
 fn mode(path: &std::path::Path) -> u32 {
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    match std::fs::metadata(path) {
+        Ok(meta) => meta.permissions().mode() & 0o777,
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
 }
 
 #[test]

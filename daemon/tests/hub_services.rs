@@ -2,6 +2,9 @@
 //! is skipped (and what it added is taken back), `find_service` sees only started services, routes
 //! are additive only, and `[components.hub] services` picks what runs.
 
+// Test services outside #[test] functions: a poisoned lock must fail the test loudly.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::sync::{Arc, Mutex};
@@ -153,8 +156,7 @@ impl Harness {
             hub.started_services().is_empty(),
             "after stop nothing is found"
         );
-        let log = log.lock().unwrap().clone();
-        log
+        log.lock().unwrap().clone()
     }
 }
 

@@ -1,7 +1,8 @@
 //! Helpers for tests that spawn the real `taud` against a temporary installation: a temp TAU_HOME
 //! (with a one-second heartbeat) and TAU_DATA_DIR, a free loopback port, polling with deadlines,
 //! a raw HTTP/1.1 GET, and gRPC channels over the Unix socket and over TCP.
-#![allow(dead_code)]
+// Test-support code: a failed set-up step must fail the test at once, loudly.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -166,11 +167,11 @@ impl Hub {
 
 impl Drop for Hub {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            if child.try_wait().ok().flatten().is_none() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+        if let Some(mut child) = self.child.take()
+            && child.try_wait().ok().flatten().is_none()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }
