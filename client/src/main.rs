@@ -3,6 +3,7 @@
 //! approval by itself. Everything with state lives in `taud`.
 
 mod cli;
+mod hub;
 mod version;
 
 use std::process::ExitCode;
