@@ -39,6 +39,14 @@ pub enum InstallError {
     /// launchctl or systemctl failed.
     #[error(transparent)]
     Tool(#[from] ToolError),
+    /// The service file is written but the service manager could not load or start it.
+    #[error("wrote {path}, but could not start it: {source}")]
+    NotStarted {
+        /// The unit or plist written.
+        path: PathBuf,
+        /// The service manager's failure.
+        source: ToolError,
+    },
     /// Not macOS or Linux.
     #[error(
         "tau hub {0} supports macOS (launchd) and Linux (systemd); run `tau hub run` under your own supervisor"
@@ -121,8 +129,14 @@ pub fn install(ctx: &HubContext, out: &mut dyn Write) -> Result<(), InstallError
             let unit = systemd_unit_path(ctx);
             write_file(&unit, &render_systemd(&values))?;
             warn_if_running(ctx, out);
-            ctx.systemctl.daemon_reload()?;
-            ctx.systemctl.enable_now(SYSTEMD_UNIT)?;
+            let not_started = |source| InstallError::NotStarted {
+                path: unit.clone(),
+                source,
+            };
+            ctx.systemctl.daemon_reload().map_err(not_started)?;
+            ctx.systemctl
+                .enable_now(SYSTEMD_UNIT)
+                .map_err(not_started)?;
             let _ = writeln!(
                 out,
                 "installed {} and started {SYSTEMD_UNIT}",
@@ -140,8 +154,14 @@ pub fn install(ctx: &HubContext, out: &mut dyn Write) -> Result<(), InstallError
             let target = launchd_target(ctx);
             // An agent loaded from an earlier install must go first; "not loaded" is fine.
             let _ = ctx.launchctl.bootout(&target);
-            ctx.launchctl.enable(&target)?;
-            ctx.launchctl.bootstrap(&gui_domain(ctx), &plist)?;
+            let not_started = |source| InstallError::NotStarted {
+                path: plist.clone(),
+                source,
+            };
+            ctx.launchctl.enable(&target).map_err(not_started)?;
+            ctx.launchctl
+                .bootstrap(&gui_domain(ctx), &plist)
+                .map_err(not_started)?;
             let _ = writeln!(out, "installed {} and loaded {target}", plist.display());
         }
         Platform::Other => return Err(InstallError::Unsupported("install")),

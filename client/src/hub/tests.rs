@@ -287,6 +287,29 @@ fn status_reports_an_unreachable_systemd() {
 }
 
 #[test]
+fn install_says_what_it_wrote_when_systemd_is_unreachable() {
+    let s = Setup::new();
+    let ctx = s.ctx_with(
+        Platform::Linux,
+        FakeLaunchctl::default(),
+        FakeSystemctl {
+            unavailable: true,
+            ..FakeSystemctl::default()
+        },
+    );
+    let err = run_to_string(HubCommand::Install, &ctx).0.unwrap_err();
+    let unit = s.root().join("user/.config/systemd/user/taud.service");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "wrote {}, but could not start it: `systemctl --user daemon-reload` failed: Failed to connect to bus: No medium found",
+            unit.display()
+        )
+    );
+    assert!(unit.exists());
+}
+
+#[test]
 fn status_on_a_mac_shows_launchd() {
     let s = Setup::new();
     let ctx = s.mac(Some("\tstate = running\n\tpid = 99\n"));
