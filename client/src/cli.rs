@@ -32,7 +32,8 @@ pub enum Command {
     /// Talk to tau in the terminal (starts the hub when none answers).
     Chat,
     /// Run, stop, inspect or install the hub daemon.
-    Hub,
+    #[command(subcommand)]
+    Hub(crate::hub::HubCommand),
     /// List every component with its kind, version and state.
     Components,
     /// Check the configuration, credentials, sessions, persona and hub.
@@ -48,7 +49,7 @@ impl Command {
     pub fn name(&self) -> &'static str {
         match self {
             Command::Chat => "chat",
-            Command::Hub => "hub",
+            Command::Hub(_) => "hub",
             Command::Components => "components",
             Command::Doctor => "doctor",
             Command::Init => "init",

@@ -3,6 +3,7 @@
 //! approval by itself. Everything with state lives in `taud`.
 
 mod cli;
+mod hub;
 mod version;
 
 use std::process::ExitCode;
@@ -18,7 +19,8 @@ fn main() -> ExitCode {
     let _logging = tau_api::logging::configure_logging(None, ctx.verbose, true);
     let result = match &cli.command {
         Command::Version(args) => version::run(args, &ctx),
-        Command::Chat | Command::Components | Command::Doctor | Command::Init | Command::Hub => {
+        Command::Hub(command) => run_hub(command, &ctx),
+        Command::Chat | Command::Components | Command::Doctor | Command::Init => {
             not_built(cli.command.name())
         }
     };
@@ -29,6 +31,18 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `tau hub …`: needs the installation's paths, not a valid `tau.toml`, so that a hub can be
+/// inspected and stopped even while its configuration is broken.
+fn run_hub(command: &hub::HubCommand, ctx: &cli::Context) -> anyhow::Result<ExitCode> {
+    let cwd = std::env::current_dir()?;
+    let located =
+        tau_api::installation::Located::discover(tau_api::env::Env::from_process(), &cwd)?;
+    let mut hub_ctx = hub::HubContext::new(located.paths, &located.env)?;
+    hub_ctx.child_env = ctx.child_env.clone();
+    hub_ctx.verbose = ctx.verbose;
+    hub::run(command.clone(), &hub_ctx)
 }
 
 /// A command whose issue has not landed yet: one line, exit 2.

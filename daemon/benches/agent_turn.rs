@@ -13,7 +13,9 @@ use taud::tools::{FixedClock, shipped_catalog};
 const WARMUP: usize = 100;
 
 fn agent() -> Result<TauAgent, Box<dyn std::error::Error>> {
-    let clock = Arc::new(FixedClock::from("2026-09-29T12:30:00Z".parse::<jiff::Timestamp>()?));
+    let clock = Arc::new(FixedClock::from(
+        "2026-09-29T12:30:00Z".parse::<jiff::Timestamp>()?,
+    ));
     Ok(TauAgent::builder(Arc::new(FakeModel::demo()))
         .catalog(shipped_catalog(clock, &[])?)
         .build())

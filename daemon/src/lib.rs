@@ -4,11 +4,14 @@
 //!
 //! Invariant: the domain modules never see tonic or prost types; only `rpc` translates.
 pub mod agent;
+pub mod builtin;
 pub mod clock;
 pub mod gate;
+pub mod hub;
 pub mod message;
 pub mod model;
 pub mod persona;
+pub mod rpc;
 pub mod testing;
 pub mod tool;
 pub mod tools;

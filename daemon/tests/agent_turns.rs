@@ -305,7 +305,9 @@ async fn demo_switches_only_with_an_approval() {
 
 #[tokio::test]
 async fn demo_without_the_physical_tool_says_so() {
-    let clock = Arc::new(FixedClock::from("2026-09-29T12:30:00Z".parse::<jiff::Timestamp>().unwrap()));
+    let clock = Arc::new(FixedClock::from(
+        "2026-09-29T12:30:00Z".parse::<jiff::Timestamp>().unwrap(),
+    ));
     let catalog = shipped_catalog(clock, &["demo_physical_action".into()]).unwrap();
     let agent = TauAgent::builder(Arc::new(FakeModel::demo()))
         .catalog(catalog)

@@ -1,0 +1,17 @@
+//! The hub services built into `taud`, in start order: the control API (the TCP port, JSON), then
+//! the gRPC server (the Unix socket, and gRPC on the control API's port).
+//!
+//! Invariant: the control API starts first, so gRPC over TCP is reachable as soon as gRPC starts.
+
+use std::sync::Arc;
+
+use crate::hub::{CONTROL_API, ControlApi, ServiceRegistry};
+use crate::rpc::{GRPC, GrpcService};
+
+/// A registry with the built-in services.
+pub fn builtin_services() -> ServiceRegistry {
+    let mut registry = ServiceRegistry::new();
+    registry.register(CONTROL_API, |_| Ok(Arc::new(ControlApi::new())));
+    registry.register(GRPC, |_| Ok(Arc::new(GrpcService::new())));
+    registry
+}
