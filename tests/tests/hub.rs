@@ -1,5 +1,8 @@
 //! `tau hub run | status | stop` through the real `tau` binary, which execs the real `taud`.
 
+// Test helpers: a failed set-up step must fail the test at once.
+#![allow(clippy::unwrap_used)]
+
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
