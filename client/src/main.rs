@@ -3,6 +3,11 @@
 //! approval by itself. Everything with state lives in `taud`.
 
 mod cli;
+mod components;
+mod doctor;
+mod environment;
+mod init;
+mod templates;
 mod version;
 
 use std::process::ExitCode;
@@ -18,9 +23,10 @@ fn main() -> ExitCode {
     let _logging = tau_api::logging::configure_logging(None, ctx.verbose, true);
     let result = match &cli.command {
         Command::Version(args) => version::run(args, &ctx),
-        Command::Chat | Command::Components | Command::Doctor | Command::Init | Command::Hub => {
-            not_built(cli.command.name())
-        }
+        Command::Components(args) => components::run(args, &ctx),
+        Command::Doctor(args) => doctor::run(args, &ctx),
+        Command::Init(args) => init::run(args, &ctx, cli.profile),
+        Command::Chat | Command::Hub => not_built(cli.command.name()),
     };
     match result {
         Ok(code) => code,
