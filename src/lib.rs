@@ -28,6 +28,7 @@ pub mod logging;
 /// The version of this build of tau (shared by `tau` and `taud`, which are released together).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+pub mod components;
 pub mod config;
 pub mod dotenv;
 pub mod env;

@@ -3,7 +3,12 @@
 //! approval by itself. Everything with state lives in `taud`.
 
 mod cli;
+mod components;
+mod doctor;
+mod environment;
 mod hub;
+mod init;
+mod templates;
 mod version;
 
 use std::process::ExitCode;
@@ -19,10 +24,11 @@ fn main() -> ExitCode {
     let _logging = tau_api::logging::configure_logging(None, ctx.verbose, true);
     let result = match &cli.command {
         Command::Version(args) => version::run(args, &ctx),
+        Command::Components(args) => components::run(args, &ctx),
+        Command::Doctor(args) => doctor::run(args, &ctx),
+        Command::Init(args) => init::run(args, &ctx, cli.profile),
         Command::Hub(command) => run_hub(command, &ctx),
-        Command::Chat | Command::Components | Command::Doctor | Command::Init => {
-            not_built(cli.command.name())
-        }
+        Command::Chat => not_built(cli.command.name()),
     };
     match result {
         Ok(code) => code,
