@@ -8,6 +8,7 @@ pub mod gate;
 pub mod message;
 pub mod model;
 pub mod persona;
+pub mod provider;
 pub mod testing;
 pub mod tool;
 pub mod tools;
