@@ -12,6 +12,7 @@
 //! fake provider needs nothing and stays the offline default.
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod cache;
 pub mod credentials;
 pub mod fallback;
@@ -25,7 +26,7 @@ use std::time::Duration;
 use tau_api::config::{CacheConfig, RoleConfig};
 use tau_api::env::Env;
 
-pub use credentials::{AnthropicAuth, MissingCredentials, Secret};
+pub use credentials::{AnthropicAuth, BedrockCredentials, MissingCredentials, Secret};
 pub use fallback::FallbackModel;
 pub use retry::{RetryPolicy, RetryingModel};
 
@@ -200,6 +201,32 @@ fn build_target(
             let policy = options.retry.unwrap_or_else(RetryPolicy::anthropic);
             Ok(Arc::new(RetryingModel::new(transport, policy)))
         }
+        "bedrock" => {
+            let credentials = BedrockCredentials::from_env(env).map_err(missing)?;
+            let endpoint = bedrock::endpoint(
+                options.bedrock_endpoint_url.as_deref(),
+                env,
+                &credentials.region,
+            );
+            if !is_http_url(&endpoint) {
+                return Err(ProviderError::Config(format!(
+                    "the Bedrock endpoint must start with http:// or https://: {endpoint}"
+                )));
+            }
+            let transport = bedrock::BedrockTransport::new(
+                client()?,
+                bedrock::BedrockSettings {
+                    endpoint,
+                    credentials,
+                    model_id: target.model_id.to_owned(),
+                    max_tokens: target.max_tokens,
+                    cache: cache::CachePlan::new(target.cache, target.model_id),
+                },
+            )
+            .map_err(ProviderError::Config)?;
+            let policy = options.retry.unwrap_or_else(RetryPolicy::bedrock);
+            Ok(Arc::new(RetryingModel::new(transport, policy)))
+        }
         other => Err(ProviderError::UnknownProvider {
             role: role_name.to_owned(),
             provider: other.to_owned(),
@@ -211,8 +238,14 @@ fn build_target(
 pub fn check_credentials(role: &RoleConfig, env: &Env) -> Result<(), MissingCredentials> {
     let (primary, fallback) = targets(role);
     for target in std::iter::once(primary).chain(fallback) {
-        if target.provider == "anthropic" {
-            AnthropicAuth::from_env(env)?;
+        match target.provider {
+            "anthropic" => {
+                AnthropicAuth::from_env(env)?;
+            }
+            "bedrock" => {
+                BedrockCredentials::from_env(env)?;
+            }
+            _ => {}
         }
     }
     Ok(())
