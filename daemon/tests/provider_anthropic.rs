@@ -385,3 +385,38 @@ fn endpoints_from_tau_toml_win_over_the_environment() {
         Err(ProviderError::Config(m)) if m.contains("component.anthropic.base_url")
     ));
 }
+
+#[tokio::test]
+async fn the_agent_voids_the_primary_output_before_the_fallback_answers() {
+    let server = MockServer::start(vec![Reply::ok(SSE, ERROR_AFTER_200, &[])]).await;
+    let mut with_fallback = role(None);
+    with_fallback.fallback = Some(FallbackConfig {
+        provider: "fake".into(),
+        model_id: "demo".into(),
+        max_tokens: None,
+    });
+    let model = build_model_with("brain", &with_fallback, &env(&server), &options(1)).unwrap();
+    let agent = TauAgent::builder(model.clone()).build();
+    let events = agent.stream("hello there").collect_events().await;
+    let discarded = events
+        .iter()
+        .position(|e| matches!(e, taud::agent::TurnEvent::OutputDiscarded))
+        .expect("an OutputDiscarded event");
+    let before: String = events[..discarded]
+        .iter()
+        .filter_map(|e| match e {
+            taud::agent::TurnEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(before, "Partial answer that");
+    let Some(taud::agent::TurnEvent::TurnEnd(end)) = events.last() else {
+        panic!("no TurnEnd");
+    };
+    assert_eq!(end.stop_reason, StopReason::EndTurn);
+    assert!(end.text.starts_with("Hello! I am tau's offline demo model"));
+    let history = agent.messages();
+    assert_eq!(history.len(), 2);
+    assert!(!history[1].text().contains("Partial"));
+    assert!(model.fallback_in_use());
+}
