@@ -6,6 +6,8 @@
 //! ends the stream; an `error` event is a failure (retryable when the API says so), never a quiet
 //! end; a body that ends before `message_stop` is a retryable failure; every `stop_reason` maps to a
 //! [`StopReason`] (unknown ones end the turn and are logged).
+//! `Usage.input_tokens` is the API's uncached input; `total_tokens` adds output, cache reads and
+//! cache writes, so token budgets count everything the model processed.
 
 use std::collections::HashMap;
 use std::time::Duration;

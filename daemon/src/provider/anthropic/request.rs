@@ -124,6 +124,10 @@ fn messages(history: &[Message], cache: CachePlan, budget: &mut usize) -> Vec<Va
                     other => content.extend(content_block(other)),
                 }
             }
+            if content.is_empty() {
+                // Every block was dropped (e.g. unsigned reasoning); the API rejects empty content.
+                content.push(json!({"type": "text", "text": crate::model::blank_text()}));
+            }
             if Some(i) == newest_user
                 && *budget > 0
                 && let Some(last) = content.last_mut()
@@ -290,6 +294,33 @@ mod tests {
                      "cache_control": {"type": "ephemeral", "ttl": "1h"}}
                 ]
             })
+        );
+    }
+
+    #[test]
+    fn a_message_left_empty_gets_blank_text() {
+        let request = ModelRequest {
+            system: Vec::new(),
+            messages: vec![
+                Message::user_text("hi"),
+                Message {
+                    role: Role::Assistant,
+                    content: vec![ContentBlock::ReasoningContent(ReasoningContent {
+                        reasoning_text: Some(ReasoningText {
+                            text: "unsigned, from another provider".into(),
+                            signature: None,
+                        }),
+                        redacted_content: None,
+                    })],
+                    metadata: None,
+                },
+            ],
+            tools: Vec::new(),
+        };
+        let body = body(&request, "claude-sonnet-4-5", 10, CachePlan::OFF);
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([{"type": "text", "text": "[blank text]"}])
         );
     }
 

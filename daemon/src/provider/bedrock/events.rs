@@ -414,6 +414,59 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_deltas_and_a_generic_error_frame() {
+        use super::super::eventstream::encode_frame;
+        let event = |kind: &str, payload: Value| {
+            encode_frame(
+                &[(":message-type", "event"), (":event-type", kind)],
+                payload.to_string().as_bytes(),
+            )
+        };
+        let mut body = Vec::new();
+        body.extend(event("contentBlockDelta", serde_json::json!({"contentBlockIndex": 0, "delta": {"reasoningContent": {"text": "hmm"}}})));
+        body.extend(event("contentBlockDelta", serde_json::json!({"contentBlockIndex": 0, "delta": {"reasoningContent": {"signature": "sig"}}})));
+        body.extend(event("contentBlockDelta", serde_json::json!({"contentBlockIndex": 1, "delta": {"reasoningContent": {"redactedContent": "b64"}}})));
+        body.extend(event(
+            "messageStop",
+            serde_json::json!({"stopReason": "max_tokens"}),
+        ));
+        let (events, failure) = decode(&body, 6);
+        assert!(failure.is_none());
+        assert_eq!(
+            events,
+            vec![
+                ModelEvent::ReasoningDelta {
+                    index: 0,
+                    delta: ReasoningDelta::Text("hmm".into())
+                },
+                ModelEvent::ReasoningDelta {
+                    index: 0,
+                    delta: ReasoningDelta::Signature("sig".into())
+                },
+                ModelEvent::ReasoningDelta {
+                    index: 1,
+                    delta: ReasoningDelta::Redacted("b64".into())
+                },
+                ModelEvent::MessageStop {
+                    stop_reason: StopReason::MaxTokens
+                },
+            ]
+        );
+        let error = encode_frame(
+            &[
+                (":message-type", "error"),
+                (":error-code", "InternalFailure"),
+                (":error-message", "bad"),
+            ],
+            b"",
+        );
+        let (_, failure) = decode(&error, 100);
+        assert!(
+            matches!(failure.unwrap().error, ModelError::Stream(m) if m.contains("InternalFailure"))
+        );
+    }
+
+    #[test]
     fn a_corrupted_crc_is_a_stream_error() {
         let mut body = TEXT_TURN.to_vec();
         let last = body.len() - 1;

@@ -105,7 +105,11 @@ fn messages(history: &[Message], cache: CachePlan, budget: &mut usize) -> Vec<Va
                 })
                 .filter_map(|block| serde_json::to_value(block).ok())
                 .collect();
-            if Some(i) == newest_user && *budget > 0 && !content.is_empty() {
+            if content.is_empty() {
+                // Every block was blank; Bedrock rejects an empty message.
+                content.push(json!({"text": crate::model::blank_text()}));
+            }
+            if Some(i) == newest_user && *budget > 0 {
                 content.push(cache_point(cache.messages_ttl));
                 *budget -= 1;
             }
