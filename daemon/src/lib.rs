@@ -11,6 +11,7 @@ pub mod hub;
 pub mod message;
 pub mod model;
 pub mod persona;
+pub mod provider;
 pub mod rpc;
 pub mod testing;
 pub mod tool;
