@@ -30,6 +30,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub mod components;
 pub mod config;
+pub mod credentials;
 pub mod dotenv;
 pub mod env;
 pub mod installation;

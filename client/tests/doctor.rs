@@ -153,7 +153,7 @@ fn credentials_in_home_dotenv_count() {
 }
 
 #[test]
-fn bedrock_profile_must_exist() {
+fn bedrock_profile_must_exist_and_hold_both_keys() {
     let mut sandbox = Sandbox::healthy();
     let run = sandbox.run(&["init", "--force", "--provider", "bedrock", "--yes"]);
     assert_eq!(run.code, 0);
@@ -168,7 +168,16 @@ fn bedrock_profile_must_exist() {
     assert!(message.contains("AWS_PROFILE names a profile"), "{message}");
     assert!(!message.contains("work"));
 
+    // Half a key pair cannot sign a request: still a failure.
     sandbox.write("user/.aws/credentials", "[work]\naws_access_key_id = x\n");
+    let (run, json) = doctor(&sandbox);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert_eq!(status(&json, "role brain"), ["fail"]);
+
+    sandbox.write(
+        "user/.aws/credentials",
+        "[work]\naws_access_key_id = x\naws_secret_access_key = y\n",
+    );
     let (run, json) = doctor(&sandbox);
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert_eq!(status(&json, "role brain"), ["ok"]);
