@@ -4,3 +4,4 @@
 //!
 //! Invariant: the domain modules never see tonic or prost types; only `rpc` translates.
 pub mod message;
+pub mod session;
