@@ -1,5 +1,6 @@
-//! Session store benchmark (`cargo bench -p taud --bench session_store`), both built-in backends on
-//! a temporary directory of the same disk as the system temp dir (set TMPDIR to measure another):
+//! Session store benchmark (`cargo bench -p taud --bench session_store [-- append|list|open]`), both
+//! built-in backends on a temporary directory of the system temp dir's disk (set TMPDIR to measure
+//! another):
 //!
 //! - append one message with full durability: p50 / p99 (the physical floor is one fsync, measured
 //!   first for reference);
@@ -202,24 +203,37 @@ fn bench_open(backend: &str, dir: &Path) {
 }
 
 fn main() {
-    // `cargo test` runs benches with --bench absent; only measure when asked.
-    if !std::env::args().any(|a| a == "--bench") {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo test` runs benches without --bench; only measure when asked.
+    if !args.iter().any(|a| a == "--bench") {
         return;
     }
+    // Positional arguments pick sections: append, list, open (default: all).
+    let sections: Vec<&str> = args
+        .iter()
+        .filter(|a| !a.starts_with('-'))
+        .map(String::as_str)
+        .collect();
+    let wanted = |name: &str| sections.is_empty() || sections.contains(&name);
     let root = tempfile::tempdir().expect("temp dir");
     println!("session store benchmark in {}", root.path().display());
-    println!(
-        "fsync floor (1-byte write + fdatasync): p50 {}",
-        ms(fsync_floor(root.path()))
-    );
-    for backend in ["file", "sqlite"] {
-        let dir = root.path().join(format!("append-{backend}"));
-        bench_append(backend, &dir);
+    if wanted("append") {
+        println!(
+            "fsync floor (1-byte append + fdatasync): p50 {}",
+            ms(fsync_floor(root.path()))
+        );
+        for backend in ["file", "sqlite"] {
+            bench_append(backend, &root.path().join(format!("append-{backend}")));
+        }
     }
-    for backend in ["file", "sqlite"] {
-        bench_list(backend, &root.path().join(format!("list-{backend}")));
+    if wanted("list") {
+        for backend in ["file", "sqlite"] {
+            bench_list(backend, &root.path().join(format!("list-{backend}")));
+        }
     }
-    for backend in ["file", "sqlite"] {
-        bench_open(backend, &root.path().join(format!("open-{backend}")));
+    if wanted("open") {
+        for backend in ["file", "sqlite"] {
+            bench_open(backend, &root.path().join(format!("open-{backend}")));
+        }
     }
 }

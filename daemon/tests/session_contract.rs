@@ -7,72 +7,14 @@
 
 mod support;
 
-use std::collections::BTreeSet;
-use std::path::Path;
-use std::sync::Arc;
-
 use serde_json::json;
+use support::{Harness, assistant_message, tree, user_message};
 use taud::message::Message;
 use taud::session::{
     ContextMode, DEFAULT_AGENT_ID, IdKind, Session, SessionAgent, SessionError, SessionMeta,
-    SessionStore, StoreEventSink, create_fresh_session, most_recent_session, now_utc,
-    read_agent_for_mode, recent_sessions, session_by_index,
+    StoreEventSink, create_fresh_session, most_recent_session, now_utc, read_agent_for_mode,
+    recent_sessions, session_by_index,
 };
-use tempfile::TempDir;
-
-use support::{assistant_message, open_backend, user_message};
-
-/// A store of one backend on a temporary data directory, reopenable.
-pub struct Harness {
-    pub backend: &'static str,
-    pub dir: TempDir,
-    pub store: Arc<dyn SessionStore>,
-}
-
-impl Harness {
-    fn new(backend: &'static str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store = open_backend(backend, dir.path());
-        Self {
-            backend,
-            dir,
-            store,
-        }
-    }
-
-    /// A new store instance on the same data (as after a restart).
-    fn reopen(&self) -> Arc<dyn SessionStore> {
-        open_backend(self.backend, self.dir.path())
-    }
-
-    /// A session with the default agent.
-    fn session_with_agent(&self) -> String {
-        let session = create_fresh_session(self.store.as_ref()).unwrap();
-        self.store
-            .create_agent(
-                &session.session_id,
-                &SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now_utc()),
-            )
-            .unwrap();
-        session.session_id
-    }
-}
-
-/// Every file name under `dir`, for "nothing was touched" checks.
-fn tree(dir: &Path) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(path) = stack.pop() {
-        for entry in std::fs::read_dir(&path).unwrap() {
-            let entry = entry.unwrap();
-            names.insert(entry.path().display().to_string());
-            if entry.file_type().unwrap().is_dir() {
-                stack.push(entry.path());
-            }
-        }
-    }
-    names
-}
 
 mod cases {
     use super::*;
