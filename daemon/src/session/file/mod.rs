@@ -1,22 +1,22 @@
 //! The `file` session backend: one directory per session under the sessions directory, in the seed's
-//! layout:
+//! layout, plus one listing index beside the sessions:
 //!
 //! ```text
-//! <sessions_dir>/.sessions-index.jsonl               listing index (derived; see `index`)
-//! <sessions_dir>/<id>/session.json                   session record (+ message_count); updated_at orders listings
-//! <sessions_dir>/<id>/meta.json                      channel, profile, title, role, context, compaction links
-//! <sessions_dir>/<id>/events.jsonl                   one agent event per line, append-only
-//! <sessions_dir>/<id>/agents/tau/agent.json          agent record
-//! <sessions_dir>/<id>/agents/tau/messages/000000.json  one file per message, in order
+//! <sessions_dir>/<id>/session.json                      session record (+ message_count); updated_at orders listings
+//! <sessions_dir>/<id>/meta.json                         channel, profile, title, role, context, compaction links
+//! <sessions_dir>/<id>/events.jsonl                      one agent event per line, append-only (see `jsonl`)
+//! <sessions_dir>/<id>/agents/tau/agent.json             agent record
+//! <sessions_dir>/<id>/agents/tau/messages/000000.json   one file per message, in order
+//! <sessions_dir>/.sessions-index.jsonl                  listing index, derived and self-repairing (see `index`)
 //! ```
 //!
 //! Invariants: the disk rules of [`fsutil`] (0700/0600, no symlink followed, records visible only
 //! complete, fsync with `Durability::Full`); nothing is deleted; a message file is created once and
 //! only replaced to add its redaction. An append writes the message, then `session.json`
-//! (`updated_at`, `message_count`); a crash between the two leaves the count one short until the
-//! next append, which sets it to at least `message_id + 1`. One process writes a session at a time
-//! (the hub runs one agent per session, and one hub owns the data directory); within this process
-//! `session.json` updates and index appends are serialized by one lock.
+//! (`updated_at`, `message_count`), then the index line; a crash in between leaves the count one
+//! short until the next append, which sets it to at least `message_id + 1`. One process writes a
+//! session at a time (the hub runs one agent per session, and one hub owns the data directory);
+//! within this process `session.json` updates and index appends are serialized by one lock.
 
 mod fsutil;
 mod index;
