@@ -13,6 +13,7 @@ pub mod model;
 pub mod persona;
 pub mod provider;
 pub mod rpc;
+pub mod session;
 pub mod testing;
 pub mod tool;
 pub mod tools;
