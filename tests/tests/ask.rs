@@ -177,3 +177,71 @@ fn a_tier_2_call_is_rejected_without_approve() {
         (Some("refused"), Some("rejected"))
     );
 }
+
+/// Runs `tau ask --approve …` on a pseudo-terminal (util-linux `script`), typing `answer`.
+fn ask_on_a_terminal(sandbox: &Sandbox, port: u16, answer: &str) -> Option<Output> {
+    let script = ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file())?;
+    let tau = tau_e2e::binary("tau").unwrap();
+    let mut command = std::process::Command::new(script);
+    command
+        .args(["-qec"])
+        .arg(format!("{} ask --approve turn on the lamp", tau.display()))
+        .arg("/dev/null")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", sandbox.data_dir().parent().unwrap())
+        .env("TAU_HOME", sandbox.home())
+        .env("TAU_DATA_DIR", sandbox.data_dir())
+        .env("TAU_HUB_PORT", port.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut running = command.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = running.stdin.take().unwrap();
+        writeln!(stdin, "{answer}").unwrap();
+    }
+    Some(running.wait_with_output().unwrap())
+}
+
+fn stored_tool_calls(sandbox: &Sandbox) -> Vec<serde_json::Value> {
+    let mut calls = Vec::new();
+    for entry in std::fs::read_dir(sandbox.data_dir().join("sessions")).unwrap() {
+        let events = entry.unwrap().path().join("events.jsonl");
+        let Ok(text) = std::fs::read_to_string(events) else {
+            continue;
+        };
+        calls.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .filter(|e| e["type"] == "tool_call"),
+        );
+    }
+    calls
+}
+
+#[test]
+fn approve_asks_on_the_terminal_and_only_yes_approves() {
+    for (answer, approval) in [("y", "approved"), ("nope", "rejected")] {
+        let sandbox = Sandbox::new().unwrap();
+        let port = free_port();
+        let _hub = start_hub(&sandbox, port);
+        let Some(out) = ask_on_a_terminal(&sandbox, port, answer) else {
+            eprintln!("skipped: util-linux `script` is not installed");
+            return;
+        };
+        let shown = text(&out.stdout);
+        assert!(out.status.success(), "{shown}{}", text(&out.stderr));
+        assert!(shown.contains("Approval needed (tier 2)"), "{shown}");
+        assert!(
+            shown.contains(r#"Arguments: {"action": "turn on the lamp"}"#),
+            "{shown}"
+        );
+        let calls = stored_tool_calls(&sandbox);
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(calls[0]["approval"], approval, "{answer}: {shown}");
+    }
+}

@@ -104,7 +104,16 @@ pub fn expire_stale_approvals(store: &dyn SessionStore) -> Result<Vec<ExpiredApp
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gate::ApprovalState;
     use serde_json::json;
+
+    #[test]
+    fn the_recorded_status_is_part_of_the_approval_vocabulary() {
+        assert_eq!(
+            serde_json::to_value(ApprovalState::ExpiredByRestart).unwrap(),
+            json!(EXPIRED_BY_RESTART)
+        );
+    }
 
     #[test]
     fn only_approvals_whose_last_word_is_pending_are_left() {
