@@ -18,8 +18,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::message::{ContentBlock, Message, Role, SystemContentBlock, ToolResultContent};
-use crate::model::{Model, ModelEvent, ModelRequest, StopReason, blank_text};
+use crate::message::{
+    ContentBlock, Message, Role, SystemContentBlock, ToolResultContent, ToolResultStatus,
+};
+use crate::model::{Model, ModelError, ModelEvent, ModelRequest, StopReason, blank_text};
 use crate::session::compaction::CompactionError;
 
 /// How long a summary call may take by default.
@@ -168,8 +170,8 @@ fn render_block(block: &ContentBlock) -> Option<String> {
                 })
                 .collect();
             let status = match result.status {
-                crate::message::ToolResultStatus::Success => "success",
-                crate::message::ToolResultStatus::Error => "error",
+                ToolResultStatus::Success => "success",
+                ToolResultStatus::Error => "error",
             };
             Some(format!(
                 "[tool result, {status}: {}]",
@@ -251,7 +253,7 @@ async fn run(
         }
     }
     match stop_reason {
-        None => Err(CompactionError::Model(crate::model::ModelError::Stream(
+        None => Err(CompactionError::Model(ModelError::Stream(
             "the stream ended before the reply was complete".to_owned(),
         ))),
         Some(StopReason::EndTurn | StopReason::StopSequence | StopReason::ToolUse) => {
@@ -271,7 +273,7 @@ async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::{ReasoningContent, ReasoningText, ToolResult, ToolResultStatus, ToolUse};
+    use crate::message::{ReasoningContent, ReasoningText, ToolResult, ToolUse};
     use crate::testing::{FakeModel, FakeReply};
     use serde_json::json;
 
