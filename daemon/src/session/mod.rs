@@ -8,9 +8,11 @@
 //! returned is durable (with `Durability::Full`) and a crash never leaves a partial record visible.
 //!
 //! Layout: `store` (the trait, the event sink), `records` and `meta` (what is stored), `id`,
-//! `window` (conversation windows and the context-mode check), `resume` (listings), `registry`,
-//! and the two backends `file` and `sqlite`.
+//! `window` (conversation windows and the context-mode check), `summarize` (the summarizing window
+//! and `model_window`), `summary_call` (the summary model call), `compaction` (`/compact`),
+//! `resume` (listings), `registry`, and the two backends `file` and `sqlite`.
 
+mod compaction;
 mod error;
 mod file;
 mod id;
@@ -20,8 +22,14 @@ mod registry;
 mod resume;
 mod sqlite;
 mod store;
+mod summarize;
+mod summary_call;
 mod window;
 
+pub use compaction::{
+    CompactRequest, CompactionError, CompactionOutcome, SEED_ACKNOWLEDGEMENT, compact_session,
+    seed_messages,
+};
 pub use error::{IdKind, SessionError};
 pub use file::FileSessionStore;
 pub use id::{MAX_ID_LEN, new_session_id, validate_id};
@@ -39,6 +47,14 @@ pub use resume::{
 };
 pub use sqlite::SqliteSessionStore;
 pub use store::{Durability, SessionStore, StoreEventSink, create_fresh_session, event_record};
+pub use summarize::{
+    WINDOW_SUMMARY_HEADER, Window, model_window, recorded_summary_window, sliding_window,
+    summarizing_window, summary_cut,
+};
+pub use summary_call::{
+    CONTINUATION_PROMPT, DEFAULT_SUMMARY_TIMEOUT, SUMMARY_INSTRUCTION, SummaryCall,
+    TOOL_TEXT_MAX_CHARS, summarize, summary_request, summary_system_prompt,
+};
 pub use window::{
     ContextMode, SessionContextMismatch, check_context, read_agent_for_mode, sliding_window_start,
 };

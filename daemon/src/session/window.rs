@@ -7,8 +7,8 @@
 //!
 //! Invariants of [`sliding_window_start`]: the window never starts inside a toolUse/toolResult pair
 //! and, whenever the history has one, starts at a user message that carries no toolResult. Pure
-//! functions, no model needed. (The summarizing window needs the agent's model and lives with the
-//! agent core; its summary is stored in `conversation_manager_state.summary_message`.)
+//! functions, no model needed. (The summarizing window needs the agent's model and lives in
+//! `summarize`; its summary is stored in `conversation_manager_state.summary_message`.)
 
 use serde::{Deserialize, Serialize};
 
@@ -115,7 +115,7 @@ fn has_tool_use(message: &Message) -> bool {
 
 /// A message a window may start at: a user message that is not a tool result (and, for odd
 /// histories, not a tool call whose result does not follow).
-fn is_clean_start(messages: &[Message], index: usize) -> bool {
+pub(crate) fn is_clean_start(messages: &[Message], index: usize) -> bool {
     let message = &messages[index];
     if message.role != Role::User || has_tool_result(message) {
         return false;
