@@ -541,14 +541,35 @@ async fn unknown_sessions_and_bad_requests_get_clear_statuses() {
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound, "{err}");
-    let err = client
+    let compacted = client
         .compact_session(pb::CompactSessionRequest {
-            session_id: id,
-            ..Default::default()
+            session_id: id.clone(),
+            focus: "the lamp".into(),
+            channel: "terminal".into(),
         })
         .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::FailedPrecondition, "{err}");
+        .unwrap()
+        .into_inner();
+    assert_eq!(compacted.previous_session_id, id);
+    assert_eq!(compacted.summarized_messages, 4);
+    assert!(!compacted.summary.is_empty());
+    let new = compacted.session.unwrap();
+    assert_eq!(
+        (new.compacted_from.as_str(), new.message_count),
+        (id.as_str(), 2)
+    );
+    let old = client
+        .get_session(pb::GetSessionRequest {
+            session_id: id,
+            include_messages: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .session
+        .unwrap();
+    assert_eq!(old.compacted_to, new.session_id);
+    assert_eq!(old.message_count, 4, "the old session keeps every message");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

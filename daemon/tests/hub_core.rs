@@ -604,10 +604,63 @@ async fn bad_requests_are_refused_clearly() {
             .await,
         Err(CoreError::NotFound(_))
     ));
-    assert!(matches!(
-        f.core.compact_session(&id, "", "x").await,
-        Err(CoreError::FailedPrecondition(_))
-    ));
+    assert!(
+        matches!(
+            f.core.compact_session(&id, "", "x").await,
+            Err(CoreError::FailedPrecondition(_))
+        ),
+        "nothing to summarize"
+    );
+}
+
+#[tokio::test]
+async fn compaction_continues_in_a_new_session_and_keeps_the_old_one() {
+    for backend in BACKENDS {
+        let f = fixture(
+            backend,
+            vec![
+                FakeReply::text("Hello."),
+                FakeReply::error("the provider is down"),
+                FakeReply::text("The user greeted tau."),
+                FakeReply::text("Go on."),
+            ],
+        )
+        .await;
+        let id = f.new_session().await;
+        drain(&mut f.turn(&id, "hi", "terminal").await).await;
+        // A failed summary changes nothing.
+        assert!(matches!(
+            f.core.compact_session(&id, "", "terminal").await,
+            Err(CoreError::Unavailable(_))
+        ));
+        assert_eq!(
+            f.core
+                .list_sessions(0, "terminal", None)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        let compacted = f
+            .core
+            .compact_session(&id, "greetings", "terminal")
+            .await
+            .unwrap();
+        assert_eq!(compacted.previous_session_id, id);
+        assert_eq!(compacted.summarized_messages, 2);
+        assert_eq!(compacted.summary, "The user greeted tau.");
+        assert_eq!(compacted.session.compacted_from, id, "{backend}");
+        assert_eq!(compacted.session.message_count, 2);
+        let old = f.core.get_session(&id, false).await.unwrap().summary;
+        assert_eq!(old.compacted_to, compacted.session.session_id);
+        assert_eq!(old.message_count, 2);
+        // The new session goes on from the summary.
+        let new = compacted.session.session_id;
+        drain(&mut f.turn(&new, "and now?", "terminal").await).await;
+        let sent = f.model.last_request().unwrap();
+        assert_eq!(sent.messages.len(), 3);
+        assert!(sent.messages[0].text().contains("The user greeted tau."));
+    }
 }
 
 #[tokio::test]

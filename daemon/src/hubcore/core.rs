@@ -77,7 +77,7 @@ pub(crate) struct CoreInner {
     pub(crate) listings: Mutex<HashMap<String, Vec<String>>>,
     ids: AtomicU64,
     closing: AtomicBool,
-    stop: CancellationToken,
+    pub(crate) stop: CancellationToken,
 }
 
 /// The hub's domain core. Cheap to clone.

@@ -1,5 +1,6 @@
 //! The session operations of [`HubCore`]: list, get, open (new, by id, by index of the channel's
-//! last listing, most recent; with an optional role pin), switch role, compact, read events.
+//! last listing, most recent; with an optional role pin), switch role, compact (through
+//! `session::compact_session`), read events.
 //!
 //! Invariants: every store call runs on a blocking thread; a listing is remembered per channel for
 //! `index`; a role must be one tau.toml defines (the default role when it defines none); a session
@@ -15,8 +16,9 @@ use super::error::CoreError;
 use super::event::EventKind;
 use crate::message::Message;
 use crate::session::{
-    DEFAULT_AGENT_ID, RECENT_SESSIONS_LIMIT, SessionMeta, SessionStore, create_fresh_session,
-    most_recent_session, recent_sessions,
+    CompactRequest, CompactionError, DEFAULT_AGENT_ID, RECENT_SESSIONS_LIMIT, SessionMeta,
+    SessionStore, SummaryCall, compact_session, create_fresh_session, most_recent_session,
+    recent_sessions,
 };
 
 /// A session as listings and snapshots show it.
@@ -405,21 +407,52 @@ impl HubCore {
         })
     }
 
-    /// Summarizes a session into a new one. This hub has no summarizer, so it refuses with
-    /// `FailedPrecondition` and changes nothing (after checking the request).
+    /// Summarizes a session into a new one that starts from the summary (the session's own
+    /// model writes it; the old session keeps every message). Refused while a turn runs or waits;
+    /// a failed summary changes nothing.
     pub async fn compact_session(
         &self,
         session_id: &str,
-        _focus: &str,
+        focus: &str,
         channel: &str,
     ) -> Result<Compacted, CoreError> {
-        check_channel(channel)?;
-        check_session_id(session_id)?;
-        self.require_session(session_id).await?;
-        Err(CoreError::FailedPrecondition(
-            "this hub has no summarizer to compact sessions with; the session is unchanged"
-                .to_owned(),
-        ))
+        let channel = check_channel(channel)?;
+        let runtime = self.runtime(session_id, None).await?;
+        let _agent = runtime.agent_lock.lock().await;
+        if runtime.lock_turns().busy() {
+            return Err(CoreError::FailedPrecondition(
+                "a turn is running or waiting in this session; compact it when it has finished"
+                    .to_owned(),
+            ));
+        }
+        let (agent, _) = runtime.agent();
+        let model = agent.model();
+        let call = SummaryCall::new(model.as_ref(), self.inner.stop.child_token());
+        let mut request = CompactRequest::new(session_id, self.options().context);
+        request.focus = Some(focus.trim().to_owned()).filter(|f| !f.is_empty());
+        request.messages = Some(agent.messages());
+        request.meta = SessionMeta {
+            channel: Some(channel),
+            profile: Some(self.options().profile.clone()),
+            role: Some(runtime.role()),
+            ..SessionMeta::default()
+        };
+        let outcome = compact_session(Arc::clone(self.store()), &call, request)
+            .await
+            .map_err(|e| match e {
+                CompactionError::Store(store) => CoreError::from(store),
+                CompactionError::EmptyHistory => CoreError::FailedPrecondition(e.to_string()),
+                other => CoreError::Unavailable(format!(
+                    "could not compact the session: {other}; nothing changed"
+                )),
+            })?;
+        let session = self.summary(&outcome.new_session_id).await?;
+        Ok(Compacted {
+            session,
+            previous_session_id: outcome.previous_session_id,
+            summarized_messages: u64::try_from(outcome.summarized_count).unwrap_or(u64::MAX),
+            summary: outcome.summary,
+        })
     }
 
     /// The stored agent events of a session, oldest first.
