@@ -51,10 +51,42 @@ impl Installation {
 
     /// As [`Installation::discover`], validating names against `known` (code registrations).
     pub fn discover_with(
-        mut env: Env,
+        env: Env,
         cwd: &Path,
         known: &KnownNames,
     ) -> Result<Self, InstallationError> {
+        let Located {
+            env,
+            paths,
+            dotenv_problems,
+        } = Located::discover(env, cwd)?;
+        let config = Config::load_with(&paths.config_file, &env, known)?;
+        let settings = Settings::resolve(&env, &config)?;
+        Ok(Self {
+            env,
+            paths,
+            config,
+            settings,
+            dotenv_problems,
+        })
+    }
+}
+
+/// The environment and paths of an installation without its configuration: what commands need
+/// that must work even when `tau.toml` is broken (`tau hub status`, `tau hub stop`, `tau doctor`).
+#[derive(Debug, Clone)]
+pub struct Located {
+    /// The process environment with `.env` filled in.
+    pub env: Env,
+    /// TAU_HOME, TAU_DATA_DIR and the files under them.
+    pub paths: Paths,
+    /// Lines of `.env` that were skipped.
+    pub dotenv_problems: Vec<DotenvProblem>,
+}
+
+impl Located {
+    /// Resolves TAU_HOME, reads its `.env` into the overlay, then resolves the remaining paths.
+    pub fn discover(mut env: Env, cwd: &Path) -> Result<Self, InstallationError> {
         let user_home = env.user_home();
         let home = paths::resolve_home(&env, cwd, user_home.as_deref())?;
         let mut dotenv_problems = Vec::new();
@@ -64,13 +96,9 @@ impl Installation {
             dotenv_problems = file.problems;
         }
         let paths = Paths::for_home(home, &env, cwd, user_home.as_deref())?;
-        let config = Config::load_with(&paths.config_file, &env, known)?;
-        let settings = Settings::resolve(&env, &config)?;
         Ok(Self {
             env,
             paths,
-            config,
-            settings,
             dotenv_problems,
         })
     }

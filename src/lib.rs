@@ -5,6 +5,8 @@
 //! Invariant: nothing here starts a task, opens a socket or holds global mutable state; it is data,
 //! parsing and formatting only, so a client pays for none of the daemon.
 
+pub mod hub_files;
+
 pub mod proto {
     //! Code generated from `proto/tau/v1/*.proto` by `build.rs`.
     #![allow(clippy::all, clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -26,7 +28,9 @@ pub mod logging;
 /// The version of this build of tau (shared by `tau` and `taud`, which are released together).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+pub mod components;
 pub mod config;
+pub mod credentials;
 pub mod dotenv;
 pub mod env;
 pub mod installation;

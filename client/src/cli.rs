@@ -5,6 +5,7 @@
 //! (`taud`) explicitly, so nothing mutates global state.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::Command as ProcessCommand;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -32,32 +33,22 @@ pub enum Command {
     /// Talk to tau in the terminal (starts the hub when none answers).
     Chat(crate::chat::ChatArgs),
     /// Run, stop, inspect or install the hub daemon.
-    Hub,
+    #[command(subcommand)]
+    Hub(crate::hub::HubCommand),
     /// List every component with its kind, version and state.
-    Components,
+    Components(ComponentsArgs),
     /// Check the configuration, credentials, sessions, persona and hub.
-    Doctor,
+    Doctor(DoctorArgs),
     /// Create tau.toml and the persona files from the shipped templates.
-    Init,
+    ///
+    /// Never replaces tau.toml, persona.md or user.example.md without --force, and never user.md,
+    /// .env.example or .env. With the global --profile, appends TAU_PROFILE to <home>/.env when
+    /// that file does not set it.
+    Init(InitArgs),
     /// Print the versions of tau and taud.
     Version(VersionArgs),
     /// Ask the running hub one thing: one turn, the reply on stdout.
     Ask(crate::ask::AskArgs),
-}
-
-impl Command {
-    /// The command's name as typed.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Command::Chat(_) => "chat",
-            Command::Hub => "hub",
-            Command::Components => "components",
-            Command::Doctor => "doctor",
-            Command::Init => "init",
-            Command::Version(_) => "version",
-            Command::Ask(_) => "ask",
-        }
-    }
 }
 
 /// Options of `tau version`.
@@ -66,6 +57,53 @@ pub struct VersionArgs {
     /// Print JSON for scripts.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options of `tau components`.
+#[derive(Debug, Args)]
+pub struct ComponentsArgs {
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `tau doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `tau init`. The global `--profile` also appends TAU_PROFILE to <home>/.env when
+/// that file does not set it.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The TAU_HOME to set up (default: TAU_HOME, else the current directory if it has a
+    /// tau.toml, else ~/.tau).
+    #[arg(long, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// The model provider of every role (default: bedrock, else anthropic, else fake, by the
+    /// credentials in the environment or <home>/.env).
+    #[arg(long, value_enum)]
+    pub provider: Option<ProviderArg>,
+    /// The UI language written to tau.toml (default: asked; en with --yes or without a terminal).
+    #[arg(long, value_enum)]
+    pub language: Option<LangArg>,
+    /// Ask nothing; take the defaults.
+    #[arg(short, long)]
+    pub yes: bool,
+    /// Replace an existing tau.toml and persona files (never user.md, .env.example or .env).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `tau init --provider` values: the built-in providers.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ProviderArg {
+    Bedrock,
+    Anthropic,
+    Fake,
 }
 
 /// `--lang` values.

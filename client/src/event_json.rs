@@ -82,6 +82,7 @@ fn kind(kind: &Kind) -> Value {
             "decided_by_channel": r.decided_by_channel,
         }),
         Kind::Throttled(t) => json!({"type": "throttled", "delay_ms": t.delay_ms}),
+        Kind::OutputDiscarded(_) => json!({"type": "output_discarded"}),
         Kind::TurnEnded(e) => json!({
             "type": "turn_ended",
             "stop_reason": e.stop_reason,

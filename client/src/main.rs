@@ -5,9 +5,15 @@
 mod ask;
 mod chat;
 mod cli;
+mod components;
 mod connect;
+mod doctor;
+mod environment;
 mod event_json;
 mod grpc;
+mod hub;
+mod init;
+mod templates;
 mod version;
 
 use std::process::ExitCode;
@@ -24,10 +30,11 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Version(args) => version::run(args, &ctx),
         Command::Ask(args) => ask::run(args, &ctx),
+        Command::Components(args) => components::run(args, &ctx),
+        Command::Doctor(args) => doctor::run(args, &ctx),
+        Command::Init(args) => init::run(args, &ctx, cli.profile),
+        Command::Hub(command) => run_hub(command, &ctx),
         Command::Chat(args) => chat::run(args, &ctx),
-        Command::Components | Command::Doctor | Command::Init | Command::Hub => {
-            not_built(cli.command.name())
-        }
     };
     match result {
         Ok(code) => code,
@@ -38,8 +45,14 @@ fn main() -> ExitCode {
     }
 }
 
-/// A command whose issue has not landed yet: one line, exit 2.
-fn not_built(name: &str) -> anyhow::Result<ExitCode> {
-    eprintln!("tau {name}: this command is not available in this build yet");
-    Ok(ExitCode::from(2))
+/// `tau hub …`: needs the installation's paths, not a valid `tau.toml`, so that a hub can be
+/// inspected and stopped even while its configuration is broken.
+fn run_hub(command: &hub::HubCommand, ctx: &cli::Context) -> anyhow::Result<ExitCode> {
+    let cwd = std::env::current_dir()?;
+    let located =
+        tau_api::installation::Located::discover(tau_api::env::Env::from_process(), &cwd)?;
+    let mut hub_ctx = hub::HubContext::new(located.paths, &located.env)?;
+    hub_ctx.child_env = ctx.child_env.clone();
+    hub_ctx.verbose = ctx.verbose;
+    hub::run(command.clone(), &hub_ctx)
 }

@@ -4,12 +4,17 @@
 //!
 //! Invariant: the domain modules never see tonic or prost types; only `rpc` translates.
 pub mod agent;
+pub mod builtin;
 pub mod clock;
 pub mod gate;
+pub mod hub;
 pub mod hubcore;
 pub mod message;
 pub mod model;
 pub mod persona;
+pub mod provider;
+pub mod rpc;
+pub mod session;
 pub mod testing;
 pub mod tool;
 pub mod tools;

@@ -1,6 +1,22 @@
-//! The `taud` binary: parses the command line and runs the hub in the foreground.
+//! The `taud` binary: discovers the installation (TAU_HOME, `.env`, `tau.toml`), takes the hub lock
+//! (before any heavy start-up work), then runs the hub in the foreground until SIGTERM or SIGINT.
+//!
+//! Exit codes (`tau_api::hub_files::exit`): 0 clean stop; 1 another hub is running; 73 the hub's
+//! files cannot be created or locked; 70 a fatal error after start (crash.json names it); 78 a bad
+//! configuration (one line names it). Under `--launchd` a refused start (1, 78) exits 0 instead,
+//! since launchd's KeepAlive cannot exempt exit codes the way systemd's RestartPreventExitStatus
+//! does.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::Parser;
+use tau_api::env::Env;
+use tau_api::hub_files::exit;
+use tau_api::installation::Installation;
+use tau_api::logging::{LoggingGuard, configure_logging};
+use taud::hub::{self, HubLock, HubOptions, LockError};
+use taud::hubcore::CoreSetup;
 
 /// The tau hub daemon. Normally started by `tau chat`, launchd or systemd; `tau hub run` runs it in
 /// the foreground.
@@ -10,10 +26,101 @@ struct Args {
     /// Log INFO and up to stderr (default: WARN and up).
     #[arg(short, long)]
     verbose: bool,
+    /// Started by launchd: a refused start (already running, bad config) exits 0 so KeepAlive
+    /// does not restart it in a loop. The refusal is still printed to stderr.
+    #[arg(long)]
+    launchd: bool,
 }
 
-fn main() -> std::process::ExitCode {
-    let _args = Args::parse();
-    eprintln!("taud: the hub is not built yet");
-    std::process::ExitCode::from(2)
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let refused = |code: u8| {
+        if args.launchd {
+            ExitCode::from(exit::OK)
+        } else {
+            ExitCode::from(code)
+        }
+    };
+
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let installation = match Installation::discover(Env::from_process(), &cwd) {
+        Ok(installation) => installation,
+        Err(e) => {
+            eprintln!("taud: {e}");
+            return refused(exit::CONFIG);
+        }
+    };
+    let options = HubOptions::from_installation(&installation);
+    if let Err(e) = options.validate() {
+        eprintln!("taud: {e}");
+        return refused(exit::CONFIG);
+    }
+    let services = match CoreSetup::from_installation(&installation) {
+        Ok(setup) => taud::builtin::builtin_services_with_core(setup),
+        Err(e) => {
+            eprintln!("taud: {e}");
+            return refused(exit::CONFIG);
+        }
+    };
+
+    let paths = options.paths();
+    let lock = match HubLock::acquire(&paths) {
+        Ok(lock) => lock,
+        Err(e @ LockError::AlreadyRunning { .. }) => {
+            eprintln!("{e}");
+            return refused(exit::ALREADY_RUNNING);
+        }
+        Err(e @ LockError::Io { .. }) => {
+            eprintln!("taud: {e}");
+            return ExitCode::from(exit::CANT_CREATE);
+        }
+    };
+    let _logging = start_logging(&installation, args.verbose);
+    for problem in &installation.dotenv_problems {
+        tracing::warn!("{problem}");
+    }
+    hub::crash::install_panic_hook(paths.crash_file.clone());
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads())
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("taud: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::FATAL);
+        }
+    };
+    let result = runtime.block_on(async {
+        let stop = hub::stop_on_signals().map_err(|e| format!("cannot handle signals: {e}"))?;
+        hub::run(options, &lock, &services, stop)
+            .await
+            .map_err(|e| e.to_string())
+    });
+    drop(lock);
+    match result {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(e) => {
+            eprintln!("taud: {e}");
+            ExitCode::from(exit::FATAL)
+        }
+    }
+}
+
+/// stderr plus `<TAU_DATA_DIR>/logs/tau.log`; stderr only when the file cannot be opened.
+fn start_logging(installation: &Installation, verbose: bool) -> Option<LoggingGuard> {
+    match configure_logging(Some(&installation.paths.logs_dir), verbose, true) {
+        Ok(guard) => Some(guard),
+        Err(file_error) => {
+            let guard = configure_logging(None, verbose, true).ok();
+            tracing::warn!("logging to stderr only: {file_error}");
+            guard
+        }
+    }
+}
+
+/// Worker threads: the machine's cores, at most four (the hub is mostly idle).
+fn worker_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4))
 }

@@ -101,6 +101,10 @@ pub(super) const EN: &[(&str, &str)] = &[
     ),
     ("chat.goodbye", "Goodbye."),
     (
+        "chat.output_discarded",
+        "(The reply above was discarded; the model answers again.)",
+    ),
+    (
         "chat.stream_lost",
         "Lost the turn's stream: {reason}. The hub finishes and stores the turn.",
     ),

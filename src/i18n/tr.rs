@@ -94,6 +94,10 @@ pub(super) const TR: &[(&str, &str)] = &[
     ),
     ("chat.goodbye", "Hoşça kalın."),
     (
+        "chat.output_discarded",
+        "(Yukarıdaki yanıt geçersiz sayıldı; model yeniden yanıtlıyor.)",
+    ),
+    (
         "chat.stream_lost",
         "Turun akışı koptu: {reason}. Merkez turu bitirip saklayacak.",
     ),

@@ -136,6 +136,11 @@ pub async fn run_turn(chat: &mut Chat, text: &str) -> TurnOutcome {
                     chat.printer.red(&text);
                 }
             }
+            Some(Kind::OutputDiscarded(_)) => {
+                // The terminal cannot take back what it printed: say that it no longer counts.
+                let text = chat.t("chat.output_discarded", &[]);
+                chat.printer.dim(&text);
+            }
             Some(Kind::Throttled(throttled)) => {
                 let seconds = throttled.delay_ms.div_ceil(1000).max(1);
                 let text = chat.t("notice.throttled", &[("seconds", &seconds)]);

@@ -27,6 +27,9 @@ pub enum TurnEvent {
     },
     /// The provider was throttled and retries after `delay`; text streamed so far in this call is void.
     Throttled { delay: Duration },
+    /// Text and tool input streamed so far in this model call are void (the provider gave up on
+    /// that attempt, e.g. to answer with a fallback model); the call goes on.
+    OutputDiscarded,
     /// A tier-2 call waits for a decision (already recorded as pending).
     ApprovalAsked(ApprovalRequest),
     /// The decision for an asked approval.

@@ -135,6 +135,11 @@ impl TauAgent {
         self.inner.model.name()
     }
 
+    /// The agent's model (for calls outside the loop, such as a `/compact` summary).
+    pub fn model(&self) -> Arc<dyn Model> {
+        Arc::clone(&self.inner.model)
+    }
+
     /// A copy of the history.
     pub fn messages(&self) -> Vec<Message> {
         self.inner.history.snapshot()

@@ -277,6 +277,11 @@ fn to_turn_event(
             tool_ids.clear();
             Some(TurnEvent::Throttled { delay })
         }
+        ModelEvent::OutputDiscarded => {
+            assembler.reset();
+            tool_ids.clear();
+            Some(TurnEvent::OutputDiscarded)
+        }
         ModelEvent::ReasoningDelta { .. }
         | ModelEvent::BlockStop { .. }
         | ModelEvent::Metadata { .. }

@@ -134,6 +134,9 @@ pub enum ApprovalState {
     Error,
     Invalid,
     Cancelled,
+    /// Recorded by a hub that found the approval still pending when it started: the hub that
+    /// asked stopped without deciding it, and its tool never ran.
+    ExpiredByRestart,
 }
 
 impl From<Decision> for ApprovalState {

@@ -51,6 +51,8 @@ pub enum EventKind {
     },
     /// The provider was throttled; text streamed so far in this model call is void.
     Throttled { delay: Duration },
+    /// Text and tool input streamed so far in this model call are void; the call goes on.
+    OutputDiscarded,
     /// The turn is over (exactly one per turn).
     TurnEnded(TurnEnd),
     /// Something went wrong around a tool call.
@@ -72,6 +74,7 @@ impl EventKind {
             Self::ApprovalRequested(_) => "approval_requested",
             Self::ApprovalResolved { .. } => "approval_resolved",
             Self::Throttled { .. } => "throttled",
+            Self::OutputDiscarded => "output_discarded",
             Self::TurnEnded(_) => "turn_ended",
             Self::Error(_) => "error",
             Self::RoleSwitched { .. } => "role_switched",

@@ -1,21 +1,50 @@
-//! The hub's domain core: what the gRPC layer serves, free of tonic and prost types.
+//! The hub's domain core: sessions, turns, live events and pending approvals, as the rpc layer
+//! serves them; free of tonic and prost types.
 //!
+//! - [`core`]: [`HubCore`], the handle (open sessions, turns, subscriptions, decisions, idle drop,
+//!   shutdown); [`sessions`]: list, get, open, switch role, read events.
+//! - [`runtime`]: one open session (its agent and turn table); [`turns`]: the turn queue and the
+//!   worker that runs turns and publishes their events; [`recorder`]: the store-backed history
+//!   observer and event sink of an agent.
 //! - [`event`]: the events of a session as clients see them; [`bus`]: one session's numbered event
-//!   stream with replay and slow-subscriber cut-off.
+//!   stream with replay and slow-subscriber cut-off; [`streams`]: what a watching client holds.
 //! - [`approvals`]: pending tier-2 approvals as entities, and the client attachments that may
-//!   decide them; [`approver`]: the gate's approver that registers and waits.
+//!   decide them; [`approver`]: the gate's approver that registers and waits; [`restart`]:
+//!   approvals an earlier hub left pending, expired at start.
+//! - [`options`]: what the core needs from the configuration, and the model factory seam.
 //!
-//! Invariants: no global state (everything hangs off values the hub owns and passes down); no lock
-//! is held across an `.await`; lock order is bus, then registry.
+//! Invariants: no global state (everything hangs off a [`HubCore`] the hub owns); no std lock is
+//! held across an `.await`; lock order is bus, then turn table or registry.
 pub mod approvals;
 pub mod approver;
 pub mod bus;
+pub mod core;
+pub mod error;
 pub mod event;
 pub mod ids;
+pub mod options;
+pub mod recorder;
+pub mod restart;
+mod runtime;
+pub mod sessions;
+pub mod setup;
+pub mod streams;
+pub mod turns;
 
 pub use approvals::{
     ApprovalAnswer, ApprovalRegistry, Attachment, DecideError, DecideOutcome, PendingTicket,
 };
 pub use approver::{ApprovalReadiness, FLUSH_WAIT, HUB_APPROVER, HubApprover, TurnSlot};
 pub use bus::{EventBus, Lagged, SubscribeError, Subscription};
+pub use core::{DEFAULT_CHANNEL, HubCore, StartTurn, ToolSummary};
+pub use error::CoreError;
 pub use event::{EventKind, PendingInfo, Resolution, SessionEvent, TurnInfo};
+pub use options::{
+    CoreOptions, DemoModelFactory, ModelFactory, ModelFactoryError, ProviderModelFactory,
+    SharedModelFactory,
+};
+pub use restart::ExpiredApproval;
+pub use sessions::{Compacted, OpenTarget, Opened, RoleSwitch, SessionDetail, SessionSummary};
+pub use setup::CoreSetup;
+pub use streams::{EventStream, Snapshot, TurnStream};
+pub use turns::Accepted;

@@ -145,7 +145,9 @@ impl MessageAssembler {
                     }
                 }
             }
-            ModelEvent::BlockStop { .. } | ModelEvent::Throttled { .. } => {}
+            ModelEvent::BlockStop { .. }
+            | ModelEvent::Throttled { .. }
+            | ModelEvent::OutputDiscarded => {}
             ModelEvent::Metadata { usage, metrics } => {
                 if usage.is_some() {
                     self.usage = *usage;

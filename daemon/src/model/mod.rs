@@ -6,7 +6,8 @@
 //!
 //! Invariants: a request carries the system prompt as blocks, the history without metadata, and the
 //! tool specs; a provider ends its stream after `MessageStop` (and an optional final `Metadata`);
-//! throttling retries are the provider's and are announced with `Throttled` before the wait; a
+//! throttling retries are the provider's and are announced with `Throttled` before the wait (it also
+//! voids the output streamed so far, as `OutputDiscarded` does without a wait); a
 //! provider watches the cancellation token and the loop also stops reading the stream on cancel.
 
 mod assemble;
@@ -85,6 +86,9 @@ pub enum ModelEvent {
     Throttled {
         delay: Duration,
     },
+    /// Everything streamed so far in this call is void (a failed attempt whose output the provider
+    /// will not finish, e.g. before it switches to a fallback model); the call goes on.
+    OutputDiscarded,
 }
 
 /// Why a model call failed.
@@ -103,6 +107,9 @@ pub enum ModelError {
     /// The stream broke or did not follow the protocol.
     #[error("the model stream failed: {0}")]
     Stream(String),
+    /// The provider is unavailable (overloaded, server errors, unreachable), and retries gave up.
+    #[error("the model is unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// The events of one model call.
@@ -120,4 +127,9 @@ pub trait Model: Send + Sync {
         request: ModelRequest,
         cancel: CancellationToken,
     ) -> Result<ModelStream, ModelError>;
+
+    /// Whether the most recent call was answered by a configured fallback model (for `/status`).
+    fn fallback_in_use(&self) -> bool {
+        false
+    }
 }

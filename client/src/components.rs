@@ -1,0 +1,111 @@
+//! `tau components`: every component in every group with its kind, distribution, version,
+//! enabled/disabled, why, and its load error; then the names in `[components]` that nothing
+//! provides. `--json` prints the same for scripts.
+//!
+//! Invariants: it reads the configuration and nothing else (no hub, no network); the listing comes
+//! from `tau_api::components`, the one description of what taud ships; a planned provider named in
+//! `tau.toml` does not stop the listing (it is shown as planned).
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use serde::Serialize;
+use tau_api::components::{
+    ComponentKind, ComponentState, UnknownName, component_states, unknown_names,
+};
+use tau_api::config::{KnownNames, PLANNED_PROVIDERS};
+use tau_api::installation::Installation;
+
+use crate::cli::{ComponentsArgs, Context};
+use crate::environment;
+
+#[derive(Serialize)]
+struct Listing<'a> {
+    version: &'static str,
+    /// The tau.toml read, or null for the built-in defaults.
+    config: Option<String>,
+    components: &'a [ComponentState],
+    unknown: &'a [UnknownName],
+}
+
+/// Runs `tau components`.
+pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let env = environment::snapshot(ctx);
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let known = PLANNED_PROVIDERS
+        .iter()
+        .fold(KnownNames::builtin(), |k, p| k.with_provider(*p));
+    let installation = match Installation::discover_with(env, &cwd, &known) {
+        Ok(installation) => installation,
+        Err(e) => {
+            eprintln!("tau components: {e}");
+            eprintln!("next: correct it, then run `tau doctor` to check the rest");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let config = &installation.config;
+    let states = component_states(config);
+    let unknown = unknown_names(&config.components);
+    let config_file = config.source().file().map(|f| f.display().to_string());
+    if args.json {
+        let listing = Listing {
+            version: tau_api::VERSION,
+            config: config_file,
+            components: &states,
+            unknown: &unknown,
+        };
+        println!("{}", serde_json::to_string_pretty(&listing)?);
+    } else {
+        print!("{}", render(&states, &unknown, config_file.as_deref()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The listing for a person: one heading per group, one line per component.
+fn render(states: &[ComponentState], unknown: &[UnknownName], config_file: Option<&str>) -> String {
+    let width = states.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for kind in ComponentKind::ALL {
+        let _ = writeln!(out, "{}", kind.group());
+        let mut any = false;
+        for state in states.iter().filter(|s| s.kind == kind) {
+            any = true;
+            let enabled = if state.enabled { "enabled" } else { "disabled" };
+            let _ = write!(
+                out,
+                "  {:<width$}  {:<15} {:<8}  {} {}",
+                state.name,
+                state.kind.as_str(),
+                enabled,
+                state.distribution,
+                state.version
+            );
+            if let Some(tier) = state.tier {
+                let _ = write!(out, "  tier {tier}");
+            }
+            if let Some(note) = &state.note {
+                let _ = write!(out, "  ({note})");
+            }
+            if let Some(error) = &state.load_error {
+                let _ = write!(out, "  load error: {error}");
+            }
+            out.push('\n');
+        }
+        if !any {
+            out.push_str("  (none built in)\n");
+        }
+    }
+    if !unknown.is_empty() {
+        out.push_str("unknown names in [components]\n");
+        for u in unknown {
+            let _ = writeln!(out, "  {}: '{}' (no component provides it)", u.key, u.name);
+        }
+        let _ = writeln!(
+            out,
+            "next: check the spelling of those names in {}",
+            config_file.unwrap_or("tau.toml")
+        );
+    }
+    out
+}

@@ -1,0 +1,261 @@
+//! The hub probe: `GET /health` on the loopback control port, within one deadline for the whole
+//! exchange (connect, send, read). Information only: a hub that does not answer is not a failure.
+//!
+//! Invariants: only 127.0.0.1 is contacted; the whole probe ends by its deadline; at most
+//! [`MAX_RESPONSE`] bytes are read; nothing but a 200 response whose JSON body has `"ok": true`
+//! counts as a tau hub.
+
+use std::io::{ErrorKind, Read as _, Write as _};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// The longest response read.
+const MAX_RESPONSE: usize = 64 * 1024;
+
+/// What answered on the control port.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Probe {
+    /// A tau hub: its pid and uptime when it said.
+    Hub {
+        /// The hub's process id.
+        pid: Option<u64>,
+        /// Seconds since it started.
+        uptime_s: Option<f64>,
+    },
+    /// Nothing listens (connection refused).
+    NotRunning,
+    /// Something else, or nothing in time: why.
+    Unexpected(String),
+}
+
+/// Probes `http://127.0.0.1:<port>/health`, giving up after `deadline`.
+pub fn probe(port: u16, deadline: Duration) -> Probe {
+    let until = Instant::now() + deadline;
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut stream = match TcpStream::connect_timeout(&addr, deadline) {
+        Ok(stream) => stream,
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused => return Probe::NotRunning,
+        Err(e) if is_timeout(&e) => return Probe::Unexpected(no_answer(deadline)),
+        Err(e) => return Probe::Unexpected(format!("cannot connect: {e}")),
+    };
+    let request = format!(
+        "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
+    );
+    if let Err(e) =
+        with_deadline(&stream, until).and_then(|()| stream.write_all(request.as_bytes()))
+    {
+        return Probe::Unexpected(if is_timeout(&e) {
+            no_answer(deadline)
+        } else {
+            format!("cannot send the request: {e}")
+        });
+    }
+    let mut response = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Err(e) = with_deadline(&stream, until) {
+            return Probe::Unexpected(if is_timeout(&e) {
+                no_answer(deadline)
+            } else {
+                e.to_string()
+            });
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                response.extend_from_slice(&buf[..n]);
+                if response.len() > MAX_RESPONSE {
+                    return Probe::Unexpected("the answer is too long for /health".to_string());
+                }
+                if complete(&response) {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) if is_timeout(&e) => return Probe::Unexpected(no_answer(deadline)),
+            Err(e) => return Probe::Unexpected(format!("reading the answer: {e}")),
+        }
+    }
+    interpret(&response)
+}
+
+fn no_answer(deadline: Duration) -> String {
+    format!("no answer within {} ms", deadline.as_millis())
+}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock)
+}
+
+/// Sets the socket's read and write timeouts to what is left before `until`.
+fn with_deadline(stream: &TcpStream, until: Instant) -> std::io::Result<()> {
+    let left = until.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(ErrorKind::TimedOut.into());
+    }
+    stream.set_read_timeout(Some(left))?;
+    stream.set_write_timeout(Some(left))
+}
+
+/// The head and body of a response, split at the blank line.
+fn split(response: &[u8]) -> Option<(&str, &[u8])> {
+    let at = response.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&response[..at]).ok()?;
+    Some((head, &response[at + 4..]))
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().skip(1).find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim().eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
+/// Whether a Content-Length response has all its body (else read to the end of the stream).
+fn complete(response: &[u8]) -> bool {
+    let Some((head, body)) = split(response) else {
+        return false;
+    };
+    header(head, "content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|len| body.len() >= len)
+}
+
+fn interpret(response: &[u8]) -> Probe {
+    let Some((head, body)) = split(response) else {
+        return Probe::Unexpected("the answer is not HTTP".to_string());
+    };
+    let status_line = head.lines().next().unwrap_or_default();
+    let mut parts = status_line.split_whitespace();
+    let (Some(version), Some(code)) = (parts.next(), parts.next()) else {
+        return Probe::Unexpected("the answer is not HTTP".to_string());
+    };
+    if !version.starts_with("HTTP/") {
+        return Probe::Unexpected("the answer is not HTTP".to_string());
+    }
+    if code != "200" {
+        return Probe::Unexpected(format!("GET /health answered HTTP {code}"));
+    }
+    let body = if header(head, "transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        match dechunk(body) {
+            Some(body) => body,
+            None => return Probe::Unexpected("a malformed chunked answer".to_string()),
+        }
+    } else {
+        let len = header(head, "content-length")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(body.len())
+            .min(body.len());
+        body[..len].to_vec()
+    };
+    let Ok(json) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return Probe::Unexpected("GET /health did not answer JSON".to_string());
+    };
+    if json.get("ok") != Some(&serde_json::Value::Bool(true)) {
+        return Probe::Unexpected("GET /health did not answer {\"ok\": true}".to_string());
+    }
+    Probe::Hub {
+        pid: json.get("pid").and_then(serde_json::Value::as_u64),
+        uptime_s: json.get("uptime_s").and_then(serde_json::Value::as_f64),
+    }
+}
+
+fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let at = body.windows(2).position(|w| w == b"\r\n")?;
+        let size_text = std::str::from_utf8(&body[..at]).ok()?;
+        let size_text = size_text.split(';').next()?.trim();
+        let size = usize::from_str_radix(size_text, 16).ok()?;
+        body = &body[at + 2..];
+        if size == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(body.get(..size)?);
+        body = body.get(size + 2..)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn serve_once(answer: &'static [u8]) -> u16 {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            stream.write_all(answer).unwrap();
+        });
+        port
+    }
+
+    #[test]
+    fn a_hub_answers() {
+        let port = serve_once(
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 36\r\n\r\n{\"ok\":true,\"pid\":42,\"uptime_s\":12.5}xx",
+        );
+        assert_eq!(
+            probe(port, Duration::from_secs(5)),
+            Probe::Hub {
+                pid: Some(42),
+                uptime_s: Some(12.5)
+            }
+        );
+    }
+
+    #[test]
+    fn chunked_answers_are_read() {
+        let port = serve_once(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n6\r\n{\"ok\":\r\n5\r\ntrue}\r\n0\r\n\r\n",
+        );
+        assert_eq!(
+            probe(port, Duration::from_secs(5)),
+            Probe::Hub {
+                pid: None,
+                uptime_s: None
+            }
+        );
+    }
+
+    #[test]
+    fn something_else_answers() {
+        let port = serve_once(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
+        assert_eq!(
+            probe(port, Duration::from_secs(5)),
+            Probe::Unexpected("GET /health answered HTTP 404".to_string())
+        );
+        let port = serve_once(b"SSH-2.0-OpenSSH\r\n");
+        assert!(matches!(
+            probe(port, Duration::from_secs(5)),
+            Probe::Unexpected(_)
+        ));
+    }
+
+    #[test]
+    fn silence_ends_at_the_deadline() {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // Accepted by the kernel, never answered.
+        let started = Instant::now();
+        let got = probe(port, Duration::from_millis(200));
+        assert_eq!(
+            got,
+            Probe::Unexpected("no answer within 200 ms".to_string())
+        );
+        assert!(started.elapsed() < Duration::from_secs(5));
+        drop(listener);
+    }
+
+    #[test]
+    fn nothing_listens() {
+        let port = {
+            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        assert_eq!(probe(port, Duration::from_secs(1)), Probe::NotRunning);
+    }
+}

@@ -1,0 +1,305 @@
+//! `tau doctor`: checks an installation without starting anything and prints one line per check
+//! (ok / warn / fail), with the fix in one line when something is wrong; exit 1 when a check fails.
+//!
+//! The checks, in order: where TAU_HOME and TAU_DATA_DIR are and whether `.env` reads; the
+//! configuration (and the TAU_* variables); each model role's provider and credentials (no client
+//! is built); the session store; the persona files; the names in `.env` against `.env.example`;
+//! components that failed to register and names in `[components]` that nothing provides; who may
+//! read the private files; and whether a hub answers on the control port (one second, information
+//! only).
+//!
+//! Invariants: the doctor only reads (it creates, changes and deletes nothing, and contacts
+//! nothing but 127.0.0.1); a problem in one area does not hide the checks that do not depend on it
+//! (a broken `tau.toml` still gets its persona, `.env`, permission and hub lines); a planned
+//! provider such as ollama and an unknown component name are warnings, not failures; no line shows
+//! a variable's value.
+
+mod credentials;
+mod files;
+mod hub;
+mod report;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tau_api::components::{component_states, unknown_names};
+use tau_api::config::{
+    Config, ConfigSource, DEFAULT_CONTROL_PORT, KnownNames, PLANNED_PROVIDERS, Settings,
+    hub_port_from_env,
+};
+use tau_api::dotenv::{self, Dotenv};
+use tau_api::env::Env;
+use tau_api::paths::{self, ENV_FILE_NAME, Paths};
+
+use crate::cli::{Context, DoctorArgs};
+use crate::environment;
+
+pub use self::report::{Check, Report, Status};
+
+/// How long the hub probe may take in all.
+const HUB_PROBE_DEADLINE: Duration = Duration::from_secs(1);
+
+/// Runs `tau doctor`.
+pub fn run(args: &DoctorArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let env = environment::snapshot(ctx);
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let report = diagnose(env, &cwd);
+    if args.json {
+        println!("{}", report.to_json()?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(report.exit_code())
+}
+
+/// Every check for the installation that `env` and `cwd` point at.
+pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
+    let mut report = Report::default();
+    let user_home = env.user_home();
+    let home = match paths::resolve_home(&env, cwd, user_home.as_deref()) {
+        Ok(home) => home,
+        Err(e) => {
+            report.push(Check::fail("paths", e.to_string()).fix("set HOME, or TAU_HOME"));
+            return report;
+        }
+    };
+    let mut dotenv_file: Option<Dotenv> = None;
+    let env_file = home.join(ENV_FILE_NAME);
+    match dotenv::load(&env_file) {
+        Ok(Some(file)) => {
+            let to_set = file.pairs_to_set(&env);
+            env.fill(&to_set);
+            dotenv_file = Some(file);
+        }
+        Ok(None) => {}
+        Err(e) => report.push(
+            Check::fail(".env", e.to_string())
+                .fix(format!("make {} a file you can read", env_file.display())),
+        ),
+    }
+    let paths = match Paths::for_home(home, &env, cwd, user_home.as_deref()) {
+        Ok(paths) => paths,
+        Err(e) => {
+            report.push(Check::fail("paths", e.to_string()).fix("set HOME, or TAU_DATA_DIR"));
+            return report;
+        }
+    };
+
+    let config = config_checks(&mut report, &env, &paths);
+    if let Some(config) = &config {
+        role_checks(&mut report, config, &env, &paths);
+        report.push(files::sessions(config, &paths));
+    }
+    for check in files::persona(&paths) {
+        report.push(check);
+    }
+    let problems = dotenv_file
+        .as_ref()
+        .map(|f| f.problems.clone())
+        .unwrap_or_default();
+    for check in files::env_names(&paths, dotenv_file.as_ref(), &problems) {
+        report.push(check);
+    }
+    if let Some(config) = &config {
+        component_checks(&mut report, config);
+    }
+    for check in files::permissions(&paths) {
+        report.push(check);
+    }
+    let port = match &config {
+        Some(config) => config.hub.control_port,
+        None => hub_port_from_env(&env)
+            .ok()
+            .flatten()
+            .unwrap_or(DEFAULT_CONTROL_PORT),
+    };
+    report.push(hub_check(port));
+    report
+}
+
+/// Loads `tau.toml` (a planned provider is accepted here and warned about per role) and the TAU_*
+/// variables; the config when it loaded.
+fn config_checks(report: &mut Report, env: &Env, paths: &Paths) -> Option<Config> {
+    let known = PLANNED_PROVIDERS
+        .iter()
+        .fold(KnownNames::builtin(), |k, p| k.with_provider(*p));
+    let config = match Config::load_with(&paths.config_file, env, &known) {
+        Ok(config) => config,
+        Err(e) => {
+            report.push(Check::fail("config", e.to_string()).fix(format!(
+                "correct {} as the message says (`tau init --force` writes a fresh one)",
+                paths.config_file.display()
+            )));
+            return None;
+        }
+    };
+    let settings = match Settings::resolve(env, &config) {
+        Ok(settings) => settings,
+        Err(e) => {
+            report.push(
+                Check::fail("config", e.to_string())
+                    .fix("correct the variable in the environment or .env, or unset it"),
+            );
+            return None;
+        }
+    };
+    let summary = format!(
+        "profile {}, role {}, UI language {}",
+        settings.profile, settings.role, settings.lang
+    );
+    match config.source() {
+        ConfigSource::File(file) => {
+            report.push(Check::ok(
+                "config",
+                format!("{} ({summary})", file.display()),
+            ));
+        }
+        ConfigSource::Defaults { provider } => report.push(
+            Check::warn(
+                "config",
+                format!(
+                    "no {}: running on the built-in defaults with provider {provider} ({summary})",
+                    paths.config_file.display()
+                ),
+            )
+            .fix("run `tau init` to write tau.toml and the persona files"),
+        ),
+    }
+    for warning in &config.warnings {
+        report.push(Check::warn("config", warning.clone()).fix(format!(
+            "remove or rename that table in {}",
+            paths.config_file.display()
+        )));
+    }
+    Some(config)
+}
+
+/// One line per model role (and per fallback): provider, model and credentials.
+fn role_checks(report: &mut Report, config: &Config, env: &Env, paths: &Paths) {
+    if config.role("brain").is_none() {
+        report.push(
+            Check::warn(
+                "role brain",
+                "no [models.roles.brain]: tau chat uses the brain role",
+            )
+            .fix(format!(
+                "add [models.roles.brain] to {}",
+                paths.config_file.display()
+            )),
+        );
+    }
+    for (name, role) in &config.models.roles {
+        let verdict = credentials::check(&role.provider, env, &paths.env_file);
+        let mut check = Check::new(
+            format!("role {name}"),
+            verdict.status,
+            format!("{} ({}): {}", role.provider, role.model_id, verdict.message),
+        );
+        if let Some(fix) = verdict.fix {
+            check = check.fix(fix);
+        }
+        report.push(check);
+        if let Some(fallback) = &role.fallback {
+            let verdict = credentials::check(&fallback.provider, env, &paths.env_file);
+            // The role still has its first choice, so a fallback that cannot work is a warning.
+            let status = verdict.status.min(Status::Warn);
+            let mut check = Check::new(
+                format!("role {name} fallback"),
+                status,
+                format!(
+                    "{} ({}): {}",
+                    fallback.provider, fallback.model_id, verdict.message
+                ),
+            );
+            if let Some(fix) = verdict.fix {
+                check = check.fix(fix);
+            }
+            report.push(check);
+        }
+    }
+}
+
+/// Components that failed to register, and `[components]` names that nothing provides.
+fn component_checks(report: &mut Report, config: &Config) {
+    let states = component_states(config);
+    let failed: Vec<_> = states.iter().filter(|s| s.load_error.is_some()).collect();
+    if failed.is_empty() {
+        report.push(Check::ok(
+            "components",
+            format!("{} components, none failed to register", states.len()),
+        ));
+    }
+    for state in failed {
+        report.push(
+            Check::fail(
+                "components",
+                format!(
+                    "{} '{}' from {} failed to load: {}",
+                    state.kind.as_str(),
+                    state.name,
+                    state.distribution,
+                    state.load_error.as_deref().unwrap_or_default()
+                ),
+            )
+            .fix("run `tau components` for the details"),
+        );
+    }
+    let file = config
+        .source()
+        .file()
+        .map(|f| f.display().to_string())
+        .unwrap_or_else(|| "tau.toml".to_string());
+    for unknown in unknown_names(&config.components) {
+        report.push(
+            Check::warn(
+                "components",
+                format!(
+                    "{} names '{}', which no component provides",
+                    unknown.key, unknown.name
+                ),
+            )
+            .fix(format!(
+                "check the spelling in {file} (`tau components` lists every name)"
+            )),
+        );
+    }
+}
+
+fn hub_check(port: u16) -> Check {
+    if port == 0 {
+        return Check::ok(
+            "hub",
+            "the control port is 0 (chosen when the hub starts), so it was not probed",
+        );
+    }
+    match hub::probe(port, HUB_PROBE_DEADLINE) {
+        hub::Probe::Hub { pid, uptime_s } => {
+            let mut about = Vec::new();
+            if let Some(pid) = pid {
+                about.push(format!("pid {pid}"));
+            }
+            if let Some(up) = uptime_s {
+                about.push(format!("up {} s", up.round()));
+            }
+            let about = if about.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", about.join(", "))
+            };
+            Check::ok("hub", format!("a hub answers on 127.0.0.1:{port}{about}"))
+        }
+        hub::Probe::NotRunning => Check::ok(
+            "hub",
+            format!(
+                "no hub on 127.0.0.1:{port} (tau chat starts one; `tau hub run` runs it in the foreground)"
+            ),
+        ),
+        hub::Probe::Unexpected(why) => Check::warn(
+            "hub",
+            format!("127.0.0.1:{port} does not answer like a tau hub: {why}"),
+        )
+        .fix("stop what listens there, or move the hub with TAU_HUB_PORT or [hub] control_port"),
+    }
+}

@@ -1,0 +1,121 @@
+//! `tau components` through the real binary: every group, versions, a tool switched off, names
+//! nothing provides, `--json`, and a broken config.
+
+mod common;
+
+use common::{Sandbox, configured};
+use serde_json::Value;
+
+#[test]
+fn every_group_is_listed_with_a_disabled_tool_and_an_unknown_name() {
+    let sandbox = configured(r#""demo_physical_action", "no_such_tool""#, "");
+    let run = sandbox.run(&["components"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = run.stdout;
+    let version = env!("CARGO_PKG_VERSION");
+    for heading in ["providers", "sessions", "tools", "context", "hub_services"] {
+        assert!(text.lines().any(|l| l == heading), "{heading}:\n{text}");
+    }
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} missing:\n{text}"))
+            .to_string()
+    };
+    let demo = line("demo_physical_action");
+    assert!(demo.contains(" disabled "), "{demo}");
+    assert!(demo.contains(&format!("taud {version}")), "{demo}");
+    assert!(demo.contains("tier 2"), "{demo}");
+    assert!(demo.contains("[components.tools] disabled"), "{demo}");
+    let clock = line("current_time");
+    assert!(
+        clock.contains(" enabled ") && clock.contains("tier 0"),
+        "{clock}"
+    );
+    assert!(line("ollama").contains(" disabled "));
+    assert!(line("fake").contains("used by brain, fast, local"));
+    assert!(line("grpc").contains(" enabled "));
+    assert!(text.contains("  (none built in)\n"), "{text}");
+    assert!(
+        text.contains("unknown names in [components]\n  components.tools.disabled: 'no_such_tool' (no component provides it)\n"),
+        "{text}"
+    );
+    assert!(text.lines().last().unwrap().starts_with("next: "), "{text}");
+}
+
+#[test]
+fn json_lists_every_component_and_the_unknown_names() {
+    let sandbox = configured(r#""demo_physical_action""#, r#""nodes""#);
+    let run = sandbox.run(&["components", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let json = run.json();
+    assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        json["config"],
+        sandbox.home().join("tau.toml").display().to_string()
+    );
+    let components = json["components"].as_array().unwrap();
+    let find = |name: &str| -> &Value {
+        components
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+    };
+    let demo = find("demo_physical_action");
+    assert_eq!(demo["kind"], "tool");
+    assert_eq!(demo["group"], "tools");
+    assert_eq!(demo["enabled"], false);
+    assert_eq!(demo["tier"], 2);
+    assert_eq!(demo["distribution"], "taud");
+    assert_eq!(demo["version"], env!("CARGO_PKG_VERSION"));
+    assert!(demo["load_error"].is_null());
+    assert_eq!(find("current_time")["enabled"], true);
+    assert_eq!(find("file")["kind"], "session_backend");
+    assert_eq!(find("control-api")["kind"], "hub_service");
+    assert_eq!(find("bedrock")["kind"], "provider");
+    let kinds: Vec<&str> = components
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    for kind in ["provider", "session_backend", "tool", "hub_service"] {
+        assert!(kinds.contains(&kind), "{kind}");
+    }
+    assert_eq!(
+        json["unknown"],
+        serde_json::json!([{"key": "components.context", "name": "nodes"}])
+    );
+}
+
+#[test]
+fn without_a_config_the_defaults_are_listed() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["components", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let json = run.json();
+    assert!(json["config"].is_null());
+    assert!(
+        json["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["kind"] == "tool")
+            .all(|c| c["enabled"] == true)
+    );
+    assert_eq!(json["unknown"], serde_json::json!([]));
+}
+
+#[test]
+fn a_broken_config_is_one_line_and_exit_1() {
+    let sandbox = Sandbox::new();
+    sandbox.write("home/tau.toml", "[agent]\nmax_turns = \"many\"\n");
+    let run = sandbox.run(&["components"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.is_empty());
+    let first = run.stderr.lines().next().unwrap();
+    assert!(
+        first.starts_with("tau components: ") && first.contains("agent.max_turns"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("tau doctor"));
+}

@@ -1,0 +1,515 @@
+//! [`HubCore`]: the hub's sessions, turns, events and approvals behind one handle, as the rpc layer
+//! (and in-process callers such as benchmarks) use them.
+//!
+//! Invariants:
+//! - One [`SessionRuntime`] (one agent) per open session; sessions are opened on demand and dropped
+//!   from memory after `idle_after` without turns, attachments, subscribers or pending approvals
+//!   (their history stays in the store). Each session's [`EventBus`] outlives that, so its seq goes
+//!   on where it was for the life of the process.
+//! - Requests are checked before anything is touched: ids are plain names, channels are short plain
+//!   names, texts are non-empty and bounded.
+//! - Opening a session reads the store on a blocking thread; the open map is a tokio mutex held
+//!   across that read, so a session is never opened twice.
+//! - Shutdown cancels every running and queued turn, resolves pending approvals as cancelled and
+//!   waits (bounded) for the workers to store their turns.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::approvals::{ApprovalAnswer, ApprovalRegistry, DecideOutcome};
+use super::bus::EventBus;
+use super::error::CoreError;
+use super::event::{EventKind, PendingInfo, SessionEvent};
+use super::ids::new_id;
+use super::options::{CoreOptions, ModelFactory};
+use super::restart::{ExpiredApproval, expire_stale_approvals};
+use super::runtime::{AgentParts, SessionRuntime};
+use super::streams::{EventStream, Snapshot, TurnStream};
+use super::turns::{AcceptError, run_worker};
+use crate::agent::SystemPromptSource;
+use crate::clock::SystemClock;
+use crate::persona::PersonaLoader;
+use crate::session::{IdKind, SessionStore, validate_id};
+use crate::tool::Tier;
+use crate::tools::shipped_catalog;
+
+/// The channel a request names when it names none.
+pub const DEFAULT_CHANNEL: &str = "api";
+/// The longest channel name.
+pub const MAX_CHANNEL_LEN: usize = 64;
+/// The longest user text, in characters.
+pub const MAX_TEXT_CHARS: usize = 100_000;
+/// How long shutdown waits for the session workers.
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
+
+/// A turn to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartTurn {
+    pub session_id: String,
+    pub text: String,
+    /// Empty: [`DEFAULT_CHANNEL`].
+    pub channel: String,
+    /// Empty: no deduplication.
+    pub idempotency_key: String,
+}
+
+/// A tool as the catalog lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSummary {
+    pub name: String,
+    pub tier: Tier,
+    pub description: String,
+    pub effect: String,
+}
+
+pub(crate) struct CoreInner {
+    pub(crate) parts: AgentParts,
+    open: tokio::sync::Mutex<HashMap<String, Arc<SessionRuntime>>>,
+    open_count: AtomicUsize,
+    workers: Mutex<HashMap<String, JoinHandle<()>>>,
+    buses: Mutex<HashMap<String, Arc<EventBus>>>,
+    pub(crate) listings: Mutex<HashMap<String, Vec<String>>>,
+    ids: AtomicU64,
+    closing: AtomicBool,
+    pub(crate) stop: CancellationToken,
+}
+
+/// The hub's domain core. Cheap to clone.
+#[derive(Clone)]
+pub struct HubCore {
+    pub(crate) inner: Arc<CoreInner>,
+}
+
+impl std::fmt::Debug for HubCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubCore")
+            .field("backend", &self.backend_name())
+            .field("open_sessions", &self.open_sessions())
+            .finish()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `channel`, or the default for an empty one; refused unless a short plain name.
+pub fn check_channel(channel: &str) -> Result<String, CoreError> {
+    if channel.is_empty() {
+        return Ok(DEFAULT_CHANNEL.to_owned());
+    }
+    let plain = channel
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if channel.len() > MAX_CHANNEL_LEN || !plain {
+        return Err(CoreError::InvalidArgument(format!(
+            "channel {:?} is not a plain name (letters, digits, '-', '_', '.'; at most {MAX_CHANNEL_LEN})",
+            channel.chars().take(80).collect::<String>()
+        )));
+    }
+    Ok(channel.to_owned())
+}
+
+/// A session id from a request, checked.
+pub fn check_session_id(session_id: &str) -> Result<(), CoreError> {
+    if session_id.is_empty() {
+        return Err(CoreError::InvalidArgument("session_id is empty".to_owned()));
+    }
+    validate_id(IdKind::Session, session_id).map_err(CoreError::from)
+}
+
+impl HubCore {
+    /// A core over `store`. Fails when the persona directory is configured but unreadable.
+    pub fn new(
+        store: Arc<dyn SessionStore>,
+        options: CoreOptions,
+        factory: Arc<dyn ModelFactory>,
+    ) -> Result<Self, CoreError> {
+        let clock = Arc::new(SystemClock);
+        let persona: Arc<dyn SystemPromptSource> = match &options.persona_dir {
+            Some(dir) => Arc::new(
+                PersonaLoader::new(dir, &options.profile, &options.host_role, Vec::new(), clock)
+                    .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?,
+            ),
+            None => Arc::new(PersonaLoader::shipped(
+                &options.profile,
+                &options.host_role,
+                Vec::new(),
+                clock,
+            )),
+        };
+        Ok(Self {
+            inner: Arc::new(CoreInner {
+                parts: AgentParts {
+                    store,
+                    options,
+                    factory,
+                    persona,
+                    registry: ApprovalRegistry::new(),
+                },
+                open: tokio::sync::Mutex::new(HashMap::new()),
+                open_count: AtomicUsize::new(0),
+                workers: Mutex::new(HashMap::new()),
+                buses: Mutex::new(HashMap::new()),
+                listings: Mutex::new(HashMap::new()),
+                ids: AtomicU64::new(0),
+                closing: AtomicBool::new(false),
+                stop: CancellationToken::new(),
+            }),
+        })
+    }
+
+    /// Start-up: marks approvals left pending by an earlier hub as expired by restart (events and
+    /// log), then starts dropping idle sessions. Returns what was expired.
+    pub async fn start(&self) -> Result<Vec<ExpiredApproval>, CoreError> {
+        let store = Arc::clone(&self.inner.parts.store);
+        let expired = tokio::task::spawn_blocking(move || expire_stale_approvals(store.as_ref()))
+            .await
+            .map_err(|e| CoreError::Unavailable(e.to_string()))??;
+        for approval in &expired {
+            self.registry().remember_expired(&approval.approval_id);
+        }
+        self.spawn_reaper();
+        Ok(expired)
+    }
+
+    /// Stops: cancels every turn, resolves pending approvals as cancelled, waits for the workers.
+    pub async fn shutdown(&self) {
+        self.inner.closing.store(true, Ordering::SeqCst);
+        self.inner.stop.cancel();
+        let runtimes: Vec<Arc<SessionRuntime>> = {
+            let mut open = self.inner.open.lock().await;
+            self.inner.open_count.store(0, Ordering::Relaxed);
+            open.drain().map(|(_, runtime)| runtime).collect()
+        };
+        for runtime in &runtimes {
+            runtime.cancel(None);
+            runtime.stop.cancel();
+            self.registry().cancel_session(&runtime.session_id);
+        }
+        let workers: Vec<JoinHandle<()>> = lock(&self.inner.workers)
+            .drain()
+            .map(|(_, worker)| worker)
+            .collect();
+        let waiting = futures::future::join_all(workers);
+        if tokio::time::timeout(SHUTDOWN_WAIT, waiting).await.is_err() {
+            warn!("some session workers did not stop in time");
+        }
+    }
+
+    /// The approval registry (pending approvals, attachments).
+    pub fn registry(&self) -> &Arc<ApprovalRegistry> {
+        &self.inner.parts.registry
+    }
+
+    pub fn options(&self) -> &CoreOptions {
+        &self.inner.parts.options
+    }
+
+    /// The session store backend's name.
+    pub fn backend_name(&self) -> &str {
+        self.inner.parts.store.backend_name()
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.inner.parts.store
+    }
+
+    /// Sessions with an agent in memory.
+    pub fn open_sessions(&self) -> usize {
+        self.inner.open_count.load(Ordering::Relaxed)
+    }
+
+    /// The tools an agent may call.
+    pub fn tools(&self) -> Vec<ToolSummary> {
+        let disabled = &self.options().disabled_tools;
+        match shipped_catalog(Arc::new(SystemClock), disabled) {
+            Ok(catalog) => catalog
+                .entries()
+                .iter()
+                .map(|entry| ToolSummary {
+                    name: entry.name().to_owned(),
+                    tier: entry.tier(),
+                    description: entry.spec().description.clone(),
+                    effect: entry.spec().effect().to_owned(),
+                })
+                .collect(),
+            Err(error) => {
+                warn!("cannot list the tools: {error}");
+                Vec::new()
+            }
+        }
+    }
+
+    /// The session's bus (created on first use; kept for the life of the process).
+    pub(crate) fn bus(&self, session_id: &str) -> Arc<EventBus> {
+        let options = self.options();
+        Arc::clone(
+            lock(&self.inner.buses)
+                .entry(session_id.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(EventBus::with_capacity(
+                        session_id,
+                        options.replay_buffer,
+                        options.subscriber_lag,
+                    ))
+                }),
+        )
+    }
+
+    /// The open runtime of a session, opening it (on `pin`, else its stored role, else the default
+    /// role) when it is not in memory.
+    pub(crate) async fn runtime(
+        &self,
+        session_id: &str,
+        pin: Option<&str>,
+    ) -> Result<Arc<SessionRuntime>, CoreError> {
+        check_session_id(session_id)?;
+        let mut open = self.inner.open.lock().await;
+        if let Some(runtime) = open.get(session_id) {
+            runtime.touch();
+            return Ok(Arc::clone(runtime));
+        }
+        if self.inner.closing.load(Ordering::SeqCst) {
+            return Err(CoreError::Unavailable("the hub is stopping".to_owned()));
+        }
+        let bus = self.bus(session_id);
+        let core = self.clone();
+        let id = session_id.to_owned();
+        let pin = pin.map(str::to_owned);
+        let runtime = tokio::task::spawn_blocking(move || {
+            let role = core.resolve_role(&id, pin.as_deref())?;
+            SessionRuntime::open(&core.inner.parts, &id, &role, bus)
+        })
+        .await
+        .map_err(|e| CoreError::Unavailable(e.to_string()))??;
+        let runtime = Arc::new(runtime);
+        let worker = tokio::spawn(run_worker(Arc::clone(&runtime)));
+        lock(&self.inner.workers).insert(session_id.to_owned(), worker);
+        open.insert(session_id.to_owned(), Arc::clone(&runtime));
+        self.inner.open_count.store(open.len(), Ordering::Relaxed);
+        info!(session_id, role = %runtime.role(), "session opened");
+        Ok(runtime)
+    }
+
+    /// The open runtime of a session, if it is in memory.
+    pub(crate) async fn open_runtime(&self, session_id: &str) -> Option<Arc<SessionRuntime>> {
+        self.inner.open.lock().await.get(session_id).cloned()
+    }
+
+    fn new_turn_id(&self) -> String {
+        new_id("turn", self.inner.ids.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Starts a turn (or finds the one its idempotency key names) and streams its events.
+    pub async fn start_turn(&self, request: StartTurn) -> Result<TurnStream, CoreError> {
+        let channel = check_channel(&request.channel)?;
+        if request.text.trim().is_empty() {
+            return Err(CoreError::InvalidArgument("text is empty".to_owned()));
+        }
+        if request.text.chars().count() > MAX_TEXT_CHARS {
+            return Err(CoreError::InvalidArgument(format!(
+                "text is longer than {MAX_TEXT_CHARS} characters"
+            )));
+        }
+        let key = (!request.idempotency_key.is_empty()).then(|| request.idempotency_key.clone());
+        let max_queued = self.options().max_queued_turns;
+        for _ in 0..2 {
+            let runtime = self.runtime(&request.session_id, None).await?;
+            // Attach first: an approval the turn asks at once must find its channel attached.
+            let attachment = self.registry().attach(&runtime.bus, &channel);
+            let accepted = match runtime.accept(
+                request.text.clone(),
+                channel.clone(),
+                key.clone(),
+                max_queued,
+                || self.new_turn_id(),
+            ) {
+                Ok(accepted) => accepted,
+                Err(AcceptError::Closed) => continue,
+                Err(AcceptError::QueueFull(n)) => {
+                    return Err(CoreError::ResourceExhausted(format!(
+                        "{n} turns are already waiting in this session; try again when one has finished"
+                    )));
+                }
+            };
+            let after = accepted.first_seq.saturating_sub(1);
+            let (subscription, ready) = match runtime.bus.subscribe(Some(after)) {
+                Ok(subscription) => (Some(subscription), VecDeque::new()),
+                Err(_) => self.turn_fallback(&runtime, &accepted.turn_id),
+            };
+            return Ok(TurnStream::new(accepted, attachment, subscription, ready));
+        }
+        Err(CoreError::Unavailable(
+            "the session was closing; try again".to_owned(),
+        ))
+    }
+
+    /// For a repeated turn whose events are no longer buffered: its end if it ended, else the live
+    /// events from now.
+    fn turn_fallback(
+        &self,
+        runtime: &SessionRuntime,
+        turn_id: &str,
+    ) -> (
+        Option<super::bus::Subscription>,
+        VecDeque<Arc<SessionEvent>>,
+    ) {
+        let ended = runtime
+            .lock_turns()
+            .known(turn_id)
+            .and_then(|k| k.ended.clone());
+        match ended {
+            Some((seq, at, end)) => {
+                let event = Arc::new(SessionEvent {
+                    seq,
+                    session_id: runtime.session_id.clone(),
+                    turn_id: Some(turn_id.to_owned()),
+                    at,
+                    kind: EventKind::TurnEnded(end),
+                });
+                (None, VecDeque::from([event]))
+            }
+            None => (runtime.bus.subscribe(None).ok(), VecDeque::new()),
+        }
+    }
+
+    /// Cancels a turn (`None`: the running one); returns the turn it applied to, if any.
+    pub async fn cancel_turn(
+        &self,
+        session_id: &str,
+        turn_id: Option<&str>,
+    ) -> Result<Option<String>, CoreError> {
+        check_session_id(session_id)?;
+        match self.open_runtime(session_id).await {
+            Some(runtime) => Ok(runtime.cancel(turn_id)),
+            None => {
+                self.require_session(session_id).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Attaches to a session on `channel`: the snapshot, then its events (see
+    /// [`EventBus::subscribe_with`] for `after_seq`).
+    pub async fn subscribe(
+        &self,
+        session_id: &str,
+        after_seq: Option<u64>,
+        channel: &str,
+    ) -> Result<EventStream, CoreError> {
+        let channel = check_channel(channel)?;
+        let runtime = self.runtime(session_id, None).await?;
+        let session = self.summary(session_id).await?;
+        let attachment = self.registry().attach(&runtime.bus, &channel);
+        let registry = Arc::clone(self.registry());
+        let attachment_id = attachment.id().to_owned();
+        let role = runtime.role();
+        let (snapshot, subscription) = runtime
+            .bus
+            .subscribe_with(after_seq, |last_seq| {
+                let turns = runtime.lock_turns();
+                Snapshot {
+                    session,
+                    running: turns.running.as_ref().map(|r| r.info.clone()),
+                    queued: turns.queue.iter().map(|r| r.info.clone()).collect(),
+                    pending: registry.list_pending(Some(session_id)),
+                    last_seq,
+                    attachment_id,
+                    role,
+                }
+            })
+            .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
+        Ok(EventStream::new(
+            snapshot,
+            attachment,
+            subscription,
+            self.inner.stop.clone(),
+        ))
+    }
+
+    /// Pending approvals, oldest first.
+    pub fn list_pending(&self, session_id: Option<&str>) -> Result<Vec<PendingInfo>, CoreError> {
+        if let Some(id) = session_id {
+            check_session_id(id)?;
+        }
+        Ok(self.registry().list_pending(session_id))
+    }
+
+    /// A person's decision, from the client holding `attachment_id`.
+    pub fn decide(
+        &self,
+        approval_id: &str,
+        answer: ApprovalAnswer,
+        attachment_id: &str,
+    ) -> Result<DecideOutcome, CoreError> {
+        if approval_id.is_empty() {
+            return Err(CoreError::InvalidArgument(
+                "approval_id is empty".to_owned(),
+            ));
+        }
+        if attachment_id.is_empty() {
+            return Err(CoreError::InvalidArgument(
+                "attachment_id is empty; a decision counts only from a client attached with Subscribe or StartTurn".to_owned(),
+            ));
+        }
+        self.registry()
+            .decide(approval_id, answer, attachment_id)
+            .map_err(|e| CoreError::FailedPrecondition(e.to_string()))
+    }
+
+    fn spawn_reaper(&self) {
+        let core = self.clone();
+        let period = (self.options().idle_after / 2)
+            .clamp(Duration::from_millis(10), Duration::from_secs(60));
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = core.inner.stop.cancelled() => break,
+                    () = tokio::time::sleep(period) => core.drop_idle().await,
+                }
+            }
+        });
+    }
+
+    /// Drops the agents of sessions nobody uses (their history stays in the store).
+    pub async fn drop_idle(&self) {
+        let idle_after = self.options().idle_after;
+        let mut open = self.inner.open.lock().await;
+        let registry = self.registry();
+        let idle: Vec<String> = open
+            .iter()
+            .filter(|(id, runtime)| {
+                runtime.idle_for() >= idle_after
+                    && registry.attachments_on(id) == 0
+                    && registry.list_pending(Some(id)).is_empty()
+                    && runtime.bus.subscriber_count() == 0
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in idle {
+            let Some(runtime) = open.get(&id) else {
+                continue;
+            };
+            {
+                let mut turns = runtime.lock_turns();
+                if turns.busy() {
+                    continue;
+                }
+                turns.closed = true;
+            }
+            runtime.stop.cancel();
+            runtime.bus.clear_buffer();
+            open.remove(&id);
+            lock(&self.inner.workers).remove(&id);
+            info!(session_id = %id, "dropped an idle session's agent from memory");
+        }
+        self.inner.open_count.store(open.len(), Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,82 @@
+//! [`CoreError`]: every way a hub call can fail, sorted by what the caller should do about it. The
+//! rpc layer maps each variant to one gRPC code in one place.
+//!
+//! Invariants: messages are one line, carry no secret, and show ids taken from a request escaped
+//! (`{:?}`); a store failure is `Unavailable` (the caller may retry), never a panic.
+
+use crate::session::SessionError;
+
+/// A hub call that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreError {
+    /// The request is malformed (empty text, a bad id, an unknown enum value).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// Something named in the request does not exist (session, turn, role).
+    #[error("{0}")]
+    NotFound(String),
+    /// The request is valid but the hub's state refuses it.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// A bound was hit (queued turns).
+    #[error("{0}")]
+    ResourceExhausted(String),
+    /// The hub cannot serve it now (the store failed, the hub is stopping).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl CoreError {
+    /// `Session <id> not found.`
+    pub fn session_not_found(session_id: &str) -> Self {
+        Self::NotFound(format!("session {session_id:?} not found"))
+    }
+}
+
+impl From<SessionError> for CoreError {
+    fn from(error: SessionError) -> Self {
+        match error {
+            SessionError::InvalidId { .. } => Self::InvalidArgument(error.to_string()),
+            SessionError::SessionNotFound(id) => Self::session_not_found(&id),
+            SessionError::AgentNotFound { .. } | SessionError::MessageNotFound { .. } => {
+                Self::NotFound(error.to_string())
+            }
+            SessionError::ContextMismatch(_) | SessionError::UnsupportedFormat { .. } => {
+                Self::FailedPrecondition(error.to_string())
+            }
+            other => Self::Unavailable(format!("session store: {other}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{IdKind, SessionContextMismatch};
+
+    #[test]
+    fn store_errors_sort_into_what_the_caller_can_do() {
+        let bad = SessionError::InvalidId {
+            kind: IdKind::Session,
+            id: "../x".into(),
+            reason: "not a plain name",
+        };
+        assert!(matches!(
+            CoreError::from(bad),
+            CoreError::InvalidArgument(_)
+        ));
+        assert_eq!(
+            CoreError::from(SessionError::SessionNotFound("s1".into())),
+            CoreError::NotFound("session \"s1\" not found".into())
+        );
+        let mismatch = SessionError::ContextMismatch(SessionContextMismatch {
+            session_id: "s1".into(),
+            recorded: "summarize".into(),
+        });
+        let mapped = CoreError::from(mismatch);
+        assert!(matches!(mapped, CoreError::FailedPrecondition(_)));
+        assert!(mapped.to_string().contains("different [agent] context"));
+        let io = SessionError::Random("no entropy".into());
+        assert!(matches!(CoreError::from(io), CoreError::Unavailable(_)));
+    }
+}

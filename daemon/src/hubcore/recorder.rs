@@ -1,0 +1,120 @@
+//! [`SessionRecorder`]: how an open session's agent writes to the session store. It is the agent's
+//! [`HistoryObserver`] (every message, before it enters the agent's memory) and the gate's
+//! [`EventSink`] (every `tool_call`, `approval` and `error` event, into the session's events).
+//!
+//! Invariants:
+//! - A message's stored id is its position in the full session: the restored window starts at
+//!   `offset`, so ids continue the stored ones and a message is never overwritten.
+//! - An approval's `pending` event is marked recorded (so the approver may ask) only after the store
+//!   accepted it; a failed write is logged and the question is then refused.
+//! - `tool_call` records are kept for the turn worker, which publishes them in turn order; `error`
+//!   events are published at once.
+//! - Writes are synchronous (the store's contract); they run on the turn's task.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tracing::warn;
+
+use super::approver::{ApprovalReadiness, TurnSlot};
+use super::bus::EventBus;
+use super::event::EventKind;
+use crate::agent::{HistoryError, HistoryObserver};
+use crate::gate::{AgentEvent, ApprovalState, EventSink, ToolCallEvent};
+use crate::message::Message;
+use crate::session::{DEFAULT_AGENT_ID, SessionMessage, SessionStore, now_utc};
+
+/// Writes one open session's messages and agent events.
+pub struct SessionRecorder {
+    store: Arc<dyn SessionStore>,
+    session_id: String,
+    offset: usize,
+    bus: Arc<EventBus>,
+    readiness: Arc<ApprovalReadiness>,
+    turn: Arc<TurnSlot>,
+    tool_calls: Mutex<HashMap<String, ToolCallEvent>>,
+}
+
+impl std::fmt::Debug for SessionRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionRecorder")
+            .field("session_id", &self.session_id)
+            .field("offset", &self.offset)
+            .finish()
+    }
+}
+
+impl SessionRecorder {
+    /// A recorder for `session_id` whose agent history starts at stored message `offset`.
+    pub fn new(
+        store: Arc<dyn SessionStore>,
+        session_id: impl Into<String>,
+        offset: usize,
+        bus: Arc<EventBus>,
+        readiness: Arc<ApprovalReadiness>,
+        turn: Arc<TurnSlot>,
+    ) -> Self {
+        Self {
+            store,
+            session_id: session_id.into(),
+            offset,
+            bus,
+            readiness,
+            turn,
+            tool_calls: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The `tool_call` record of a finished call, once.
+    pub fn take_tool_call(&self, tool_use_id: &str) -> Option<ToolCallEvent> {
+        self.tool_calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(tool_use_id)
+    }
+}
+
+impl HistoryObserver for SessionRecorder {
+    fn message_appended(&self, index: usize, message: &Message) -> Result<(), HistoryError> {
+        let id = u64::try_from(self.offset + index).map_err(|e| HistoryError(e.to_string()))?;
+        let record = SessionMessage::new(id, message.clone(), now_utc());
+        self.store
+            .create_message(&self.session_id, DEFAULT_AGENT_ID, &record)
+            .map_err(|e| HistoryError(e.to_string()))
+    }
+}
+
+impl EventSink for SessionRecorder {
+    fn emit(&self, event: AgentEvent) {
+        let stored = match serde_json::to_value(&event) {
+            Ok(value) => match self.store.append_event(&self.session_id, &value) {
+                Ok(()) => true,
+                Err(error) => {
+                    warn!(session_id = %self.session_id, kind = event.kind(), "cannot record an agent event: {error}");
+                    false
+                }
+            },
+            Err(error) => {
+                warn!(session_id = %self.session_id, kind = event.kind(), "cannot serialize an agent event: {error}");
+                false
+            }
+        };
+        match event {
+            AgentEvent::Approval(approval) => {
+                if stored && approval.status == ApprovalState::Pending {
+                    self.readiness.mark_recorded(&approval.approval_id);
+                }
+            }
+            AgentEvent::ToolCall(call) => {
+                self.tool_calls
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(call.tool_use_id.clone(), call);
+            }
+            AgentEvent::Error(error) => {
+                self.bus
+                    .publish(self.turn.get().as_deref(), EventKind::Error(error));
+            }
+        }
+    }
+}

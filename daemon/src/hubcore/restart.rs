@@ -1,0 +1,135 @@
+//! Approvals a hub left pending when it stopped without deciding them (a crash, a kill): at start,
+//! each one found pending in a stored session's events is marked expired by restart: an `approval`
+//! event with status `expired_by_restart` is appended to the session's events and a warning is
+//! logged. Its tool never runs (the agent that asked is gone; the next turn repairs the dangling
+//! tool call with "Tool was interrupted.").
+//!
+//! Invariants: an approval counts as pending when its last `approval` event says `pending`; the
+//! appended event copies the pending one (tool, arguments, channel, …) with the new status and an
+//! `expired_at` time; a session whose events cannot be read is logged and skipped, never fatal.
+//! Cost: one read of every stored session's events per hub start.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use tracing::warn;
+
+use super::error::CoreError;
+use super::event::now_rfc3339;
+use crate::session::SessionStore;
+
+/// The status an approval expired by a restart is recorded with.
+pub const EXPIRED_BY_RESTART: &str = "expired_by_restart";
+
+/// One approval expired at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredApproval {
+    pub session_id: String,
+    pub approval_id: String,
+    pub tool: String,
+}
+
+/// The approvals left pending in `events`, in the order they were asked.
+pub fn pending_in(events: &[Value]) -> Vec<Value> {
+    let mut order: Vec<String> = Vec::new();
+    let mut pending: HashMap<String, Value> = HashMap::new();
+    for event in events {
+        if event.get("type").and_then(Value::as_str) != Some("approval") {
+            continue;
+        }
+        let Some(id) = event.get("approval_id").and_then(Value::as_str) else {
+            continue;
+        };
+        if event.get("status").and_then(Value::as_str) == Some("pending") {
+            if !pending.contains_key(id) {
+                order.push(id.to_owned());
+            }
+            pending.insert(id.to_owned(), event.clone());
+        } else {
+            pending.remove(id);
+        }
+    }
+    order
+        .into_iter()
+        .filter_map(|id| pending.remove(&id))
+        .collect()
+}
+
+/// Marks every approval left pending in the store as expired by restart (blocking).
+pub fn expire_stale_approvals(store: &dyn SessionStore) -> Result<Vec<ExpiredApproval>, CoreError> {
+    let mut expired = Vec::new();
+    for info in store.list_sessions()? {
+        let session_id = info.session_id;
+        let events = match store.read_events(&session_id) {
+            Ok(events) => events,
+            Err(error) => {
+                warn!(%session_id, "cannot read the session's events to expire its approvals: {error}");
+                continue;
+            }
+        };
+        for mut record in pending_in(&events) {
+            let approval_id = record
+                .get("approval_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let tool = record
+                .get("tool")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            if let Value::Object(map) = &mut record {
+                map.insert("status".into(), Value::from(EXPIRED_BY_RESTART));
+                map.insert("expired_at".into(), Value::from(now_rfc3339()));
+            }
+            if let Err(error) = store.append_event(&session_id, &record) {
+                warn!(%session_id, %approval_id, "cannot record an approval as expired by restart: {error}");
+            }
+            warn!(
+                %session_id,
+                %approval_id,
+                %tool,
+                "approval expired by restart: the hub stopped while it was pending; the tool did not run"
+            );
+            expired.push(ExpiredApproval {
+                session_id: session_id.clone(),
+                approval_id,
+                tool,
+            });
+        }
+    }
+    Ok(expired)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::ApprovalState;
+    use serde_json::json;
+
+    #[test]
+    fn the_recorded_status_is_part_of_the_approval_vocabulary() {
+        assert_eq!(
+            serde_json::to_value(ApprovalState::ExpiredByRestart).unwrap(),
+            json!(EXPIRED_BY_RESTART)
+        );
+    }
+
+    #[test]
+    fn only_approvals_whose_last_word_is_pending_are_left() {
+        let events = vec![
+            json!({"type": "approval", "approval_id": "a1", "status": "pending"}),
+            json!({"type": "tool_call", "tool": "x"}),
+            json!({"type": "approval", "approval_id": "a2", "status": "pending", "tool": "lamp"}),
+            json!({"type": "approval", "approval_id": "a1", "status": "approved"}),
+            json!({"type": "approval", "approval_id": "a3", "status": "pending"}),
+            json!({"type": "approval", "status": "pending"}),
+        ];
+        let left: Vec<_> = pending_in(&events)
+            .iter()
+            .map(|e| e["approval_id"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(left, vec!["a2", "a3"]);
+        assert!(pending_in(&[]).is_empty());
+    }
+}

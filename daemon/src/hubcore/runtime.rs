@@ -1,0 +1,240 @@
+//! [`SessionRuntime`]: one open session in memory: its agent (on a model role), the recorder that
+//! stores what the agent says, the turn table and the worker's wake-up, and when it was last used.
+//!
+//! Invariants:
+//! - One agent per open session; it is replaced only by a role switch, which holds `agent_lock`
+//!   (the worker holds it for each turn), so a turn never runs on a half-switched agent.
+//! - The agent's history is the stored conversation's window (`[agent] window_size`, cut where a
+//!   window may start); the store keeps every message.
+//! - Std locks here are short and never held across an `.await`.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::approvals::ApprovalRegistry;
+use super::approver::{ApprovalReadiness, HubApprover, TurnSlot};
+use super::bus::EventBus;
+use super::error::CoreError;
+use super::options::{CoreOptions, ModelFactory};
+use super::recorder::SessionRecorder;
+use super::turns::TurnTable;
+use crate::agent::{SystemPromptSource, TauAgent};
+use crate::clock::SystemClock;
+use crate::message::Message;
+use crate::session::{
+    DEFAULT_AGENT_ID, SessionAgent, SessionStore, now_utc, read_agent_for_mode,
+    sliding_window_start,
+};
+use crate::tools::shipped_catalog;
+
+/// What building an agent needs, shared by every session.
+pub(crate) struct AgentParts {
+    pub store: Arc<dyn SessionStore>,
+    pub options: CoreOptions,
+    pub factory: Arc<dyn ModelFactory>,
+    pub persona: Arc<dyn SystemPromptSource>,
+    pub registry: Arc<ApprovalRegistry>,
+}
+
+/// The agent of an open session, with the role it runs on.
+#[derive(Clone)]
+pub(crate) struct AgentSlot {
+    pub agent: TauAgent,
+    pub recorder: Arc<SessionRecorder>,
+    pub role: String,
+}
+
+/// One open session.
+pub(crate) struct SessionRuntime {
+    pub session_id: String,
+    pub bus: Arc<EventBus>,
+    pub readiness: Arc<ApprovalReadiness>,
+    pub turn_slot: Arc<TurnSlot>,
+    pub wake: Notify,
+    pub stop: CancellationToken,
+    pub agent_lock: tokio::sync::Mutex<()>,
+    slot: Mutex<AgentSlot>,
+    turns: Mutex<TurnTable>,
+    last_used: Mutex<Instant>,
+    store: Arc<dyn SessionStore>,
+}
+
+impl SessionRuntime {
+    /// Builds the session's agent on `role` (blocking: it reads the store) and the runtime around
+    /// it. The worker is not started here.
+    pub(crate) fn open(
+        parts: &AgentParts,
+        session_id: &str,
+        role: &str,
+        bus: Arc<EventBus>,
+    ) -> Result<Self, CoreError> {
+        let readiness = Arc::new(ApprovalReadiness::default());
+        let turn_slot = Arc::new(TurnSlot::default());
+        let slot = build_agent(parts, session_id, role, &bus, &readiness, &turn_slot)?;
+        Ok(Self {
+            session_id: session_id.to_owned(),
+            bus,
+            readiness,
+            turn_slot,
+            wake: Notify::new(),
+            stop: CancellationToken::new(),
+            agent_lock: tokio::sync::Mutex::new(()),
+            slot: Mutex::new(slot),
+            turns: Mutex::new(TurnTable::default()),
+            last_used: Mutex::new(Instant::now()),
+            store: Arc::clone(&parts.store),
+        })
+    }
+
+    pub(crate) fn lock_turns(&self) -> MutexGuard<'_, TurnTable> {
+        self.turns.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The current agent and its recorder.
+    pub(crate) fn agent(&self) -> (TauAgent, Arc<SessionRecorder>) {
+        let slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        (slot.agent.clone(), Arc::clone(&slot.recorder))
+    }
+
+    /// The role the agent runs on.
+    pub(crate) fn role(&self) -> String {
+        self.slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .role
+            .clone()
+    }
+
+    /// Replaces the agent (the caller holds `agent_lock`); returns the previous role.
+    pub(crate) fn replace_agent(&self, slot: AgentSlot) -> String {
+        let mut current = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut *current, slot).role
+    }
+
+    /// Builds an agent for this session on `role` (blocking), for a role switch.
+    pub(crate) fn build_for_role(
+        &self,
+        parts: &AgentParts,
+        role: &str,
+    ) -> Result<AgentSlot, CoreError> {
+        build_agent(
+            parts,
+            &self.session_id,
+            role,
+            &self.bus,
+            &self.readiness,
+            &self.turn_slot,
+        )
+    }
+
+    /// Marks the session as used now.
+    pub(crate) fn touch(&self) {
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
+    pub(crate) fn idle_for(&self) -> std::time::Duration {
+        self.last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .elapsed()
+    }
+
+    /// Sets the session's title from its first user text, if it has none.
+    pub(crate) async fn note_first_text(&self, text: &str) {
+        let store = Arc::clone(&self.store);
+        let session_id = self.session_id.clone();
+        let text = text.to_owned();
+        let written = tokio::task::spawn_blocking(move || {
+            let mut meta = store.read_meta(&session_id)?.unwrap_or_default();
+            if meta.set_title_if_missing(&text) {
+                store.write_meta(&session_id, &meta)?;
+            }
+            Ok::<_, crate::session::SessionError>(())
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                warn!(session_id = %self.session_id, "cannot set the session title: {error}");
+            }
+            Err(error) => {
+                warn!(session_id = %self.session_id, "cannot set the session title: {error}");
+            }
+        }
+    }
+}
+
+/// Builds the agent of `session_id` on `role` (blocking: reads the store).
+fn build_agent(
+    parts: &AgentParts,
+    session_id: &str,
+    role: &str,
+    bus: &Arc<EventBus>,
+    readiness: &Arc<ApprovalReadiness>,
+    turn_slot: &Arc<TurnSlot>,
+) -> Result<AgentSlot, CoreError> {
+    let options = &parts.options;
+    let store = &parts.store;
+    if read_agent_for_mode(
+        store.as_ref(),
+        session_id,
+        DEFAULT_AGENT_ID,
+        options.context,
+    )?
+    .is_none()
+    {
+        let record = SessionAgent::new(DEFAULT_AGENT_ID, options.context, now_utc());
+        store.create_agent(session_id, &record)?;
+    }
+    let stored = store.list_messages(session_id, DEFAULT_AGENT_ID, None, 0)?;
+    let next_id = stored.last().map_or(0, |m| m.message_id + 1);
+    let messages: Vec<Message> = stored.iter().map(|m| m.to_message().clone()).collect();
+    let start = sliding_window_start(&messages, options.window_size);
+    let window: Vec<Message> = messages.into_iter().skip(start).collect();
+    let offset = usize::try_from(next_id)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(window.len());
+    let model = parts
+        .factory
+        .build(role, options.roles.get(role))
+        .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
+    let catalog = shipped_catalog(Arc::new(SystemClock), &options.disabled_tools)
+        .map_err(|e| CoreError::Unavailable(format!("tool catalog: {e}")))?;
+    let recorder = Arc::new(SessionRecorder::new(
+        Arc::clone(store),
+        session_id,
+        offset,
+        Arc::clone(bus),
+        Arc::clone(readiness),
+        Arc::clone(turn_slot),
+    ));
+    let approver = Arc::new(HubApprover::new(
+        Arc::clone(&parts.registry),
+        Arc::clone(bus),
+        Arc::clone(readiness),
+        Arc::clone(turn_slot),
+    ));
+    let agent = TauAgent::builder(model)
+        .catalog(catalog)
+        .approver(approver)
+        .event_sink(Arc::clone(&recorder) as _)
+        .gate_timeout(options.approval_timeout)
+        .history(window)
+        .history_observer(Arc::clone(&recorder) as _)
+        .system_prompt(Arc::clone(&parts.persona))
+        .limits(options.limits)
+        .session_id(session_id)
+        .build();
+    Ok(AgentSlot {
+        agent,
+        recorder,
+        role: role.to_owned(),
+    })
+}

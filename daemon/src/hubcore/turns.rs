@@ -1,0 +1,387 @@
+//! The turns of one open session: the [`TurnTable`] (running turn, queue, idempotency keys, recently
+//! finished turns) and the worker that runs queued turns one at a time and publishes their events.
+//!
+//! Invariants:
+//! - Turns of a session run one at a time in the order they were accepted; a queue longer than the
+//!   configured bound refuses new turns (`ResourceExhausted`).
+//! - Every accepted turn gets exactly one `TurnEnded` event (also when it is cancelled while queued),
+//!   published after every other event of the turn.
+//! - A turn belongs to the worker, not to a client: nothing a client does (going away) stops it;
+//!   only a cancel or the hub stopping does.
+//! - Queue changes and their events are made together under the bus lock (`publish_with`), so a
+//!   snapshot's turns agree with the events after it.
+//! - Every event a turn produces goes through the worker in the turn's order; the worker marks each
+//!   approval question flushed so the approver asks only after the events before it are out.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::event::{EventKind, TurnInfo, now_rfc3339};
+use super::runtime::SessionRuntime;
+use crate::agent::{StopReason, TurnEnd, TurnEvent, TurnOptions};
+use crate::gate::{ToolCallEvent, format_approval_arguments};
+use crate::message::Usage;
+
+/// How many idempotency keys and finished turns a session remembers.
+pub const REMEMBERED_TURNS: usize = 256;
+
+/// A turn waiting or running.
+#[derive(Debug, Clone)]
+pub(crate) struct TurnRecord {
+    pub info: TurnInfo,
+    pub cancel: CancellationToken,
+}
+
+/// A turn the session has seen: where its events start, and how it ended.
+#[derive(Debug, Clone)]
+pub(crate) struct KnownTurn {
+    pub first_seq: u64,
+    pub ended: Option<(u64, String, TurnEnd)>,
+}
+
+/// The turns of one session.
+#[derive(Debug, Default)]
+pub(crate) struct TurnTable {
+    pub running: Option<TurnRecord>,
+    pub queue: VecDeque<TurnRecord>,
+    keys: HashMap<String, String>,
+    key_order: VecDeque<String>,
+    known: HashMap<String, KnownTurn>,
+    known_order: VecDeque<String>,
+    /// Set when the session is dropped from memory: no more turns are accepted here.
+    pub closed: bool,
+}
+
+impl TurnTable {
+    /// Whether a turn runs or waits.
+    pub fn busy(&self) -> bool {
+        self.running.is_some() || !self.queue.is_empty()
+    }
+
+    /// The turn an idempotency key names, if remembered.
+    pub fn by_key(&self, key: &str) -> Option<&str> {
+        self.keys.get(key).map(String::as_str)
+    }
+
+    pub fn known(&self, turn_id: &str) -> Option<&KnownTurn> {
+        self.known.get(turn_id)
+    }
+
+    fn remember_key(&mut self, key: String, turn_id: String) {
+        if self.key_order.len() == REMEMBERED_TURNS
+            && let Some(oldest) = self.key_order.pop_front()
+        {
+            self.keys.remove(&oldest);
+        }
+        self.key_order.push_back(key.clone());
+        self.keys.insert(key, turn_id);
+    }
+
+    fn remember_turn(&mut self, turn_id: String, first_seq: u64) {
+        if self.known_order.len() == REMEMBERED_TURNS
+            && let Some(oldest) = self.known_order.pop_front()
+        {
+            self.known.remove(&oldest);
+        }
+        self.known_order.push_back(turn_id.clone());
+        self.known.insert(
+            turn_id,
+            KnownTurn {
+                first_seq,
+                ended: None,
+            },
+        );
+    }
+
+    fn record_end(&mut self, turn_id: &str, seq: u64, end: TurnEnd) {
+        if let Some(known) = self.known.get_mut(turn_id) {
+            known.ended = Some((seq, now_rfc3339(), end));
+        }
+    }
+}
+
+/// What accepting a turn gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    pub session_id: String,
+    pub turn_id: String,
+    /// The key named an earlier turn; nothing new was started.
+    pub duplicate: bool,
+    /// Turns ahead of it when it was accepted.
+    pub queued_ahead: u32,
+    /// The seq of its first event (`turn_queued`).
+    pub first_seq: u64,
+}
+
+/// A turn cannot be accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum AcceptError {
+    /// The session left memory in the meantime; open it again.
+    Closed,
+    /// The queue is full.
+    QueueFull(usize),
+}
+
+/// The `TurnEnd` of a turn that was cancelled before it ran.
+pub(crate) fn cancelled_before_start() -> TurnEnd {
+    TurnEnd {
+        stop_reason: StopReason::Cancelled,
+        text: String::new(),
+        usage: Usage::default(),
+        model_calls: 0,
+        notice: Some("The turn was cancelled before it started.".to_owned()),
+    }
+}
+
+impl SessionRuntime {
+    /// Accepts a turn (or finds the one `idempotency_key` names) and wakes the worker.
+    pub(crate) fn accept(
+        &self,
+        text: String,
+        channel: String,
+        idempotency_key: Option<String>,
+        max_queued: usize,
+        new_turn_id: impl FnOnce() -> String,
+    ) -> Result<Accepted, AcceptError> {
+        let accepted = self.bus.publish_with(|next_seq| {
+            let mut turns = self.lock_turns();
+            if turns.closed {
+                return (None, Err(AcceptError::Closed));
+            }
+            if let Some(key) = &idempotency_key
+                && let Some(turn_id) = turns.by_key(key)
+            {
+                let first_seq = turns.known(turn_id).map_or(0, |k| k.first_seq);
+                let accepted = Accepted {
+                    session_id: self.session_id.clone(),
+                    turn_id: turn_id.to_owned(),
+                    duplicate: true,
+                    queued_ahead: 0,
+                    first_seq,
+                };
+                return (None, Ok(accepted));
+            }
+            if turns.queue.len() >= max_queued {
+                return (None, Err(AcceptError::QueueFull(max_queued)));
+            }
+            let turn_id = new_turn_id();
+            let ahead = u32::from(turns.running.is_some())
+                + u32::try_from(turns.queue.len()).unwrap_or(u32::MAX);
+            let info = TurnInfo {
+                turn_id: turn_id.clone(),
+                channel,
+                text,
+                accepted_at: now_rfc3339(),
+            };
+            turns.queue.push_back(TurnRecord {
+                info: info.clone(),
+                cancel: CancellationToken::new(),
+            });
+            if let Some(key) = idempotency_key {
+                turns.remember_key(key, turn_id.clone());
+            }
+            turns.remember_turn(turn_id.clone(), next_seq);
+            let event = EventKind::TurnQueued { turn: info, ahead };
+            let accepted = Accepted {
+                session_id: self.session_id.clone(),
+                turn_id: turn_id.clone(),
+                duplicate: false,
+                queued_ahead: ahead,
+                first_seq: next_seq,
+            };
+            (Some((Some(turn_id), event)), Ok(accepted))
+        })?;
+        if !accepted.duplicate {
+            self.wake.notify_one();
+        }
+        self.touch();
+        Ok(accepted)
+    }
+
+    /// Cancels a turn (`None`: the running one). A queued turn ends at once; a running one ends
+    /// when the agent has answered every tool call. Returns the turn it applied to.
+    pub(crate) fn cancel(&self, turn_id: Option<&str>) -> Option<String> {
+        self.bus.publish_with(|next_seq| {
+            let mut turns = self.lock_turns();
+            let running = turns
+                .running
+                .as_ref()
+                .filter(|r| turn_id.is_none_or(|id| r.info.turn_id == id));
+            if let Some(record) = running {
+                record.cancel.cancel();
+                return (None, Some(record.info.turn_id.clone()));
+            }
+            let Some(id) = turn_id else {
+                return (None, None);
+            };
+            let Some(record) = turns
+                .queue
+                .iter()
+                .position(|r| r.info.turn_id == id)
+                .and_then(|position| turns.queue.remove(position))
+            else {
+                return (None, None);
+            };
+            record.cancel.cancel();
+            let end = cancelled_before_start();
+            turns.record_end(id, next_seq, end.clone());
+            let event = EventKind::TurnEnded(end);
+            (Some((Some(id.to_owned()), event)), Some(id.to_owned()))
+        })
+    }
+
+    /// Takes the next queued turn, marks it running and publishes `turn_started`.
+    fn start_next(&self) -> Option<TurnRecord> {
+        self.bus.publish_with(|_| {
+            let mut turns = self.lock_turns();
+            if turns.running.is_some() {
+                return (None, None);
+            }
+            let Some(record) = turns.queue.pop_front() else {
+                return (None, None);
+            };
+            turns.running = Some(record.clone());
+            let event = EventKind::TurnStarted {
+                turn: record.info.clone(),
+            };
+            (
+                Some((Some(record.info.turn_id.clone()), event)),
+                Some(record),
+            )
+        })
+    }
+
+    /// Publishes `turn_ended` and clears the running turn.
+    fn finish(&self, turn_id: &str, end: TurnEnd) {
+        self.bus.publish_with(|next_seq| {
+            let mut turns = self.lock_turns();
+            if turns
+                .running
+                .as_ref()
+                .is_some_and(|r| r.info.turn_id == turn_id)
+            {
+                turns.running = None;
+            }
+            turns.record_end(turn_id, next_seq, end.clone());
+            (
+                Some((Some(turn_id.to_owned()), EventKind::TurnEnded(end))),
+                (),
+            )
+        });
+        self.touch();
+    }
+}
+
+/// The worker of one open session: runs queued turns until the session is stopped.
+pub(crate) async fn run_worker(runtime: Arc<SessionRuntime>) {
+    loop {
+        let Some(record) = runtime.start_next() else {
+            tokio::select! {
+                () = runtime.wake.notified() => continue,
+                () = runtime.stop.cancelled() => break,
+            }
+        };
+        run_turn(&runtime, record).await;
+    }
+    // Turns still queued when the session stops end as cancelled.
+    loop {
+        let queued = runtime
+            .lock_turns()
+            .queue
+            .front()
+            .map(|r| r.info.turn_id.clone());
+        let Some(turn_id) = queued else {
+            break;
+        };
+        if runtime.cancel(Some(&turn_id)).is_none() {
+            break;
+        }
+    }
+}
+
+async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
+    let turn_id = record.info.turn_id.clone();
+    let _agent_guard = runtime.agent_lock.lock().await;
+    let (agent, recorder) = runtime.agent();
+    runtime.turn_slot.set(Some(turn_id.clone()));
+    runtime.note_first_text(&record.info.text).await;
+    let mut stream = agent.stream_with(
+        record.info.text.clone(),
+        TurnOptions {
+            channel: Some(record.info.channel.clone()),
+            cancel: Some(record.cancel.clone()),
+        },
+    );
+    let mut end = None;
+    while let Some(event) = stream.next_event().await {
+        let kind = match event {
+            TurnEvent::TurnEnd(turn_end) => {
+                end = Some(turn_end);
+                continue;
+            }
+            TurnEvent::ApprovalAsked(request) => {
+                runtime.readiness.mark_flushed(&request.approval_id);
+                continue;
+            }
+            TurnEvent::ApprovalDecided { .. } => continue,
+            TurnEvent::TextDelta(text) => EventKind::TextDelta(text),
+            TurnEvent::ReasoningDelta(text) => EventKind::ReasoningDelta(text),
+            TurnEvent::ToolUseStarted { tool_use_id, name } => {
+                EventKind::ToolUseStarted { tool_use_id, name }
+            }
+            TurnEvent::ToolUseInput { .. } => continue,
+            TurnEvent::Throttled { delay } => EventKind::Throttled { delay },
+            TurnEvent::OutputDiscarded => EventKind::OutputDiscarded,
+            TurnEvent::ToolResult {
+                tool_use_id,
+                tool,
+                tier,
+                status,
+                approval,
+                summary,
+                duration_ms,
+            } => {
+                let record =
+                    recorder
+                        .take_tool_call(&tool_use_id)
+                        .unwrap_or_else(|| ToolCallEvent {
+                            tool,
+                            tier,
+                            arguments: serde_json::Value::Null,
+                            status,
+                            result_summary: summary,
+                            approval,
+                            duration_ms,
+                            tool_use_id,
+                            session_id: runtime.session_id.clone(),
+                            channel: record.info.channel.clone(),
+                        });
+                EventKind::ToolCall(record)
+            }
+        };
+        runtime.bus.publish(Some(&turn_id), kind);
+    }
+    runtime.turn_slot.set(None);
+    let end = end.unwrap_or_else(|| {
+        warn!(session_id = %runtime.session_id, %turn_id, "a turn ended without its end event");
+        TurnEnd {
+            stop_reason: StopReason::Error,
+            text: String::new(),
+            usage: Usage::default(),
+            model_calls: 0,
+            notice: Some("The turn ended unexpectedly.".to_owned()),
+        }
+    });
+    runtime.finish(&turn_id, end);
+}
+
+/// The arguments of a `tool_call` record as shown to a person.
+pub fn shown_arguments(record: &ToolCallEvent) -> String {
+    if record.arguments.is_null() {
+        return String::new();
+    }
+    format_approval_arguments(&record.arguments)
+}

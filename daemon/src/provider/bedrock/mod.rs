@@ -1,0 +1,137 @@
+//! Amazon Bedrock's ConverseStream: one attempt is one `POST /model/<id>/converse-stream`, signed
+//! with SigV4 (service `bedrock`) or carrying a Bedrock API key, answered with an AWS event stream.
+//!
+//! Invariants: the model id is percent-encoded as one path segment (`:` → `%3A`) and that exact URL
+//! is both signed and sent; each attempt is signed afresh (a new `x-amz-date`); the endpoint is
+//! tau.toml's, else AWS_ENDPOINT_URL_BEDROCK_RUNTIME, else AWS_ENDPOINT_URL, else the region's
+//! public endpoint; secrets travel only in headers.
+
+pub mod events;
+pub mod eventstream;
+pub mod request;
+pub mod sigv4;
+
+use async_trait::async_trait;
+use tau_api::env::Env;
+
+use super::cache::CachePlan;
+use super::credentials::{BedrockAuth, BedrockCredentials};
+use super::http::{decode_body, error_body, retry_after, transport_failure};
+use super::retry::{AttemptStream, Failure, Transport};
+use crate::model::{ModelError, ModelRequest};
+
+/// The signing name of Bedrock Runtime.
+pub const SERVICE: &str = "bedrock";
+const CONTENT_TYPE: &str = "application/json";
+const ACCEPT: &str = "application/vnd.amazon.eventstream";
+
+/// The endpoint for `region`: `configured`, else the AWS variables, else the public one.
+pub fn endpoint(configured: Option<&str>, env: &Env, region: &str) -> String {
+    configured
+        .or_else(|| env.non_empty("AWS_ENDPOINT_URL_BEDROCK_RUNTIME"))
+        .or_else(|| env.non_empty("AWS_ENDPOINT_URL"))
+        .map(|e| e.trim_end_matches('/').to_owned())
+        .unwrap_or_else(|| format!("https://bedrock-runtime.{region}.amazonaws.com"))
+}
+
+/// What one Bedrock model needs.
+#[derive(Debug, Clone)]
+pub struct BedrockSettings {
+    /// Scheme and host (and port), no trailing slash.
+    pub endpoint: String,
+    pub credentials: BedrockCredentials,
+    pub model_id: String,
+    pub max_tokens: u32,
+    pub cache: CachePlan,
+}
+
+/// One attempt against ConverseStream.
+pub struct BedrockTransport {
+    client: reqwest::Client,
+    settings: BedrockSettings,
+    url: reqwest::Url,
+    name: String,
+}
+
+impl BedrockTransport {
+    /// Fails when the endpoint and model id do not make a URL.
+    pub fn new(client: reqwest::Client, settings: BedrockSettings) -> Result<Self, String> {
+        let raw = format!(
+            "{}/model/{}/converse-stream",
+            settings.endpoint,
+            sigv4::uri_encode(&settings.model_id, false)
+        );
+        let url = reqwest::Url::parse(&raw)
+            .map_err(|e| format!("the Bedrock endpoint is not a URL ({e}): {raw}"))?;
+        let name = format!("bedrock:{}", settings.model_id);
+        Ok(Self {
+            client,
+            settings,
+            url,
+            name,
+        })
+    }
+}
+
+#[async_trait]
+impl Transport for BedrockTransport {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn open(&self, request: &ModelRequest) -> Result<AttemptStream, Failure> {
+        let body = request::body(request, self.settings.max_tokens, self.settings.cache);
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| Failure::fatal(ModelError::Request(e.to_string())))?;
+        let mut builder = self
+            .client
+            .post(self.url.clone())
+            .header("content-type", CONTENT_TYPE)
+            .header("accept", ACCEPT);
+        match &self.settings.credentials.auth {
+            BedrockAuth::Bearer(token) => builder = builder.bearer_auth(token.expose()),
+            BedrockAuth::SigV4(keys) => {
+                let amz_date = sigv4::amz_date_now();
+                let scope = sigv4::Scope {
+                    region: &self.settings.credentials.region,
+                    service: SERVICE,
+                    amz_date: &amz_date,
+                };
+                let signed = sigv4::sign(
+                    "POST",
+                    &self.url,
+                    &[("content-type", CONTENT_TYPE), ("accept", ACCEPT)],
+                    &body,
+                    scope,
+                    keys,
+                )
+                .map_err(|e| Failure::fatal(ModelError::Request(e.to_string())))?;
+                for (name, value) in signed.headers {
+                    builder = builder.header(name, value);
+                }
+            }
+        }
+        let response = builder
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| transport_failure(&e))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(decode_body(response, events::BedrockDecoder::new()));
+        }
+        let hint = retry_after(response.headers());
+        let error_type = response
+            .headers()
+            .get("x-amzn-errortype")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let text = error_body(response).await;
+        Err(events::http_failure(
+            status.as_u16(),
+            error_type.as_deref(),
+            &text,
+            hint,
+        ))
+    }
+}

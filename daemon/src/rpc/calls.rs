@@ -1,0 +1,326 @@
+//! The bodies of the `tau.v1.Tau` session, turn, event, approval and catalog calls: check the
+//! request's shape, call the [`HubCore`], translate the answer (or its error) back.
+//!
+//! Invariants: no business logic here (the core decides); every error leaves as a status built in
+//! `errors`; a streaming call's stream ends after its turn's end, when the client goes, or with the
+//! status that cut it off; dropping a stream drops the client's attachment with it.
+
+use std::pin::Pin;
+
+use futures::Stream;
+use tau_api::proto::v1 as pb;
+use tonic::Status;
+
+use super::errors;
+use super::wire;
+use crate::hubcore::{CoreError, EventStream, HubCore, StartTurn, TurnStream};
+
+/// A server stream of `T`.
+pub type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+fn invalid(message: &str) -> Status {
+    Status::invalid_argument(message.to_owned())
+}
+
+fn optional(value: &str) -> Option<&str> {
+    (!value.is_empty()).then_some(value)
+}
+
+pub async fn list_sessions(
+    core: &HubCore,
+    request: pb::ListSessionsRequest,
+) -> Result<pb::ListSessionsResponse, Status> {
+    let limit = usize::try_from(request.limit).unwrap_or(usize::MAX);
+    let sessions = core
+        .list_sessions(
+            limit,
+            &request.channel,
+            optional(&request.exclude_session_id),
+        )
+        .await?;
+    Ok(pb::ListSessionsResponse {
+        sessions: sessions.into_iter().map(wire::session_info).collect(),
+        backend: core.backend_name().to_owned(),
+    })
+}
+
+pub async fn get_session(
+    core: &HubCore,
+    request: pb::GetSessionRequest,
+) -> Result<pb::GetSessionResponse, Status> {
+    let detail = core
+        .get_session(&request.session_id, request.include_messages)
+        .await?;
+    Ok(pb::GetSessionResponse {
+        session: Some(wire::session_info(detail.summary)),
+        messages: detail
+            .messages
+            .into_iter()
+            .map(|(index, message, at)| wire::stored_message(index, &message, at))
+            .collect(),
+        open: detail.open,
+        busy: detail.busy,
+    })
+}
+
+pub async fn open_session(
+    core: &HubCore,
+    request: pb::OpenSessionRequest,
+) -> Result<pb::OpenSessionResponse, Status> {
+    let target = wire::open_target(request.target).ok_or_else(|| {
+        invalid("name the session to open: new_session, session_id, index or most_recent")
+    })?;
+    let opened = core
+        .open_session(
+            target,
+            optional(&request.role),
+            &request.channel,
+            optional(&request.exclude_session_id),
+        )
+        .await?;
+    Ok(pb::OpenSessionResponse {
+        session: Some(wire::session_info(opened.session)),
+        resumed: opened.resumed,
+        role: opened.role,
+    })
+}
+
+pub async fn compact_session(
+    core: &HubCore,
+    request: pb::CompactSessionRequest,
+) -> Result<pb::CompactSessionResponse, Status> {
+    let compacted = core
+        .compact_session(&request.session_id, &request.focus, &request.channel)
+        .await?;
+    Ok(pb::CompactSessionResponse {
+        session: Some(wire::session_info(compacted.session)),
+        previous_session_id: compacted.previous_session_id,
+        summarized_messages: compacted.summarized_messages,
+        summary: compacted.summary,
+    })
+}
+
+pub async fn switch_role(
+    core: &HubCore,
+    request: pb::SwitchRoleRequest,
+) -> Result<pb::SwitchRoleResponse, Status> {
+    if request.role.is_empty() {
+        return Err(invalid("role is empty"));
+    }
+    let switched = core.switch_role(&request.session_id, &request.role).await?;
+    Ok(pb::SwitchRoleResponse {
+        session_id: switched.session_id,
+        role: switched.role,
+        previous_role: switched.previous_role,
+    })
+}
+
+pub async fn read_events(
+    core: &HubCore,
+    request: pb::ReadEventsRequest,
+) -> Result<pb::ReadEventsResponse, Status> {
+    let events = core.read_events(&request.session_id).await?;
+    Ok(pb::ReadEventsResponse {
+        events: events
+            .into_iter()
+            .map(|event| pb::StoredEvent {
+                r#type: event
+                    .get("type")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                json: event.to_string(),
+            })
+            .collect(),
+    })
+}
+
+pub async fn start_turn(
+    core: &HubCore,
+    request: pb::StartTurnRequest,
+) -> Result<BoxStream<pb::StartTurnResponse>, Status> {
+    let stream = core
+        .start_turn(StartTurn {
+            session_id: request.session_id,
+            text: request.text,
+            channel: request.channel,
+            idempotency_key: request.idempotency_key,
+        })
+        .await?;
+    let accepted = {
+        let a = stream.accepted();
+        pb::TurnAccepted {
+            session_id: a.session_id.clone(),
+            turn_id: a.turn_id.clone(),
+            attachment_id: stream.attachment_id().to_owned(),
+            duplicate: a.duplicate,
+            queued_ahead: a.queued_ahead,
+        }
+    };
+    let first = pb::StartTurnResponse {
+        kind: Some(pb::start_turn_response::Kind::Accepted(accepted)),
+    };
+    Ok(Box::pin(futures::stream::unfold(
+        (Some(first), Some(stream)),
+        turn_step,
+    )))
+}
+
+type TurnState = (Option<pb::StartTurnResponse>, Option<TurnStream>);
+
+async fn turn_step(
+    (first, stream): TurnState,
+) -> Option<(Result<pb::StartTurnResponse, Status>, TurnState)> {
+    let mut stream = stream?;
+    if let Some(first) = first {
+        return Some((Ok(first), (None, Some(stream))));
+    }
+    match stream.next().await {
+        Ok(Some(event)) => {
+            let message = pb::StartTurnResponse {
+                kind: Some(pb::start_turn_response::Kind::Event(wire::event(&event))),
+            };
+            Some((Ok(message), (None, Some(stream))))
+        }
+        Ok(None) => None,
+        Err(lagged) => Some((Err(errors::lagged(lagged)), (None, None))),
+    }
+}
+
+pub async fn cancel_turn(
+    core: &HubCore,
+    request: pb::CancelTurnRequest,
+) -> Result<pb::CancelTurnResponse, Status> {
+    let cancelled = core
+        .cancel_turn(&request.session_id, optional(&request.turn_id))
+        .await?;
+    let outcome = if cancelled.is_some() {
+        pb::CancelOutcome::Cancelled
+    } else {
+        pb::CancelOutcome::NotRunning
+    };
+    Ok(pb::CancelTurnResponse {
+        outcome: outcome as i32,
+        turn_id: cancelled.unwrap_or_default(),
+    })
+}
+
+pub async fn subscribe(
+    core: &HubCore,
+    request: pb::SubscribeRequest,
+) -> Result<BoxStream<pb::SubscribeResponse>, Status> {
+    let stream = core
+        .subscribe(&request.session_id, request.after_seq, &request.channel)
+        .await?;
+    let first = pb::SubscribeResponse {
+        kind: Some(pb::subscribe_response::Kind::Snapshot(wire::snapshot(
+            stream.snapshot().clone(),
+        ))),
+    };
+    Ok(Box::pin(futures::stream::unfold(
+        (Some(first), Some(stream)),
+        subscribe_step,
+    )))
+}
+
+type SubscribeState = (Option<pb::SubscribeResponse>, Option<EventStream>);
+
+async fn subscribe_step(
+    (first, stream): SubscribeState,
+) -> Option<(Result<pb::SubscribeResponse, Status>, SubscribeState)> {
+    let mut stream = stream?;
+    if let Some(first) = first {
+        return Some((Ok(first), (None, Some(stream))));
+    }
+    match stream.next().await {
+        Ok(Some(event)) => {
+            let message = pb::SubscribeResponse {
+                kind: Some(pb::subscribe_response::Kind::Event(wire::event(&event))),
+            };
+            Some((Ok(message), (None, Some(stream))))
+        }
+        Ok(None) => None,
+        Err(lagged) => Some((Err(errors::lagged(lagged)), (None, None))),
+    }
+}
+
+pub fn list_pending(
+    core: &HubCore,
+    request: &pb::ListPendingApprovalsRequest,
+) -> Result<pb::ListPendingApprovalsResponse, Status> {
+    let pending = core.list_pending(optional(&request.session_id))?;
+    Ok(pb::ListPendingApprovalsResponse {
+        approvals: pending.into_iter().map(wire::pending).collect(),
+    })
+}
+
+pub fn decide(
+    core: &HubCore,
+    request: &pb::DecideApprovalRequest,
+) -> Result<pb::DecideApprovalResponse, Status> {
+    use crate::hubcore::DecideOutcome;
+    let answer = wire::answer(request.decision)
+        .ok_or_else(|| invalid("decision must be APPROVED or REJECTED"))?;
+    let outcome = core.decide(&request.approval_id, answer, &request.attachment_id)?;
+    let (outcome, resolution) = match outcome {
+        DecideOutcome::Applied(r) => (pb::DecideOutcome::Applied, Some(r)),
+        DecideOutcome::AlreadyDecided(r) => (pb::DecideOutcome::AlreadyDecided, Some(r)),
+        DecideOutcome::Expired(r) => (pb::DecideOutcome::Expired, Some(r)),
+        DecideOutcome::NotFound => (pb::DecideOutcome::NotFound, None),
+    };
+    Ok(pb::DecideApprovalResponse {
+        outcome: outcome as i32,
+        resolution: resolution.map_or(pb::ApprovalResolution::Unspecified, wire::resolution) as i32,
+    })
+}
+
+pub fn list_tools(core: &HubCore) -> pb::ListToolsResponse {
+    pb::ListToolsResponse {
+        tools: core.tools().into_iter().map(wire::tool).collect(),
+    }
+}
+
+pub fn list_model_roles(core: &HubCore) -> pb::ListModelRolesResponse {
+    let options = core.options();
+    pb::ListModelRolesResponse {
+        roles: options
+            .roles
+            .iter()
+            .map(|(name, role)| pb::ModelRole {
+                name: name.clone(),
+                provider: role.provider.clone(),
+                model_id: role.model_id.clone(),
+                max_tokens: role.max_tokens,
+                fallback_provider: role
+                    .fallback
+                    .as_ref()
+                    .map(|f| f.provider.clone())
+                    .unwrap_or_default(),
+                fallback_model_id: role
+                    .fallback
+                    .as_ref()
+                    .map(|f| f.model_id.clone())
+                    .unwrap_or_default(),
+            })
+            .collect(),
+        default_role: options.default_role.clone(),
+    }
+}
+
+/// Adds what the core knows to a status response.
+pub fn status_extras(core: &HubCore, response: &mut pb::GetStatusResponse) {
+    let options = core.options();
+    response.sessions_open = u32::try_from(core.open_sessions()).unwrap_or(u32::MAX);
+    response.session_backend = core.backend_name().to_owned();
+    response.default_role = options.default_role.clone();
+    response.model_roles = options.roles.keys().cloned().collect();
+    response.tools = core.tools().into_iter().map(|t| t.name).collect();
+    response.approvals_pending = u32::try_from(core.registry().pending_count()).unwrap_or(u32::MAX);
+}
+
+/// The status of a call that needs the session service when it is not running.
+pub fn no_core(reason: &str) -> Status {
+    Status::from(CoreError::Unavailable(format!(
+        "sessions are not available in this hub: {reason}"
+    )))
+}

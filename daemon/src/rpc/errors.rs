@@ -1,0 +1,101 @@
+//! The one place where domain errors become `tonic::Status`.
+//!
+//! Invariants: a status message never carries a secret (a token, a path under the user's home is
+//! fine); authentication failures are UNAUTHENTICATED, a wrong peer is PERMISSION_DENIED; each
+//! [`CoreError`] kind has one code; a lagged subscriber gets RESOURCE_EXHAUSTED with the seq to
+//! resume after, in the message and in the `tau-resume-after-seq` trailer.
+
+use super::auth::AuthError;
+use crate::hubcore::{CoreError, Lagged};
+
+/// The trailer naming the seq a cut-off subscriber resumes after.
+pub const RESUME_TRAILER: &str = "tau-resume-after-seq";
+
+impl From<CoreError> for tonic::Status {
+    fn from(err: CoreError) -> Self {
+        let message = err.to_string();
+        match err {
+            CoreError::InvalidArgument(_) => tonic::Status::invalid_argument(message),
+            CoreError::NotFound(_) => tonic::Status::not_found(message),
+            CoreError::FailedPrecondition(_) => tonic::Status::failed_precondition(message),
+            CoreError::ResourceExhausted(_) => tonic::Status::resource_exhausted(message),
+            CoreError::Unavailable(_) => tonic::Status::unavailable(message),
+        }
+    }
+}
+
+/// The status that cuts off a subscriber that fell too far behind.
+pub fn lagged(lagged: Lagged) -> tonic::Status {
+    let mut status = tonic::Status::resource_exhausted(lagged.to_string());
+    if let Ok(value) = lagged.resume_after_seq.to_string().parse() {
+        status.metadata_mut().insert(RESUME_TRAILER, value);
+    }
+    status
+}
+
+impl From<AuthError> for tonic::Status {
+    fn from(err: AuthError) -> Self {
+        match err {
+            AuthError::MissingToken | AuthError::WrongToken => {
+                tonic::Status::unauthenticated(err.to_string())
+            }
+            AuthError::UnknownPeer => tonic::Status::unauthenticated(err.to_string()),
+            AuthError::ForeignPeer { .. } => tonic::Status::permission_denied(err.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_errors_have_one_code_each() {
+        let cases = [
+            (
+                CoreError::InvalidArgument("x".into()),
+                tonic::Code::InvalidArgument,
+            ),
+            (CoreError::NotFound("x".into()), tonic::Code::NotFound),
+            (
+                CoreError::FailedPrecondition("x".into()),
+                tonic::Code::FailedPrecondition,
+            ),
+            (
+                CoreError::ResourceExhausted("x".into()),
+                tonic::Code::ResourceExhausted,
+            ),
+            (CoreError::Unavailable("x".into()), tonic::Code::Unavailable),
+        ];
+        for (err, code) in cases {
+            let status = tonic::Status::from(err);
+            assert_eq!((status.code(), status.message()), (code, "x"));
+        }
+        let status = lagged(Lagged {
+            resume_after_seq: 41,
+        });
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(status.message(), "lagged; resume with after_seq = 41");
+        assert_eq!(status.metadata().get(RESUME_TRAILER).unwrap(), "41");
+    }
+
+    #[test]
+    fn codes() {
+        assert_eq!(
+            tonic::Status::from(AuthError::MissingToken).code(),
+            tonic::Code::Unauthenticated
+        );
+        assert_eq!(
+            tonic::Status::from(AuthError::WrongToken).code(),
+            tonic::Code::Unauthenticated
+        );
+        assert_eq!(
+            tonic::Status::from(AuthError::UnknownPeer).code(),
+            tonic::Code::Unauthenticated
+        );
+        assert_eq!(
+            tonic::Status::from(AuthError::ForeignPeer { uid: 7 }).code(),
+            tonic::Code::PermissionDenied
+        );
+    }
+}

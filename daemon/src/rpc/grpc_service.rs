@@ -1,0 +1,210 @@
+//! The gRPC hub service (`grpc`): `tau.v1.Tau`, `grpc.health.v1.Health` and server reflection,
+//! served on the Unix socket `hub/taud.sock` (same uid only) and mounted on the control API's
+//! TCP port (bearer token only).
+//!
+//! It also starts the session service (the [`HubCore`]) when it has a [`CoreSetup`]; a session
+//! service that fails to start is logged, status still answers and the other calls say why.
+//!
+//! Invariants: both transports serve the same routes, each behind its own check; on stop the
+//! health status turns NOT_SERVING, the session service stops (turns cancelled and stored,
+//! subscriptions ended), the TCP mount is removed, the socket server drains (bounded by the hub's
+//! stop deadline) and the socket file is removed.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use tau_api::proto::v1 as pb;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::service::Routes;
+use tonic_health::server::HealthReporter;
+
+use super::auth;
+use super::tau_service::TauApi;
+use super::uds;
+use crate::hub::{Hub, HubService, ServiceError, token};
+use crate::hubcore::{CoreSetup, HubCore};
+
+/// The gRPC service's name.
+pub const GRPC: &str = "grpc";
+
+struct Running {
+    hub: Hub,
+    core: Option<HubCore>,
+    health: HealthReporter,
+    shutdown: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+/// The gRPC hub service.
+#[derive(Default)]
+pub struct GrpcService {
+    running: Mutex<Option<Running>>,
+    setup: Option<CoreSetup>,
+}
+
+impl GrpcService {
+    /// A gRPC service that has not started, serving status only (no session service).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A gRPC service that starts the session service (sessions, turns, events, approvals) from
+    /// `setup` when it starts.
+    pub fn with_core(setup: CoreSetup) -> Self {
+        Self {
+            running: Mutex::new(None),
+            setup: Some(setup),
+        }
+    }
+
+    /// Starts the session service; on failure the reason (logged), which the API then reports.
+    async fn start_core(&self, hub: &Hub) -> Result<HubCore, String> {
+        let Some(setup) = self.setup.clone() else {
+            return Err("this hub runs without a session service".to_owned());
+        };
+        match setup.start().await {
+            Ok(core) => {
+                let registry = Arc::clone(core.registry());
+                hub.set_approvals_pending_source(move || {
+                    u32::try_from(registry.pending_count()).unwrap_or(u32::MAX)
+                });
+                Ok(core)
+            }
+            Err(e) => {
+                tracing::error!("the session service did not start: {e}");
+                Err(e.to_string())
+            }
+        }
+    }
+}
+
+fn failed(what: &str) -> impl FnOnce(String) -> ServiceError + '_ {
+    move |e| ServiceError::Failed(format!("{what}: {e}"))
+}
+
+#[async_trait]
+impl HubService for GrpcService {
+    fn name(&self) -> &str {
+        GRPC
+    }
+
+    async fn start(&self, hub: &Hub) -> Result<(), ServiceError> {
+        let paths = hub.paths();
+        let token =
+            token::ensure(&paths.token_file).map_err(|e| ServiceError::Failed(e.to_string()))?;
+
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health
+            .set_serving::<pb::tau_server::TauServer<TauApi>>()
+            .await;
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .map_err(|e| failed("server reflection")(e.to_string()))?;
+        let core = self.start_core(hub).await;
+        let grpc = Routes::new(pb::tau_server::TauServer::new(TauApi::new(
+            hub.clone(),
+            core.clone(),
+        )))
+        .add_service(health_service)
+        .add_service(reflection)
+        .prepare()
+        .into_axum_router();
+
+        let uid = nix::unistd::geteuid().as_raw();
+        let over_socket = grpc.clone().layer(axum::middleware::from_fn_with_state(
+            uid,
+            auth::require_same_uid,
+        ));
+        let over_tcp = grpc.layer(axum::middleware::from_fn_with_state(
+            token,
+            auth::require_bearer,
+        ));
+
+        let socket = paths.socket.clone();
+        let listener = uds::bind(&socket)
+            .map_err(|e| ServiceError::io(format!("cannot listen on {}", socket.display()), e))?;
+        if let Err(e) = hub.mount_grpc(over_tcp) {
+            let _ = uds::remove(&socket);
+            return Err(ServiceError::Failed(e.to_string()));
+        }
+        let (shutdown, signal) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let served = tonic::transport::Server::builder()
+                .serve_with_incoming_shutdown(
+                    over_socket,
+                    UnixListenerStream::new(listener),
+                    async move {
+                        let _ = signal.await;
+                    },
+                )
+                .await;
+            if let Err(e) = served {
+                tracing::error!("gRPC socket server failed: {e}");
+            }
+        });
+        tracing::info!(socket = %socket.display(), "gRPC listening");
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = Some(Running {
+            hub: hub.clone(),
+            core: core.ok(),
+            health,
+            shutdown,
+            task,
+        });
+        Ok(())
+    }
+
+    async fn stop(&self) -> Result<(), ServiceError> {
+        let running = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(Running {
+            hub,
+            core,
+            health,
+            shutdown,
+            task,
+        }) = running
+        else {
+            return Ok(());
+        };
+        health
+            .set_not_serving::<pb::tau_server::TauServer<TauApi>>()
+            .await;
+        if let Some(core) = core {
+            // Ends every turn (stored as cancelled) and every subscription, so the server drains.
+            core.shutdown().await;
+        }
+        hub.unmount_grpc();
+        let _ = shutdown.send(());
+        let socket = hub.paths().socket.clone();
+        let guard = RemoveOnDrop {
+            abort: task.abort_handle(),
+            socket: socket.clone(),
+        };
+        let joined = task.await;
+        drop(guard);
+        joined.map_err(|e| failed("gRPC socket task")(e.to_string()))
+    }
+}
+
+/// Aborts the socket server and removes the socket file, also when the hub's stop deadline drops
+/// the stop future.
+struct RemoveOnDrop {
+    abort: tokio::task::AbortHandle,
+    socket: std::path::PathBuf,
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        self.abort.abort();
+        if let Err(e) = uds::remove(&self.socket) {
+            tracing::warn!("cannot remove {}: {e}", self.socket.display());
+        }
+    }
+}

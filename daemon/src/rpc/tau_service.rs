@@ -1,0 +1,159 @@
+//! `tau.v1.Tau`: the hub's gRPC service. `GetStatus` comes from the [`Hub`]; every other call goes
+//! to the [`HubCore`] (sessions, turns, events, approvals, catalog) through `calls`.
+//!
+//! Invariants: handlers translate and delegate; nothing else. When the session service could not
+//! start (its store failed to open), status still answers and every other call is UNAVAILABLE
+//! with the reason.
+
+use tau_api::proto::v1 as pb;
+use tonic::{Request, Response, Status};
+
+use super::calls::{self, BoxStream};
+use super::convert;
+use crate::hub::Hub;
+use crate::hubcore::HubCore;
+
+/// The `tau.v1.Tau` implementation.
+#[derive(Debug, Clone)]
+pub struct TauApi {
+    hub: Hub,
+    core: Result<HubCore, String>,
+}
+
+impl TauApi {
+    /// Serves `hub` and, when it started, the session service `core` (else the reason it did not).
+    pub fn new(hub: Hub, core: Result<HubCore, String>) -> Self {
+        Self { hub, core }
+    }
+
+    fn core(&self) -> Result<&HubCore, Status> {
+        self.core.as_ref().map_err(|reason| calls::no_core(reason))
+    }
+}
+
+#[tonic::async_trait]
+impl pb::tau_server::Tau for TauApi {
+    async fn get_status(
+        &self,
+        _request: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::GetStatusResponse>, Status> {
+        let mut response = convert::status(self.hub.status());
+        if let Ok(core) = &self.core {
+            calls::status_extras(core, &mut response);
+        }
+        Ok(Response::new(response))
+    }
+
+    async fn list_sessions(
+        &self,
+        request: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        calls::list_sessions(self.core()?, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn get_session(
+        &self,
+        request: Request<pb::GetSessionRequest>,
+    ) -> Result<Response<pb::GetSessionResponse>, Status> {
+        calls::get_session(self.core()?, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn open_session(
+        &self,
+        request: Request<pb::OpenSessionRequest>,
+    ) -> Result<Response<pb::OpenSessionResponse>, Status> {
+        calls::open_session(self.core()?, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn compact_session(
+        &self,
+        request: Request<pb::CompactSessionRequest>,
+    ) -> Result<Response<pb::CompactSessionResponse>, Status> {
+        calls::compact_session(self.core()?, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn switch_role(
+        &self,
+        request: Request<pb::SwitchRoleRequest>,
+    ) -> Result<Response<pb::SwitchRoleResponse>, Status> {
+        calls::switch_role(self.core()?, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn read_events(
+        &self,
+        request: Request<pb::ReadEventsRequest>,
+    ) -> Result<Response<pb::ReadEventsResponse>, Status> {
+        calls::read_events(self.core()?, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    type StartTurnStream = BoxStream<pb::StartTurnResponse>;
+
+    async fn start_turn(
+        &self,
+        request: Request<pb::StartTurnRequest>,
+    ) -> Result<Response<Self::StartTurnStream>, Status> {
+        calls::start_turn(self.core()?, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn cancel_turn(
+        &self,
+        request: Request<pb::CancelTurnRequest>,
+    ) -> Result<Response<pb::CancelTurnResponse>, Status> {
+        calls::cancel_turn(self.core()?, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    type SubscribeStream = BoxStream<pb::SubscribeResponse>;
+
+    async fn subscribe(
+        &self,
+        request: Request<pb::SubscribeRequest>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        calls::subscribe(self.core()?, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn list_pending_approvals(
+        &self,
+        request: Request<pb::ListPendingApprovalsRequest>,
+    ) -> Result<Response<pb::ListPendingApprovalsResponse>, Status> {
+        calls::list_pending(self.core()?, request.get_ref()).map(Response::new)
+    }
+
+    async fn decide_approval(
+        &self,
+        request: Request<pb::DecideApprovalRequest>,
+    ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
+        calls::decide(self.core()?, request.get_ref()).map(Response::new)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Request<pb::ListToolsRequest>,
+    ) -> Result<Response<pb::ListToolsResponse>, Status> {
+        Ok(Response::new(calls::list_tools(self.core()?)))
+    }
+
+    async fn list_model_roles(
+        &self,
+        _request: Request<pb::ListModelRolesRequest>,
+    ) -> Result<Response<pb::ListModelRolesResponse>, Status> {
+        Ok(Response::new(calls::list_model_roles(self.core()?)))
+    }
+}

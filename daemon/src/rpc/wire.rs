@@ -1,0 +1,324 @@
+//! Domain → proto translations for sessions, events, approvals and the catalog (the hub core's
+//! types into `tau_api::proto::v1`), and the few proto → domain ones (open targets, decisions).
+//!
+//! Invariants: pure functions; an enum value the client sent that has no domain meaning is
+//! refused as `INVALID_ARGUMENT` by the caller, never guessed.
+
+use tau_api::proto::v1 as pb;
+
+use crate::gate::{ApprovalStatus, ToolCallStatus};
+use crate::hubcore::{
+    ApprovalAnswer, EventKind, OpenTarget, PendingInfo, Resolution, SessionEvent, SessionSummary,
+    Snapshot, ToolSummary, TurnInfo, turns::shown_arguments,
+};
+use crate::message::{ContentBlock, Message, Role, ToolResultContent, ToolResultStatus};
+use crate::tool::Tier;
+
+pub fn session_info(s: SessionSummary) -> pb::SessionInfo {
+    pb::SessionInfo {
+        session_id: s.session_id,
+        index: s.index,
+        created_at: s.created_at,
+        updated_at: s.updated_at,
+        channel: s.channel,
+        title: s.title,
+        message_count: s.message_count,
+        role: s.role,
+        profile: s.profile,
+        compacted_from: s.compacted_from,
+        compacted_to: s.compacted_to,
+        context: s.context,
+    }
+}
+
+pub fn stored_message(index: u64, message: &Message, created_at: String) -> pb::StoredMessage {
+    let role = match message.role {
+        Role::User => pb::MessageRole::User,
+        Role::Assistant => pb::MessageRole::Assistant,
+    };
+    pb::StoredMessage {
+        index,
+        role: role as i32,
+        content: message.content.iter().filter_map(content_block).collect(),
+        created_at,
+    }
+}
+
+fn content_block(block: &ContentBlock) -> Option<pb::ContentBlock> {
+    use pb::content_block::Block;
+    let block = match block {
+        ContentBlock::Text(text) => Block::Text(text.clone()),
+        ContentBlock::ToolUse(tool_use) => Block::ToolUse(pb::ToolUseBlock {
+            tool_use_id: tool_use.tool_use_id.clone(),
+            name: tool_use.name.clone(),
+            input_json: tool_use.input.to_string(),
+        }),
+        ContentBlock::ToolResult(result) => {
+            let status = match result.status {
+                ToolResultStatus::Success => pb::ToolResultStatus::Success,
+                ToolResultStatus::Error => pb::ToolResultStatus::Error,
+            };
+            let text = result
+                .content
+                .iter()
+                .map(|part| match part {
+                    ToolResultContent::Text(text) => text.clone(),
+                    ToolResultContent::Json(value) => value.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            Block::ToolResult(pb::ToolResultBlock {
+                tool_use_id: result.tool_use_id.clone(),
+                status: status as i32,
+                text,
+            })
+        }
+        ContentBlock::ReasoningContent(reasoning) => {
+            Block::Reasoning(reasoning.reasoning_text.as_ref()?.text.clone())
+        }
+        ContentBlock::CachePoint(_) => return None,
+    };
+    Some(pb::ContentBlock { block: Some(block) })
+}
+
+pub fn tier(tier: Option<Tier>) -> pb::Tier {
+    match tier {
+        None => pb::Tier::Unspecified,
+        Some(Tier::Read) => pb::Tier::Read,
+        Some(Tier::DigitalWrite) => pb::Tier::DigitalWrite,
+        Some(Tier::Physical) => pb::Tier::Physical,
+    }
+}
+
+fn tool_status(status: ToolCallStatus) -> pb::ToolCallStatus {
+    match status {
+        ToolCallStatus::Success => pb::ToolCallStatus::Success,
+        ToolCallStatus::Error => pb::ToolCallStatus::Error,
+        ToolCallStatus::Refused => pb::ToolCallStatus::Refused,
+        ToolCallStatus::Cancelled => pb::ToolCallStatus::Cancelled,
+    }
+}
+
+pub fn resolution(resolution: Resolution) -> pb::ApprovalResolution {
+    match resolution {
+        Resolution::Approved => pb::ApprovalResolution::Approved,
+        Resolution::Rejected => pb::ApprovalResolution::Rejected,
+        Resolution::Timeout => pb::ApprovalResolution::Timeout,
+        Resolution::Cancelled => pb::ApprovalResolution::Cancelled,
+        Resolution::ChannelClosed => pb::ApprovalResolution::ChannelClosed,
+        Resolution::ExpiredByRestart => pb::ApprovalResolution::ExpiredByRestart,
+    }
+}
+
+pub fn pending(info: PendingInfo) -> pb::PendingApproval {
+    pb::PendingApproval {
+        approval_id: info.approval_id,
+        session_id: info.session_id,
+        turn_id: info.turn_id,
+        channel: info.channel,
+        tool: info.tool,
+        tier: u32::from(info.tier),
+        arguments: info.arguments,
+        effect: info.effect,
+        tool_use_id: info.tool_use_id,
+        asked_at: info.asked_at,
+        deadline: info.deadline.unwrap_or_default(),
+    }
+}
+
+pub fn turn_info(info: TurnInfo) -> pb::TurnInfo {
+    pb::TurnInfo {
+        turn_id: info.turn_id,
+        channel: info.channel,
+        text: info.text,
+        accepted_at: info.accepted_at,
+    }
+}
+
+fn approval_name(approval: ApprovalStatus) -> String {
+    approval.as_str().to_owned()
+}
+
+pub fn event(event: &SessionEvent) -> pb::SessionEvent {
+    use pb::session_event::Kind;
+    let kind = match event.kind.clone() {
+        EventKind::TurnQueued { turn, ahead } => Kind::TurnQueued(pb::TurnQueued {
+            turn: Some(turn_info(turn)),
+            ahead,
+        }),
+        EventKind::TurnStarted { turn } => Kind::TurnStarted(pb::TurnStarted {
+            turn: Some(turn_info(turn)),
+        }),
+        EventKind::TextDelta(text) => Kind::TextDelta(pb::TextDelta { text }),
+        EventKind::ReasoningDelta(text) => Kind::ReasoningDelta(pb::ReasoningDelta { text }),
+        EventKind::ToolUseStarted { tool_use_id, name } => {
+            Kind::ToolUseStarted(pb::ToolUseStarted { tool_use_id, name })
+        }
+        EventKind::ToolCall(record) => Kind::ToolCall(pb::ToolCallFinished {
+            arguments: shown_arguments(&record),
+            tool_use_id: record.tool_use_id,
+            tool: record.tool,
+            tier: tier(record.tier) as i32,
+            status: tool_status(record.status) as i32,
+            approval: approval_name(record.approval),
+            result_summary: record.result_summary,
+            duration_ms: record.duration_ms,
+        }),
+        EventKind::ApprovalRequested(info) => Kind::ApprovalRequested(pb::ApprovalRequested {
+            approval: Some(pending(info)),
+        }),
+        EventKind::ApprovalResolved {
+            approval_id,
+            tool,
+            tool_use_id,
+            resolution: r,
+            decided_by_channel,
+        } => Kind::ApprovalResolved(pb::ApprovalResolved {
+            approval_id,
+            tool,
+            tool_use_id,
+            resolution: resolution(r) as i32,
+            decided_by_channel: decided_by_channel.unwrap_or_default(),
+        }),
+        EventKind::Throttled { delay } => Kind::Throttled(pb::Throttled {
+            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+        }),
+        EventKind::OutputDiscarded => Kind::OutputDiscarded(pb::OutputDiscarded {}),
+        EventKind::TurnEnded(end) => Kind::TurnEnded(pb::TurnEnded {
+            stop_reason: end.stop_reason.as_str().to_owned(),
+            text: end.text,
+            usage: Some(pb::Usage {
+                input_tokens: end.usage.input_tokens,
+                output_tokens: end.usage.output_tokens,
+                total_tokens: end.usage.total_tokens,
+            }),
+            model_calls: end.model_calls,
+            notice: end.notice.unwrap_or_default(),
+        }),
+        EventKind::Error(error) => Kind::Error(pb::AgentError {
+            r#where: error.location,
+            message: error.message,
+            tool: error.tool.unwrap_or_default(),
+            tool_use_id: error.tool_use_id.unwrap_or_default(),
+        }),
+        EventKind::RoleSwitched {
+            role,
+            previous_role,
+        } => Kind::RoleSwitched(pb::RoleSwitched {
+            role,
+            previous_role,
+        }),
+    };
+    pb::SessionEvent {
+        seq: event.seq,
+        session_id: event.session_id.clone(),
+        turn_id: event.turn_id.clone().unwrap_or_default(),
+        at: event.at.clone(),
+        kind: Some(kind),
+    }
+}
+
+pub fn snapshot(snapshot: Snapshot) -> pb::SessionSnapshot {
+    pb::SessionSnapshot {
+        session: Some(session_info(snapshot.session)),
+        running_turn: snapshot.running.map(turn_info),
+        queued_turns: snapshot.queued.into_iter().map(turn_info).collect(),
+        pending_approvals: snapshot.pending.into_iter().map(pending).collect(),
+        last_seq: snapshot.last_seq,
+        attachment_id: snapshot.attachment_id,
+        role: snapshot.role,
+    }
+}
+
+pub fn tool(tool: ToolSummary) -> pb::ToolInfo {
+    pb::ToolInfo {
+        name: tool.name,
+        tier: self::tier(Some(tool.tier)) as i32,
+        description: tool.description,
+        effect: tool.effect,
+    }
+}
+
+/// The session an OpenSession request names; `None` when it names none.
+pub fn open_target(target: Option<pb::open_session_request::Target>) -> Option<OpenTarget> {
+    use pb::open_session_request::Target;
+    match target? {
+        Target::NewSession(true) => Some(OpenTarget::New),
+        Target::SessionId(id) => Some(OpenTarget::Id(id)),
+        Target::Index(n) => Some(OpenTarget::Index(n)),
+        Target::MostRecent(true) => Some(OpenTarget::MostRecent),
+        Target::NewSession(false) | Target::MostRecent(false) => None,
+    }
+}
+
+/// A decision's answer; `None` for UNSPECIFIED or an unknown value.
+pub fn answer(decision: i32) -> Option<ApprovalAnswer> {
+    match pb::ApprovalDecision::try_from(decision) {
+        Ok(pb::ApprovalDecision::Approved) => Some(ApprovalAnswer::Approve),
+        Ok(pb::ApprovalDecision::Rejected) => Some(ApprovalAnswer::Reject),
+        Ok(pb::ApprovalDecision::Unspecified) | Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn messages_keep_their_blocks_and_drop_cache_points() {
+        let message = Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::Text("hi".into()),
+                ContentBlock::ToolUse(crate::message::ToolUse {
+                    tool_use_id: "t1".into(),
+                    name: "current_time".into(),
+                    input: json!({"a": 1}),
+                }),
+                ContentBlock::CachePoint(crate::message::CachePoint {
+                    kind: "default".into(),
+                    ttl: None,
+                }),
+            ],
+            metadata: None,
+        };
+        let stored = stored_message(3, &message, "t".into());
+        assert_eq!(stored.index, 3);
+        assert_eq!(stored.role, pb::MessageRole::Assistant as i32);
+        assert_eq!(stored.content.len(), 2);
+        match &stored.content[1].block {
+            Some(pb::content_block::Block::ToolUse(u)) => assert_eq!(u.input_json, r#"{"a":1}"#),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn enums_never_map_to_unspecified_by_accident() {
+        assert_eq!(tier(Some(Tier::Physical)), pb::Tier::Physical);
+        assert_eq!(tier(None), pb::Tier::Unspecified);
+        for r in [
+            Resolution::Approved,
+            Resolution::Rejected,
+            Resolution::Timeout,
+            Resolution::Cancelled,
+            Resolution::ChannelClosed,
+            Resolution::ExpiredByRestart,
+        ] {
+            assert_ne!(resolution(r), pb::ApprovalResolution::Unspecified);
+        }
+        assert_eq!(
+            answer(pb::ApprovalDecision::Approved as i32),
+            Some(ApprovalAnswer::Approve)
+        );
+        assert_eq!(answer(0), None);
+        assert_eq!(answer(42), None);
+        use pb::open_session_request::Target;
+        assert_eq!(open_target(Some(Target::NewSession(false))), None);
+        assert_eq!(open_target(None), None);
+        assert_eq!(
+            open_target(Some(Target::Index(2))),
+            Some(OpenTarget::Index(2))
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! The `SessionStore` contract every backend implements: the nine Strands `SessionRepository`
+//! operations plus `list_sessions`, events and metadata; and `StoreEventSink`, which writes agent
+//! events of one session into its store.
+//!
+//! Contract (checked by the shared suite in `daemon/tests/session_contract.rs`):
+//! - Methods are synchronous and may block on disk I/O; async callers use `spawn_blocking`.
+//! - Every id is validated ([`crate::session::validate_id`]) before any I/O: a bad id is
+//!   `SessionError::InvalidId`.
+//! - `read_*` return `Ok(None)` when the record (or its session) does not exist; `create_*` fail with
+//!   `*Exists` when it does and `*NotFound` when its parent does not; `update_*` fail with
+//!   `*NotFound`.
+//! - Nothing is ever deleted, and a message is never overwritten: `update_message` only records a
+//!   redaction (`redact_message`) beside the original.
+//! - `create_message` moves the session's `updated_at` to now and counts the message; a stored
+//!   message is durable when the call returns (with `Durability::Full`).
+//! - `list_messages` is ordered by numeric id; `list_sessions` by `updated_at`, newest first
+//!   (ties: larger id first).
+//! - Events are JSON objects, returned in append order; a record without `"v"` gets `"v": 1`.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::session::error::SessionError;
+use crate::session::id::new_session_id;
+use crate::session::meta::SessionMeta;
+use crate::session::records::{
+    FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, now_utc,
+};
+
+/// Whether writes wait for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// fsync before a write returns (files and their directories; sqlite `synchronous=FULL`).
+    #[default]
+    Full,
+    /// No fsync. Only for tests and benchmark set-up: a power loss may lose recent writes (a
+    /// process crash does not).
+    NoSync,
+}
+
+/// Where a session is kept. Object-safe and shared between threads as `Arc<dyn SessionStore>`.
+pub trait SessionStore: Send + Sync {
+    /// The backend name (`file`, `sqlite`, …), for `/session` and `tau doctor`.
+    fn backend_name(&self) -> &str;
+
+    /// Creates a session record; `SessionExists` if the id is taken.
+    fn create_session(&self, session: &Session) -> Result<(), SessionError>;
+    /// The session record, or `None`.
+    fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError>;
+
+    /// Creates an agent record in an existing session.
+    fn create_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError>;
+    /// The agent record, or `None`.
+    fn read_agent(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+    ) -> Result<Option<SessionAgent>, SessionError>;
+    /// Replaces an agent record; its original `created_at` is kept and `updated_at` set to now.
+    fn update_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError>;
+
+    /// Stores a new message; `MessageExists` if its id is taken (never overwritten).
+    fn create_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message: &SessionMessage,
+    ) -> Result<(), SessionError>;
+    /// One message, or `None`.
+    fn read_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message_id: u64,
+    ) -> Result<Option<SessionMessage>, SessionError>;
+    /// Records `message.redact_message` on the stored message with the same id; the original text
+    /// stays. `NotARedaction` if `redact_message` is `None`.
+    fn update_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message: &SessionMessage,
+    ) -> Result<(), SessionError>;
+    /// Messages ordered by id, skipping `offset`, at most `limit`. `SessionNotFound` /
+    /// `AgentNotFound` if the agent does not exist.
+    fn list_messages(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        limit: Option<usize>,
+        offset: usize,
+    ) -> Result<Vec<SessionMessage>, SessionError>;
+
+    /// Every session, newest `updated_at` first.
+    fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError>;
+
+    /// Appends one agent event (a JSON object) to the session's event log.
+    fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError>;
+    /// The session's events in append order (empty if none).
+    fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError>;
+
+    /// Replaces the session's metadata.
+    fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError>;
+    /// The session's metadata, or `None` if none was written (`SessionNotFound` if no session).
+    fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError>;
+}
+
+impl std::fmt::Debug for dyn SessionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SessionStore({})", self.backend_name())
+    }
+}
+
+/// The event as stored: a JSON object with `"v"` (added as 1 when missing).
+pub fn event_record(event: &Value) -> Result<Value, SessionError> {
+    let Value::Object(map) = event else {
+        return Err(SessionError::InvalidEvent(json_kind(event)));
+    };
+    if map.contains_key("v") {
+        return Ok(event.clone());
+    }
+    let mut record = serde_json::Map::with_capacity(map.len() + 1);
+    record.insert("v".to_owned(), Value::from(FORMAT_VERSION));
+    record.extend(map.iter().map(|(k, v)| (k.clone(), v.clone())));
+    Ok(Value::Object(record))
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Creates a session with a fresh id (`20260929-153012-3f9a`), retrying when the random suffix
+/// collides with an existing session.
+pub fn create_fresh_session(store: &dyn SessionStore) -> Result<Session, SessionError> {
+    const ATTEMPTS: usize = 16;
+    let mut last = None;
+    for _ in 0..ATTEMPTS {
+        let now = now_utc();
+        let session = Session::new(new_session_id(now)?, now);
+        match store.create_session(&session) {
+            Ok(()) => return Ok(session),
+            Err(err @ SessionError::SessionExists(_)) => last = Some(err),
+            Err(err) => return Err(err),
+        }
+    }
+    Err(last.unwrap_or_else(|| SessionError::SessionExists(String::new())))
+}
+
+/// Writes the agent events of one session into its store (the gate's and the loop's event sink).
+#[derive(Clone)]
+pub struct StoreEventSink {
+    pub store: Arc<dyn SessionStore>,
+    pub session_id: String,
+}
+
+impl StoreEventSink {
+    pub fn new(store: Arc<dyn SessionStore>, session_id: impl Into<String>) -> Self {
+        Self {
+            store,
+            session_id: session_id.into(),
+        }
+    }
+
+    /// Appends one serialized event; durable when it returns `Ok`. The caller decides what a failure
+    /// means (an approval that cannot be recorded must not be asked).
+    pub fn emit_json(&self, event: Value) -> Result<(), SessionError> {
+        self.store.append_event(&self.session_id, &event)
+    }
+}
+
+impl std::fmt::Debug for StoreEventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreEventSink")
+            .field("backend", &self.store.backend_name())
+            .field("session_id", &self.session_id)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_get_a_version_and_keep_their_keys() {
+        let record = event_record(&json!({"type": "tool_call", "tool": "x"})).unwrap();
+        assert_eq!(record, json!({"v": 1, "type": "tool_call", "tool": "x"}));
+        let own = json!({"v": 7, "type": "x"});
+        assert_eq!(event_record(&own).unwrap(), own);
+    }
+
+    #[test]
+    fn events_must_be_objects() {
+        for bad in [json!(null), json!([1]), json!("x"), json!(3)] {
+            assert!(matches!(
+                event_record(&bad),
+                Err(SessionError::InvalidEvent(_))
+            ));
+        }
+    }
+}

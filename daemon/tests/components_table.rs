@@ -1,0 +1,53 @@
+//! The client describes taud's components from `tau_api::components` without linking taud; this keeps
+//! that table in step with the tools taud really ships (names, order, tiers and distribution).
+
+use std::sync::Arc;
+
+use tau_api::components::{BUILTIN_DISTRIBUTION, ComponentKind, builtin_of};
+use taud::tools::{SystemClock, shipped};
+
+#[test]
+fn the_tool_table_matches_the_shipped_tools() {
+    let shipped: Vec<(String, u8, String)> = shipped(Arc::new(SystemClock))
+        .iter()
+        .map(|tool| {
+            let spec = tool.spec();
+            let tier = spec.tier().expect("a shipped tool has a tier");
+            (
+                spec.name.clone(),
+                tier.number(),
+                tool.distribution().to_owned(),
+            )
+        })
+        .collect();
+    let table: Vec<(String, u8, String)> = builtin_of(ComponentKind::Tool)
+        .map(|c| {
+            (
+                c.name.to_owned(),
+                c.tier.expect("a tool in the table has a tier"),
+                BUILTIN_DISTRIBUTION.to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(table, shipped);
+    assert_eq!(BUILTIN_DISTRIBUTION, taud::tool::BUILTIN_DISTRIBUTION);
+}
+
+#[test]
+fn the_shipped_tools_catalog_disables_like_the_table() {
+    let disabled = vec!["demo_physical_action".to_string()];
+    let catalog = taud::tools::shipped_catalog(Arc::new(SystemClock), &disabled).unwrap();
+    let config = tau_api::config::Config::from_toml_str(
+        "[components.tools]\ndisabled = [\"demo_physical_action\"]\n",
+        std::path::Path::new("/t/tau.toml"),
+        &tau_api::env::Env::new(),
+        &tau_api::config::KnownNames::builtin(),
+    )
+    .unwrap();
+    let enabled: Vec<String> = tau_api::components::component_states(&config)
+        .into_iter()
+        .filter(|s| s.kind == ComponentKind::Tool && s.enabled)
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(enabled, catalog.names());
+}

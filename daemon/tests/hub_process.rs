@@ -1,0 +1,383 @@
+//! The real `taud` binary against a temporary installation: single instance, heartbeat, clean
+//! stop, crash reports, the JSON control API, gRPC over the Unix socket and TCP, file modes, and a
+//! failing service that the hub survives.
+
+mod hub_common;
+use hub_common as common;
+
+use std::os::unix::fs::PermissionsExt;
+
+use common::{Install, get_json, http_get, tcp_channel, uds_channel, wait_for, with_token};
+use nix::sys::signal::Signal;
+use tau_api::hub_files::{CrashNote, FORMAT_VERSION, UNEXPECTED_EXIT_REASON, exit};
+use tau_api::proto::v1::GetStatusRequest;
+use tau_api::proto::v1::tau_client::TauClient;
+
+fn mode(path: &std::path::Path) -> u32 {
+    match std::fs::metadata(path) {
+        Ok(meta) => meta.permissions().mode() & 0o777,
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
+}
+
+#[test]
+fn a_second_start_exits_1_naming_the_running_pid() {
+    let install = Install::new();
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let (status, stderr) = install.run_to_exit();
+    assert_eq!(
+        status.code(),
+        Some(i32::from(exit::ALREADY_RUNNING)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.starts_with(&format!("tau hub is already running (pid {})", hub.pid())),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // The refused start changed nothing: the first hub still answers and owns state.json.
+    assert_eq!(install.state().unwrap().pid, hub.pid());
+    assert_eq!(get_json(install.port, "/health")["pid"], hub.pid());
+}
+
+#[test]
+fn under_launchd_a_refused_start_exits_0() {
+    let install = Install::new();
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let mut cmd = install.command();
+    let out = cmd.arg("--launchd").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("tau hub is already running"));
+}
+
+#[test]
+fn a_bad_config_exits_78_with_one_line() {
+    let install = Install::with_config("[hub]\nheartbeat_seconds = 0\n");
+    let (status, stderr) = install.run_to_exit();
+    assert_eq!(status.code(), Some(i32::from(exit::CONFIG)), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("tau.toml") && stderr.contains("heartbeat_seconds"),
+        "{stderr}"
+    );
+    assert!(
+        !install.paths().lock_file.exists(),
+        "refused before touching the hub's files"
+    );
+}
+
+#[test]
+fn the_heartbeat_advances() {
+    let install = Install::new();
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let first = install.state().unwrap();
+    assert_eq!(first.version, FORMAT_VERSION);
+    assert_eq!(first.heartbeat_seconds, 1);
+    assert_eq!(first.stopped_at, None);
+    let later = wait_for("a newer heartbeat", || {
+        install
+            .state()
+            .filter(|s| s.heartbeat_at > first.heartbeat_at)
+    });
+    assert_eq!(later.started_at, first.started_at);
+    assert!(later.heartbeat_at.parse::<jiff::Timestamp>().is_ok());
+}
+
+#[test]
+fn sigterm_stops_cleanly_and_the_next_start_finds_no_crash() {
+    let install = Install::new();
+    let mut hub = install.spawn();
+    install.wait_ready(hub.pid());
+    hub.signal(Signal::SIGTERM);
+    assert_eq!(hub.wait_exit().code(), Some(0));
+    let state = install.state().unwrap();
+    assert!(state.stopped_at.is_some(), "{state:?}");
+    assert!(
+        !install.paths().socket.exists(),
+        "socket removed on clean stop"
+    );
+    assert!(!install.paths().crash_file.exists());
+
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    assert!(install.crash_reports().is_empty());
+    assert_eq!(
+        get_json(install.port, "/status")["last_crash"],
+        serde_json::Value::Null
+    );
+}
+
+#[test]
+fn sigint_stops_cleanly_too() {
+    let install = Install::new();
+    let mut hub = install.spawn();
+    install.wait_ready(hub.pid());
+    hub.signal(Signal::SIGINT);
+    assert_eq!(hub.wait_exit().code(), Some(0));
+    assert!(install.state().unwrap().stopped_at.is_some());
+}
+
+#[test]
+fn kill_9_then_restart_records_an_unexpected_exit() {
+    let install = Install::new();
+    let mut dead = install.spawn();
+    install.wait_ready(dead.pid());
+    let dead_pid = dead.pid();
+    dead.signal(Signal::SIGKILL);
+    dead.wait_exit();
+    assert!(
+        install.paths().socket.exists(),
+        "a killed hub leaves its socket behind"
+    );
+
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let reports = install.crash_reports();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert_eq!(reports[0].reason, UNEXPECTED_EXIT_REASON);
+    assert_eq!(reports[0].pid, dead_pid);
+    let last: tau_api::hub_files::CrashReport =
+        serde_json::from_str(&std::fs::read_to_string(install.paths().last_crash_file).unwrap())
+            .unwrap();
+    assert_eq!(last, reports[0]);
+    let status = get_json(install.port, "/status");
+    assert_eq!(status["last_crash"]["reason"], UNEXPECTED_EXIT_REASON);
+    assert_eq!(status["last_crash"]["pid"], dead_pid);
+}
+
+#[test]
+fn the_reason_in_crash_json_is_used() {
+    let install = Install::new();
+    let mut dead = install.spawn();
+    install.wait_ready(dead.pid());
+    dead.signal(Signal::SIGKILL);
+    dead.wait_exit();
+    // What the dying hub's panic hook writes (see tests/panic_hook.rs for the hook itself).
+    let note = CrashNote {
+        version: FORMAT_VERSION,
+        pid: dead.pid(),
+        at: "2026-01-01T00:00:00Z".into(),
+        reason: "panic: the sky fell (at src/sky.rs:1)".into(),
+    };
+    std::fs::write(
+        install.paths().crash_file,
+        serde_json::to_string(&note).unwrap(),
+    )
+    .unwrap();
+
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let reports = install.crash_reports();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].reason, note.reason);
+    assert!(!install.paths().crash_file.exists(), "the note is consumed");
+}
+
+#[test]
+fn health_status_and_the_host_check() {
+    let mut install = Install::new();
+    install
+        .extra_env
+        .push(("TAU_PROFILE".into(), "travel".into()));
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+
+    let health = get_json(install.port, "/health");
+    assert_eq!(health["ok"], true);
+    assert_eq!(health["pid"], hub.pid());
+    assert!(health["uptime_s"].is_u64());
+
+    let status = get_json(install.port, "/status");
+    for key in [
+        "role",
+        "profile",
+        "version",
+        "started_at",
+        "heartbeat_at",
+        "uptime_s",
+        "last_crash",
+        "approvals_pending",
+        "nodes",
+    ] {
+        assert!(status.get(key).is_some(), "/status lacks {key}: {status}");
+    }
+    assert_eq!(status["profile"], "travel");
+    assert_eq!(status["role"], "hub");
+    assert_eq!(status["version"], tau_api::VERSION);
+    assert_eq!(status["approvals_pending"], 0);
+    assert_eq!(status["nodes"], serde_json::json!([]));
+
+    for host in ["localhost", "localhost:1234", "127.0.0.1:9", "[::1]:7877"] {
+        assert_eq!(
+            http_get(install.port, "/health", host).unwrap().0,
+            200,
+            "{host}"
+        );
+    }
+    for host in [
+        "evil.example",
+        "evil.example:7877",
+        "192.168.1.10",
+        "localhost.evil.example",
+    ] {
+        let (code, body) = http_get(install.port, "/status", host).unwrap();
+        assert_eq!(code, 403, "{host}: {body}");
+    }
+    assert_eq!(http_get(install.port, "/nope", "localhost").unwrap().0, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_over_the_socket_and_over_tcp_with_and_without_the_token() {
+    let install = Install::new();
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+
+    let mut over_socket = TauClient::new(uds_channel(&install.paths().socket).await);
+    let status = over_socket
+        .get_status(GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.pid, hub.pid());
+    assert_eq!(status.role, "hub");
+    assert_eq!(status.version, tau_api::VERSION);
+
+    let token = std::fs::read_to_string(install.paths().token_file).unwrap();
+    let mut over_tcp = TauClient::new(tcp_channel(install.port).await);
+    let status = over_tcp
+        .get_status(with_token(GetStatusRequest {}, Some(token.trim())))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.pid, hub.pid());
+
+    for bad in [None, Some("0123"), Some("")] {
+        let err = over_tcp
+            .get_status(with_token(GetStatusRequest {}, bad))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), tonic::Code::Unauthenticated, "{bad:?}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_reflection_are_served() {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus};
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let install = Install::new();
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let channel = uds_channel(&install.paths().socket).await;
+
+    let health = HealthClient::new(channel.clone())
+        .check(HealthCheckRequest {
+            service: "tau.v1.Tau".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(health.status(), ServingStatus::Serving);
+
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = ServerReflectionClient::new(channel)
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = responses.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
+        panic!("unexpected reflection answer: {response:?}");
+    };
+    let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
+    assert!(names.contains(&"tau.v1.Tau".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"grpc.health.v1.Health".to_owned()),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn files_are_private() {
+    let install = Install::new();
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let paths = install.paths();
+    assert_eq!(mode(&paths.dir), 0o700);
+    assert_eq!(mode(&paths.socket), 0o600);
+    assert_eq!(mode(&paths.token_file), 0o600);
+    assert_eq!(mode(&paths.state_file), 0o600);
+    assert_eq!(mode(&paths.lock_file), 0o600);
+    let token = std::fs::read_to_string(&paths.token_file).unwrap();
+    assert_eq!(token.len(), 64);
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_that_fails_to_start_is_skipped_and_the_hub_runs_on() {
+    let install = Install::new();
+    // Something that is not a socket where the gRPC socket goes: the gRPC service cannot start.
+    std::fs::create_dir_all(install.paths().socket.join("occupied")).unwrap();
+    let mut hub = install.spawn();
+    let pid = hub.pid();
+    wait_for("/health", || {
+        http_get(install.port, "/health", "localhost").ok()
+    });
+    assert_eq!(get_json(install.port, "/health")["pid"], pid);
+    let stderr = hub.stderr();
+    assert!(
+        stderr.contains("grpc") && stderr.contains("skipped"),
+        "{stderr}"
+    );
+    // gRPC is not mounted on TCP: an honest UNIMPLEMENTED, not a hang.
+    let token = std::fs::read_to_string(install.paths().token_file).unwrap_or_default();
+    let err = TauClient::new(tcp_channel(install.port).await)
+        .get_status(with_token(GetStatusRequest {}, Some(token.trim())))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::Unimplemented, "{err}");
+    // The heartbeat goes on and the hub still stops cleanly.
+    let first = install.state().unwrap();
+    wait_for("a newer heartbeat", || {
+        install
+            .state()
+            .filter(|s| s.heartbeat_at > first.heartbeat_at)
+    });
+    hub.signal(Signal::SIGTERM);
+    assert_eq!(hub.wait_exit().code(), Some(0));
+    assert!(
+        install.paths().socket.join("occupied").exists(),
+        "never deleted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_port_skips_the_control_api_but_grpc_serves_the_socket() {
+    let install = Install::new();
+    let _squatter = std::net::TcpListener::bind(("127.0.0.1", install.port)).unwrap();
+    let hub = install.spawn();
+    wait_for("the socket", || {
+        install.paths().socket.exists().then_some(())
+    });
+    let status = TauClient::new(uds_channel(&install.paths().socket).await)
+        .get_status(GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.pid, hub.pid());
+    let stderr = hub.stderr();
+    assert!(
+        stderr.contains("control-api") && stderr.contains("skipped"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,177 @@
+//! The sqlite backend's schema history: a database created with the first schema (a frozen copy of
+//! migration 1, kept here on purpose so editing a released migration breaks this test) opens,
+//! migrates and reads; a newer database is refused; the file is private and in WAL mode.
+
+// Test and benchmark code: a failed unwrap is a failed run, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+
+use rusqlite::Connection;
+use serde_json::json;
+use taud::session::{Durability, SessionError, SessionStore, SqliteSessionStore};
+
+use support::user_message;
+
+/// Schema version 1 exactly as released.
+const SCHEMA_V1: &str = "
+CREATE TABLE sessions (
+    session_id TEXT PRIMARY KEY NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE TABLE agents (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id),
+    agent_id TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (session_id, agent_id)
+);
+CREATE TABLE messages (
+    session_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    message_id INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (session_id, agent_id, message_id),
+    FOREIGN KEY (session_id, agent_id) REFERENCES agents(session_id, agent_id)
+);
+CREATE TABLE events (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id),
+    seq INTEGER NOT NULL,
+    event TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE meta (
+    session_id TEXT PRIMARY KEY NOT NULL REFERENCES sessions(session_id),
+    record TEXT NOT NULL
+);
+PRAGMA user_version = 1;
+";
+
+/// Two sessions as a version-1 tau wrote them (timestamps in the form Strands uses, too).
+const DATA_V1: &str = r#"
+INSERT INTO sessions VALUES ('20260101-100000-aaaa', '2026-01-01T10:00:00.000000Z', '2026-01-01T12:00:00.000000Z',
+  '{"v":1,"session_id":"20260101-100000-aaaa","session_type":"AGENT","created_at":"2026-01-01T10:00:00.000000Z","updated_at":"2026-01-01T10:00:00.000000Z"}');
+INSERT INTO sessions VALUES ('20260102-100000-bbbb', '2026-01-02T10:00:00+00:00', '2026-01-02T11:00:00.5+00:00',
+  '{"session_id":"20260102-100000-bbbb","session_type":"AGENT","created_at":"2026-01-02T10:00:00+00:00","updated_at":"2026-01-02T10:00:00+00:00"}');
+INSERT INTO agents VALUES ('20260101-100000-aaaa', 'tau',
+  '{"v":1,"agent_id":"tau","state":{},"conversation_manager_state":{"__name__":"SlidingWindowConversationManager","removed_message_count":0},"created_at":"2026-01-01T10:00:00.000000Z","updated_at":"2026-01-01T10:00:00.000000Z"}');
+INSERT INTO messages VALUES ('20260101-100000-aaaa', 'tau', 0,
+  '{"v":1,"message_id":0,"message":{"role":"user","content":[{"text":"hi"}]},"redact_message":null,"created_at":"2026-01-01T11:00:00.000000Z","updated_at":"2026-01-01T11:00:00.000000Z"}');
+INSERT INTO messages VALUES ('20260101-100000-aaaa', 'tau', 1,
+  '{"v":1,"message_id":1,"message":{"role":"assistant","content":[{"text":"hello"}]},"redact_message":null,"created_at":"2026-01-01T12:00:00.000000Z","updated_at":"2026-01-01T12:00:00.000000Z"}');
+INSERT INTO events VALUES ('20260101-100000-aaaa', 0, '{"v":1,"type":"turn"}');
+INSERT INTO meta VALUES ('20260101-100000-aaaa', '{"v":1,"channel":"terminal","title":"hi"}');
+"#;
+
+#[test]
+fn a_database_of_the_first_schema_opens_and_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(SCHEMA_V1).unwrap();
+        conn.execute_batch(DATA_V1).unwrap();
+    }
+    let store = SqliteSessionStore::open(&path, Durability::Full).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 2);
+
+    let listed = store.list_sessions().unwrap();
+    let ids: Vec<&str> = listed.iter().map(|s| s.session_id.as_str()).collect();
+    assert_eq!(ids, ["20260102-100000-bbbb", "20260101-100000-aaaa"]);
+    assert_eq!(listed[1].message_count, 2);
+    assert_eq!(listed[0].message_count, 0);
+    assert_eq!(listed[0].updated_at.to_string(), "2026-01-02T11:00:00.5Z");
+
+    let id = "20260101-100000-aaaa";
+    let messages = store.list_messages(id, "tau", None, 0).unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[1].message.text(), "hello");
+    assert_eq!(
+        store.read_events(id).unwrap(),
+        vec![json!({"v": 1, "type": "turn"})]
+    );
+    assert_eq!(
+        store.read_meta(id).unwrap().unwrap().title.as_deref(),
+        Some("hi")
+    );
+    assert_eq!(
+        store
+            .read_session("20260102-100000-bbbb")
+            .unwrap()
+            .unwrap()
+            .v,
+        1
+    );
+
+    // The migrated database takes new messages and keeps counting.
+    store
+        .create_message(id, "tau", &user_message(2, "more"))
+        .unwrap();
+    let listed = store.list_sessions().unwrap();
+    assert_eq!(listed[0].session_id, id);
+    assert_eq!(listed[0].message_count, 3);
+
+    // Opening again runs no migration twice.
+    drop(store);
+    let store = SqliteSessionStore::open(&path, Durability::Full).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 2);
+    assert_eq!(store.list_sessions().unwrap()[0].message_count, 3);
+}
+
+#[test]
+fn a_database_from_a_newer_tau_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE future (x); PRAGMA user_version = 99;")
+            .unwrap();
+    }
+    let err = SqliteSessionStore::open(&path, Durability::Full)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, SessionError::SchemaTooNew { found: 99, .. }),
+        "{err}"
+    );
+    let conn = Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 99);
+}
+
+#[test]
+fn the_database_is_private_and_in_wal_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data").join("sessions.db");
+    let store = SqliteSessionStore::open(&path, Durability::Full).unwrap();
+    taud::session::create_fresh_session(&store).unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&dir.path().join("data")), 0o700);
+    let wal = dir.path().join("data").join("sessions.db-wal");
+    assert!(wal.exists(), "no WAL file");
+    assert_eq!(mode(&wal), 0o600);
+    let conn = Connection::open(&path).unwrap();
+    let journal: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(journal, "wal");
+}
+
+#[test]
+fn a_symlinked_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.db");
+    std::fs::write(&real, b"").unwrap();
+    let link = dir.path().join("sessions.db");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let err = SqliteSessionStore::open(&link, Durability::Full)
+        .err()
+        .unwrap();
+    assert!(matches!(err, SessionError::Symlink { .. }), "{err}");
+}

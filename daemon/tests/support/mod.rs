@@ -1,0 +1,88 @@
+//! Shared by the session test binaries: how each built-in backend is opened on a temporary data
+//! directory, a reopenable harness, and small builders.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use taud::message::Message;
+use taud::session::{
+    ContextMode, DEFAULT_AGENT_ID, Durability, SessionAgent, SessionBackends, SessionMessage,
+    SessionStore, SessionStoreConfig, create_fresh_session, now_utc,
+};
+use tempfile::TempDir;
+
+/// The built-in backends the contract applies to.
+pub const BACKENDS: [&str; 2] = ["file", "sqlite"];
+
+/// Opens the built-in backend `name` under `data_dir`, fully durable.
+pub fn open_backend(name: &str, data_dir: &Path) -> Arc<dyn SessionStore> {
+    let config = SessionStoreConfig {
+        durability: Durability::Full,
+        ..SessionStoreConfig::under(data_dir)
+    };
+    SessionBackends::builtin().open(name, &config).unwrap()
+}
+
+/// A message record with a user text.
+pub fn user_message(id: u64, text: &str) -> SessionMessage {
+    SessionMessage::new(id, Message::user_text(text), now_utc())
+}
+
+/// A message record with an assistant text.
+pub fn assistant_message(id: u64, text: &str) -> SessionMessage {
+    SessionMessage::new(id, Message::assistant_text(text), now_utc())
+}
+
+/// A store of one backend on a temporary data directory, reopenable.
+pub struct Harness {
+    pub backend: &'static str,
+    pub dir: TempDir,
+    pub store: Arc<dyn SessionStore>,
+}
+
+impl Harness {
+    pub fn new(backend: &'static str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open_backend(backend, dir.path());
+        Self {
+            backend,
+            dir,
+            store,
+        }
+    }
+
+    /// A new store instance on the same data (as after a restart).
+    pub fn reopen(&self) -> Arc<dyn SessionStore> {
+        open_backend(self.backend, self.dir.path())
+    }
+
+    /// A session with the default agent.
+    pub fn session_with_agent(&self) -> String {
+        let session = create_fresh_session(self.store.as_ref()).unwrap();
+        self.store
+            .create_agent(
+                &session.session_id,
+                &SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now_utc()),
+            )
+            .unwrap();
+        session.session_id
+    }
+}
+
+/// Every file name under `dir`, for "nothing was touched" checks.
+pub fn tree(dir: &Path) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        for entry in std::fs::read_dir(&path).unwrap() {
+            let entry = entry.unwrap();
+            names.insert(entry.path().display().to_string());
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    names
+}

@@ -1,0 +1,247 @@
+//! `tau ask` through the real `tau` and `taud` binaries: no hub (exit 69 with a hint), a reply on
+//! stdout, `--json` events, a tier-2 call rejected without `--approve`, `--session` continuing a
+//! session, and an unknown session.
+
+// Test helpers: a failed set-up step must fail the test at once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tau_e2e::Sandbox;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+struct Hub {
+    child: Child,
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_hub(sandbox: &Sandbox, port: u16) -> Hub {
+    let child = sandbox
+        .command("taud")
+        .unwrap()
+        .env("TAU_HUB_PORT", port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let hub = Hub { child };
+    let socket = sandbox.data_dir().join("hub/taud.sock");
+    let state = sandbox.data_dir().join("hub/state.json");
+    let started = Instant::now();
+    while !(socket.exists() && state.exists()) {
+        assert!(started.elapsed() < DEADLINE, "the hub never came up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    hub
+}
+
+fn ask(sandbox: &Sandbox, port: u16, args: &[&str]) -> Output {
+    sandbox
+        .command("tau")
+        .unwrap()
+        .env("TAU_HUB_PORT", port.to_string())
+        .arg("ask")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn without_a_hub_it_starts_nothing_and_says_how_to() {
+    let sandbox = Sandbox::new().unwrap();
+    let out = ask(&sandbox, free_port(), &["hello"]);
+    assert_eq!(out.status.code(), Some(69), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("tau hub run"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    assert!(
+        !sandbox.data_dir().join("hub/taud.sock").exists(),
+        "no hub was started"
+    );
+}
+
+#[test]
+fn a_reply_on_stdout_and_events_as_json_lines() {
+    let sandbox = Sandbox::new().unwrap();
+    let port = free_port();
+    let _hub = start_hub(&sandbox, port);
+
+    let out = ask(&sandbox, port, &["hello", "there"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let reply = text(&out.stdout);
+    assert!(reply.contains("You said: \"hello there\""), "{reply}");
+    assert_eq!(reply.lines().count(), 1, "only the reply: {reply}");
+
+    let out = ask(&sandbox, port, &["--json", "what time is it"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "accepted");
+    let session = lines[0]["session_id"].as_str().unwrap().to_owned();
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert!(types.contains(&"tool_call"), "{types:?}");
+    assert_eq!(*types.last().unwrap(), "turn_ended");
+    let call = lines.iter().find(|l| l["type"] == "tool_call").unwrap();
+    assert_eq!(
+        (call["tool"].as_str(), call["status"].as_str()),
+        (Some("current_time"), Some("success"))
+    );
+    let seqs: Vec<u64> = lines[1..]
+        .iter()
+        .map(|l| l["seq"].as_u64().unwrap())
+        .collect();
+    assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+
+    // --session continues that session.
+    let out = ask(
+        &sandbox,
+        port,
+        &["--json", "--session", &session, "hello again"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let first: serde_json::Value =
+        serde_json::from_str(text(&out.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(first["session_id"], session.as_str());
+    let stored = std::fs::read_dir(
+        sandbox
+            .data_dir()
+            .join("sessions")
+            .join(&session)
+            .join("agents/tau/messages"),
+    )
+    .unwrap()
+    .count();
+    assert_eq!(stored, 6, "4 messages of the tool turn, 2 of the second");
+
+    let out = ask(&sandbox, port, &["--session", "20990101-000000-beef", "hi"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("not found"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_tier_2_call_is_rejected_without_approve() {
+    let sandbox = Sandbox::new().unwrap();
+    let port = free_port();
+    let _hub = start_hub(&sandbox, port);
+    let out = ask(&sandbox, port, &["--json", "turn on the lamp"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("✗ demo_physical_action: not approved"),
+        "{}",
+        text(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let resolved = lines
+        .iter()
+        .find(|l| l["type"] == "approval_resolved")
+        .unwrap();
+    assert_eq!(resolved["resolution"], "rejected");
+    assert_eq!(resolved["decided_by_channel"], "cli");
+    let call = lines.iter().find(|l| l["type"] == "tool_call").unwrap();
+    assert_eq!(
+        (call["status"].as_str(), call["approval"].as_str()),
+        (Some("refused"), Some("rejected"))
+    );
+}
+
+/// Runs `tau ask --approve …` on a pseudo-terminal (util-linux `script`), typing `answer`.
+fn ask_on_a_terminal(sandbox: &Sandbox, port: u16, answer: &str) -> Option<Output> {
+    let script = ["/usr/bin/script", "/bin/script"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file())?;
+    let tau = tau_e2e::binary("tau").unwrap();
+    let mut command = std::process::Command::new(script);
+    command
+        .args(["-qec"])
+        .arg(format!("{} ask --approve turn on the lamp", tau.display()))
+        .arg("/dev/null")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", sandbox.data_dir().parent().unwrap())
+        .env("TAU_HOME", sandbox.home())
+        .env("TAU_DATA_DIR", sandbox.data_dir())
+        .env("TAU_HUB_PORT", port.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut running = command.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = running.stdin.take().unwrap();
+        writeln!(stdin, "{answer}").unwrap();
+    }
+    Some(running.wait_with_output().unwrap())
+}
+
+fn stored_tool_calls(sandbox: &Sandbox) -> Vec<serde_json::Value> {
+    let mut calls = Vec::new();
+    for entry in std::fs::read_dir(sandbox.data_dir().join("sessions")).unwrap() {
+        let events = entry.unwrap().path().join("events.jsonl");
+        let Ok(text) = std::fs::read_to_string(events) else {
+            continue;
+        };
+        calls.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .filter(|e| e["type"] == "tool_call"),
+        );
+    }
+    calls
+}
+
+#[test]
+fn approve_asks_on_the_terminal_and_only_yes_approves() {
+    for (answer, approval) in [("y", "approved"), ("nope", "rejected")] {
+        let sandbox = Sandbox::new().unwrap();
+        let port = free_port();
+        let _hub = start_hub(&sandbox, port);
+        let Some(out) = ask_on_a_terminal(&sandbox, port, answer) else {
+            eprintln!("skipped: util-linux `script` is not installed");
+            return;
+        };
+        let shown = text(&out.stdout);
+        assert!(out.status.success(), "{shown}{}", text(&out.stderr));
+        assert!(shown.contains("Approval needed (tier 2)"), "{shown}");
+        assert!(
+            shown.contains(r#"Arguments: {"action": "turn on the lamp"}"#),
+            "{shown}"
+        );
+        let calls = stored_tool_calls(&sandbox);
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(calls[0]["approval"], approval, "{answer}: {shown}");
+    }
+}

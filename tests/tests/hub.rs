@@ -1,0 +1,95 @@
+//! `tau hub run | status | stop` through the real `tau` binary, which execs the real `taud`.
+
+// Test helpers: a failed set-up step must fail the test at once.
+#![allow(clippy::unwrap_used)]
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tau_e2e::Sandbox;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn status(sandbox: &Sandbox, port: u16) -> (Option<i32>, serde_json::Value) {
+    let output = sandbox
+        .command("tau")
+        .unwrap()
+        .env("TAU_HUB_PORT", port.to_string())
+        .args(["hub", "status", "--json"])
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "status --json is not JSON ({error}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    });
+    (output.status.code(), json)
+}
+
+#[test]
+fn run_status_stop_round_trip() {
+    let sandbox = Sandbox::new().unwrap();
+    let port = free_port();
+    let (code, json) = status(&sandbox, port);
+    assert_eq!(json["running"], false, "{json}");
+    assert_ne!(code, Some(0), "a hub that is not running is not a success");
+
+    let mut hub = sandbox
+        .command("tau")
+        .unwrap()
+        .env("TAU_HUB_PORT", port.to_string())
+        .args(["hub", "run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    let started = Instant::now();
+    let json = loop {
+        let (code, json) = status(&sandbox, port);
+        if json["running"] == true {
+            assert_eq!(code, Some(0));
+            break json;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the hub never came up: {json}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        json["pid"],
+        hub.id(),
+        "tau hub run execs taud in place: {json}"
+    );
+
+    let stop = sandbox
+        .command("tau")
+        .unwrap()
+        .env("TAU_HUB_PORT", port.to_string())
+        .args(["hub", "stop"])
+        .output()
+        .unwrap();
+    assert!(
+        stop.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    let exit = hub.wait().unwrap();
+    assert!(exit.success(), "a stopped hub exits cleanly: {exit}");
+    let (_, json) = status(&sandbox, port);
+    assert_eq!(json["running"], false, "{json}");
+    assert!(
+        !sandbox.data_dir().join("hub/taud.sock").exists(),
+        "the socket is removed on a clean stop"
+    );
+}
