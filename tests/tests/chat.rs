@@ -2,8 +2,45 @@
 //! pseudo-terminal, typed the way a person types.
 
 use std::process::Stdio;
+use std::time::Duration;
 
-use tau_e2e::chat::ChatSandbox;
+use rexpect::session::PtySession;
+use tau_e2e::chat::{ChatSandbox, HubGuard, message_text, wait_until};
+
+const LAMP: &str = "turn on the lamp";
+const TOOL: &str = "demo_physical_action";
+
+/// rexpect reads the terminal byte by byte as Latin-1 characters: match UTF-8 text as its bytes.
+fn see(chat: &mut PtySession, text: &str) -> anyhow::Result<String> {
+    Ok(chat.exp_string(&latin1(text))?)
+}
+
+fn latin1(text: &str) -> String {
+    text.bytes().map(char::from).collect()
+}
+
+/// Waits for the ready banner and returns the session id it names.
+fn ready(chat: &mut PtySession) -> anyhow::Result<String> {
+    see(chat, "is ready")?;
+    let (_, matched) = chat.exp_regex(r"session [0-9A-Za-z_-]+")?;
+    Ok(matched.trim_start_matches("session ").to_owned())
+}
+
+/// Ctrl-D at the prompt: the chat says goodbye and exits 0.
+fn quit(mut chat: PtySession) -> anyhow::Result<()> {
+    // Ctrl-D once the input prompt is back (an end-of-file typed before the line editor took the
+    // terminal would be lost, as on any terminal).
+    see(&mut chat, "> ")?;
+    chat.send_control('d')?;
+    see(&mut chat, "Goodbye.")?;
+    chat.exp_eof()?;
+    let status = chat.process_mut().wait()?;
+    anyhow::ensure!(
+        matches!(status, rexpect::process::WaitStatus::Exited(_, 0)),
+        "tau chat ended with {status:?}"
+    );
+    Ok(())
+}
 
 #[test]
 fn no_start_without_a_hub_exits_non_zero_with_its_hint() {
@@ -20,4 +57,241 @@ fn no_start_without_a_hub_exits_non_zero_with_its_hint() {
     assert!(stderr.contains("No hub answers"), "{stderr}");
     assert!(stderr.contains("tau hub run"), "{stderr}");
     assert!(!env.socket().exists());
+}
+
+#[test]
+fn approving_runs_the_tool_and_its_result_reaches_the_model() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut chat = env.chat(&[]).unwrap();
+    let session = ready(&mut chat).unwrap();
+    chat.send_line(LAMP).unwrap();
+    see(&mut chat, "Approval needed (tier 2)").unwrap();
+    see(&mut chat, &format!("Tool: {TOOL}")).unwrap();
+    see(&mut chat, "Approve? [y/N]").unwrap();
+    chat.send_line("y").unwrap();
+    see(&mut chat, &format!("✓ {TOOL}: approved")).unwrap();
+    // The fake model reports the tool's result: it reached the model.
+    see(&mut chat, "Done.").unwrap();
+    quit(chat).unwrap();
+
+    let events = env.events(&session).unwrap();
+    let call = events
+        .iter()
+        .find(|e| e.r#type == "tool_call")
+        .expect("a tool_call event");
+    assert!(call.json.contains("\"approved\""), "{}", call.json);
+    let stored = env.session(&session).unwrap();
+    let last = stored.messages.last().unwrap();
+    assert!(message_text(last).starts_with("Done."), "{last:?}");
+}
+
+#[test]
+fn rejecting_shows_the_cross_and_the_refusal_reaches_the_model() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut chat = env.chat(&[]).unwrap();
+    let session = ready(&mut chat).unwrap();
+    chat.send_line(LAMP).unwrap();
+    see(&mut chat, "Approve? [y/N]").unwrap();
+    chat.send_line("n").unwrap();
+    see(&mut chat, &format!("✗ {TOOL}: not approved")).unwrap();
+    see(&mut chat, "the action was not approved").unwrap();
+    quit(chat).unwrap();
+
+    let stored = env.session(&session).unwrap();
+    let refusal_reached_the_model = stored.messages.iter().any(|m| {
+        m.content.iter().any(|b| {
+            matches!(&b.block, Some(tau_api::proto::v1::content_block::Block::ToolResult(r))
+                if r.text.starts_with("The user did not approve this action"))
+        })
+    });
+    assert!(refusal_reached_the_model, "{:?}", stored.messages);
+}
+
+#[test]
+fn ctrl_d_and_typed_ahead_input_never_approve() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut chat = env.chat(&[]).unwrap();
+    ready(&mut chat).unwrap();
+    // "y" typed right behind the message, before any approval prompt exists.
+    see(&mut chat, "> ").unwrap();
+    chat.send(&format!("{LAMP}\ry\r")).unwrap();
+    chat.flush().unwrap();
+    see(&mut chat, "Approve? [y/N]").unwrap();
+    chat.send_control('d').unwrap();
+    let (_, found) = chat
+        .exp_any(vec![
+            rexpect::ReadUntil::String(latin1(&format!("✓ {TOOL}: approved"))),
+            rexpect::ReadUntil::String(latin1(&format!("✗ {TOOL}: not approved"))),
+        ])
+        .unwrap();
+    assert_eq!(found, latin1(&format!("✗ {TOOL}: not approved")));
+    see(&mut chat, "the action was not approved").unwrap();
+    quit(chat).unwrap();
+}
+
+#[test]
+fn a_chat_killed_while_an_approval_is_pending_rejects_it_and_the_turn_is_stored() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut chat = env.chat(&[]).unwrap();
+    let session = ready(&mut chat).unwrap();
+    chat.send_line(LAMP).unwrap();
+    see(&mut chat, "Approve? [y/N]").unwrap();
+    chat.process_mut()
+        .kill(rexpect::process::Signal::SIGKILL)
+        .unwrap();
+
+    let mut stored = None;
+    wait_until(
+        Duration::from_secs(30),
+        "the turn to end and be stored",
+        || {
+            let detail = env.session(&session).unwrap();
+            let done = !detail.busy
+                && detail
+                    .messages
+                    .last()
+                    .is_some_and(|m| message_text(m).contains("not approved"));
+            stored = Some(detail);
+            done
+        },
+    )
+    .unwrap();
+    let stored = stored.unwrap();
+    assert!(stored.messages.len() >= 4, "{:?}", stored.messages);
+    let events = env.events(&session).unwrap();
+    let call = events
+        .iter()
+        .find(|e| e.r#type == "tool_call")
+        .expect("a tool_call event");
+    assert!(call.json.contains("\"refused\""), "{}", call.json);
+    assert!(!call.json.contains("\"approved\""), "{}", call.json);
+}
+
+#[test]
+fn resume_shows_the_history() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut chat = env.chat(&[]).unwrap();
+    let first = ready(&mut chat).unwrap();
+    chat.send_line("hello there, remember the blue door")
+        .unwrap();
+    see(&mut chat, "You said").unwrap();
+    quit(chat).unwrap();
+
+    let mut chat = env.chat(&["--resume"]).unwrap();
+    see(&mut chat, &format!("Resumed session {first}")).unwrap();
+    see(&mut chat, "> hello there, remember the blue door").unwrap();
+    see(&mut chat, "You said").unwrap();
+    ready(&mut chat).unwrap();
+    // A new session, then back with /sessions and /resume 1.
+    chat.send_line("/new").unwrap();
+    see(&mut chat, "New session").unwrap();
+    chat.send_line("/sessions").unwrap();
+    see(&mut chat, "Earlier sessions:").unwrap();
+    see(&mut chat, &format!("1. {first}")).unwrap();
+    see(&mut chat, "hello there, remember the blue door").unwrap();
+    chat.send_line("/resume 1").unwrap();
+    see(&mut chat, &format!("Resumed session {first}")).unwrap();
+    see(&mut chat, "> hello there, remember the blue door").unwrap();
+    chat.send_line("/session").unwrap();
+    see(&mut chat, &format!("Id: {first}")).unwrap();
+    quit(chat).unwrap();
+}
+
+#[test]
+fn lang_tr_switches_the_chrome_and_the_prompt() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut chat = env.chat(&[]).unwrap();
+    ready(&mut chat).unwrap();
+    chat.send_line("/lang tr").unwrap();
+    see(&mut chat, "Bu çalışma için arayüz dili: Türkçe.").unwrap();
+    chat.send_line("/yardım").unwrap();
+    see(&mut chat, "Komutlar:").unwrap();
+    chat.send_line(LAMP).unwrap();
+    see(&mut chat, "Onay gerekli (kademe 2)").unwrap();
+    see(&mut chat, "Onaylıyor musunuz? [e/H]").unwrap();
+    chat.send_line("e").unwrap();
+    see(&mut chat, &format!("✓ {TOOL}: onaylandı")).unwrap();
+    chat.send_line("/lang en").unwrap();
+    see(&mut chat, "UI language for this run: English.").unwrap();
+    quit(chat).unwrap();
+}
+
+#[test]
+fn commands_show_tools_status_and_unknown_commands() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut chat = env.chat(&[]).unwrap();
+    let session = ready(&mut chat).unwrap();
+    chat.send_line("/tools").unwrap();
+    see(&mut chat, &format!("{TOOL} · tier 2 (physical)")).unwrap();
+    see(&mut chat, "needs approval").unwrap();
+    chat.send_line("/status").unwrap();
+    see(&mut chat, "tau status").unwrap();
+    see(&mut chat, &format!("Session: {session}")).unwrap();
+    see(&mut chat, "UI language: en").unwrap();
+    chat.send_line("/nope").unwrap();
+    see(&mut chat, "Unknown command: /nope").unwrap();
+    chat.send_line("/help extra").unwrap();
+    see(&mut chat, "/help takes no argument.").unwrap();
+    quit(chat).unwrap();
+}
+
+#[test]
+fn without_a_terminal_tier_two_calls_are_rejected() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut child = env
+        .command("tau")
+        .unwrap()
+        .arg("chat")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{LAMP}").unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        stdout.contains(&format!("✗ {TOOL}: no terminal to ask on")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("the action was not approved"), "{stdout}");
+    assert!(
+        !stdout.contains('\x1b'),
+        "escape sequences in a pipe: {stdout:?}"
+    );
+}
+
+#[test]
+fn chat_starts_the_hub_when_none_answers() {
+    let env = ChatSandbox::new().unwrap();
+    let mut chat = env.chat(&[]).unwrap();
+    let (_, matched) = chat
+        .exp_regex(r"Started the hub in the background \(pid [0-9]+\)")
+        .unwrap();
+    let pid: i32 = matched
+        .rsplit("pid ")
+        .next()
+        .and_then(|rest| rest.trim_end_matches(')').parse().ok())
+        .unwrap();
+    let hub = HubGuard::Pid(pid);
+    ready(&mut chat).unwrap();
+    chat.send_line("hello").unwrap();
+    see(&mut chat, "You said").unwrap();
+    quit(chat).unwrap();
+    // The hub outlives the chat that started it.
+    assert!(env.socket().exists());
+    drop(hub);
 }
