@@ -235,6 +235,11 @@ fn commands_show_tools_status_and_unknown_commands() {
     see(&mut chat, "tau status").unwrap();
     see(&mut chat, &format!("Session: {session}")).unwrap();
     see(&mut chat, "UI language: en").unwrap();
+    see(
+        &mut chat,
+        &format!("Hub: answers on http://127.0.0.1:{}/health", env.port),
+    )
+    .unwrap();
     chat.send_line("/nope").unwrap();
     see(&mut chat, "Unknown command: /nope").unwrap();
     chat.send_line("/help extra").unwrap();
@@ -294,4 +299,33 @@ fn chat_starts_the_hub_when_none_answers() {
     // The hub outlives the chat that started it.
     assert!(env.socket().exists());
     drop(hub);
+}
+
+#[test]
+fn compact_opens_a_new_session_and_keeps_the_old_one() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut chat = env.chat(&[]).unwrap();
+    let first = ready(&mut chat).unwrap();
+    chat.send_line("hello there, remember the blue door")
+        .unwrap();
+    see(&mut chat, "You said").unwrap();
+    chat.send_line("/compact the door").unwrap();
+    see(&mut chat, "Compacted ").unwrap();
+    let (_, matched) = chat.exp_regex(r"New session [0-9A-Za-z_-]+").unwrap();
+    let second = matched.trim_start_matches("New session ").to_owned();
+    assert_ne!(second, first);
+    see(&mut chat, &format!("the previous session {first} is kept.")).unwrap();
+    see(&mut chat, "Summary:").unwrap();
+    chat.send_line("/session").unwrap();
+    see(&mut chat, &format!("Id: {second}")).unwrap();
+    chat.send_line("/sessions").unwrap();
+    see(&mut chat, &format!("1. {first}")).unwrap();
+    quit(chat).unwrap();
+
+    let old = env.session(&first).unwrap().session.unwrap();
+    assert_eq!(old.compacted_to, second);
+    assert!(old.message_count >= 2, "{old:?}");
+    let new = env.session(&second).unwrap().session.unwrap();
+    assert_eq!(new.compacted_from, first);
 }

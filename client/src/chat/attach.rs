@@ -7,9 +7,9 @@
 //!   chat.
 //! - The wait for a started hub has a deadline and ends early when the child exits for good (an
 //!   exit with "already running" keeps waiting: another hub is starting and will answer).
-//! - `taud` is looked for next to `tau`, then on PATH; nothing else is ever executed.
+//! - Only the `taud` binary the caller found (`crate::hub::find_taud`) is ever executed.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -192,63 +192,11 @@ fn last_line(file: &Path) -> Option<String> {
     Some(crate::chat::render::one_line(line, 300))
 }
 
-/// The `taud` binary: next to `tau` (`exe_dir`), else the first executable `taud` on `path_var`.
-pub fn locate_taud(exe_dir: Option<&Path>, path_var: Option<&OsStr>) -> Option<PathBuf> {
-    let beside = exe_dir.map(|dir| dir.join("taud"));
-    let on_path = path_var
-        .into_iter()
-        .flat_map(std::env::split_paths)
-        .filter(|dir| dir.is_absolute())
-        .map(|dir| dir.join("taud"));
-    beside
-        .into_iter()
-        .chain(on_path)
-        .find(|path| is_executable(path))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
-
-    fn executable(path: &Path) {
-        std::fs::write(path, "#!/bin/sh\nexit 0\n").unwrap();
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-
-    #[test]
-    fn taud_beside_tau_wins_over_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let beside = dir.path().join("bin");
-        let on_path = dir.path().join("path");
-        std::fs::create_dir_all(&beside).unwrap();
-        std::fs::create_dir_all(&on_path).unwrap();
-        executable(&on_path.join("taud"));
-        let path_var = std::env::join_paths([&on_path]).unwrap();
-        assert_eq!(
-            locate_taud(Some(&beside), Some(&path_var)),
-            Some(on_path.join("taud"))
-        );
-        executable(&beside.join("taud"));
-        assert_eq!(
-            locate_taud(Some(&beside), Some(&path_var)),
-            Some(beside.join("taud"))
-        );
-    }
-
-    #[test]
-    fn a_file_that_is_not_executable_is_not_taud() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("taud"), "").unwrap();
-        let relative = OsString::from("relative/dir");
-        assert_eq!(locate_taud(Some(dir.path()), Some(&relative)), None);
-    }
 
     #[tokio::test]
     async fn without_start_options_a_missing_hub_is_not_running() {

@@ -106,7 +106,7 @@ pub fn run(args: &ChatArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
             .ok()
             .and_then(|exe| exe.parent().map(Path::to_path_buf));
         let path_var = installation.env.get("PATH").map(std::ffi::OsString::from);
-        match attach::locate_taud(exe_dir.as_deref(), path_var.as_deref()) {
+        match crate::hub::find_taud(exe_dir.as_deref(), path_var.as_deref()) {
             Some(taud) => Some(StartOptions {
                 taud,
                 log_file: installation.paths.logs_dir.join("taud.out"),

@@ -2,12 +2,20 @@
 //! context window, the tools, the UI language, the versions and whether the hub answers.
 //!
 //! Invariants: information only; a question the hub cannot answer shows `unknown` and never stops
-//! the chat; no key or token is ever printed (the hub's model roles carry none).
+//! the chat; the hub line is the `tau doctor` probe of `GET /health` on the control port (one
+//! second); no key or token is ever printed (the hub's model roles carry none).
 
 use tau_api::proto::v1 as pb;
 
+use std::time::Duration;
+
 use super::commands::{role_line, tier_number};
+use super::render;
 use super::state::Chat;
+use crate::doctor::hub::{Probe, probe};
+
+/// How long the control API's `/health` may take to answer (the `tau doctor` probe).
+const PROBE_DEADLINE: Duration = Duration::from_secs(1);
 
 /// Prints the status block.
 pub async fn show(chat: &mut Chat) {
@@ -101,10 +109,18 @@ pub async fn show(chat: &mut Chat) {
         .map_or_else(|| unknown.clone(), |status| status.version.clone());
     let versions = format!("tau {} · taud {taud}", tau_api::VERSION);
     let url = format!("http://127.0.0.1:{}/health", chat.info.hub_port);
-    let hub_line = if status.is_some() {
-        chat.t("hub.up", &[("url", &url)])
-    } else {
-        chat.t("hub.down", &[("url", &url)])
+    let port = chat.info.hub_port;
+    let probe = tokio::task::spawn_blocking(move || probe(port, PROBE_DEADLINE))
+        .await
+        .unwrap_or_else(|e| Probe::Unexpected(e.to_string()));
+    let hub_line = match probe {
+        Probe::Hub { .. } => chat.t("hub.up", &[("url", &url)]),
+        Probe::NotRunning => chat.t("hub.down", &[("url", &url)]),
+        Probe::Unexpected(reason) => format!(
+            "{} ({})",
+            chat.t("hub.down", &[("url", &url)]),
+            render::one_line(&reason, 120)
+        ),
     };
 
     let title = chat.t("status.title", &[]);

@@ -16,7 +16,7 @@
 
 mod credentials;
 mod files;
-mod hub;
+pub(crate) mod hub;
 mod report;
 
 use std::path::Path;

@@ -147,17 +147,7 @@ impl HubContext {
 
     /// The absolute path of `taud`: next to `tau`, else the first on PATH.
     pub fn find_taud(&self) -> Option<PathBuf> {
-        let beside = self.exe_dir.iter().map(|d| d.join("taud"));
-        let on_path = self
-            .path_var
-            .iter()
-            .flat_map(std::env::split_paths)
-            .filter(|d| d.is_absolute())
-            .map(|d| d.join("taud"));
-        beside
-            .chain(on_path)
-            .find(|p| is_executable(p))
-            .map(|p| p.canonicalize().unwrap_or(p))
+        find_taud(self.exe_dir.as_deref(), self.path_var.as_deref())
     }
 
     /// The `taud` command `tau hub run` execs.
@@ -171,6 +161,22 @@ impl HubContext {
         }
         Some(command)
     }
+}
+
+/// The absolute path of `taud`: in `exe_dir` (the directory of the running `tau`), else the first
+/// executable `taud` in an absolute directory of `path_var`.
+pub fn find_taud(exe_dir: Option<&Path>, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    let beside = exe_dir.map(|d| d.join("taud"));
+    let on_path = path_var
+        .into_iter()
+        .flat_map(std::env::split_paths)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join("taud"));
+    beside
+        .into_iter()
+        .chain(on_path)
+        .find(|p| is_executable(p))
+        .map(|p| p.canonicalize().unwrap_or(p))
 }
 
 fn is_executable(path: &Path) -> bool {
