@@ -5,11 +5,11 @@
 //! JSON lines instead. `--session ID` continues a session, otherwise a new one is opened.
 //!
 //! Invariants: tier-2 calls are rejected unless `--approve` is given and a terminal (`/dev/tty`) is
-//! there to ask on; only `y`, `yes`, `e` or `evet` approve (the shared i18n rule); `tau` never
-//! decides an approval by itself, it relays the person's answer (or the rejection) to the hub.
+//! there to ask on; only `y`, `yes`, `e` or `evet` approve (the shared i18n rule), and only when
+//! typed after the prompt was shown (`crate::approve` discards earlier input); `tau` never decides
+//! an approval by itself, it relays the person's answer (or the rejection) to the hub.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -25,6 +25,7 @@ use tau_api::proto::v1::{
 use tonic::Streaming;
 use tonic::transport::Channel;
 
+use crate::approve::{self, resolves};
 use crate::cli::Context;
 use crate::event_json;
 use crate::grpc;
@@ -231,13 +232,11 @@ impl Ask {
                 effect: &approval.effect,
             },
         )?;
-        let asking = tokio::task::spawn_blocking(move || ask_tty(&prompt));
-        tokio::pin!(asking);
+        let mut asking = approve::ask_on_tty(&prompt).context("asking on the terminal")?;
         loop {
             tokio::select! {
-                answer = &mut asking => {
-                    let approved = answer.context("the terminal prompt failed")??;
-                    return Ok(Some(approved));
+                line = asking.line() => {
+                    return Ok(Some(line.as_deref().is_some_and(is_approval_answer)));
                 }
                 next = stream.message() => {
                     let Some(message) = next.map_err(|s| status_error("the turn's stream failed", &s))? else {
@@ -286,31 +285,6 @@ impl Ask {
     }
 }
 
-fn resolves(message: &pb::StartTurnResponse, approval_id: &str) -> bool {
-    matches!(
-        &message.kind,
-        Some(start_turn_response::Kind::Event(pb::SessionEvent {
-            kind: Some(Kind::ApprovalResolved(resolved)),
-            ..
-        })) if resolved.approval_id == approval_id
-    )
-}
-
-/// Prints the prompt on the terminal and reads one line; end of input rejects.
-fn ask_tty(prompt: &str) -> anyhow::Result<bool> {
-    let tty = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
-        .context("opening /dev/tty")?;
-    let mut writer = &tty;
-    write!(writer, "{prompt} ")?;
-    writer.flush()?;
-    let mut line = String::new();
-    BufReader::new(&tty).read_line(&mut line)?;
-    Ok(is_approval_answer(&line))
-}
-
 /// A key that makes a retried StartTurn return the same turn.
 fn idempotency_key() -> String {
     use std::collections::hash_map::RandomState;
@@ -326,22 +300,6 @@ fn idempotency_key() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_the_resolution_of_this_approval_counts() {
-        let resolved = |id: &str| pb::StartTurnResponse {
-            kind: Some(start_turn_response::Kind::Event(pb::SessionEvent {
-                kind: Some(Kind::ApprovalResolved(pb::ApprovalResolved {
-                    approval_id: id.into(),
-                    ..Default::default()
-                })),
-                ..Default::default()
-            })),
-        };
-        assert!(resolves(&resolved("a1"), "a1"));
-        assert!(!resolves(&resolved("a2"), "a1"));
-        assert!(!resolves(&pb::StartTurnResponse::default(), "a1"));
-    }
 
     #[test]
     fn idempotency_keys_differ() {

@@ -2,6 +2,7 @@
 //! approval decisions and manages an installation; it never builds an agent and never decides an
 //! approval by itself. Everything with state lives in `taud`.
 
+mod approve;
 mod ask;
 mod chat;
 mod cli;

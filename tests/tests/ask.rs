@@ -178,33 +178,21 @@ fn a_tier_2_call_is_rejected_without_approve() {
     );
 }
 
-/// Runs `tau ask --approve …` on a pseudo-terminal (util-linux `script`), typing `answer`.
-fn ask_on_a_terminal(sandbox: &Sandbox, port: u16, answer: &str) -> Option<Output> {
-    let script = ["/usr/bin/script", "/bin/script"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).is_file())?;
-    let tau = tau_e2e::binary("tau").unwrap();
-    let mut command = std::process::Command::new(script);
+/// Runs `tau ask --approve …` on a pseudo-terminal and types `answer` once the prompt is shown
+/// (input typed before the prompt never answers it). Returns what the terminal showed and whether
+/// `tau ask` exited 0.
+fn ask_on_a_terminal(sandbox: &Sandbox, port: u16, answer: &str) -> (String, bool) {
+    let mut command = sandbox.command("tau").unwrap();
     command
-        .args(["-qec"])
-        .arg(format!("{} ask --approve turn on the lamp", tau.display()))
-        .arg("/dev/null")
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", sandbox.data_dir().parent().unwrap())
-        .env("TAU_HOME", sandbox.home())
-        .env("TAU_DATA_DIR", sandbox.data_dir())
         .env("TAU_HUB_PORT", port.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut running = command.spawn().unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = running.stdin.take().unwrap();
-        writeln!(stdin, "{answer}").unwrap();
-    }
-    Some(running.wait_with_output().unwrap())
+        .args(["ask", "--approve", "turn on the lamp"]);
+    let mut session = rexpect::session::spawn_command(command, Some(20_000)).unwrap();
+    let mut shown = session.exp_string("Approve? [y/N]").unwrap();
+    session.send_line(answer).unwrap();
+    shown.push_str(&session.exp_eof().unwrap());
+    let status = session.process_mut().wait().unwrap();
+    let success = matches!(status, rexpect::process::WaitStatus::Exited(_, 0));
+    (shown, success)
 }
 
 fn stored_tool_calls(sandbox: &Sandbox) -> Vec<serde_json::Value> {
@@ -229,12 +217,8 @@ fn approve_asks_on_the_terminal_and_only_yes_approves() {
         let sandbox = Sandbox::new().unwrap();
         let port = free_port();
         let _hub = start_hub(&sandbox, port);
-        let Some(out) = ask_on_a_terminal(&sandbox, port, answer) else {
-            eprintln!("skipped: util-linux `script` is not installed");
-            return;
-        };
-        let shown = text(&out.stdout);
-        assert!(out.status.success(), "{shown}{}", text(&out.stderr));
+        let (shown, success) = ask_on_a_terminal(&sandbox, port, answer);
+        assert!(success, "{shown}");
         assert!(shown.contains("Approval needed (tier 2)"), "{shown}");
         assert!(
             shown.contains(r#"Arguments: {"action": "turn on the lamp"}"#),

@@ -4,14 +4,13 @@
 //! asked on this terminal.
 //!
 //! - [`attach`]: connect, start the hub, wait for its health; [`turn`]: one turn, its events and
-//!   approvals; [`approve`]: reading an approval answer safely; [`render`] and [`style`]: what is
+//!   approvals (answers are read by `crate::approve`); [`render`] and [`style`]: what is
 //!   printed and how; [`commands`], [`sessions`], [`status`]: the slash commands; [`editor`]: the
 //!   input line and its history; [`state`]: what one run holds.
 //!
 //! Invariants: the chat decides nothing by itself (the hub owns sessions, turns and approvals);
 //! Ctrl-C during a reply cancels the turn, at the prompt it quits; Ctrl-D at the prompt quits.
 
-mod approve;
 mod attach;
 mod commands;
 mod editor;
@@ -163,7 +162,7 @@ pub fn run(args: &ChatArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
             hub_port: installation.settings.hub_port,
             defaults: installation.config.source().is_defaults(),
         },
-        interactive: approve::stdin_is_terminal(),
+        interactive: crate::approve::stdin_is_terminal(),
         stdout_terminal,
         turns_started: 0,
     };

@@ -15,9 +15,9 @@ use tau_api::i18n::{ApprovalPrompt, format_approval_prompt, is_approval_answer};
 use tau_api::proto::v1::{self as pb, session_event::Kind, start_turn_response};
 use tonic::Streaming;
 
-use super::approve::{self, PendingAnswer};
 use super::render::{self, ToolLine};
 use super::state::{CHANNEL, Chat};
+use crate::approve::{self, PendingAnswer, resolves};
 
 /// How a turn left the chat.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -336,36 +336,5 @@ async fn decide(chat: &mut Chat, state: &TurnState, approval: &pb::PendingApprov
             let text = chat.t("approval.not_found", &[]);
             chat.printer.dim(&text);
         }
-    }
-}
-
-fn resolves(message: &pb::StartTurnResponse, approval_id: &str) -> bool {
-    matches!(
-        &message.kind,
-        Some(start_turn_response::Kind::Event(pb::SessionEvent {
-            kind: Some(Kind::ApprovalResolved(resolved)),
-            ..
-        })) if resolved.approval_id == approval_id
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_resolution_of_this_approval_counts() {
-        let resolved = |id: &str| pb::StartTurnResponse {
-            kind: Some(start_turn_response::Kind::Event(pb::SessionEvent {
-                kind: Some(Kind::ApprovalResolved(pb::ApprovalResolved {
-                    approval_id: id.into(),
-                    ..Default::default()
-                })),
-                ..Default::default()
-            })),
-        };
-        assert!(resolves(&resolved("a1"), "a1"));
-        assert!(!resolves(&resolved("a2"), "a1"));
-        assert!(!resolves(&pb::StartTurnResponse::default(), "a1"));
     }
 }

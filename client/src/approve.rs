@@ -1,4 +1,5 @@
-//! Reading a person's answer to a tier-2 approval prompt on the terminal.
+//! Reading a person's answer to a tier-2 approval prompt on the terminal (`tau chat` on its stdin,
+//! `tau ask --approve` on /dev/tty), and recognising the event that resolves a prompt elsewhere.
 //!
 //! Invariants:
 //! - Input typed before the prompt was shown never answers it: [`discard_typed_ahead`] flushes the
@@ -11,7 +12,8 @@
 //!   so a prompt resolved elsewhere (or cancelled with Ctrl-C) never leaves a reader that would
 //!   swallow the next line typed for the chat.
 
-use std::io::{self, IsTerminal};
+use std::fs::File;
+use std::io::{self, IsTerminal, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,6 +22,7 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::termios::{FlushArg, tcflush};
+use tau_api::proto::v1::{self as pb, session_event::Kind, start_turn_response};
 use tokio::sync::oneshot;
 
 /// How often the reader checks its stop flag.
@@ -90,14 +93,25 @@ pub struct PendingAnswer {
 impl PendingAnswer {
     /// Starts reading one answer line from stdin.
     pub fn start() -> io::Result<Self> {
+        Self::spawn(None)
+    }
+
+    /// Starts reading one answer line from `input` (a terminal opened for the prompt).
+    pub fn on(input: File) -> io::Result<Self> {
+        Self::spawn(Some(input))
+    }
+
+    fn spawn(input: Option<File>) -> io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let (sender, answer) = oneshot::channel();
         let flag = Arc::clone(&stop);
         std::thread::Builder::new()
             .name("approval-answer".to_owned())
             .spawn(move || {
-                let stdin = io::stdin();
-                let line = read_answer(stdin.as_fd(), &flag);
+                let line = match &input {
+                    Some(file) => read_answer(file.as_fd(), &flag),
+                    None => read_answer(io::stdin().as_fd(), &flag),
+                };
                 let _ = sender.send(line);
             })?;
         Ok(Self { stop, answer })
@@ -109,6 +123,32 @@ impl PendingAnswer {
     }
 }
 
+/// Shows `prompt` on the controlling terminal (/dev/tty), discards what was typed before it, and
+/// starts reading the answer there.
+pub fn ask_on_tty(prompt: &str) -> io::Result<PendingAnswer> {
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")?;
+    let mut writer = &tty;
+    write!(writer, "{prompt} ")?;
+    writer.flush()?;
+    discard_typed_ahead(&tty).map_err(io::Error::from)?;
+    PendingAnswer::on(tty)
+}
+
+/// Whether `message` is the event that resolves the approval `approval_id` (decided elsewhere,
+/// timed out, cancelled, its channel closed).
+pub fn resolves(message: &pb::StartTurnResponse, approval_id: &str) -> bool {
+    matches!(
+        &message.kind,
+        Some(start_turn_response::Kind::Event(pb::SessionEvent {
+            kind: Some(Kind::ApprovalResolved(resolved)),
+            ..
+        })) if resolved.approval_id == approval_id
+    )
+}
+
 impl Drop for PendingAnswer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -117,7 +157,6 @@ impl Drop for PendingAnswer {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
     use std::os::fd::OwnedFd;
     use std::time::Instant;
 
@@ -201,6 +240,33 @@ mod tests {
         master.write_all(b"y\x04").unwrap();
         let stop = AtomicBool::new(false);
         assert_eq!(read_answer(pty.slave.as_fd(), &stop), None);
+    }
+
+    #[test]
+    fn only_the_resolution_of_this_approval_counts() {
+        let resolved = |id: &str| pb::StartTurnResponse {
+            kind: Some(start_turn_response::Kind::Event(pb::SessionEvent {
+                kind: Some(Kind::ApprovalResolved(pb::ApprovalResolved {
+                    approval_id: id.into(),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            })),
+        };
+        assert!(resolves(&resolved("a1"), "a1"));
+        assert!(!resolves(&resolved("a2"), "a1"));
+        assert!(!resolves(&pb::StartTurnResponse::default(), "a1"));
+    }
+
+    #[test]
+    fn a_file_reader_answers_and_its_drop_stops_it() {
+        let (reader, mut writer) = pipe();
+        writer.write_all(b"y\n").unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut answer = PendingAnswer::on(std::fs::File::from(reader)).unwrap();
+        assert_eq!(runtime.block_on(answer.line()).as_deref(), Some("y\n"));
     }
 
     #[test]
