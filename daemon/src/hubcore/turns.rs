@@ -278,6 +278,9 @@ impl SessionRuntime {
 /// The worker of one open session: runs queued turns until the session is stopped.
 pub(crate) async fn run_worker(runtime: Arc<SessionRuntime>) {
     loop {
+        if runtime.stop.is_cancelled() {
+            break;
+        }
         let Some(record) = runtime.start_next() else {
             tokio::select! {
                 () = runtime.wake.notified() => continue,

@@ -2,6 +2,11 @@
 //! (`tau_api::proto::v1`) and the hub's domain, checks who is calling, and maps errors to
 //! `tonic::Status` in one place ([`errors`]).
 //!
+//! Layout: `tau_service` (the `tau.v1.Tau` trait impl, one line per call) delegates to `calls`
+//! (request checks, the hub core call, the response or stream), which translate with `wire`
+//! (sessions, events, approvals, catalog) and `convert` (status); `grpc_service` serves it all on
+//! the socket and the TCP port behind `auth`.
+//!
 //! Invariants: no business logic here; every call over TCP carries the bearer token and every
 //! call over the Unix socket comes from this user's uid.
 

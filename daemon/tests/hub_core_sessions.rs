@@ -1,0 +1,342 @@
+//! The hub core in-process, on both session backends, with a scripted fake model: sessions
+//! (resume, roles, compaction), restart expiry, idle drop, shutdown and bad requests.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod hubcore_common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hubcore_common::*;
+use taud::hubcore::{
+    ApprovalAnswer, CoreError, DecideOutcome, EventKind, OpenTarget, Resolution, StartTurn,
+};
+use taud::testing::{FakeModel, FakeReply};
+
+#[tokio::test]
+async fn bad_requests_are_refused_clearly() {
+    let f = fixture("file", vec![]).await;
+    let unknown = f.core.start_turn(StartTurn {
+        session_id: "20990101-000000-dead".into(),
+        text: "hi".into(),
+        channel: String::new(),
+        idempotency_key: String::new(),
+    });
+    assert!(matches!(unknown.await, Err(CoreError::NotFound(_))));
+    let id = f.new_session().await;
+    for (session, text, channel) in [
+        ("../etc", "hi", "terminal"),
+        ("", "hi", "terminal"),
+        (id.as_str(), "   ", "terminal"),
+        (id.as_str(), "hi", "bad channel!"),
+    ] {
+        let result = f
+            .core
+            .start_turn(StartTurn {
+                session_id: session.into(),
+                text: text.into(),
+                channel: channel.into(),
+                idempotency_key: String::new(),
+            })
+            .await;
+        assert!(
+            matches!(result, Err(CoreError::InvalidArgument(_))),
+            "{session:?} {text:?} {channel:?}"
+        );
+    }
+    assert!(matches!(
+        f.core.subscribe("20990101-000000-dead", None, "x").await,
+        Err(CoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        f.core.get_session("nope", false).await,
+        Err(CoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        f.core
+            .open_session(OpenTarget::New, Some("nonexistent"), "x", None)
+            .await,
+        Err(CoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        f.core
+            .open_session(OpenTarget::Index(3), None, "x", None)
+            .await,
+        Err(CoreError::NotFound(_))
+    ));
+    assert!(
+        matches!(
+            f.core.compact_session(&id, "", "x").await,
+            Err(CoreError::FailedPrecondition(_))
+        ),
+        "nothing to summarize"
+    );
+}
+
+#[tokio::test]
+async fn compaction_continues_in_a_new_session_and_keeps_the_old_one() {
+    for backend in BACKENDS {
+        let f = fixture(
+            backend,
+            vec![
+                FakeReply::text("Hello."),
+                FakeReply::error("the provider is down"),
+                FakeReply::text("The user greeted tau."),
+                FakeReply::text("Go on."),
+            ],
+        )
+        .await;
+        let id = f.new_session().await;
+        drain(&mut f.turn(&id, "hi", "terminal").await).await;
+        // A failed summary changes nothing.
+        assert!(matches!(
+            f.core.compact_session(&id, "", "terminal").await,
+            Err(CoreError::Unavailable(_))
+        ));
+        assert_eq!(
+            f.core
+                .list_sessions(0, "terminal", None)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        let compacted = f
+            .core
+            .compact_session(&id, "greetings", "terminal")
+            .await
+            .unwrap();
+        assert_eq!(compacted.previous_session_id, id);
+        assert_eq!(compacted.summarized_messages, 2);
+        assert_eq!(compacted.summary, "The user greeted tau.");
+        assert_eq!(compacted.session.compacted_from, id, "{backend}");
+        assert_eq!(compacted.session.message_count, 2);
+        let old = f.core.get_session(&id, false).await.unwrap().summary;
+        assert_eq!(old.compacted_to, compacted.session.session_id);
+        assert_eq!(old.message_count, 2);
+        // The new session goes on from the summary.
+        let new = compacted.session.session_id;
+        drain(&mut f.turn(&new, "and now?", "terminal").await).await;
+        let sent = f.model.last_request().unwrap();
+        assert_eq!(sent.messages.len(), 3);
+        assert!(sent.messages[0].text().contains("The user greeted tau."));
+    }
+}
+
+#[tokio::test]
+async fn sessions_resume_by_index_and_most_recent_on_their_role() {
+    let f = fixture(
+        "sqlite",
+        vec![
+            FakeReply::text("a"),
+            FakeReply::text("b"),
+            FakeReply::text("c"),
+        ],
+    )
+    .await;
+    let first = f.new_session().await;
+    drain(&mut f.turn(&first, "first", "terminal").await).await;
+    let second = f
+        .core
+        .open_session(OpenTarget::New, Some("fast"), "terminal", None)
+        .await
+        .unwrap();
+    assert_eq!(second.role, "fast");
+    let second = second.session.session_id;
+    drain(&mut f.turn(&second, "second", "terminal").await).await;
+    let listing = f.core.list_sessions(0, "terminal", None).await.unwrap();
+    assert_eq!(
+        listing
+            .iter()
+            .map(|s| s.session_id.as_str())
+            .collect::<Vec<_>>(),
+        vec![second.as_str(), first.as_str()]
+    );
+    let by_index = f
+        .core
+        .open_session(OpenTarget::Index(2), None, "terminal", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (by_index.session.session_id.as_str(), by_index.resumed),
+        (first.as_str(), true)
+    );
+    let recent = f
+        .core
+        .open_session(OpenTarget::MostRecent, None, "terminal", Some(&second))
+        .await
+        .unwrap();
+    assert_eq!(recent.session.session_id, first);
+    let resumed = f
+        .core
+        .open_session(OpenTarget::Id(second.clone()), None, "x", None)
+        .await
+        .unwrap();
+    assert_eq!(resumed.role, "fast", "the stored role");
+    let switched = f.core.switch_role(&second, "brain").await.unwrap();
+    assert_eq!(
+        (switched.previous_role.as_str(), switched.role.as_str()),
+        ("fast", "brain")
+    );
+    assert_eq!(
+        f.core
+            .get_session(&second, false)
+            .await
+            .unwrap()
+            .summary
+            .role,
+        "brain"
+    );
+    // The switched agent continues the stored history.
+    drain(&mut f.turn(&second, "third", "terminal").await).await;
+    let last = f.model.last_request().unwrap();
+    assert_eq!(last.messages.len(), 3);
+}
+
+#[tokio::test]
+async fn approvals_left_pending_by_a_dead_hub_expire_on_start() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Arc::new(FakeModel::scripted(vec![
+            lamp(),
+            FakeReply::text("I will not."),
+        ]));
+        let core = setup(dir.path(), backend, &model, options())
+            .start()
+            .await
+            .unwrap();
+        let id = core
+            .open_session(OpenTarget::New, None, "terminal", None)
+            .await
+            .unwrap()
+            .session
+            .session_id;
+        let mut stream = core
+            .start_turn(StartTurn {
+                session_id: id.clone(),
+                text: "turn on the lamp".into(),
+                channel: "terminal".into(),
+                idempotency_key: String::new(),
+            })
+            .await
+            .unwrap();
+        let approval = until_approval(&mut stream).await;
+        // The hub dies here: nothing resolves the approval in the store.
+        std::mem::forget(stream);
+        std::mem::forget(core);
+
+        let restarted = setup(dir.path(), backend, &model, options())
+            .start()
+            .await
+            .unwrap();
+        let events = restarted.read_events(&id).await.unwrap();
+        let last = events.last().unwrap();
+        assert_eq!(last["type"], "approval", "{backend}");
+        assert_eq!(last["status"], "expired_by_restart");
+        assert_eq!(last["approval_id"], approval.as_str());
+        let watcher = restarted.subscribe(&id, None, "terminal").await.unwrap();
+        assert_eq!(
+            restarted
+                .decide(
+                    &approval,
+                    ApprovalAnswer::Approve,
+                    &watcher.snapshot().attachment_id
+                )
+                .unwrap(),
+            DecideOutcome::Expired(Resolution::ExpiredByRestart)
+        );
+        assert!(watcher.snapshot().pending.is_empty());
+        // Its tool never runs: the next turn repairs the dangling call.
+        model.push_replies([FakeReply::text("Sorry.")]);
+        let mut next = restarted
+            .start_turn(StartTurn {
+                session_id: id.clone(),
+                text: "well?".into(),
+                channel: "terminal".into(),
+                idempotency_key: String::new(),
+            })
+            .await
+            .unwrap();
+        let events = drain(&mut next).await;
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e.kind, EventKind::ToolCall(_)))
+        );
+        let sent = model.last_request().unwrap();
+        let interrupted = sent
+            .messages
+            .iter()
+            .flat_map(|m| m.tool_results())
+            .any(|r| format!("{r:?}").contains("Tool was interrupted."));
+        assert!(interrupted, "{backend}");
+        assert_eq!(
+            restarted
+                .read_events(&id)
+                .await
+                .unwrap()
+                .iter()
+                .filter(|e| e["status"] == "expired_by_restart")
+                .count(),
+            1
+        );
+    }
+}
+
+#[tokio::test]
+async fn idle_sessions_leave_memory_and_come_back_with_their_history() {
+    let mut options = options();
+    options.idle_after = Duration::ZERO;
+    let f = fixture_with(
+        "file",
+        vec![FakeReply::text("one"), FakeReply::text("two")],
+        options,
+    )
+    .await;
+    let id = f.new_session().await;
+    drain(&mut f.turn(&id, "first", "terminal").await).await;
+    assert_eq!(f.core.open_sessions(), 1);
+    f.core.drop_idle().await;
+    assert_eq!(f.core.open_sessions(), 0);
+    let events = drain(&mut f.turn(&id, "second", "terminal").await).await;
+    assert_eq!(ended_text(&events), "two");
+    assert_eq!(f.model.last_request().unwrap().messages.len(), 3);
+    // The seq goes on across the reopening.
+    assert!(events[0].seq > 4);
+    let _ = &f.dir;
+}
+
+#[tokio::test]
+async fn shutdown_cancels_turns_and_ends_subscriptions() {
+    let f = fixture("file", vec![lamp(), FakeReply::text("stopped")]).await;
+    let id = f.new_session().await;
+    let mut watcher = f.core.subscribe(&id, None, "observer").await.unwrap();
+    let mut stream = f.turn(&id, "turn on the lamp", "terminal").await;
+    until_approval(&mut stream).await;
+    let mut queued = f.turn(&id, "later", "terminal").await;
+    f.core.shutdown().await;
+    let rest = drain(&mut stream).await;
+    assert!(matches!(rest.last().unwrap().kind, EventKind::TurnEnded(_)));
+    let never_ran = drain(&mut queued).await;
+    assert_eq!(names(&never_ran), vec!["turn_queued", "turn_ended"]);
+    assert_eq!(
+        f.model.call_count(),
+        1,
+        "the queued turn never reached the model"
+    );
+    loop {
+        match tokio::time::timeout(DEADLINE, watcher.next())
+            .await
+            .unwrap()
+        {
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(lagged) => panic!("{lagged}"),
+        }
+    }
+    assert!(matches!(
+        f.core.open_session(OpenTarget::New, None, "x", None).await,
+        Err(CoreError::Unavailable(_))
+    ));
+}
