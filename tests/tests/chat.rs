@@ -329,3 +329,32 @@ fn compact_opens_a_new_session_and_keeps_the_old_one() {
     let new = env.session(&second).unwrap().session.unwrap();
     assert_eq!(new.compacted_from, first);
 }
+
+#[test]
+fn roles_are_pinned_switched_and_unknown_ones_refused() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut chat = env.chat(&["--role", "fast"]).unwrap();
+    let session = ready(&mut chat).unwrap();
+    chat.send_line("/status").unwrap();
+    see(&mut chat, "role fast").unwrap();
+    chat.send_line("/model brain").unwrap();
+    see(&mut chat, "Switched to role brain (fake, fake).").unwrap();
+    chat.send_line("/model nope").unwrap();
+    see(
+        &mut chat,
+        "Unknown model role: nope. Roles: brain, fast, local.",
+    )
+    .unwrap();
+    chat.send_line("/model").unwrap();
+    see(&mut chat, "brain → fake, fake (current)").unwrap();
+    // /clear erases the screen, shows the banner again and keeps the session.
+    chat.send_line("/clear").unwrap();
+    see(&mut chat, "\x1b[2J").unwrap();
+    assert_eq!(ready(&mut chat).unwrap(), session);
+    // Ctrl-C at the input prompt quits.
+    see(&mut chat, "> ").unwrap();
+    chat.send_control('c').unwrap();
+    see(&mut chat, "Goodbye.").unwrap();
+    chat.exp_eof().unwrap();
+}
