@@ -358,3 +358,14 @@ fn roles_are_pinned_switched_and_unknown_ones_refused() {
     see(&mut chat, "Goodbye.").unwrap();
     chat.exp_eof().unwrap();
 }
+
+#[test]
+fn chat_over_tcp_with_the_token() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut chat = env.chat(&["--tcp", "--no-start"]).unwrap();
+    ready(&mut chat).unwrap();
+    chat.send_line("hello over tcp").unwrap();
+    see(&mut chat, "You said").unwrap();
+    quit(chat).unwrap();
+}

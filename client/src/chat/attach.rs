@@ -116,7 +116,8 @@ pub async fn attach(
     let mut child = spawn(start)?;
     let pid = child.id();
     let until = Instant::now() + start.deadline;
-    let mut exited: Option<std::process::ExitStatus> = None;
+    // The child exited with "already running": another hub is starting; keep checking for it.
+    let mut other_hub_starting = false;
     loop {
         if let Ok(client) = check(address).await {
             return Ok(Attached {
@@ -124,9 +125,7 @@ pub async fn attach(
                 started: Some(pid),
             });
         }
-        if exited.is_none()
-            && let Ok(Some(status)) = child.try_wait()
-        {
+        if !other_hub_starting && let Ok(Some(status)) = child.try_wait() {
             if status.code() != Some(EXIT_ALREADY_RUNNING) {
                 return Err(AttachError::Exited {
                     status: status.to_string(),
@@ -136,7 +135,7 @@ pub async fn attach(
                     log: start.log_file.clone(),
                 });
             }
-            exited = Some(status);
+            other_hub_starting = true;
         }
         if Instant::now() >= until {
             return Err(AttachError::Timeout {
