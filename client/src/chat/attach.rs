@@ -31,8 +31,8 @@ const EXIT_ALREADY_RUNNING: i32 = 1;
 /// How to start a hub when none answers.
 #[derive(Debug, Clone)]
 pub struct StartOptions {
-    /// The `taud` binary.
-    pub taud: PathBuf,
+    /// The `taud` binary; `None` when none was found (only an error when a hub must be started).
+    pub taud: Option<PathBuf>,
     /// Where the started hub's stdout and stderr go (appended).
     pub log_file: PathBuf,
     /// Variables to export to it (TAU_LANG, TAU_PROFILE from tau's command line).
@@ -151,6 +151,7 @@ pub async fn attach(
 fn spawn(start: &StartOptions) -> Result<std::process::Child, AttachError> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     use std::os::unix::process::CommandExt;
+    let taud = start.taud.as_ref().ok_or(AttachError::NoTaud)?;
     let log_error = |source| AttachError::Log {
         file: start.log_file.clone(),
         source,
@@ -169,7 +170,7 @@ fn spawn(start: &StartOptions) -> Result<std::process::Child, AttachError> {
         .open(&start.log_file)
         .map_err(log_error)?;
     let log_err = log.try_clone().map_err(log_error)?;
-    let mut command = Command::new(&start.taud);
+    let mut command = Command::new(taud);
     command
         .stdin(Stdio::null())
         .stdout(Stdio::from(log))
@@ -179,7 +180,7 @@ fn spawn(start: &StartOptions) -> Result<std::process::Child, AttachError> {
         command.env(key, value);
     }
     command.spawn().map_err(|source| AttachError::Spawn {
-        taud: start.taud.clone(),
+        taud: taud.clone(),
         source,
     })
 }
@@ -216,7 +217,7 @@ mod tests {
         .unwrap();
         std::fs::set_permissions(&taud, std::fs::Permissions::from_mode(0o755)).unwrap();
         let start = StartOptions {
-            taud,
+            taud: Some(taud),
             log_file: dir.path().join("logs/taud.out"),
             child_env: Vec::new(),
             deadline: Duration::from_secs(30),
@@ -226,5 +227,19 @@ mod tests {
         let text = error.to_string();
         assert!(matches!(error, AttachError::Exited { .. }), "{text}");
         assert!(text.contains("bad config in tau.toml"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn without_taud_a_missing_hub_cannot_be_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let start = StartOptions {
+            taud: None,
+            log_file: dir.path().join("logs/taud.out"),
+            child_env: Vec::new(),
+            deadline: Duration::from_secs(30),
+        };
+        let address = HubAddress::Unix(dir.path().join("taud.sock"));
+        let error = attach(&address, Some(&start)).await.err().unwrap();
+        assert!(matches!(error, AttachError::NoTaud), "{error}");
     }
 }

@@ -105,22 +105,12 @@ pub fn run(args: &ChatArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
             .ok()
             .and_then(|exe| exe.parent().map(Path::to_path_buf));
         let path_var = installation.env.get("PATH").map(std::ffi::OsString::from);
-        match crate::hub::find_taud(exe_dir.as_deref(), path_var.as_deref()) {
-            Some(taud) => Some(StartOptions {
-                taud,
-                log_file: installation.paths.logs_dir.join("taud.out"),
-                child_env: ctx.child_env.clone(),
-                deadline: START_DEADLINE,
-            }),
-            None => {
-                let reason = AttachError::NoTaud.to_string();
-                eprintln!(
-                    "{}",
-                    messages.t_or_key("hub.start_failed", lang, &[("reason", &reason)])
-                );
-                return Ok(ExitCode::from(EXIT_NO_HUB));
-            }
-        }
+        Some(StartOptions {
+            taud: crate::hub::find_taud(exe_dir.as_deref(), path_var.as_deref()),
+            log_file: installation.paths.logs_dir.join("taud.out"),
+            child_env: ctx.child_env.clone(),
+            deadline: START_DEADLINE,
+        })
     };
     let attached = match runtime.block_on(attach::attach(&address, start.as_ref())) {
         Ok(attached) => attached,
