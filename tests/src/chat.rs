@@ -193,9 +193,22 @@ impl HubGuard {
     fn gone(&mut self) -> bool {
         match self {
             HubGuard::Child(child) => !matches!(child.try_wait(), Ok(None)),
-            HubGuard::Pid(pid) => kill(Pid::from_raw(*pid), None).is_err(),
+            HubGuard::Pid(pid) => kill(Pid::from_raw(*pid), None).is_err() || is_zombie(*pid),
         }
     }
+}
+
+/// Whether `pid` has exited but was not reaped (its parent, `tau chat`, is gone and nothing reaps
+/// orphans in this container). Linux only; elsewhere `false`.
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            // pid (comm) state …: the state follows the last ')'.
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(|s| s == "Z"))
+        })
+        .unwrap_or(false)
 }
 
 impl Drop for HubGuard {
