@@ -69,11 +69,6 @@ impl History {
         self.lock().clone()
     }
 
-    /// The messages as a model receives them (metadata stripped).
-    pub(crate) fn for_model(&self) -> Vec<Message> {
-        self.lock().iter().map(Message::for_model).collect()
-    }
-
     pub(crate) fn dangling(&self) -> Dangling {
         let messages = self.lock();
         match messages.last() {

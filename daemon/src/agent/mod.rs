@@ -13,6 +13,7 @@ mod executor;
 mod history;
 mod stop;
 mod turn;
+mod window;
 
 use std::fmt::Display;
 use std::pin::Pin;
@@ -29,6 +30,7 @@ pub use events::{Limits, StaticSystemPrompt, SystemPromptSource, TurnEnd, TurnEv
 pub use history::{HistoryError, HistoryObserver};
 pub use stop::{STOP_REASONS, StopReason, UnknownStopReason};
 pub use turn::{CANCELLED_PLACEHOLDER, TOOL_INTERRUPTED, UNFINISHED_NOTICE};
+pub use window::{ConversationWindow, WholeHistory, WindowError};
 
 use crate::gate::{Approver, CallContext, EventSink, TierGate};
 use crate::message::{Message, Usage};
@@ -59,6 +61,7 @@ pub(crate) struct AgentInner {
     gate: TierGate,
     system: Arc<dyn SystemPromptSource>,
     history: History,
+    window: Arc<dyn ConversationWindow>,
     limits: Limits,
     session_id: String,
     channel: String,
@@ -110,6 +113,7 @@ impl TauAgent {
             exemptions: Vec::new(),
             history: Vec::new(),
             observer: None,
+            window: Arc::new(WholeHistory),
             system: Arc::new(StaticSystemPrompt::new("")),
             limits: Limits::default(),
             session_id: "unsaved".to_owned(),
@@ -281,7 +285,8 @@ impl Stream for TurnStream {
 }
 
 /// Builds a [`TauAgent`]. Defaults: no tools, [`crate::gate::AutoRejectApprover`], no event sink,
-/// no history, an empty system prompt, [`Limits::default`], session `unsaved`, channel `local`.
+/// no history, the whole history as the model's window, an empty system prompt,
+/// [`Limits::default`], session `unsaved`, channel `local`.
 pub struct TauAgentBuilder {
     model: Arc<dyn Model>,
     catalog: ToolCatalog,
@@ -291,6 +296,7 @@ pub struct TauAgentBuilder {
     exemptions: Vec<BoxedExemption>,
     history: Vec<Message>,
     observer: Option<Arc<dyn HistoryObserver>>,
+    window: Arc<dyn ConversationWindow>,
     system: Arc<dyn SystemPromptSource>,
     limits: Limits,
     session_id: String,
@@ -346,6 +352,13 @@ impl TauAgentBuilder {
         self
     }
 
+    /// What the model sees of the history before every model call (default: [`WholeHistory`]).
+    /// The history itself, and what the observer stores, are not affected.
+    pub fn conversation_window(mut self, window: Arc<dyn ConversationWindow>) -> Self {
+        self.window = window;
+        self
+    }
+
     pub fn system_prompt(mut self, source: Arc<dyn SystemPromptSource>) -> Self {
         self.system = source;
         self
@@ -392,6 +405,7 @@ impl TauAgentBuilder {
                 gate,
                 system: self.system,
                 history: History::new(self.history, self.observer),
+                window: self.window,
                 limits: self.limits,
                 session_id: self.session_id,
                 channel: self.channel,

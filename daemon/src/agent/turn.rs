@@ -6,7 +6,9 @@
 //! two-message prompt (an assistant notice in parentheses, then the new user message), after a
 //! "Tool was interrupted." result for a dangling toolUse; a cancel while the model streams stores the
 //! "Cancelled by user" placeholder reply; a cancel around tools still answers every toolUse; limits
-//! and errors end the turn with a stop reason, never with an error value.
+//! and errors end the turn with a stop reason, never with an error value. The model sees what the
+//! agent's `ConversationWindow` makes of the history, asked before every call; a failed window
+//! never stops the turn (the fallback view is used, with one warning per turn).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -98,6 +100,7 @@ async fn drive(
 ) -> Result<(StopReason, Option<String>), HistoryError> {
     repair(inner, state)?;
     inner.history.append(Message::user_text(prompt))?;
+    let mut window_failed = false;
     loop {
         if ctx.cancel.is_cancelled() {
             return Ok((StopReason::Cancelled, Some(cancelled_notice())));
@@ -117,9 +120,10 @@ async fn drive(
             );
             return Ok((StopReason::LimitTotalTokens, Some(notice)));
         }
+        let messages = model_view(inner, &ctx.cancel, &mut window_failed).await;
         let request = ModelRequest {
             system: inner.system.system_content(),
-            messages: inner.history.for_model(),
+            messages,
             tools: inner.gate.catalog().specs(),
         };
         progress.model_calls += 1;
@@ -162,6 +166,34 @@ async fn drive(
             metadata: None,
         })?;
     }
+}
+
+/// What the next model call sees: the agent's window over the history (metadata stripped). A
+/// failed window is warned about once; the turn then uses the fallback view until it ends.
+async fn model_view(
+    inner: &AgentInner,
+    cancel: &CancellationToken,
+    window_failed: &mut bool,
+) -> Vec<Message> {
+    let history = inner.history.snapshot();
+    let view = if *window_failed {
+        inner.window.fallback(&history)
+    } else {
+        match inner.window.view(&history, cancel).await {
+            Ok(view) => view,
+            Err(error) => {
+                *window_failed = true;
+                if !cancel.is_cancelled() {
+                    warn!(
+                        model = inner.model.name(),
+                        "{error}; the model sees the fallback window this turn"
+                    );
+                }
+                inner.window.fallback(&history)
+            }
+        }
+    };
+    view.iter().map(Message::for_model).collect()
 }
 
 fn cancelled_notice() -> String {

@@ -5,7 +5,8 @@
 //!   shutdown); [`sessions`]: list, get, open, switch role, read events.
 //! - [`runtime`]: one open session (its agent and turn table); [`turns`]: the turn queue and the
 //!   worker that runs turns and publishes their events; [`recorder`]: the store-backed history
-//!   observer and event sink of an agent.
+//!   observer and event sink of an agent; [`window`]: what the model sees of a session under
+//!   each `[agent] context` mode.
 //! - [`event`]: the events of a session as clients see them; [`bus`]: one session's numbered event
 //!   stream with replay and slow-subscriber cut-off; [`streams`]: what a watching client holds.
 //! - [`approvals`]: pending tier-2 approvals as entities, and the client attachments that may
@@ -30,6 +31,7 @@ pub mod sessions;
 pub mod setup;
 pub mod streams;
 pub mod turns;
+mod window;
 
 pub use approvals::{
     ApprovalAnswer, ApprovalRegistry, Attachment, DecideError, DecideOutcome, PendingTicket,

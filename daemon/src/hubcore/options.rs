@@ -119,7 +119,7 @@ pub struct CoreOptions {
     pub limits: Limits,
     /// `[agent] context`.
     pub context: ContextMode,
-    /// `[agent] window_size`: messages restored into an agent's history.
+    /// `[agent] window_size`: how many recent messages the model sees (see `hubcore::window`).
     pub window_size: usize,
     /// `[components.tools] disabled`.
     pub disabled_tools: Vec<String>,

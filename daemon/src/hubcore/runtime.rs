@@ -4,8 +4,10 @@
 //! Invariants:
 //! - One agent per open session; it is replaced only by a role switch, which holds `agent_lock`
 //!   (the worker holds it for each turn), so a turn never runs on a half-switched agent.
-//! - The agent's history is the stored conversation's window (`[agent] window_size`, cut where a
-//!   window may start); the store keeps every message.
+//! - The store keeps every message. Under `sliding` the agent's history is restored from the
+//!   stored conversation's window (`[agent] window_size`, cut where a window may start); under
+//!   `summarize` from every stored message. Either way the agent's `ConversationWindow`
+//!   (`super::window`) cuts what the model sees before every model call.
 //! - Std locks here are short and never held across an `.await`.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -22,11 +24,12 @@ use super::error::CoreError;
 use super::options::{CoreOptions, ModelFactory};
 use super::recorder::SessionRecorder;
 use super::turns::TurnTable;
-use crate::agent::{SystemPromptSource, TauAgent};
+use super::window::{SlidingWindow, SummarizingWindow};
+use crate::agent::{ConversationWindow, SystemPromptSource, TauAgent};
 use crate::clock::SystemClock;
 use crate::message::Message;
 use crate::session::{
-    DEFAULT_AGENT_ID, SessionAgent, SessionStore, now_utc, read_agent_for_mode,
+    ContextMode, DEFAULT_AGENT_ID, SessionAgent, SessionStore, now_utc, read_agent_for_mode,
     sliding_window_start,
 };
 use crate::tools::shipped_catalog;
@@ -182,21 +185,28 @@ fn build_agent(
 ) -> Result<AgentSlot, CoreError> {
     let options = &parts.options;
     let store = &parts.store;
-    if read_agent_for_mode(
+    let record = match read_agent_for_mode(
         store.as_ref(),
         session_id,
         DEFAULT_AGENT_ID,
         options.context,
-    )?
-    .is_none()
-    {
-        let record = SessionAgent::new(DEFAULT_AGENT_ID, options.context, now_utc());
-        store.create_agent(session_id, &record)?;
-    }
+    )? {
+        Some(record) => record,
+        None => {
+            let record = SessionAgent::new(DEFAULT_AGENT_ID, options.context, now_utc());
+            store.create_agent(session_id, &record)?;
+            record
+        }
+    };
     let stored = store.list_messages(session_id, DEFAULT_AGENT_ID, None, 0)?;
     let next_id = stored.last().map_or(0, |m| m.message_id + 1);
     let messages: Vec<Message> = stored.iter().map(|m| m.to_message().clone()).collect();
-    let start = sliding_window_start(&messages, options.window_size);
+    // Sliding: only the window is restored. Summarize: everything, so that history positions are
+    // stored message ids (the summary state counts stored messages).
+    let start = match options.context {
+        ContextMode::Sliding => sliding_window_start(&messages, options.window_size),
+        ContextMode::Summarize => 0,
+    };
     let window: Vec<Message> = messages.into_iter().skip(start).collect();
     let offset = usize::try_from(next_id)
         .unwrap_or(usize::MAX)
@@ -205,6 +215,20 @@ fn build_agent(
         .factory
         .build(role, options.roles.get(role))
         .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
+    let conversation_window: Arc<dyn ConversationWindow> = match options.context {
+        ContextMode::Summarize if offset == 0 => Arc::new(SummarizingWindow::new(
+            Arc::clone(&model),
+            Arc::clone(store),
+            session_id,
+            options.window_size,
+            record,
+        )),
+        ContextMode::Summarize => {
+            warn!(%session_id, "stored message ids have gaps; the model sees a sliding window");
+            Arc::new(SlidingWindow::new(options.window_size))
+        }
+        ContextMode::Sliding => Arc::new(SlidingWindow::new(options.window_size)),
+    };
     let catalog = shipped_catalog(Arc::new(SystemClock), &options.disabled_tools)
         .map_err(|e| CoreError::Unavailable(format!("tool catalog: {e}")))?;
     let recorder = Arc::new(SessionRecorder::new(
@@ -227,6 +251,7 @@ fn build_agent(
         .event_sink(Arc::clone(&recorder) as _)
         .gate_timeout(options.approval_timeout)
         .history(window)
+        .conversation_window(conversation_window)
         .history_observer(Arc::clone(&recorder) as _)
         .system_prompt(Arc::clone(&parts.persona))
         .limits(options.limits)

@@ -1,0 +1,53 @@
+//! [`ConversationWindow`]: the seam that turns the agent's full in-memory history into the messages
+//! one model call receives (a sliding window, a summary plus recent messages, …).
+//!
+//! Invariants: a window only chooses what the model sees; it never changes the history, which the
+//! loop keeps appending to (and the [`super::HistoryObserver`] keeps storing) as before. The loop
+//! asks the window before every model call. When [`ConversationWindow::view`] fails, the turn goes
+//! on with [`ConversationWindow::fallback`] (pure, cannot fail), warns once, and uses the fallback
+//! for the rest of that turn, so a failing window costs at most one attempt per turn.
+//! This module knows nothing about sessions or stores.
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::message::Message;
+
+/// A window could not be made (for example, its summary call failed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the conversation window could not be made: {0}")]
+pub struct WindowError(pub String);
+
+/// Chooses what the model sees of the history. Implementations are shared by every turn of an
+/// agent (one turn at a time).
+#[async_trait]
+pub trait ConversationWindow: Send + Sync {
+    /// The messages for the next model call, given the full in-memory history (which ends on the
+    /// user message or tool results the model has to answer) and the turn's cancellation. The
+    /// result must start with a user message and never split a toolUse from its toolResult.
+    async fn view(
+        &self,
+        history: &[Message],
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Message>, WindowError>;
+
+    /// What the model sees when [`Self::view`] failed. Default: the whole history.
+    fn fallback(&self, history: &[Message]) -> Vec<Message> {
+        history.to_vec()
+    }
+}
+
+/// The default window: the whole history.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WholeHistory;
+
+#[async_trait]
+impl ConversationWindow for WholeHistory {
+    async fn view(
+        &self,
+        history: &[Message],
+        _cancel: &CancellationToken,
+    ) -> Result<Vec<Message>, WindowError> {
+        Ok(history.to_vec())
+    }
+}

@@ -1,0 +1,218 @@
+//! The hub core's conversation windows, in-process on both session backends with a scripted fake
+//! model: under `[agent] context = "summarize"` a summary call happens once the history passes the
+//! window, the new state is stored in the agent record, and later requests (also after a restart)
+//! start with the summary while the store keeps every message; under `sliding` the model sees only
+//! the last `window_size` messages across many turns.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod hubcore_common;
+
+use std::sync::Arc;
+
+use hubcore_common::*;
+use taud::hubcore::{CoreOptions, OpenTarget};
+use taud::message::{Message, Role, SystemContentBlock};
+use taud::model::ModelRequest;
+use taud::session::{
+    CONTINUATION_PROMPT, ContextMode, DEFAULT_AGENT_ID, SEED_ACKNOWLEDGEMENT, SessionBackends,
+    SessionStore, WINDOW_SUMMARY_HEADER, open_session_store,
+};
+use taud::testing::{FakeModel, FakeReply};
+
+fn window_options(context: ContextMode, window_size: usize) -> CoreOptions {
+    let mut options = options();
+    options.context = context;
+    options.window_size = window_size;
+    options
+}
+
+fn texts(request: &ModelRequest) -> Vec<String> {
+    request.messages.iter().map(Message::text).collect()
+}
+
+fn is_summary_call(request: &ModelRequest) -> bool {
+    SystemContentBlock::join(&request.system).starts_with(CONTINUATION_PROMPT)
+}
+
+fn open_store(f: &Fixture) -> Arc<dyn SessionStore> {
+    let config = setup(&f.dir, f.backend, &f.model, options()).store;
+    open_session_store(&SessionBackends::builtin(), f.backend, &config).unwrap()
+}
+
+async fn say(f: &Fixture, id: &str, text: &str) -> String {
+    let events = drain(&mut f.turn(id, text, "terminal").await).await;
+    ended_text(&events)
+}
+
+#[tokio::test]
+async fn summarize_mode_summarizes_past_the_window_and_stores_the_state() {
+    for backend in BACKENDS {
+        let f = fixture_with(
+            backend,
+            vec![
+                FakeReply::text("a0"),
+                FakeReply::text("a1"),
+                FakeReply::text("The user asked q0 and q1."),
+                FakeReply::text("a2"),
+                FakeReply::text("a3"),
+            ],
+            window_options(ContextMode::Summarize, 4),
+        )
+        .await;
+        let id = f.new_session().await;
+        assert_eq!(say(&f, &id, "q0").await, "a0");
+        assert_eq!(say(&f, &id, "q1").await, "a1");
+        // Within the window: no summary yet, nothing recorded.
+        assert_eq!(f.model.call_count(), 2, "{backend}");
+        assert_eq!(texts(&f.model.requests()[1]), ["q0", "a0", "q1"]);
+        let store = open_store(&f);
+        let record = store.read_agent(&id, DEFAULT_AGENT_ID).unwrap().unwrap();
+        assert!(record.conversation_manager_state.summary_message.is_none());
+
+        // The third prompt passes the window: one summary call, then the turn's own call.
+        assert_eq!(say(&f, &id, "q2").await, "a2");
+        let requests = f.model.requests();
+        assert_eq!(requests.len(), 4, "{backend}");
+        let summary_call = &requests[2];
+        assert!(is_summary_call(summary_call), "{summary_call:?}");
+        assert!(summary_call.tools.is_empty());
+        let seen = texts(summary_call).join(" ");
+        assert!(seen.contains("q0") && seen.contains("a1"), "{seen}");
+        assert!(!seen.contains("q2"), "{seen}");
+        let summary = format!("{WINDOW_SUMMARY_HEADER}\nThe user asked q0 and q1.");
+        assert_eq!(
+            texts(&requests[3]),
+            [summary.as_str(), SEED_ACKNOWLEDGEMENT, "q2"]
+        );
+        assert!(!is_summary_call(&requests[3]));
+
+        // The state is in the agent record; the store still has every message.
+        let record = store.read_agent(&id, DEFAULT_AGENT_ID).unwrap().unwrap();
+        let state = &record.conversation_manager_state;
+        assert_eq!(state.removed_message_count, 4, "{backend}");
+        assert_eq!(
+            state.summary_message.as_ref().map(Message::text),
+            Some(summary.clone())
+        );
+        assert_eq!(
+            ContextMode::from_manager_name(&state.name),
+            Some(ContextMode::Summarize)
+        );
+        let stored = store.list_messages(&id, DEFAULT_AGENT_ID, None, 0).unwrap();
+        assert_eq!(stored.len(), 6);
+
+        // The next turn starts with the summary and needs no new summary call.
+        assert_eq!(say(&f, &id, "q3").await, "a3");
+        let requests = f.model.requests();
+        assert_eq!(requests.len(), 5, "{backend}");
+        assert_eq!(
+            texts(&requests[4]),
+            [summary.as_str(), SEED_ACKNOWLEDGEMENT, "q2", "a2", "q3"]
+        );
+        assert_eq!(requests[4].messages[0].role, Role::User);
+        f.core.shutdown().await;
+
+        // A restarted hub resumes the session with the recorded summary: the next summary call
+        // (q4 moves the window past it) folds the recorded one in, not the messages it covers.
+        let model = Arc::new(FakeModel::scripted([
+            FakeReply::text("Summary two."),
+            FakeReply::text("a4"),
+        ]));
+        let restarted = setup(
+            &f.dir,
+            backend,
+            &model,
+            window_options(ContextMode::Summarize, 4),
+        )
+        .start()
+        .await
+        .unwrap();
+        restarted
+            .open_session(OpenTarget::Id(id.clone()), None, "terminal", None)
+            .await
+            .unwrap();
+        let restarted = Fixture {
+            _dir: tempfile::tempdir().unwrap(),
+            dir: f.dir.clone(),
+            model: Arc::clone(&model),
+            core: restarted,
+            backend,
+        };
+        assert_eq!(say(&restarted, &id, "q4").await, "a4");
+        let requests = model.requests();
+        assert_eq!(requests.len(), 2, "{backend}");
+        assert!(is_summary_call(&requests[0]));
+        let seen = texts(&requests[0]).join(" ");
+        assert!(seen.contains(&summary), "{seen}");
+        assert!(seen.contains("a2") && !seen.contains("a0"), "{seen}");
+        let second = format!("{WINDOW_SUMMARY_HEADER}\nSummary two.");
+        assert_eq!(
+            texts(&requests[1]),
+            [second.as_str(), SEED_ACKNOWLEDGEMENT, "q4"]
+        );
+        let record = store.read_agent(&id, DEFAULT_AGENT_ID).unwrap().unwrap();
+        assert_eq!(record.conversation_manager_state.removed_message_count, 8);
+        restarted.core.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_failed_summary_falls_back_to_the_sliding_window() {
+    for backend in BACKENDS {
+        let f = fixture_with(
+            backend,
+            vec![
+                FakeReply::text("a0"),
+                FakeReply::text("a1"),
+                FakeReply::error("the provider is down"),
+                FakeReply::text("a2"),
+            ],
+            window_options(ContextMode::Summarize, 4),
+        )
+        .await;
+        let id = f.new_session().await;
+        say(&f, &id, "q0").await;
+        say(&f, &id, "q1").await;
+        assert_eq!(say(&f, &id, "q2").await, "a2", "{backend}");
+        let requests = f.model.requests();
+        assert_eq!(requests.len(), 4);
+        assert!(is_summary_call(&requests[2]));
+        assert_eq!(texts(&requests[3]), ["q1", "a1", "q2"], "{backend}");
+        let record = open_store(&f)
+            .read_agent(&id, DEFAULT_AGENT_ID)
+            .unwrap()
+            .unwrap();
+        assert!(record.conversation_manager_state.summary_message.is_none());
+        assert_eq!(record.conversation_manager_state.removed_message_count, 0);
+    }
+}
+
+#[tokio::test]
+async fn sliding_mode_shows_the_model_only_the_window_across_turns() {
+    for backend in BACKENDS {
+        let replies = (0..6).map(|n| FakeReply::text(format!("a{n}")));
+        let f = fixture_with(
+            backend,
+            replies.collect(),
+            window_options(ContextMode::Sliding, 4),
+        )
+        .await;
+        let id = f.new_session().await;
+        for n in 0..6 {
+            assert_eq!(say(&f, &id, &format!("q{n}")).await, format!("a{n}"));
+        }
+        let requests = f.model.requests();
+        assert_eq!(requests.len(), 6);
+        assert!(requests.iter().all(|r| !is_summary_call(r)));
+        assert_eq!(texts(&requests[5]), ["q4", "a4", "q5"], "{backend}");
+        for request in &requests {
+            assert!(request.messages.len() <= 4);
+            assert_eq!(request.messages[0].role, Role::User);
+        }
+        let stored = open_store(&f)
+            .list_messages(&id, DEFAULT_AGENT_ID, None, 0)
+            .unwrap();
+        assert_eq!(stored.len(), 12, "{backend}");
+    }
+}
