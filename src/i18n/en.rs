@@ -51,7 +51,7 @@ pub(super) const EN: &[(&str, &str)] = &[
     ("approval.keys", "Tab switch · Enter choose · Esc reject"),
     (
         "approval.no_terminal",
-        "✗ {tool}: no terminal to ask on (input is not a terminal); not approved",
+        "{tool} needs approval, but there is no terminal to ask on (input is not a terminal)",
     ),
     ("approval.not_found", "There is no such pending approval."),
     (

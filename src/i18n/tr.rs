@@ -47,7 +47,7 @@ pub(super) const TR: &[(&str, &str)] = &[
     ("approval.keys", "Tab geçiş · Enter seç · Esc reddet"),
     (
         "approval.no_terminal",
-        "✗ {tool}: sorulacak terminal yok (girdi bir terminal değil); onaylanmadı",
+        "{tool} onay gerektiriyor, ama sorulacak terminal yok (girdi bir terminal değil)",
     ),
     ("approval.not_found", "Bekleyen böyle bir onay yok."),
     (

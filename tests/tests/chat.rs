@@ -269,8 +269,15 @@ fn without_a_terminal_tier_two_calls_are_rejected() {
     assert!(output.status.success(), "{output:?}");
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert!(
-        stdout.contains(&format!("✗ {TOOL}: no terminal to ask on")),
+        stdout.contains(&format!(
+            "{TOOL} needs approval, but there is no terminal to ask on"
+        )),
         "{stdout}"
+    );
+    assert_eq!(
+        stdout.matches(&format!("✗ {TOOL}: not approved")).count(),
+        1,
+        "one refusal line: {stdout}"
     );
     assert!(stdout.contains("the action was not approved"), "{stdout}");
     assert!(
