@@ -40,18 +40,13 @@ pub fn run(args: &VersionArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The `taud` binary next to this executable, else the first on PATH.
-pub fn find_taud() -> Option<PathBuf> {
-    let beside = std::env::current_exe()
+/// The `taud` binary `tau` would start: next to this executable, else on PATH (the same lookup as
+/// `tau hub run` and `tau chat`).
+fn find_taud() -> Option<PathBuf> {
+    let exe_dir = std::env::current_exe()
         .ok()
-        .and_then(|exe| exe.parent().map(|dir| dir.join("taud")));
-    if let Some(path) = beside.filter(|path| path.is_file()) {
-        return Some(path);
-    }
-    let path_var = std::env::var_os("PATH")?;
-    std::env::split_paths(&path_var)
-        .map(|dir| dir.join("taud"))
-        .find(|path| path.is_file())
+        .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf));
+    crate::hub::find_taud(exe_dir.as_deref(), std::env::var_os("PATH").as_deref())
 }
 
 fn taud_version(path: &PathBuf, ctx: &Context) -> Option<String> {
