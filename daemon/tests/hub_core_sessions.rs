@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use hubcore_common::*;
 use taud::hubcore::{
-    ApprovalAnswer, CoreError, DecideOutcome, EventKind, OpenTarget, Resolution, StartTurn,
+    ApprovalAnswer, CoreError, DecideOutcome, EventKind, OpenTarget, Resolution,
+    SharedModelFactory, StartTurn,
 };
 use taud::testing::{FakeModel, FakeReply};
 
@@ -339,4 +340,60 @@ async fn shutdown_cancels_turns_and_ends_subscriptions() {
         f.core.open_session(OpenTarget::New, None, "x", None).await,
         Err(CoreError::Unavailable(_))
     ));
+}
+
+#[tokio::test]
+async fn get_session_tells_the_in_memory_count_and_whether_the_fallback_answers() {
+    use taud::model::ModelError;
+    use taud::provider::FallbackModel;
+    use taud::provider::fallback::DEFAULT_COOLDOWN;
+
+    let dir = tempfile::tempdir().unwrap();
+    let primary = Arc::new(FakeModel::scripted(vec![
+        FakeReply::text("from primary"),
+        FakeReply::fail(ModelError::Unavailable("503 from the primary".into())),
+    ]));
+    let fallback = Arc::new(FakeModel::scripted(vec![FakeReply::text("from fallback")]));
+    let model: Arc<dyn taud::model::Model> = Arc::new(FallbackModel::new(
+        primary,
+        fallback.clone(),
+        DEFAULT_COOLDOWN,
+    ));
+    let mut setup = setup(
+        dir.path(),
+        "file",
+        &Arc::new(FakeModel::scripted(vec![])),
+        options(),
+    );
+    setup.factory = Arc::new(SharedModelFactory(model));
+    let core = setup.start().await.unwrap();
+    let id = core
+        .open_session(OpenTarget::New, None, "terminal", None)
+        .await
+        .unwrap()
+        .session
+        .session_id;
+    let before = core.get_session(&id, false).await.unwrap();
+    assert!(before.open);
+    assert_eq!(before.in_memory_messages, 0);
+    assert!(!before.fallback_in_use);
+
+    let start = |text: &str| StartTurn {
+        session_id: id.clone(),
+        text: text.to_owned(),
+        channel: "terminal".to_owned(),
+        idempotency_key: String::new(),
+    };
+    let events = drain(&mut core.start_turn(start("one")).await.unwrap()).await;
+    assert_eq!(ended_text(&events), "from primary");
+    let after_primary = core.get_session(&id, false).await.unwrap();
+    assert_eq!(after_primary.in_memory_messages, 2);
+    assert!(!after_primary.fallback_in_use);
+
+    let events = drain(&mut core.start_turn(start("two")).await.unwrap()).await;
+    assert_eq!(ended_text(&events), "from fallback");
+    assert_eq!(fallback.call_count(), 1);
+    let after_fallback = core.get_session(&id, false).await.unwrap();
+    assert_eq!(after_fallback.in_memory_messages, 4);
+    assert!(after_fallback.fallback_in_use);
 }

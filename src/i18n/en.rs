@@ -214,6 +214,7 @@ pub(super) const EN: &[(&str, &str)] = &[
     ("model.current", "(current)"),
     ("model.fallback", "fallback {provider}, {model_id}"),
     ("model.fallback_in_use", "fallback in use"),
+    ("model.fallback_standby", "not in use"),
     ("model.header", "Model roles:"),
     ("model.line", "{role} → {provider}, {model_id}"),
     (

@@ -198,6 +198,7 @@ pub(super) const TR: &[(&str, &str)] = &[
     ("model.current", "(geçerli)"),
     ("model.fallback", "yedek {provider}, {model_id}"),
     ("model.fallback_in_use", "yedek sağlayıcı kullanılıyor"),
+    ("model.fallback_standby", "kullanılmıyor"),
     ("model.header", "Model rolleri:"),
     ("model.line", "{role} → {provider}, {model_id}"),
     (

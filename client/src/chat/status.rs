@@ -26,7 +26,7 @@ pub async fn show(chat: &mut Chat) {
         .await
         .ok()
         .map(tonic::Response::into_inner);
-    let session = chat
+    let detail = chat
         .hub
         .get_session(pb::GetSessionRequest {
             session_id: chat.session_id().to_owned(),
@@ -34,10 +34,13 @@ pub async fn show(chat: &mut Chat) {
         })
         .await
         .ok()
-        .and_then(|response| response.into_inner().session);
-    if let Some(session) = session {
+        .map(tonic::Response::into_inner);
+    if let Some(session) = detail.as_ref().and_then(|d| d.session.clone()) {
         chat.session = session;
     }
+    // What the agent holds in memory; a session without an agent in memory holds nothing.
+    let in_memory = detail.as_ref().map(|d| d.in_memory_messages);
+    let fallback_in_use = detail.as_ref().is_some_and(|d| d.fallback_in_use);
     let roles = chat
         .hub
         .list_model_roles(pb::ListModelRolesRequest {})
@@ -77,7 +80,12 @@ pub async fn show(chat: &mut Chat) {
                             ("model_id", &role.fallback_model_id),
                         ],
                     );
-                    line.push_str(&format!(" · {fallback}"));
+                    let state = if fallback_in_use {
+                        chat.t("model.fallback_in_use", &[])
+                    } else {
+                        chat.t("model.fallback_standby", &[])
+                    };
+                    line.push_str(&format!(" · {fallback} ({state})"));
                 }
                 line
             },
@@ -87,7 +95,10 @@ pub async fn show(chat: &mut Chat) {
         &[
             ("mode", &chat.info.context),
             ("window", &chat.info.window),
-            ("count", &session.message_count),
+            (
+                "count",
+                &in_memory.map_or_else(|| unknown.clone(), |n| n.to_string()),
+            ),
         ],
     );
     let tools_line = tools.as_ref().map_or_else(

@@ -149,6 +149,16 @@ impl TauAgent {
         self.inner.history.snapshot()
     }
 
+    /// How many messages the agent holds in memory (what a window is cut from).
+    pub fn history_len(&self) -> usize {
+        self.inner.history.len()
+    }
+
+    /// Whether the model's last call was answered by its role's fallback.
+    pub fn fallback_in_use(&self) -> bool {
+        self.inner.model.fallback_in_use()
+    }
+
     /// Whether a turn is running.
     pub fn is_busy(&self) -> bool {
         self.inner.turn_lock.try_lock().is_err()

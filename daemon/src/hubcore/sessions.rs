@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::core::{HubCore, check_channel, check_session_id};
 use super::error::CoreError;
 use super::event::EventKind;
+use crate::agent::TauAgent;
 use crate::message::Message;
 use crate::session::{
     CompactRequest, CompactionError, DEFAULT_AGENT_ID, RECENT_SESSIONS_LIMIT, SessionMeta,
@@ -49,6 +50,10 @@ pub struct SessionDetail {
     /// Whether an agent is in memory, and whether a turn runs or waits.
     pub open: bool,
     pub busy: bool,
+    /// For an open session: the agent's in-memory message count, and whether the last model
+    /// call was answered by the role's fallback.
+    pub in_memory_messages: u64,
+    pub fallback_in_use: bool,
 }
 
 /// Which session to open.
@@ -226,11 +231,16 @@ impl HubCore {
             })
             .await?;
         let runtime = self.open_runtime(session_id).await;
+        let agent = runtime.as_ref().map(|r| r.agent().0);
         Ok(SessionDetail {
             summary,
             messages,
             open: runtime.is_some(),
-            busy: runtime.is_some_and(|r| r.lock_turns().busy()),
+            busy: runtime.as_ref().is_some_and(|r| r.lock_turns().busy()),
+            in_memory_messages: agent
+                .as_ref()
+                .map_or(0, |a| u64::try_from(a.history_len()).unwrap_or(u64::MAX)),
+            fallback_in_use: agent.as_ref().is_some_and(TauAgent::fallback_in_use),
         })
     }
 

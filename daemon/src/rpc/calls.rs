@@ -60,6 +60,8 @@ pub async fn get_session(
             .collect(),
         open: detail.open,
         busy: detail.busy,
+        in_memory_messages: detail.in_memory_messages,
+        fallback_in_use: detail.fallback_in_use,
     })
 }
 

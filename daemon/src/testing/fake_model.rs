@@ -92,6 +92,13 @@ impl FakeReply {
         reply
     }
 
+    /// `Model::stream` itself fails with `error` (e.g. an unavailable provider).
+    pub fn fail(error: ModelError) -> Self {
+        let mut reply = Self::empty();
+        reply.open_error = Some(error);
+        reply
+    }
+
     /// Adds a text block.
     pub fn and_text(mut self, text: impl Into<String>) -> Self {
         self.blocks.push(FakeBlock::Text(vec![text.into()]));
