@@ -2,8 +2,9 @@
 //! 0600 appends, reads that treat "missing" as `None`, and the RFC 3339 clock.
 //!
 //! Invariants: files are created 0600 and replaced atomically (write a temporary file in the same
-//! directory, fsync, rename), so a reader never sees a half-written `state.json`; the hub directory
-//! is never a symlink and is 0700.
+//! directory, fsync, rename, fsync the directory), so a reader never sees a half-written
+//! `state.json` and a power cut cannot bring back an older one (say, without the `stopped_at` that
+//! tells a clean stop from a crash); the hub directory is never a symlink and is 0700.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -57,7 +58,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
             .open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
-        fs::rename(&tmp, path)
+        fs::rename(&tmp, path)?;
+        // The rename is durable only once the directory entry is.
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        File::open(dir)?.sync_all()
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
