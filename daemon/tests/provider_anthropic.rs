@@ -203,6 +203,10 @@ async fn an_error_after_200_is_retried_and_the_partial_output_voided() {
         .position(|i| matches!(i, Ok(ModelEvent::Throttled { .. })))
         .expect("a Throttled event before the retry");
     assert!(
+        matches!(items[throttled - 1], Ok(ModelEvent::OutputDiscarded)),
+        "the partial reply is discarded before the wait: {items:?}"
+    );
+    assert!(
         items[..throttled]
             .iter()
             .any(|i| matches!(i, Ok(ModelEvent::TextDelta { text, .. }) if text == "Part"))
