@@ -110,6 +110,14 @@ pub enum ModelError {
     /// The provider is unavailable (overloaded, server errors, unreachable), and retries gave up.
     #[error("the model is unavailable: {0}")]
     Unavailable(String),
+    /// The model ended its reply with output the provider reports as malformed (a broken reply or
+    /// tool call), so the reply cannot be used.
+    #[error("the model's reply was malformed: {0}")]
+    MalformedOutput(String),
+    /// The model ended its reply in a way tau cannot carry on from (e.g. a paused server-tool
+    /// turn); the reply is incomplete.
+    #[error("the model's reply is incomplete: {0}")]
+    Incomplete(String),
 }
 
 /// The events of one model call.
