@@ -5,7 +5,8 @@
 //! the padding field `p` and unknown members are ignored; `messageStop` yields `MessageStop`, the
 //! `metadata` frame after it yields `Metadata` and ends the stream; a body that ends before
 //! `messageStop` is a retryable failure; an exception frame is a typed failure (throttling →
-//! `Throttled`, server-side trouble → `Unavailable`, both retryable; validation → `Request` or
+//! `Throttled`, server-side trouble → `Unavailable`, both retryable; an exceeded service quota →
+//! `Throttled` that is never retried; validation → `Request` or
 //! `ContextOverflow`); a `stopReason` that makes the reply unusable (context window exceeded,
 //! malformed output or tool use) is a fatal failure; a CRC or framing error is a fatal stream error.
 
@@ -81,8 +82,10 @@ pub fn error_failure(
         "ThrottlingException"
         | "ThrottledException"
         | "TooManyRequestsException"
-        | "ModelNotReadyException"
-        | "ServiceQuotaExceededException" => Failure::retryable(ModelError::Throttled(text), hint),
+        | "ModelNotReadyException" => Failure::retryable(ModelError::Throttled(text), hint),
+        // An account quota: retrying soon cannot help, so no retry; it still counts as a
+        // throttle, so a configured fallback model answers instead.
+        "ServiceQuotaExceededException" => Failure::fatal(ModelError::Throttled(text)),
         "InternalServerException"
         | "ServiceUnavailableException"
         | "ModelStreamErrorException"
@@ -429,6 +432,26 @@ mod tests {
         assert!(matches!(f.error, ModelError::Unavailable(_)));
         let f = error_failure("modelStreamErrorException", "boom", None, None);
         assert!(matches!(f.error, ModelError::Unavailable(_)));
+    }
+
+    #[test]
+    fn an_exceeded_service_quota_is_not_retried() {
+        let f = http_failure(
+            400,
+            Some("ServiceQuotaExceededException:http://internal.amazon.com/coral/com.amazon.bedrock/"),
+            r#"{"message":"Your request exceeds the service quota for your account."}"#,
+            Some(Duration::from_secs(1)),
+        );
+        assert_eq!(f.retry, RetryAdvice::Never);
+        assert!(
+            matches!(f.error, ModelError::Throttled(ref m) if m.contains("service quota")),
+            "{f:?}"
+        );
+        let f = error_failure("serviceQuotaExceededException", "quota", None, None);
+        assert_eq!(f.retry, RetryAdvice::Never);
+        // Real throttling is still retried.
+        let f = error_failure("ThrottlingException", "Too many tokens", None, None);
+        assert_eq!(f.retry, RetryAdvice::After(None));
     }
 
     #[test]
