@@ -237,7 +237,9 @@ mod tests {
                 assert_eq!(hint, Some(MAX_RETRY_HINT), "{name}: {huge}");
                 assert_eq!(policy.delay(0, hint), policy.max_server_delay);
             }
-            for nonsense in ["-1", "-0.5", "NaN", "nan", "inf", "-inf", "infinity", "1e400"] {
+            for nonsense in [
+                "-1", "-0.5", "NaN", "nan", "inf", "-inf", "infinity", "1e400",
+            ] {
                 let mut h = HeaderMap::new();
                 h.insert(name, HeaderValue::from_static(nonsense));
                 assert_eq!(retry_after(&h), None, "{name}: {nonsense}");

@@ -438,7 +438,9 @@ mod tests {
     fn an_exceeded_service_quota_is_not_retried() {
         let f = http_failure(
             400,
-            Some("ServiceQuotaExceededException:http://internal.amazon.com/coral/com.amazon.bedrock/"),
+            Some(
+                "ServiceQuotaExceededException:http://internal.amazon.com/coral/com.amazon.bedrock/",
+            ),
             r#"{"message":"Your request exceeds the service quota for your account."}"#,
             Some(Duration::from_secs(1)),
         );
@@ -499,7 +501,10 @@ mod tests {
             let failure = failure.expect("a failure");
             match (&failure.error, reason) {
                 (ModelError::ContextOverflow(m), "model_context_window_exceeded")
-                | (ModelError::MalformedOutput(m), "malformed_model_output" | "malformed_tool_use") => {
+                | (
+                    ModelError::MalformedOutput(m),
+                    "malformed_model_output" | "malformed_tool_use",
+                ) => {
                     assert!(m.contains(reason), "{m}");
                 }
                 (other, _) => panic!("{reason} → {other:?}"),
