@@ -7,7 +7,8 @@
 //! Invariants: a request carries the system prompt as blocks, the history without metadata, and the
 //! tool specs; a provider ends its stream after `MessageStop` (and an optional final `Metadata`);
 //! throttling retries are the provider's and are announced with `Throttled` before the wait (it also
-//! voids the output streamed so far, as `OutputDiscarded` does without a wait); a
+//! voids the output streamed so far, as `OutputDiscarded` does without a wait; a retry after an
+//! attempt that streamed content sends `OutputDiscarded` first, so clients need not infer it); a
 //! provider watches the cancellation token and the loop also stops reading the stream on cancel.
 
 mod assemble;
