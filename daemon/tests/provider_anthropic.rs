@@ -203,6 +203,10 @@ async fn an_error_after_200_is_retried_and_the_partial_output_voided() {
         .position(|i| matches!(i, Ok(ModelEvent::Throttled { .. })))
         .expect("a Throttled event before the retry");
     assert!(
+        matches!(items[throttled - 1], Ok(ModelEvent::OutputDiscarded)),
+        "the partial reply is discarded before the wait: {items:?}"
+    );
+    assert!(
         items[..throttled]
             .iter()
             .any(|i| matches!(i, Ok(ModelEvent::TextDelta { text, .. }) if text == "Part"))
@@ -356,30 +360,62 @@ fn the_fake_provider_needs_nothing() {
     ));
 }
 
-#[test]
-fn endpoints_from_tau_toml_win_over_the_environment() {
-    let table: toml::Table = toml::from_str(
-        "[anthropic]\nbase_url = \"http://127.0.0.1:9/proxy\"\n[bedrock]\nendpoint_url = \"http://127.0.0.1:9\"\n",
-    )
-    .unwrap();
-    let settings = table
+/// `[component.<name>]` tables from `tau.toml` text.
+#[allow(clippy::unwrap_used)] // a test helper: bad TOML fails the test
+fn component_settings(text: &str) -> std::collections::BTreeMap<String, toml::Table> {
+    let table: toml::Table = toml::from_str(text).unwrap();
+    table
         .into_iter()
         .map(|(k, v)| (k, v.as_table().cloned().unwrap()))
-        .collect();
-    let options = ProviderOptions::from_component_settings(&settings).unwrap();
+        .collect()
+}
+
+#[tokio::test]
+async fn endpoints_from_tau_toml_win_over_the_environment() {
+    let from_toml = MockServer::start(vec![Reply::ok(SSE, TEXT_TURN, &[])]).await;
+    let from_env = MockServer::start(vec![Reply::ok(SSE, TEXT_TURN, &[])]).await;
+    let settings = component_settings(&format!(
+        "[anthropic]\nbase_url = \"{}/proxy\"\n",
+        from_toml.url()
+    ));
+    let options = ProviderOptions {
+        retry: Some(RetryPolicy::immediate(1)),
+        ..ProviderOptions::from_component_settings(&settings).unwrap()
+    };
+    // The explicit environment names another server: tau.toml's base URL (with its path) wins.
+    let model = build_model_with("brain", &role(None), &env(&from_env), &options).unwrap();
+    let items = call(model.as_ref(), hello()).await;
+    assert_eq!(assemble(&items).unwrap().stop_reason, StopReason::EndTurn);
+    let sent = from_toml.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].target, "/proxy/v1/messages");
+    assert!(from_env.requests().is_empty());
+
+    // tau.toml names no base URL: ANTHROPIC_BASE_URL from the explicit environment is used.
+    let settings = component_settings("[anthropic]\n[bedrock]\n");
+    let options = ProviderOptions {
+        retry: Some(RetryPolicy::immediate(1)),
+        ..ProviderOptions::from_component_settings(&settings).unwrap()
+    };
+    let model = build_model_with("brain", &role(None), &env(&from_env), &options).unwrap();
+    let items = call(model.as_ref(), hello()).await;
+    assert_eq!(assemble(&items).unwrap().stop_reason, StopReason::EndTurn);
+    let sent = from_env.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].target, "/v1/messages");
     assert_eq!(
-        options.anthropic_base_url.as_deref(),
-        Some("http://127.0.0.1:9/proxy")
+        from_toml.requests().len(),
+        1,
+        "the first server is not asked again"
     );
+
+    let settings = component_settings("[bedrock]\nendpoint_url = \"http://127.0.0.1:9\"\n");
+    let options = ProviderOptions::from_component_settings(&settings).unwrap();
     assert_eq!(
         options.bedrock_endpoint_url.as_deref(),
         Some("http://127.0.0.1:9")
     );
-    let bad: toml::Table = toml::from_str("[anthropic]\nbase_url = 3\n").unwrap();
-    let bad = bad
-        .into_iter()
-        .map(|(k, v)| (k, v.as_table().cloned().unwrap()))
-        .collect();
+    let bad = component_settings("[anthropic]\nbase_url = 3\n");
     assert!(matches!(
         ProviderOptions::from_component_settings(&bad),
         Err(ProviderError::Config(m)) if m.contains("component.anthropic.base_url")

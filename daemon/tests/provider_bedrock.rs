@@ -360,6 +360,72 @@ async fn exhausted_retries_fall_back_to_another_provider() {
     assert_eq!(fallback_body["max_tokens"], 512);
 }
 
+#[tokio::test]
+async fn the_tau_toml_endpoint_wins_then_the_bedrock_variable_then_the_global_one() {
+    let from_toml = MockServer::start(vec![Reply::ok(EVENTS, TEXT_TURN, &[])]).await;
+    let bedrock_var = MockServer::start(vec![Reply::ok(EVENTS, TEXT_TURN, &[])]).await;
+    let global_var = MockServer::start(vec![Reply::ok(EVENTS, TEXT_TURN, &[])]).await;
+    let env_with = |bedrock: Option<&MockServer>| -> Env {
+        let mut vars = vec![
+            ("AWS_ACCESS_KEY_ID".to_owned(), "AKIDTEST".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY".to_owned(), "secret-test".to_owned()),
+            (
+                "AWS_SESSION_TOKEN".to_owned(),
+                "session-token-test".to_owned(),
+            ),
+            ("AWS_REGION".to_owned(), "eu-central-1".to_owned()),
+            ("AWS_ENDPOINT_URL".to_owned(), global_var.url()),
+        ];
+        if let Some(server) = bedrock {
+            vars.push(("AWS_ENDPOINT_URL_BEDROCK_RUNTIME".to_owned(), server.url()));
+        }
+        vars.into_iter().collect()
+    };
+    let settings = |text: &str| -> ProviderOptions {
+        let table: toml::Table = toml::from_str(text).unwrap();
+        let settings = table
+            .into_iter()
+            .map(|(k, v)| (k, v.as_table().cloned().unwrap()))
+            .collect();
+        ProviderOptions {
+            retry: Some(RetryPolicy::immediate(1)),
+            ..ProviderOptions::from_component_settings(&settings).unwrap()
+        }
+    };
+    let answered = |options: &ProviderOptions, env: &Env| {
+        let model = build_model_with("brain", &role(None), env, options).unwrap();
+        async move { assemble(&call(model.as_ref(), hello()).await).map(|d| d.stop_reason) }
+    };
+    let counts = || [&from_toml, &bedrock_var, &global_var].map(|server| server.requests().len());
+
+    let toml_endpoint = settings(&format!(
+        "[bedrock]\nendpoint_url = \"{}\"\n",
+        from_toml.url()
+    ));
+    let result = answered(&toml_endpoint, &env_with(Some(&bedrock_var))).await;
+    assert_eq!(result.ok(), Some(StopReason::EndTurn));
+    assert_eq!(counts(), [1, 0, 0], "tau.toml wins over both variables");
+    let sent = &from_toml.requests()[0];
+    assert_signed_as_sent(sent, &from_toml.addr.to_string());
+
+    let no_endpoint = settings("[bedrock]\n");
+    let result = answered(&no_endpoint, &env_with(Some(&bedrock_var))).await;
+    assert_eq!(result.ok(), Some(StopReason::EndTurn));
+    assert_eq!(
+        counts(),
+        [1, 1, 0],
+        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME wins over AWS_ENDPOINT_URL"
+    );
+
+    let result = answered(&no_endpoint, &env_with(None)).await;
+    assert_eq!(result.ok(), Some(StopReason::EndTurn));
+    assert_eq!(
+        counts(),
+        [1, 1, 1],
+        "AWS_ENDPOINT_URL when nothing else names one"
+    );
+}
+
 #[test]
 fn missing_credentials_and_endpoint_order() {
     let dir = tempfile::tempdir().unwrap();

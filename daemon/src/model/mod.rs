@@ -7,7 +7,8 @@
 //! Invariants: a request carries the system prompt as blocks, the history without metadata, and the
 //! tool specs; a provider ends its stream after `MessageStop` (and an optional final `Metadata`);
 //! throttling retries are the provider's and are announced with `Throttled` before the wait (it also
-//! voids the output streamed so far, as `OutputDiscarded` does without a wait); a
+//! voids the output streamed so far, as `OutputDiscarded` does without a wait; a retry after an
+//! attempt that streamed content sends `OutputDiscarded` first, so clients need not infer it); a
 //! provider watches the cancellation token and the loop also stops reading the stream on cancel.
 
 mod assemble;
@@ -110,6 +111,14 @@ pub enum ModelError {
     /// The provider is unavailable (overloaded, server errors, unreachable), and retries gave up.
     #[error("the model is unavailable: {0}")]
     Unavailable(String),
+    /// The model ended its reply with output the provider reports as malformed (a broken reply or
+    /// tool call), so the reply cannot be used.
+    #[error("the model's reply was malformed: {0}")]
+    MalformedOutput(String),
+    /// The model ended its reply in a way tau cannot carry on from (e.g. a paused server-tool
+    /// turn); the reply is incomplete.
+    #[error("the model's reply is incomplete: {0}")]
+    Incomplete(String),
 }
 
 /// The events of one model call.

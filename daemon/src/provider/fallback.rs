@@ -3,8 +3,9 @@
 //! Invariants: the fallback answers only when the primary fails with an exhausted throttle
 //! (`ModelError::Throttled`) or is unavailable (`ModelError::Unavailable`, which the retry layer
 //! returns once its attempts are spent); any other error (a refused request) is the caller's.
-//! Output the primary streamed before it failed is voided with `OutputDiscarded` before the
-//! fallback's first event. After a switch the role stays on the fallback for a cool-down, then
+//! Content the primary streamed before it failed (and that its retries did not already void with
+//! `Throttled` or `OutputDiscarded`) is voided with `OutputDiscarded` before the fallback's first
+//! event. After a switch the role stays on the fallback for a cool-down, then
 //! tries the primary again. [`Model::fallback_in_use`] tells whether the last call was answered
 //! by the fallback. The state is a small mutex never held across an await.
 
@@ -155,7 +156,7 @@ struct Run {
     request: Option<ModelRequest>,
     cancel: CancellationToken,
     switch: Switch,
-    /// Whether the primary already streamed something (then the switch voids it).
+    /// Whether the primary streamed content not voided since (then the switch voids it).
     streamed: bool,
 }
 
@@ -173,10 +174,18 @@ impl Run {
                 }
                 Phase::Primary(stream) => match stream.next().await {
                     Some(Ok(event)) => {
-                        if let ModelEvent::MessageStop { .. } = event {
-                            self.switch.primary_answered();
+                        match event {
+                            ModelEvent::MessageStop { .. } => self.switch.primary_answered(),
+                            // Both void what came before: nothing shown is left to discard.
+                            ModelEvent::Throttled { .. } | ModelEvent::OutputDiscarded => {
+                                self.streamed = false;
+                            }
+                            ModelEvent::TextDelta { .. }
+                            | ModelEvent::ReasoningDelta { .. }
+                            | ModelEvent::ToolUseStart { .. }
+                            | ModelEvent::ToolUseInputDelta { .. } => self.streamed = true,
+                            ModelEvent::BlockStop { .. } | ModelEvent::Metadata { .. } => {}
                         }
-                        self.streamed = true;
                         return Some((Ok(event), self));
                     }
                     Some(Err(error)) if falls_back_on(&error) => {
@@ -301,6 +310,50 @@ mod tests {
         let events = collect(&model).await;
         assert_eq!(texts(&events), vec!["primary"]);
         assert!(!model.fallback_in_use());
+    }
+
+    #[tokio::test]
+    async fn throttle_notices_alone_are_not_discarded_output() {
+        let throttled = || {
+            Ok(ModelEvent::Throttled {
+                delay: Duration::ZERO,
+            })
+        };
+        let half = || {
+            Ok(ModelEvent::TextDelta {
+                index: 0,
+                text: "half".into(),
+            })
+        };
+        let primary = Arc::new(Canned(Mutex::new(vec![
+            // Only throttle notices, then the retries give up.
+            vec![
+                throttled(),
+                throttled(),
+                Err(ModelError::Throttled("slow down".into())),
+            ],
+            // Content the retry layer already voided before its next wait.
+            vec![
+                half(),
+                Ok(ModelEvent::OutputDiscarded),
+                throttled(),
+                Err(ModelError::Throttled("slow down".into())),
+            ],
+        ])));
+        let fallback = Arc::new(FakeModel::scripted([
+            FakeReply::text("from fallback"),
+            FakeReply::text("again fallback"),
+        ]));
+        let model = FallbackModel::new(primary, fallback, Duration::ZERO);
+        let events = collect(&model).await;
+        assert_eq!(texts(&events), vec!["from fallback"]);
+        assert!(!events.contains(&Ok(ModelEvent::OutputDiscarded)));
+        let events = collect(&model).await;
+        assert_eq!(
+            texts(&events),
+            vec!["half", "<discarded>", "again fallback"],
+            "one discard, the retry layer's"
+        );
     }
 
     #[tokio::test]

@@ -64,9 +64,19 @@ pub fn build_client(env: &Env) -> Result<reqwest::Client, ProviderError> {
         .map_err(|e| ProviderError::Http(format!("the HTTP client could not be built: {e}")))
 }
 
+/// The longest retry hint kept from a header; the retry policy cuts it further to its
+/// `max_server_delay`. Anything longer (up to `1e30` seconds, say) is read as this.
+pub const MAX_RETRY_HINT: Duration = Duration::from_secs(3600);
+
 /// The server's retry hint: `retry-after-ms`, `x-amz-retry-after` (ms), else `retry-after` as
-/// seconds or an HTTP date. A hint in the past is zero.
+/// seconds or an HTTP date. A hint in the past is zero; a huge one is [`MAX_RETRY_HINT`]; a
+/// negative, NaN, infinite or unreadable one is no hint.
 pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    retry_after_at(headers, jiff::Timestamp::now())
+}
+
+/// [`retry_after`] with an HTTP date measured from `now`.
+pub fn retry_after_at(headers: &HeaderMap, now: jiff::Timestamp) -> Option<Duration> {
     let text = |name: &str| {
         headers
             .get(name)
@@ -75,20 +85,34 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     };
     for name in ["retry-after-ms", "x-amz-retry-after"] {
         if let Some(ms) = text(name).and_then(|v| v.parse::<f64>().ok())
-            && ms.is_finite()
-            && ms >= 0.0
+            && let Some(wait) = hint_from_secs(ms / 1000.0)
         {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
+            return Some(wait);
         }
     }
     let value = text("retry-after")?;
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return hint_from_secs(secs);
     }
     let date = jiff::fmt::rfc2822::parse(value).ok()?.timestamp();
-    let now = jiff::Timestamp::now();
-    let wait = now.until(date).ok()?.get_milliseconds();
-    Some(Duration::from_millis(u64::try_from(wait).unwrap_or(0)))
+    let wait = date.duration_since(now);
+    if wait.is_negative() {
+        return Some(Duration::ZERO);
+    }
+    Some(
+        Duration::try_from(wait)
+            .unwrap_or(MAX_RETRY_HINT)
+            .min(MAX_RETRY_HINT),
+    )
+}
+
+/// A hint of `secs` seconds: none unless finite and not negative, at most [`MAX_RETRY_HINT`].
+fn hint_from_secs(secs: f64) -> Option<Duration> {
+    if !secs.is_finite() || secs < 0.0 {
+        return None;
+    }
+    let wait = Duration::try_from_secs_f64(secs).unwrap_or(MAX_RETRY_HINT);
+    Some(wait.min(MAX_RETRY_HINT))
 }
 
 /// Reads up to [`MAX_ERROR_BODY`] bytes of an error response as (lossy) text.
@@ -199,6 +223,54 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("x-amz-retry-after", HeaderValue::from_static("1200"));
         assert_eq!(retry_after(&h), Some(Duration::from_millis(1200)));
+    }
+
+    #[test]
+    fn nonsense_hints_never_panic_and_huge_ones_are_capped() {
+        use crate::provider::retry::RetryPolicy;
+        let policy = RetryPolicy::anthropic();
+        for name in ["retry-after", "retry-after-ms", "x-amz-retry-after"] {
+            for huge in ["1e30", "1.7976931348623157e308", "18446744073709551616"] {
+                let mut h = HeaderMap::new();
+                h.insert(name, HeaderValue::from_static(huge));
+                let hint = retry_after(&h);
+                assert_eq!(hint, Some(MAX_RETRY_HINT), "{name}: {huge}");
+                assert_eq!(policy.delay(0, hint), policy.max_server_delay);
+            }
+            for nonsense in [
+                "-1", "-0.5", "NaN", "nan", "inf", "-inf", "infinity", "1e400",
+            ] {
+                let mut h = HeaderMap::new();
+                h.insert(name, HeaderValue::from_static(nonsense));
+                assert_eq!(retry_after(&h), None, "{name}: {nonsense}");
+            }
+        }
+        // A nonsense millisecond hint falls through to a good `retry-after`.
+        let mut h = HeaderMap::new();
+        h.insert("retry-after-ms", HeaderValue::from_static("NaN"));
+        h.insert("retry-after", HeaderValue::from_static("3"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn an_http_date_counts_whole_seconds_from_now() {
+        let now: jiff::Timestamp = "2026-03-01T12:00:00Z".parse().unwrap();
+        let at = |date: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert("retry-after", HeaderValue::from_static(date));
+            retry_after_at(&h, now)
+        };
+        assert_eq!(
+            at("Sun, 01 Mar 2026 12:00:30 GMT"),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            at("Sun, 01 Mar 2026 12:02:05 GMT"),
+            Some(Duration::from_secs(125))
+        );
+        assert_eq!(at("Sun, 01 Mar 2026 11:59:30 GMT"), Some(Duration::ZERO));
+        assert_eq!(at("Sun, 01 Mar 2026 12:00:00 GMT"), Some(Duration::ZERO));
+        assert_eq!(at("Fri, 01 Mar 2030 12:00:00 GMT"), Some(MAX_RETRY_HINT));
     }
 
     #[test]

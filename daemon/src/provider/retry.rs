@@ -2,7 +2,8 @@
 //! the provider calls retryable, with capped exponential backoff and a bounded number of attempts.
 //!
 //! Invariants: every wait is announced by a `Throttled { delay }` event *before* the sleep (it also
-//! voids what the failed attempt streamed); a server's retry hint is honoured up to
+//! voids what the failed attempt streamed); when the failed attempt had streamed content, an
+//! `OutputDiscarded` comes first, so every client voids the partial reply; a server's retry hint is honoured up to
 //! [`RetryPolicy::max_server_delay`]; waits and attempts stop at once when the call is cancelled
 //! (the stream then just ends); after the last attempt the failure's own error is returned, so a
 //! caller (the fallback) can tell an exhausted throttle (`Throttled`) or an unavailable provider
@@ -177,6 +178,8 @@ impl<T: Transport> Model for RetryingModel<T> {
             policy: self.policy,
             retries: 0,
             current: None,
+            streamed: false,
+            pending: None,
             wait: None,
             finished: false,
         };
@@ -191,14 +194,32 @@ struct Run<T> {
     policy: RetryPolicy,
     retries: u32,
     current: Option<AttemptStream>,
+    /// Whether the current attempt streamed content (a failure then voids it).
+    streamed: bool,
+    /// An event to send before anything else (the `Throttled` after an `OutputDiscarded`).
+    pending: Option<ModelEvent>,
     wait: Option<Duration>,
     finished: bool,
+}
+
+/// Whether `event` is content a client shows (and a retry must void).
+fn is_content(event: &ModelEvent) -> bool {
+    matches!(
+        event,
+        ModelEvent::TextDelta { .. }
+            | ModelEvent::ReasoningDelta { .. }
+            | ModelEvent::ToolUseStart { .. }
+            | ModelEvent::ToolUseInputDelta { .. }
+    )
 }
 
 impl<T: Transport> Run<T> {
     async fn step(mut self) -> Option<(Result<ModelEvent, ModelError>, Self)> {
         let cancel = self.cancel.clone();
         loop {
+            if let Some(event) = self.pending.take() {
+                return Some((Ok(event), self));
+            }
             if self.finished {
                 return None;
             }
@@ -232,7 +253,10 @@ impl<T: Transport> Run<T> {
                 next = current.next() => next,
             };
             match next {
-                Some(Ok(event)) => return Some((Ok(event), self)),
+                Some(Ok(event)) => {
+                    self.streamed |= is_content(&event);
+                    return Some((Ok(event), self));
+                }
                 Some(Err(failure)) => {
                     self.current = None;
                     let item = self.on_failure(failure);
@@ -246,7 +270,8 @@ impl<T: Transport> Run<T> {
         }
     }
 
-    /// Schedules a retry (and announces it) or ends the call with the failure's error.
+    /// Schedules a retry (and announces it, after voiding what the attempt streamed) or ends the
+    /// call with the failure's error.
     fn on_failure(&mut self, failure: Failure) -> Result<ModelEvent, ModelError> {
         match failure.retry {
             RetryAdvice::After(hint) if self.retries + 1 < self.policy.max_attempts => {
@@ -260,6 +285,10 @@ impl<T: Transport> Run<T> {
                     failure.error
                 );
                 self.wait = Some(delay);
+                if std::mem::take(&mut self.streamed) {
+                    self.pending = Some(ModelEvent::Throttled { delay });
+                    return Ok(ModelEvent::OutputDiscarded);
+                }
                 Ok(ModelEvent::Throttled { delay })
             }
             _ => {
@@ -354,6 +383,7 @@ mod tests {
                     delay: Duration::from_millis(3)
                 }),
                 Ok(text),
+                Ok(ModelEvent::OutputDiscarded),
                 Ok(ModelEvent::Throttled {
                     delay: Duration::ZERO
                 }),
@@ -361,6 +391,49 @@ mod tests {
             ]
         );
         assert_eq!(*model.transport.opened.lock().unwrap(), 3);
+    }
+
+    #[tokio::test]
+    async fn only_an_attempt_that_streamed_content_is_discarded() {
+        let meta = ModelEvent::Metadata {
+            usage: None,
+            metrics: None,
+        };
+        let reasoning = ModelEvent::ReasoningDelta {
+            index: 0,
+            delta: crate::model::ReasoningDelta::Text("hmm".into()),
+        };
+        let unavailable = || Failure::retryable(ModelError::Unavailable("gone".into()), None);
+        let script = Script {
+            outcomes: Mutex::new(vec![
+                // Nothing shown before the failure: no discard.
+                Ok(vec![Ok(meta.clone()), Err(unavailable())]),
+                // Reasoning was shown: discarded before the wait is announced.
+                Ok(vec![Ok(reasoning.clone()), Err(unavailable())]),
+                // A failure to open after that: nothing new to discard.
+                Err(unavailable()),
+                Ok(vec![Ok(stop())]),
+            ]),
+            opened: Mutex::new(0),
+        };
+        let model = RetryingModel::new(script, RetryPolicy::immediate(4));
+        let throttled = || {
+            Ok(ModelEvent::Throttled {
+                delay: Duration::ZERO,
+            })
+        };
+        assert_eq!(
+            collect(&model).await,
+            vec![
+                Ok(meta),
+                throttled(),
+                Ok(reasoning),
+                Ok(ModelEvent::OutputDiscarded),
+                throttled(),
+                throttled(),
+                Ok(stop()),
+            ]
+        );
     }
 
     #[tokio::test]

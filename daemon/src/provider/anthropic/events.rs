@@ -5,7 +5,8 @@
 //! carries (cumulative counts); `message_stop` yields `MessageStop` then the final `Metadata` and
 //! ends the stream; an `error` event is a failure (retryable when the API says so), never a quiet
 //! end; a body that ends before `message_stop` is a retryable failure; every `stop_reason` maps to a
-//! [`StopReason`] (unknown ones end the turn and are logged).
+//! [`StopReason`] (unknown ones end the turn and are logged) or, when the reply cannot be used
+//! (context window exceeded, a paused turn), to a fatal failure at `message_stop`.
 //! `Usage.input_tokens` is the API's uncached input; `total_tokens` adds output, cache reads and
 //! cache writes, so token budgets count everything the model processed.
 
@@ -22,15 +23,32 @@ use crate::model::{ModelError, ModelEvent, ReasoningDelta, StopReason};
 use crate::provider::http::FrameDecoder;
 use crate::provider::retry::Failure;
 
-/// The stop reason for an API `stop_reason` string.
-pub fn stop_reason(value: &str) -> StopReason {
-    match value {
+/// The stop reason for an API `stop_reason` string, or the error a reply ending so is.
+///
+/// `model_context_window_exceeded` is a context overflow (not the output limit), and `pause_turn`
+/// (a long server-tool turn the API wants sent back to continue) cannot be resumed by tau, which
+/// offers no server tools: both end the call as an error, never as a quiet or misleading stop.
+pub fn stop_reason(value: &str) -> Result<StopReason, ModelError> {
+    Ok(match value {
         "end_turn" => StopReason::EndTurn,
         "tool_use" => StopReason::ToolUse,
-        "max_tokens" | "model_context_window_exceeded" => StopReason::MaxTokens,
+        "max_tokens" => StopReason::MaxTokens,
         "stop_sequence" => StopReason::StopSequence,
         "refusal" => StopReason::ContentFiltered,
-        "pause_turn" => StopReason::EndTurn,
+        "model_context_window_exceeded" => {
+            return Err(ModelError::ContextOverflow(
+                "the reply reached the model's context window \
+                 (stop reason model_context_window_exceeded)"
+                    .into(),
+            ));
+        }
+        "pause_turn" => {
+            return Err(ModelError::Incomplete(
+                "the model paused a long server-tool turn (stop reason pause_turn), \
+                 which tau does not resume"
+                    .into(),
+            ));
+        }
         other => {
             warn!(
                 stop_reason = other,
@@ -38,7 +56,7 @@ pub fn stop_reason(value: &str) -> StopReason {
             );
             StopReason::EndTurn
         }
-    }
+    })
 }
 
 /// An API error body: `{"type":"error","error":{"type","message"}}`.
@@ -121,7 +139,7 @@ pub struct AnthropicDecoder {
     sse: SseDecoder,
     blocks: HashMap<u32, BlockKind>,
     usage: Usage,
-    stop_reason: Option<StopReason>,
+    stop_reason: Option<Result<StopReason, ModelError>>,
     finished: bool,
 }
 
@@ -284,9 +302,12 @@ impl AnthropicDecoder {
                 }
             }
             "message_stop" => {
-                out.push(ModelEvent::MessageStop {
-                    stop_reason: self.stop_reason.unwrap_or(StopReason::EndTurn),
-                });
+                let stop_reason = self
+                    .stop_reason
+                    .take()
+                    .unwrap_or(Ok(StopReason::EndTurn))
+                    .map_err(Failure::fatal)?;
+                out.push(ModelEvent::MessageStop { stop_reason });
                 out.push(ModelEvent::Metadata {
                     usage: Some(self.final_usage()),
                     metrics: None,
@@ -489,14 +510,62 @@ mod tests {
             ("end_turn", StopReason::EndTurn),
             ("tool_use", StopReason::ToolUse),
             ("max_tokens", StopReason::MaxTokens),
-            ("model_context_window_exceeded", StopReason::MaxTokens),
             ("stop_sequence", StopReason::StopSequence),
             ("refusal", StopReason::ContentFiltered),
-            ("pause_turn", StopReason::EndTurn),
             ("something_new", StopReason::EndTurn),
         ] {
-            assert_eq!(stop_reason(wire), ours, "{wire}");
+            assert_eq!(stop_reason(wire), Ok(ours), "{wire}");
         }
+    }
+
+    /// A short text reply ending with `reason`.
+    fn reply_ending(reason: &str) -> String {
+        format!(
+            concat!(
+                "data: {{\"type\":\"message_start\",\"message\":{{\"usage\":{{\"input_tokens\":5,\"output_tokens\":1}}}}}}\n\n",
+                "data: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"text\",\"text\":\"\"}}}}\n\n",
+                "data: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"Part\"}}}}\n\n",
+                "data: {{\"type\":\"content_block_stop\",\"index\":0}}\n\n",
+                "data: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"{}\"}},\"usage\":{{\"output_tokens\":9}}}}\n\n",
+                "data: {{\"type\":\"message_stop\"}}\n\n",
+            ),
+            reason
+        )
+    }
+
+    #[test]
+    fn replies_that_cannot_be_used_end_as_errors_not_as_stops() {
+        let (events, failure) = decode(reply_ending("model_context_window_exceeded").as_bytes(), 7);
+        let failure = failure.expect("a failure");
+        assert!(
+            matches!(failure.error, ModelError::ContextOverflow(ref m) if m.contains("model_context_window_exceeded")),
+            "{failure:?}"
+        );
+        assert_eq!(failure.retry, crate::provider::retry::RetryAdvice::Never);
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, ModelEvent::MessageStop { .. }))
+        );
+
+        let (events, failure) = decode(reply_ending("pause_turn").as_bytes(), 5);
+        let failure = failure.expect("a failure");
+        assert!(
+            matches!(failure.error, ModelError::Incomplete(ref m) if m.contains("pause_turn")),
+            "{failure:?}"
+        );
+        assert_eq!(failure.retry, crate::provider::retry::RetryAdvice::Never);
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, ModelEvent::MessageStop { .. }))
+        );
+
+        let (events, failure) = decode(reply_ending("max_tokens").as_bytes(), 5);
+        assert!(failure.is_none());
+        assert!(events.contains(&ModelEvent::MessageStop {
+            stop_reason: StopReason::MaxTokens
+        }));
     }
 
     #[test]

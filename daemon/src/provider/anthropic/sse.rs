@@ -4,10 +4,13 @@
 //! chunks); a record ends at a blank line; several `data:` lines join with `\n`; comment lines
 //! (`:`) and the `id` / `retry` fields are ignored; a line is decoded as UTF-8 only once complete,
 //! so a multi-byte character split between chunks is intact; a line longer than
-//! [`MAX_LINE`] is an error, so a broken server cannot grow the buffer without bound.
+//! [`MAX_LINE`] or a record whose joined `data` is longer than [`MAX_RECORD`] is an error, so a
+//! broken server cannot grow the buffers without bound.
 
 /// The longest line accepted.
 pub const MAX_LINE: usize = 8 * 1024 * 1024;
+/// The most bytes of joined `data` one record may carry (one line of [`MAX_LINE`] fits).
+pub const MAX_RECORD: usize = MAX_LINE;
 
 /// One server-sent event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +28,8 @@ pub enum SseError {
     NotUtf8,
     #[error("a server-sent event line is longer than {MAX_LINE} bytes")]
     LineTooLong,
+    #[error("a server-sent event carries more than {MAX_RECORD} bytes of data")]
+    RecordTooLarge,
 }
 
 /// The incremental splitter.
@@ -34,6 +39,8 @@ pub struct SseDecoder {
     skip_lf: bool,
     event: String,
     data: Vec<String>,
+    /// The length of `data` once joined.
+    data_len: usize,
 }
 
 impl SseDecoder {
@@ -102,13 +109,21 @@ impl SseDecoder {
         };
         match field {
             "event" => self.event = value.to_owned(),
-            "data" => self.data.push(value.to_owned()),
+            "data" => {
+                let joined = self.data_len + usize::from(!self.data.is_empty()) + value.len();
+                if joined > MAX_RECORD {
+                    return Err(SseError::RecordTooLarge);
+                }
+                self.data_len = joined;
+                self.data.push(value.to_owned());
+            }
             _ => {}
         }
         Ok(())
     }
 
     fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+        self.data_len = 0;
         if self.data.is_empty() {
             self.event.clear();
             return;
@@ -159,6 +174,38 @@ mod tests {
                 "piece size {piece}"
             );
         }
+    }
+
+    #[test]
+    fn a_record_is_capped_across_its_data_lines() {
+        const MIB: usize = 1024 * 1024;
+        let line = format!("data: {}\n", "x".repeat(MIB - 1));
+        // Seven lines of 1 MiB - 1 joined by six newlines, a newline and a last line of 1 MiB:
+        // exactly MAX_RECORD bytes.
+        let record = |last: usize| format!("{}data: {}\n\n", line.repeat(7), "y".repeat(last));
+        let mut decoder = SseDecoder::new();
+        let mut out = Vec::new();
+        decoder.push(record(MIB).as_bytes(), &mut out).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].data.len(), MAX_RECORD);
+        // The count starts afresh with the next record; one byte more is refused.
+        let mut out = Vec::new();
+        decoder.push(record(MIB).as_bytes(), &mut out).unwrap();
+        assert_eq!(out.len(), 1);
+        let mut out = Vec::new();
+        assert_eq!(
+            decoder.push(record(MIB + 1).as_bytes(), &mut out),
+            Err(SseError::RecordTooLarge)
+        );
+        assert!(out.is_empty());
+        // Many small lines are refused the same way, in any split.
+        let mut decoder = SseDecoder::new();
+        let small = "data: abc\n".repeat(MAX_RECORD / 4 + 1);
+        let result = small
+            .as_bytes()
+            .chunks(64 * 1024)
+            .try_for_each(|chunk| decoder.push(chunk, &mut out));
+        assert_eq!(result, Err(SseError::RecordTooLarge));
     }
 
     #[test]

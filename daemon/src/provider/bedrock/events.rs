@@ -5,8 +5,10 @@
 //! the padding field `p` and unknown members are ignored; `messageStop` yields `MessageStop`, the
 //! `metadata` frame after it yields `Metadata` and ends the stream; a body that ends before
 //! `messageStop` is a retryable failure; an exception frame is a typed failure (throttling →
-//! `Throttled`, server-side trouble → `Unavailable`, both retryable; validation → `Request` or
-//! `ContextOverflow`); a CRC or framing error is a fatal stream error.
+//! `Throttled`, server-side trouble → `Unavailable`, both retryable; an exceeded service quota →
+//! `Throttled` that is never retried; validation → `Request` or
+//! `ContextOverflow`); a `stopReason` that makes the reply unusable (context window exceeded,
+//! malformed output or tool use) is a fatal failure; a CRC or framing error is a fatal stream error.
 
 use serde_json::Value;
 use tracing::warn;
@@ -18,22 +20,45 @@ use crate::provider::http::FrameDecoder;
 use crate::provider::retry::Failure;
 use std::time::Duration;
 
-/// The stop reason for a Converse `stopReason`.
-pub fn stop_reason(value: &str) -> StopReason {
-    match value {
+/// The stop reason for a Converse `stopReason`, or the error a reply ending so is.
+///
+/// `model_context_window_exceeded` is a context overflow (not the output limit);
+/// `malformed_model_output` and `malformed_tool_use` are a reply that cannot be used: all three end
+/// the call as an error, never as a quiet or misleading stop.
+pub fn stop_reason(value: &str) -> Result<StopReason, ModelError> {
+    Ok(match value {
         "end_turn" => StopReason::EndTurn,
         "tool_use" => StopReason::ToolUse,
-        "max_tokens" | "model_context_window_exceeded" => StopReason::MaxTokens,
+        "max_tokens" => StopReason::MaxTokens,
         "stop_sequence" => StopReason::StopSequence,
         "guardrail_intervened" => StopReason::GuardrailIntervened,
         "content_filtered" => StopReason::ContentFiltered,
+        "model_context_window_exceeded" => {
+            return Err(ModelError::ContextOverflow(
+                "the reply reached the model's context window \
+                 (stop reason model_context_window_exceeded)"
+                    .into(),
+            ));
+        }
+        "malformed_model_output" => {
+            return Err(ModelError::MalformedOutput(
+                "Bedrock reports malformed model output (stop reason malformed_model_output)"
+                    .into(),
+            ));
+        }
+        "malformed_tool_use" => {
+            return Err(ModelError::MalformedOutput(
+                "Bedrock reports a malformed tool call (stop reason malformed_tool_use)".into(),
+            ));
+        }
         other => {
-            // malformed_model_output, malformed_tool_use and anything new: the reply ends here; a
-            // malformed tool input is answered with an error result by the loop.
-            warn!(stop_reason = other, "Bedrock stop reason ends the turn");
+            warn!(
+                stop_reason = other,
+                "unknown Bedrock stop reason; ending the turn"
+            );
             StopReason::EndTurn
         }
-    }
+    })
 }
 
 /// The failure for a Bedrock error code (an exception type, either case of its first letter).
@@ -57,8 +82,10 @@ pub fn error_failure(
         "ThrottlingException"
         | "ThrottledException"
         | "TooManyRequestsException"
-        | "ModelNotReadyException"
-        | "ServiceQuotaExceededException" => Failure::retryable(ModelError::Throttled(text), hint),
+        | "ModelNotReadyException" => Failure::retryable(ModelError::Throttled(text), hint),
+        // An account quota: retrying soon cannot help, so no retry; it still counts as a
+        // throttle, so a configured fallback model answers instead.
+        "ServiceQuotaExceededException" => Failure::fatal(ModelError::Throttled(text)),
         "InternalServerException"
         | "ServiceUnavailableException"
         | "ModelStreamErrorException"
@@ -221,9 +248,8 @@ impl BedrockDecoder {
                     .get("stopReason")
                     .and_then(Value::as_str)
                     .unwrap_or("end_turn");
-                out.push(ModelEvent::MessageStop {
-                    stop_reason: stop_reason(reason),
-                });
+                let stop_reason = stop_reason(reason).map_err(Failure::fatal)?;
+                out.push(ModelEvent::MessageStop { stop_reason });
                 self.stopped = true;
             }
             "metadata" => {
@@ -406,11 +432,96 @@ mod tests {
         assert!(matches!(f.error, ModelError::Unavailable(_)));
         let f = error_failure("modelStreamErrorException", "boom", None, None);
         assert!(matches!(f.error, ModelError::Unavailable(_)));
-        assert_eq!(
-            stop_reason("guardrail_intervened"),
-            StopReason::GuardrailIntervened
+    }
+
+    #[test]
+    fn an_exceeded_service_quota_is_not_retried() {
+        let f = http_failure(
+            400,
+            Some(
+                "ServiceQuotaExceededException:http://internal.amazon.com/coral/com.amazon.bedrock/",
+            ),
+            r#"{"message":"Your request exceeds the service quota for your account."}"#,
+            Some(Duration::from_secs(1)),
         );
-        assert_eq!(stop_reason("malformed_tool_use"), StopReason::EndTurn);
+        assert_eq!(f.retry, RetryAdvice::Never);
+        assert!(
+            matches!(f.error, ModelError::Throttled(ref m) if m.contains("service quota")),
+            "{f:?}"
+        );
+        let f = error_failure("serviceQuotaExceededException", "quota", None, None);
+        assert_eq!(f.retry, RetryAdvice::Never);
+        // Real throttling is still retried.
+        let f = error_failure("ThrottlingException", "Too many tokens", None, None);
+        assert_eq!(f.retry, RetryAdvice::After(None));
+    }
+
+    #[test]
+    fn every_stop_reason_maps_and_unusable_replies_are_errors() {
+        for (wire, ours) in [
+            ("end_turn", StopReason::EndTurn),
+            ("tool_use", StopReason::ToolUse),
+            ("max_tokens", StopReason::MaxTokens),
+            ("stop_sequence", StopReason::StopSequence),
+            ("guardrail_intervened", StopReason::GuardrailIntervened),
+            ("content_filtered", StopReason::ContentFiltered),
+            ("something_new", StopReason::EndTurn),
+        ] {
+            assert_eq!(stop_reason(wire), Ok(ours), "{wire}");
+        }
+        use super::super::eventstream::encode_frame;
+        let event = |kind: &str, payload: Value| {
+            encode_frame(
+                &[(":message-type", "event"), (":event-type", kind)],
+                payload.to_string().as_bytes(),
+            )
+        };
+        let ending = |reason: &str| {
+            let mut body = Vec::new();
+            body.extend(event(
+                "contentBlockDelta",
+                serde_json::json!({"contentBlockIndex": 0, "delta": {"text": "Part"}}),
+            ));
+            body.extend(event(
+                "messageStop",
+                serde_json::json!({"stopReason": reason}),
+            ));
+            body.extend(event(
+                "metadata",
+                serde_json::json!({"usage": {"inputTokens": 5, "outputTokens": 1, "totalTokens": 6}}),
+            ));
+            decode(&body, 7)
+        };
+        for reason in [
+            "model_context_window_exceeded",
+            "malformed_model_output",
+            "malformed_tool_use",
+        ] {
+            let (events, failure) = ending(reason);
+            let failure = failure.expect("a failure");
+            match (&failure.error, reason) {
+                (ModelError::ContextOverflow(m), "model_context_window_exceeded")
+                | (
+                    ModelError::MalformedOutput(m),
+                    "malformed_model_output" | "malformed_tool_use",
+                ) => {
+                    assert!(m.contains(reason), "{m}");
+                }
+                (other, _) => panic!("{reason} → {other:?}"),
+            }
+            assert_eq!(failure.retry, RetryAdvice::Never, "{reason}");
+            assert!(
+                !events
+                    .iter()
+                    .any(|e| matches!(e, ModelEvent::MessageStop { .. })),
+                "{reason}"
+            );
+        }
+        let (events, failure) = ending("max_tokens");
+        assert!(failure.is_none());
+        assert!(events.contains(&ModelEvent::MessageStop {
+            stop_reason: StopReason::MaxTokens
+        }));
     }
 
     #[test]

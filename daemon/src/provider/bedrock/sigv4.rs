@@ -9,7 +9,10 @@
 //! and `%253A` in the canonical request); header names are lowercased, values trimmed with inner
 //! runs of spaces collapsed, and sorted; `host` (with a non-default port), `x-amz-date` and, with
 //! temporary credentials, `x-amz-security-token` are always signed; the secret key never leaves
-//! this module except as a derived signature.
+//! this module except as a derived signature; the `Debug` form of [`Signed`] shows neither the
+//! security token nor the signature.
+
+use std::fmt;
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -25,14 +28,59 @@ pub struct Scope<'a> {
     pub amz_date: &'a str,
 }
 
-/// The signature and the headers to add to the request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The signature and the headers to add to the request. Its `Debug` form redacts the security
+/// token and the signature (the canonical request carries the token too).
+#[derive(Clone, PartialEq, Eq)]
 pub struct Signed {
     pub canonical_request: String,
     pub string_to_sign: String,
     pub authorization: String,
     /// `x-amz-date`, `x-amz-security-token` (when there is one) and `authorization`.
     pub headers: Vec<(&'static str, String)>,
+}
+
+const REDACTED: &str = "***";
+
+/// `authorization` with the signature replaced.
+fn redacted_authorization(authorization: &str) -> String {
+    match authorization.split_once("Signature=") {
+        Some((head, _)) => format!("{head}Signature={REDACTED}"),
+        None => REDACTED.to_owned(),
+    }
+}
+
+impl fmt::Debug for Signed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let canonical_request: Vec<&str> = self
+            .canonical_request
+            .lines()
+            .map(|line| {
+                if line.starts_with("x-amz-security-token:") {
+                    "x-amz-security-token:***"
+                } else {
+                    line
+                }
+            })
+            .collect();
+        let headers: Vec<(&str, String)> = self
+            .headers
+            .iter()
+            .map(|(name, value)| match *name {
+                "x-amz-security-token" => (*name, REDACTED.to_owned()),
+                "authorization" => (*name, redacted_authorization(value)),
+                _ => (*name, value.clone()),
+            })
+            .collect();
+        f.debug_struct("Signed")
+            .field("canonical_request", &canonical_request.join("\n"))
+            .field("string_to_sign", &self.string_to_sign)
+            .field(
+                "authorization",
+                &redacted_authorization(&self.authorization),
+            )
+            .field("headers", &headers)
+            .finish()
+    }
 }
 
 /// The signing failed (the HMAC could not be keyed; it accepts every key, so this is defensive).
@@ -258,6 +306,15 @@ mod tests {
             "IQoJb3JpZ2luX2VjEXAMPLETOKEN".to_owned()
         )));
         assert!(!format!("{keys:?}").contains("EXAMPLEKEY"));
+        let signature = signed.authorization.rsplit("Signature=").next().unwrap();
+        assert_eq!(signature.len(), 64);
+        for shown in [format!("{signed:?}"), format!("{signed:#?}")] {
+            assert!(!shown.contains("IQoJb3JpZ2luX2VjEXAMPLETOKEN"), "{shown}");
+            assert!(!shown.contains(signature), "{shown}");
+            assert!(!shown.contains("EXAMPLEKEY"), "{shown}");
+            assert!(shown.contains("x-amz-security-token"), "{shown}");
+            assert!(shown.contains("Signature=***"), "{shown}");
+        }
     }
 
     #[test]
