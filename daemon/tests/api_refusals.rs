@@ -72,6 +72,7 @@ async fn unknown_sessions_and_bad_requests_get_clear_statuses() {
                 session_id: id.clone(),
                 after_seq: None,
                 channel: "telegram".into(),
+                stream_id: String::new(),
             })
             .await
             .unwrap()
@@ -181,6 +182,7 @@ async fn every_call_over_tcp_needs_the_token() {
                     session_id: "20990101-000000-beef".into(),
                     after_seq: None,
                     channel: String::new(),
+                    stream_id: String::new(),
                 },
                 token,
             ))

@@ -6,6 +6,8 @@
 //!   from memory after `idle_after` without turns, attachments, subscribers or pending approvals
 //!   (their history stays in the store). Each session's [`EventBus`] outlives that, so its seq goes
 //!   on where it was for the life of the process.
+//! - Seqs are numbered per process: [`HubCore::stream_id`] (random per core) names the numbering;
+//!   a resumption naming another stream is refused, never served events of another numbering.
 //! - Requests are checked before anything is touched: ids are plain names, channels are short plain
 //!   names, texts are non-empty and bounded.
 //! - Opening a session reads the store on a blocking thread; the open map is a tokio mutex held
@@ -70,6 +72,8 @@ pub struct ToolSummary {
 
 pub(crate) struct CoreInner {
     pub(crate) parts: AgentParts,
+    /// This process's event numbering (see [`HubCore::stream_id`]).
+    stream_id: String,
     open: tokio::sync::Mutex<HashMap<String, Arc<SessionRuntime>>>,
     open_count: AtomicUsize,
     workers: Mutex<HashMap<String, JoinHandle<()>>>,
@@ -153,6 +157,7 @@ impl HubCore {
                     persona,
                     registry: ApprovalRegistry::new(),
                 },
+                stream_id: new_id("stream", 0),
                 open: tokio::sync::Mutex::new(HashMap::new()),
                 open_count: AtomicUsize::new(0),
                 workers: Mutex::new(HashMap::new()),
@@ -210,6 +215,13 @@ impl HubCore {
 
     pub fn options(&self) -> &CoreOptions {
         &self.inner.parts.options
+    }
+
+    /// The id of this process's event numbering: every session's `seq` starts at 1 in each hub
+    /// process, so a client resuming with `after_seq` names the stream its seqs came from and a
+    /// different one (a restarted hub) is refused.
+    pub fn stream_id(&self) -> &str {
+        &self.inner.stream_id
     }
 
     /// The session store backend's name.
@@ -404,7 +416,31 @@ impl HubCore {
         after_seq: Option<u64>,
         channel: &str,
     ) -> Result<EventStream, CoreError> {
+        self.subscribe_in_stream(session_id, after_seq, None, channel)
+            .await
+    }
+
+    /// [`HubCore::subscribe`], resuming after `after_seq` of the stream `stream_id` names (`None`:
+    /// unchecked). With `after_seq` set, a stream id other than [`HubCore::stream_id`] is refused
+    /// (`FailedPrecondition`): its seqs numbered another hub process's events.
+    pub async fn subscribe_in_stream(
+        &self,
+        session_id: &str,
+        after_seq: Option<u64>,
+        stream_id: Option<&str>,
+        channel: &str,
+    ) -> Result<EventStream, CoreError> {
         let channel = check_channel(channel)?;
+        check_session_id(session_id)?;
+        if let (Some(after_seq), Some(stream_id)) = (after_seq, stream_id)
+            && stream_id != self.stream_id()
+        {
+            return Err(CoreError::FailedPrecondition(format!(
+                "after_seq {after_seq} is from event stream {:?}, but this hub's stream is {:?}: the hub restarted; subscribe again without after_seq",
+                stream_id.chars().take(80).collect::<String>(),
+                self.stream_id()
+            )));
+        }
         let runtime = self.runtime(session_id, None).await?;
         let session = self.summary(session_id).await?;
         let attachment = self.registry().attach(&runtime.bus, &channel);
@@ -423,6 +459,7 @@ impl HubCore {
                     last_seq,
                     attachment_id,
                     role,
+                    stream_id: self.stream_id().to_owned(),
                 }
             })
             .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
