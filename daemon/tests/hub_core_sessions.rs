@@ -305,7 +305,36 @@ async fn idle_sessions_leave_memory_and_come_back_with_their_history() {
     assert_eq!(f.model.last_request().unwrap().messages.len(), 3);
     // The seq goes on across the reopening.
     assert!(events[0].seq > 4);
+    assert_eq!(f.core.sessions_tracked(), 1, "one agent, nothing else");
+    f.core.drop_idle().await;
+    assert_eq!(
+        (f.core.open_sessions(), f.core.sessions_tracked()),
+        (0, 1),
+        "the agent and its bus left memory, the last seq is remembered"
+    );
     let _ = &f.dir;
+}
+
+#[tokio::test]
+async fn unknown_sessions_leave_nothing_in_memory() {
+    let f = fixture("file", vec![]).await;
+    for i in 0..200 {
+        let id = format!("20990101-000000-{i:04x}");
+        let turn = f
+            .core
+            .start_turn(StartTurn {
+                session_id: id.clone(),
+                text: "hi".into(),
+                channel: String::new(),
+                idempotency_key: String::new(),
+            })
+            .await;
+        assert!(matches!(turn, Err(CoreError::NotFound(_))), "{id}");
+        let subscribed = f.core.subscribe(&id, Some(0), "x").await;
+        assert!(matches!(subscribed, Err(CoreError::NotFound(_))), "{id}");
+    }
+    assert_eq!(f.core.sessions_tracked(), 0);
+    assert_eq!(f.core.open_sessions(), 0);
 }
 
 #[tokio::test]

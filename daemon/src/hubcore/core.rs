@@ -4,8 +4,10 @@
 //! Invariants:
 //! - One [`SessionRuntime`] (one agent) per open session; sessions are opened on demand and dropped
 //!   from memory after `idle_after` without turns, attachments, subscribers or pending approvals
-//!   (their history stays in the store). Each session's [`EventBus`] outlives that, so its seq goes
-//!   on where it was for the life of the process.
+//!   (their history stays in the store). Its [`EventBus`] goes with it; only its last seq is
+//!   remembered, so a reopened session's seq goes on where it was for the life of the process.
+//! - Nothing is kept for a session that does not exist: it is looked up in the store before a
+//!   bus or an agent is made for it.
 //! - Seqs are numbered per process: [`HubCore::stream_id`] (random per core) names the numbering;
 //!   a resumption naming another stream is refused, never served events of another numbering.
 //! - Requests are checked before anything is touched: ids are plain names, channels are short plain
@@ -77,7 +79,8 @@ pub(crate) struct CoreInner {
     open: tokio::sync::Mutex<HashMap<String, Arc<SessionRuntime>>>,
     open_count: AtomicUsize,
     workers: Mutex<HashMap<String, JoinHandle<()>>>,
-    buses: Mutex<HashMap<String, Arc<EventBus>>>,
+    /// The last seq of sessions that left memory (one number each, for sessions that exist).
+    last_seqs: Mutex<HashMap<String, u64>>,
     pub(crate) listings: Mutex<HashMap<String, Vec<String>>>,
     ids: AtomicU64,
     closing: AtomicBool,
@@ -161,7 +164,7 @@ impl HubCore {
                 open: tokio::sync::Mutex::new(HashMap::new()),
                 open_count: AtomicUsize::new(0),
                 workers: Mutex::new(HashMap::new()),
-                buses: Mutex::new(HashMap::new()),
+                last_seqs: Mutex::new(HashMap::new()),
                 listings: Mutex::new(HashMap::new()),
                 ids: AtomicU64::new(0),
                 closing: AtomicBool::new(false),
@@ -259,20 +262,10 @@ impl HubCore {
         }
     }
 
-    /// The session's bus (created on first use; kept for the life of the process).
-    pub(crate) fn bus(&self, session_id: &str) -> Arc<EventBus> {
-        let options = self.options();
-        Arc::clone(
-            lock(&self.inner.buses)
-                .entry(session_id.to_owned())
-                .or_insert_with(|| {
-                    Arc::new(EventBus::with_capacity(
-                        session_id,
-                        options.replay_buffer,
-                        options.subscriber_lag,
-                    ))
-                }),
-        )
+    /// Sessions the core keeps anything for in memory: an open agent (with its bus), or the
+    /// remembered last seq of one that left memory. Never more than the sessions that exist.
+    pub fn sessions_tracked(&self) -> usize {
+        self.open_sessions() + lock(&self.inner.last_seqs).len()
     }
 
     /// The open runtime of a session, opening it (on `pin`, else its stored role, else the default
@@ -291,16 +284,28 @@ impl HubCore {
         if self.inner.closing.load(Ordering::SeqCst) {
             return Err(CoreError::Unavailable("the hub is stopping".to_owned()));
         }
-        let bus = self.bus(session_id);
+        let last_seq = lock(&self.inner.last_seqs)
+            .get(session_id)
+            .copied()
+            .unwrap_or(0);
         let core = self.clone();
         let id = session_id.to_owned();
         let pin = pin.map(str::to_owned);
         let runtime = tokio::task::spawn_blocking(move || {
+            // Fails for a session that does not exist, before anything is made for it.
             let role = core.resolve_role(&id, pin.as_deref())?;
+            let options = core.options();
+            let bus = Arc::new(EventBus::continuing(
+                id.as_str(),
+                options.replay_buffer,
+                options.subscriber_lag,
+                last_seq,
+            ));
             SessionRuntime::open(&core.inner.parts, &id, &role, bus)
         })
         .await
         .map_err(|e| CoreError::Unavailable(e.to_string()))??;
+        lock(&self.inner.last_seqs).remove(session_id);
         let runtime = Arc::new(runtime);
         let worker = tokio::spawn(run_worker(Arc::clone(&runtime)));
         lock(&self.inner.workers).insert(session_id.to_owned(), worker);
@@ -523,7 +528,9 @@ impl HubCore {
         let idle: Vec<String> = open
             .iter()
             .filter(|(id, runtime)| {
-                runtime.idle_for() >= idle_after
+                // The map and the worker hold it; a call holding it too is about to use it.
+                Arc::strong_count(runtime) <= 2
+                    && runtime.idle_for() >= idle_after
                     && registry.attachments_on(id) == 0
                     && registry.list_pending(Some(id)).is_empty()
                     && runtime.bus.subscriber_count() == 0
@@ -542,7 +549,7 @@ impl HubCore {
                 turns.closed = true;
             }
             runtime.stop.cancel();
-            runtime.bus.clear_buffer();
+            lock(&self.inner.last_seqs).insert(id.clone(), runtime.bus.last_seq());
             open.remove(&id);
             lock(&self.inner.workers).remove(&id);
             info!(session_id = %id, "dropped an idle session's agent from memory");
