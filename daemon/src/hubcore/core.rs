@@ -76,11 +76,15 @@ pub(crate) struct CoreInner {
     pub(crate) parts: AgentParts,
     /// This process's event numbering (see [`HubCore::stream_id`]).
     stream_id: String,
-    open: tokio::sync::Mutex<HashMap<String, Arc<SessionRuntime>>>,
-    open_count: AtomicUsize,
-    workers: Mutex<HashMap<String, JoinHandle<()>>>,
+    pub(super) open: tokio::sync::Mutex<HashMap<String, Arc<SessionRuntime>>>,
+    pub(super) open_count: AtomicUsize,
+    pub(super) workers: Mutex<HashMap<String, JoinHandle<()>>>,
     /// The last seq of sessions that left memory (one number each, for sessions that exist).
-    last_seqs: Mutex<HashMap<String, u64>>,
+    pub(super) last_seqs: Mutex<HashMap<String, u64>>,
+    /// Wakes the idle reaper when a session opens (it sleeps without a timer while none is).
+    pub(super) opened: tokio::sync::Notify,
+    /// How many times the idle reaper has looked for idle sessions.
+    pub(super) reaper_passes: AtomicU64,
     pub(crate) listings: Mutex<HashMap<String, Vec<String>>>,
     ids: AtomicU64,
     closing: AtomicBool,
@@ -102,7 +106,7 @@ impl std::fmt::Debug for HubCore {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -165,6 +169,8 @@ impl HubCore {
                 open_count: AtomicUsize::new(0),
                 workers: Mutex::new(HashMap::new()),
                 last_seqs: Mutex::new(HashMap::new()),
+                opened: tokio::sync::Notify::new(),
+                reaper_passes: AtomicU64::new(0),
                 listings: Mutex::new(HashMap::new()),
                 ids: AtomicU64::new(0),
                 closing: AtomicBool::new(false),
@@ -183,7 +189,7 @@ impl HubCore {
         for approval in &expired {
             self.registry().remember_expired(&approval.approval_id);
         }
-        self.spawn_reaper();
+        super::reaper::spawn(self);
         Ok(expired)
     }
 
@@ -311,6 +317,7 @@ impl HubCore {
         lock(&self.inner.workers).insert(session_id.to_owned(), worker);
         open.insert(session_id.to_owned(), Arc::clone(&runtime));
         self.inner.open_count.store(open.len(), Ordering::Relaxed);
+        self.inner.opened.notify_one();
         info!(session_id, role = %runtime.role(), "session opened");
         Ok(runtime)
     }
@@ -504,56 +511,5 @@ impl HubCore {
         self.registry()
             .decide(approval_id, answer, attachment_id)
             .map_err(|e| CoreError::FailedPrecondition(e.to_string()))
-    }
-
-    fn spawn_reaper(&self) {
-        let core = self.clone();
-        let period = (self.options().idle_after / 2)
-            .clamp(Duration::from_millis(10), Duration::from_secs(60));
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = core.inner.stop.cancelled() => break,
-                    () = tokio::time::sleep(period) => core.drop_idle().await,
-                }
-            }
-        });
-    }
-
-    /// Drops the agents of sessions nobody uses (their history stays in the store).
-    pub async fn drop_idle(&self) {
-        let idle_after = self.options().idle_after;
-        let mut open = self.inner.open.lock().await;
-        let registry = self.registry();
-        let idle: Vec<String> = open
-            .iter()
-            .filter(|(id, runtime)| {
-                // The map and the worker hold it; a call holding it too is about to use it.
-                Arc::strong_count(runtime) <= 2
-                    && runtime.idle_for() >= idle_after
-                    && registry.attachments_on(id) == 0
-                    && registry.list_pending(Some(id)).is_empty()
-                    && runtime.bus.subscriber_count() == 0
-            })
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in idle {
-            let Some(runtime) = open.get(&id) else {
-                continue;
-            };
-            {
-                let mut turns = runtime.lock_turns();
-                if turns.busy() {
-                    continue;
-                }
-                turns.closed = true;
-            }
-            runtime.stop.cancel();
-            lock(&self.inner.last_seqs).insert(id.clone(), runtime.bus.last_seq());
-            open.remove(&id);
-            lock(&self.inner.workers).remove(&id);
-            info!(session_id = %id, "dropped an idle session's agent from memory");
-        }
-        self.inner.open_count.store(open.len(), Ordering::Relaxed);
     }
 }
