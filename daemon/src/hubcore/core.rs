@@ -14,6 +14,8 @@
 //!   names, texts are non-empty and bounded.
 //! - Opening a session reads the store on a blocking thread; the open map is a tokio mutex held
 //!   across that read, so a session is never opened twice.
+//! - Each session's worker is watched (`supervise`): a worker that dies takes its session out of
+//!   memory with it (its turns end with an error), so the next call opens it afresh.
 //! - Shutdown cancels every running and queued turn, resolves pending approvals as cancelled and
 //!   waits (bounded) for the workers to store their turns.
 
@@ -35,7 +37,7 @@ use super::options::{CoreOptions, ModelFactory};
 use super::restart::{ExpiredApproval, expire_stale_approvals};
 use super::runtime::{AgentParts, SessionRuntime};
 use super::streams::{EventStream, Snapshot, TurnStream};
-use super::turns::{AcceptError, run_worker};
+use super::turns::AcceptError;
 use crate::agent::SystemPromptSource;
 use crate::clock::SystemClock;
 use crate::persona::PersonaLoader;
@@ -313,7 +315,10 @@ impl HubCore {
         .map_err(|e| CoreError::Unavailable(e.to_string()))??;
         lock(&self.inner.last_seqs).remove(session_id);
         let runtime = Arc::new(runtime);
-        let worker = tokio::spawn(run_worker(Arc::clone(&runtime)));
+        let worker = tokio::spawn(super::supervise::run_watched(
+            self.clone(),
+            Arc::clone(&runtime),
+        ));
         lock(&self.inner.workers).insert(session_id.to_owned(), worker);
         open.insert(session_id.to_owned(), Arc::clone(&runtime));
         self.inner.open_count.store(open.len(), Ordering::Relaxed);
