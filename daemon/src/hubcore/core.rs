@@ -11,7 +11,8 @@
 //! - Seqs are numbered per process: [`HubCore::stream_id`] (random per core) names the numbering;
 //!   a resumption naming another stream is refused, never served events of another numbering.
 //! - Requests are checked before anything is touched: ids are plain names, channels are short plain
-//!   names, texts are non-empty and bounded.
+//!   names ([`MAX_CHANNEL_LEN`]), idempotency keys are bounded ([`MAX_IDEMPOTENCY_KEY_LEN`]; a
+//!   session remembers at most `REMEMBERED_TURNS` of them), texts are non-empty and bounded.
 //! - Opening a session reads the store on a blocking thread; the open map is a tokio mutex held
 //!   across that read, so a session is never opened twice.
 //! - Each session's worker is watched (`supervise`): a worker that dies takes its session out of
@@ -47,8 +48,10 @@ use crate::tools::shipped_catalog;
 
 /// The channel a request names when it names none.
 pub const DEFAULT_CHANNEL: &str = "api";
-/// The longest channel name.
+/// The longest channel name, in bytes.
 pub const MAX_CHANNEL_LEN: usize = 64;
+/// The longest idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
 /// The longest user text, in characters.
 pub const MAX_TEXT_CHARS: usize = 100_000;
 /// How long shutdown waits for the session workers.
@@ -117,10 +120,16 @@ pub fn check_channel(channel: &str) -> Result<String, CoreError> {
     if channel.is_empty() {
         return Ok(DEFAULT_CHANNEL.to_owned());
     }
+    if channel.len() > MAX_CHANNEL_LEN {
+        return Err(CoreError::InvalidArgument(format!(
+            "channel is {} bytes long; at most {MAX_CHANNEL_LEN} are allowed",
+            channel.len()
+        )));
+    }
     let plain = channel
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if channel.len() > MAX_CHANNEL_LEN || !plain {
+    if !plain {
         return Err(CoreError::InvalidArgument(format!(
             "channel {:?} is not a plain name (letters, digits, '-', '_', '.'; at most {MAX_CHANNEL_LEN})",
             channel.chars().take(80).collect::<String>()
@@ -345,6 +354,12 @@ impl HubCore {
         if request.text.chars().count() > MAX_TEXT_CHARS {
             return Err(CoreError::InvalidArgument(format!(
                 "text is longer than {MAX_TEXT_CHARS} characters"
+            )));
+        }
+        if request.idempotency_key.len() > MAX_IDEMPOTENCY_KEY_LEN {
+            return Err(CoreError::InvalidArgument(format!(
+                "idempotency_key is {} bytes long; at most {MAX_IDEMPOTENCY_KEY_LEN} are allowed",
+                request.idempotency_key.len()
             )));
         }
         let key = (!request.idempotency_key.is_empty()).then(|| request.idempotency_key.clone());
