@@ -31,9 +31,9 @@ fn hub_setup() -> Setup {
     let dir = options.paths().dir.clone();
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    let factory: Arc<dyn ModelFactory> = Arc::new(SharedModelFactory(Arc::new(
-        FakeModel::scripted(vec![]),
-    ) as _));
+    let factory: Arc<dyn ModelFactory> = Arc::new(SharedModelFactory(
+        Arc::new(FakeModel::scripted(vec![])) as _,
+    ));
     Setup {
         hub: Hub::new(options, None),
         factory,

@@ -278,10 +278,7 @@ async fn over_long_keys_and_channels_are_refused_naming_the_field_and_limit() {
     rest(&mut stream).await;
 
     let long = "c".repeat(65);
-    let err = client
-        .start_turn(turn(&id, "hi", &long))
-        .await
-        .unwrap_err();
+    let err = client.start_turn(turn(&id, "hi", &long)).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument, "{err}");
     assert!(
         err.message().contains("channel") && err.message().contains("64"),

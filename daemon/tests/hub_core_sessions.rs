@@ -427,18 +427,13 @@ async fn get_session_tells_the_in_memory_count_and_whether_the_fallback_answers(
     assert!(after_fallback.fallback_in_use);
 }
 
-/// Lets the (paused) clock run for `for_how_long`.
-async fn let_time_pass(for_how_long: Duration) {
-    tokio::time::sleep(for_how_long).await;
-}
-
 #[tokio::test]
 async fn the_idle_reaper_runs_a_timer_only_while_sessions_are_open() {
     let mut options = options();
     options.idle_after = Duration::ZERO;
     let f = fixture_with("file", vec![], options).await;
     tokio::time::pause();
-    let_time_pass(Duration::from_secs(3600)).await;
+    tokio::time::sleep(Duration::from_secs(3600)).await;
     assert_eq!(f.core.reaper_passes(), 0, "no session open, no wake-ups");
 
     f.new_session().await;
@@ -449,9 +444,17 @@ async fn the_idle_reaper_runs_a_timer_only_while_sessions_are_open() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(f.core.open_sessions(), 0, "the reaper dropped the idle session");
+    assert_eq!(
+        f.core.open_sessions(),
+        0,
+        "the reaper dropped the idle session"
+    );
     let passes = f.core.reaper_passes();
     assert!(passes >= 1);
-    let_time_pass(Duration::from_secs(3600)).await;
-    assert_eq!(f.core.reaper_passes(), passes, "back to sleep without a timer");
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(
+        f.core.reaper_passes(),
+        passes,
+        "back to sleep without a timer"
+    );
 }

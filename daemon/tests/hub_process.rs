@@ -401,8 +401,9 @@ async fn sigterm_with_a_turn_waiting_on_an_approval_stops_cleanly_and_records_it
     // The client still attached sees the approval end as cancelled and the turn end.
     let mut resolution = None;
     let mut stop_reason = None;
-    while let Ok(Some(message)) =
-        tokio::time::timeout(common::DEADLINE, stream.message()).await.unwrap()
+    while let Ok(Some(message)) = tokio::time::timeout(common::DEADLINE, stream.message())
+        .await
+        .unwrap()
     {
         match message.kind {
             Some(pb::start_turn_response::Kind::Event(event)) => match event.kind {
@@ -439,7 +440,11 @@ async fn sigterm_with_a_turn_waiting_on_an_approval_stops_cleanly_and_records_it
         .filter(|e| e.r#type == "approval" && e.json.contains(&pending.approval_id))
         .map(|e| e.json.as_str())
         .collect();
-    assert_eq!(approvals.len(), 2, "asked, then resolved once: {approvals:?}");
+    assert_eq!(
+        approvals.len(),
+        2,
+        "asked, then resolved once: {approvals:?}"
+    );
     assert!(approvals[0].contains("\"pending\""), "{}", approvals[0]);
     assert!(approvals[1].contains("\"cancelled\""), "{}", approvals[1]);
     assert!(

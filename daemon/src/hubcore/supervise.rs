@@ -129,7 +129,12 @@ mod tests {
         let stand_in = {
             let role = core.resolve_role(&id, None).unwrap();
             let last = core.open_runtime(&id).await.unwrap().bus.last_seq();
-            let bus = Arc::new(crate::hubcore::EventBus::continuing(id.as_str(), 64, 64, last));
+            let bus = Arc::new(crate::hubcore::EventBus::continuing(
+                id.as_str(),
+                64,
+                64,
+                last,
+            ));
             Arc::new(SessionRuntime::open(&core.inner.parts, &id, &role, bus).unwrap())
         };
         let replaced = core
