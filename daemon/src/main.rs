@@ -1,6 +1,9 @@
 //! The `taud` binary: discovers the installation (TAU_HOME, `.env`, `tau.toml`), takes the hub lock
 //! (before any heavy start-up work), then runs the hub in the foreground until SIGTERM or SIGINT.
 //!
+//! The async runtime is shut down explicitly with a deadline ([`RUNTIME_SHUTDOWN`]) after the hub
+//! stopped, so blocking work still running cannot hold the exit.
+//!
 //! Exit codes (`tau_api::hub_files::exit`): 0 clean stop; 1 another hub is running; 73 the hub's
 //! files cannot be created or locked; 70 a fatal error after start (crash.json names it); 78 a bad
 //! configuration (one line names it). Under `--launchd` a refused start (1, 78) exits 0 instead,
@@ -9,6 +12,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use tau_api::env::Env;
@@ -17,6 +21,9 @@ use tau_api::installation::Installation;
 use tau_api::logging::{LoggingGuard, configure_logging};
 use taud::hub::{self, HubLock, HubOptions, LockError};
 use taud::hubcore::CoreSetup;
+
+/// How long the async runtime waits for its remaining tasks when the hub has stopped.
+const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(3);
 
 /// The tau hub daemon. Normally started by `tau chat`, launchd or systemd; `tau hub run` runs it in
 /// the foreground.
@@ -98,6 +105,9 @@ fn main() -> ExitCode {
             .await
             .map_err(|e| e.to_string())
     });
+    // Tasks still running (blocking store work included) get a bounded time, then are abandoned,
+    // so a clean stop never hangs on them; the lock is released after that.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
     drop(lock);
     match result {
         Ok(()) => ExitCode::from(exit::OK),

@@ -161,6 +161,7 @@ async fn a_client_dropped_mid_turn_leaves_the_turn_stored_and_its_approval_rejec
             session_id: id.clone(),
             after_seq: None,
             channel: "observer".into(),
+            stream_id: String::new(),
         })
         .await
         .unwrap()
@@ -263,8 +264,55 @@ async fn two_subscribers_see_the_same_sequence_and_after_seq_resumes() {
             session_id: id,
             after_seq: Some(1_000_000),
             channel: String::new(),
+            stream_id: String::new(),
         })
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_seq_from_before_a_restart_is_refused_by_stream_id() {
+    let install = Install::new();
+    let mut hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let mut client = socket_client(&install).await;
+    let id = new_session(&mut client, "terminal").await;
+    let (_watch, snapshot) = subscribe(&mut socket_client(&install).await, &id, None).await;
+    let old_stream = snapshot.stream_id.clone();
+    assert!(!old_stream.is_empty());
+    let (mut stream, accepted) = start(&mut client, turn(&id, "hello", "terminal")).await;
+    assert_eq!(accepted.stream_id, old_stream, "one numbering per hub");
+    rest(&mut stream).await;
+    // Resuming in the same hub with its stream id works.
+    let (_same, again) = subscribe_in_stream(&mut client, &id, Some(1), &old_stream)
+        .await
+        .unwrap();
+    assert_eq!(again.stream_id, old_stream);
+    drop((_watch, _same, client));
+
+    hub.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(hub.wait_exit().success());
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let mut client = socket_client(&install).await;
+    // The new hub numbers this session's events from 1 again: after a turn, seq 1 exists but
+    // is another event than the one the client saw.
+    let (mut stream, accepted) = start(&mut client, turn(&id, "again", "terminal")).await;
+    assert_ne!(accepted.stream_id, old_stream, "a new hub, a new numbering");
+    rest(&mut stream).await;
+    let err = subscribe_in_stream(&mut client, &id, Some(1), &old_stream)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err}");
+    assert!(err.message().contains("the hub restarted"), "{err}");
+    assert!(err.message().contains("without after_seq"), "{err}");
+    // Without after_seq (or with the current stream id) it attaches.
+    let (_fresh, snapshot) = subscribe(&mut client, &id, None).await;
+    assert_eq!(snapshot.stream_id, accepted.stream_id);
+    assert!(
+        subscribe_in_stream(&mut client, &id, Some(1), &accepted.stream_id)
+            .await
+            .is_ok()
+    );
 }

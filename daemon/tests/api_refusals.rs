@@ -72,6 +72,7 @@ async fn unknown_sessions_and_bad_requests_get_clear_statuses() {
                 session_id: id.clone(),
                 after_seq: None,
                 channel: "telegram".into(),
+                stream_id: String::new(),
             })
             .await
             .unwrap()
@@ -181,6 +182,7 @@ async fn every_call_over_tcp_needs_the_token() {
                     session_id: "20990101-000000-beef".into(),
                     after_seq: None,
                     channel: String::new(),
+                    stream_id: String::new(),
                 },
                 token,
             ))
@@ -252,4 +254,56 @@ async fn a_killed_hub_leaves_its_pending_approval_expired_on_restart() {
     assert!(log.contains(&pending.approval_id), "{log}");
     // The tool never ran: no tool_call record exists for it.
     assert!(!events.iter().any(|e| e.r#type == "tool_call"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_long_keys_and_channels_are_refused_naming_the_field_and_limit() {
+    let install = Install::new();
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let mut client = socket_client(&install).await;
+    let id = new_session(&mut client, "terminal").await;
+
+    let mut request = turn(&id, "hi", "terminal");
+    request.idempotency_key = "k".repeat(129);
+    let err = client.start_turn(request.clone()).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+    assert!(
+        err.message().contains("idempotency_key") && err.message().contains("128"),
+        "{err}"
+    );
+    // At the limit it is taken.
+    request.idempotency_key = "k".repeat(128);
+    let (mut stream, _) = start(&mut client, request).await;
+    rest(&mut stream).await;
+
+    let long = "c".repeat(65);
+    let err = client.start_turn(turn(&id, "hi", &long)).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+    assert!(
+        err.message().contains("channel") && err.message().contains("64"),
+        "{err}"
+    );
+    let err = client
+        .subscribe(pb::SubscribeRequest {
+            session_id: id.clone(),
+            after_seq: None,
+            channel: long.clone(),
+            stream_id: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+    assert!(err.message().contains("channel"), "{err}");
+    let err = client
+        .open_session(pb::OpenSessionRequest {
+            target: Some(pb::open_session_request::Target::NewSession(true)),
+            channel: long,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+    let (mut stream, _) = start(&mut client, turn(&id, "hi", &"c".repeat(64))).await;
+    rest(&mut stream).await;
 }

@@ -305,7 +305,36 @@ async fn idle_sessions_leave_memory_and_come_back_with_their_history() {
     assert_eq!(f.model.last_request().unwrap().messages.len(), 3);
     // The seq goes on across the reopening.
     assert!(events[0].seq > 4);
+    assert_eq!(f.core.sessions_tracked(), 1, "one agent, nothing else");
+    f.core.drop_idle().await;
+    assert_eq!(
+        (f.core.open_sessions(), f.core.sessions_tracked()),
+        (0, 1),
+        "the agent and its bus left memory, the last seq is remembered"
+    );
     let _ = &f.dir;
+}
+
+#[tokio::test]
+async fn unknown_sessions_leave_nothing_in_memory() {
+    let f = fixture("file", vec![]).await;
+    for i in 0..200 {
+        let id = format!("20990101-000000-{i:04x}");
+        let turn = f
+            .core
+            .start_turn(StartTurn {
+                session_id: id.clone(),
+                text: "hi".into(),
+                channel: String::new(),
+                idempotency_key: String::new(),
+            })
+            .await;
+        assert!(matches!(turn, Err(CoreError::NotFound(_))), "{id}");
+        let subscribed = f.core.subscribe(&id, Some(0), "x").await;
+        assert!(matches!(subscribed, Err(CoreError::NotFound(_))), "{id}");
+    }
+    assert_eq!(f.core.sessions_tracked(), 0);
+    assert_eq!(f.core.open_sessions(), 0);
 }
 
 #[tokio::test]
@@ -396,4 +425,36 @@ async fn get_session_tells_the_in_memory_count_and_whether_the_fallback_answers(
     let after_fallback = core.get_session(&id, false).await.unwrap();
     assert_eq!(after_fallback.in_memory_messages, 4);
     assert!(after_fallback.fallback_in_use);
+}
+
+#[tokio::test]
+async fn the_idle_reaper_runs_a_timer_only_while_sessions_are_open() {
+    let mut options = options();
+    options.idle_after = Duration::ZERO;
+    let f = fixture_with("file", vec![], options).await;
+    tokio::time::pause();
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(f.core.reaper_passes(), 0, "no session open, no wake-ups");
+
+    f.new_session().await;
+    assert_eq!(f.core.open_sessions(), 1);
+    for _ in 0..1000 {
+        if f.core.open_sessions() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        f.core.open_sessions(),
+        0,
+        "the reaper dropped the idle session"
+    );
+    let passes = f.core.reaper_passes();
+    assert!(passes >= 1);
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(
+        f.core.reaper_passes(),
+        passes,
+        "back to sleep without a timer"
+    );
 }

@@ -2,6 +2,7 @@
 //! stop, crash reports, the JSON control API, gRPC over the Unix socket and TCP, file modes, and a
 //! failing service that the hub survives.
 
+mod api_common;
 mod hub_common;
 use hub_common as common;
 
@@ -381,4 +382,75 @@ async fn a_taken_port_skips_the_control_api_but_grpc_serves_the_socket() {
         stderr.contains("control-api") && stderr.contains("skipped"),
         "{stderr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_a_turn_waiting_on_an_approval_stops_cleanly_and_records_it_cancelled() {
+    use api_common::{new_session, socket_client, start, turn, until_approval};
+    use tau_api::proto::v1::{self as pb, session_event::Kind};
+
+    let install = Install::new();
+    let mut hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let mut client = socket_client(&install).await;
+    let id = new_session(&mut client, "terminal").await;
+    let (mut stream, _) = start(&mut client, turn(&id, "turn on the lamp", "terminal")).await;
+    let pending = until_approval(&mut stream).await;
+
+    hub.signal(Signal::SIGTERM);
+    // The client still attached sees the approval end as cancelled and the turn end.
+    let mut resolution = None;
+    let mut stop_reason = None;
+    while let Ok(Some(message)) = tokio::time::timeout(common::DEADLINE, stream.message())
+        .await
+        .unwrap()
+    {
+        match message.kind {
+            Some(pb::start_turn_response::Kind::Event(event)) => match event.kind {
+                Some(Kind::ApprovalResolved(resolved)) => resolution = Some(resolved.resolution),
+                Some(Kind::TurnEnded(end)) => stop_reason = Some(end.stop_reason),
+                _ => {}
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(resolution, Some(pb::ApprovalResolution::Cancelled as i32));
+    assert_eq!(stop_reason.as_deref(), Some("cancelled"));
+    assert_eq!(hub.wait_exit().code(), Some(0), "{}", hub.stderr());
+    assert!(install.state().unwrap().stopped_at.is_some());
+    assert!(!install.paths().crash_file.exists());
+    drop((stream, client));
+
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    assert!(install.crash_reports().is_empty());
+    assert_eq!(
+        get_json(install.port, "/status")["last_crash"],
+        serde_json::Value::Null
+    );
+    let events = socket_client(&install)
+        .await
+        .read_events(pb::ReadEventsRequest { session_id: id })
+        .await
+        .unwrap()
+        .into_inner()
+        .events;
+    let approvals: Vec<&str> = events
+        .iter()
+        .filter(|e| e.r#type == "approval" && e.json.contains(&pending.approval_id))
+        .map(|e| e.json.as_str())
+        .collect();
+    assert_eq!(
+        approvals.len(),
+        2,
+        "asked, then resolved once: {approvals:?}"
+    );
+    assert!(approvals[0].contains("\"pending\""), "{}", approvals[0]);
+    assert!(approvals[1].contains("\"cancelled\""), "{}", approvals[1]);
+    assert!(
+        !events.iter().any(|e| e.json.contains("expired_by_restart")),
+        "nothing was left pending for the next hub: {events:?}"
+    );
+    let stderr = hub.stderr();
+    assert!(!stderr.contains("expired"), "{stderr}");
 }

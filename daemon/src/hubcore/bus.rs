@@ -83,11 +83,22 @@ impl EventBus {
         replay_buffer: usize,
         subscriber_lag: usize,
     ) -> Self {
+        Self::continuing(session_id, replay_buffer, subscriber_lag, 0)
+    }
+
+    /// [`EventBus::with_capacity`], numbering on after `last_seq` (a session that comes back into
+    /// memory goes on where its earlier bus stopped).
+    pub fn continuing(
+        session_id: impl Into<String>,
+        replay_buffer: usize,
+        subscriber_lag: usize,
+        last_seq: u64,
+    ) -> Self {
         let (sender, _) = broadcast::channel(subscriber_lag.max(1));
         Self {
             session_id: session_id.into(),
             state: Mutex::new(BusState {
-                last_seq: 0,
+                last_seq,
                 buffer: VecDeque::new(),
                 buffer_capacity: replay_buffer.max(1),
             }),
@@ -395,6 +406,19 @@ mod tests {
         assert_eq!(snapshot, (1, 1));
         text(&bus, "after");
         assert_eq!(take(&mut sub, 1).await, vec![2]);
+    }
+
+    #[tokio::test]
+    async fn a_continuing_bus_numbers_on() {
+        let bus = EventBus::continuing("s", 8, 8, 41);
+        assert_eq!(bus.last_seq(), 41);
+        assert!(matches!(
+            bus.subscribe(Some(40)),
+            Err(SubscribeError::NoLongerBuffered { .. })
+        ));
+        let mut sub = bus.subscribe(Some(41)).unwrap();
+        assert_eq!(text(&bus, "x").seq, 42);
+        assert_eq!(take(&mut sub, 1).await, vec![42]);
     }
 
     #[tokio::test]

@@ -4,12 +4,19 @@
 //! Invariants:
 //! - One [`SessionRuntime`] (one agent) per open session; sessions are opened on demand and dropped
 //!   from memory after `idle_after` without turns, attachments, subscribers or pending approvals
-//!   (their history stays in the store). Each session's [`EventBus`] outlives that, so its seq goes
-//!   on where it was for the life of the process.
+//!   (their history stays in the store). Its [`EventBus`] goes with it; only its last seq is
+//!   remembered, so a reopened session's seq goes on where it was for the life of the process.
+//! - Nothing is kept for a session that does not exist: it is looked up in the store before a
+//!   bus or an agent is made for it.
+//! - Seqs are numbered per process: [`HubCore::stream_id`] (random per core) names the numbering;
+//!   a resumption naming another stream is refused, never served events of another numbering.
 //! - Requests are checked before anything is touched: ids are plain names, channels are short plain
-//!   names, texts are non-empty and bounded.
+//!   names ([`MAX_CHANNEL_LEN`]), idempotency keys are bounded ([`MAX_IDEMPOTENCY_KEY_LEN`]; a
+//!   session remembers at most `REMEMBERED_TURNS` of them), texts are non-empty and bounded.
 //! - Opening a session reads the store on a blocking thread; the open map is a tokio mutex held
 //!   across that read, so a session is never opened twice.
+//! - Each session's worker is watched (`supervise`): a worker that dies takes its session out of
+//!   memory with it (its turns end with an error), so the next call opens it afresh.
 //! - Shutdown cancels every running and queued turn, resolves pending approvals as cancelled and
 //!   waits (bounded) for the workers to store their turns.
 
@@ -31,7 +38,7 @@ use super::options::{CoreOptions, ModelFactory};
 use super::restart::{ExpiredApproval, expire_stale_approvals};
 use super::runtime::{AgentParts, SessionRuntime};
 use super::streams::{EventStream, Snapshot, TurnStream};
-use super::turns::{AcceptError, run_worker};
+use super::turns::AcceptError;
 use crate::agent::SystemPromptSource;
 use crate::clock::SystemClock;
 use crate::persona::PersonaLoader;
@@ -41,8 +48,10 @@ use crate::tools::shipped_catalog;
 
 /// The channel a request names when it names none.
 pub const DEFAULT_CHANNEL: &str = "api";
-/// The longest channel name.
+/// The longest channel name, in bytes.
 pub const MAX_CHANNEL_LEN: usize = 64;
+/// The longest idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
 /// The longest user text, in characters.
 pub const MAX_TEXT_CHARS: usize = 100_000;
 /// How long shutdown waits for the session workers.
@@ -70,10 +79,17 @@ pub struct ToolSummary {
 
 pub(crate) struct CoreInner {
     pub(crate) parts: AgentParts,
-    open: tokio::sync::Mutex<HashMap<String, Arc<SessionRuntime>>>,
-    open_count: AtomicUsize,
-    workers: Mutex<HashMap<String, JoinHandle<()>>>,
-    buses: Mutex<HashMap<String, Arc<EventBus>>>,
+    /// This process's event numbering (see [`HubCore::stream_id`]).
+    stream_id: String,
+    pub(super) open: tokio::sync::Mutex<HashMap<String, Arc<SessionRuntime>>>,
+    pub(super) open_count: AtomicUsize,
+    pub(super) workers: Mutex<HashMap<String, JoinHandle<()>>>,
+    /// The last seq of sessions that left memory (one number each, for sessions that exist).
+    pub(super) last_seqs: Mutex<HashMap<String, u64>>,
+    /// Wakes the idle reaper when a session opens (it sleeps without a timer while none is).
+    pub(super) opened: tokio::sync::Notify,
+    /// How many times the idle reaper has looked for idle sessions.
+    pub(super) reaper_passes: AtomicU64,
     pub(crate) listings: Mutex<HashMap<String, Vec<String>>>,
     ids: AtomicU64,
     closing: AtomicBool,
@@ -95,7 +111,7 @@ impl std::fmt::Debug for HubCore {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -104,10 +120,16 @@ pub fn check_channel(channel: &str) -> Result<String, CoreError> {
     if channel.is_empty() {
         return Ok(DEFAULT_CHANNEL.to_owned());
     }
+    if channel.len() > MAX_CHANNEL_LEN {
+        return Err(CoreError::InvalidArgument(format!(
+            "channel is {} bytes long; at most {MAX_CHANNEL_LEN} are allowed",
+            channel.len()
+        )));
+    }
     let plain = channel
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if channel.len() > MAX_CHANNEL_LEN || !plain {
+    if !plain {
         return Err(CoreError::InvalidArgument(format!(
             "channel {:?} is not a plain name (letters, digits, '-', '_', '.'; at most {MAX_CHANNEL_LEN})",
             channel.chars().take(80).collect::<String>()
@@ -153,10 +175,13 @@ impl HubCore {
                     persona,
                     registry: ApprovalRegistry::new(),
                 },
+                stream_id: new_id("stream", 0),
                 open: tokio::sync::Mutex::new(HashMap::new()),
                 open_count: AtomicUsize::new(0),
                 workers: Mutex::new(HashMap::new()),
-                buses: Mutex::new(HashMap::new()),
+                last_seqs: Mutex::new(HashMap::new()),
+                opened: tokio::sync::Notify::new(),
+                reaper_passes: AtomicU64::new(0),
                 listings: Mutex::new(HashMap::new()),
                 ids: AtomicU64::new(0),
                 closing: AtomicBool::new(false),
@@ -175,7 +200,7 @@ impl HubCore {
         for approval in &expired {
             self.registry().remember_expired(&approval.approval_id);
         }
-        self.spawn_reaper();
+        super::reaper::spawn(self);
         Ok(expired)
     }
 
@@ -210,6 +235,13 @@ impl HubCore {
 
     pub fn options(&self) -> &CoreOptions {
         &self.inner.parts.options
+    }
+
+    /// The id of this process's event numbering: every session's `seq` starts at 1 in each hub
+    /// process, so a client resuming with `after_seq` names the stream its seqs came from and a
+    /// different one (a restarted hub) is refused.
+    pub fn stream_id(&self) -> &str {
+        &self.inner.stream_id
     }
 
     /// The session store backend's name.
@@ -247,20 +279,10 @@ impl HubCore {
         }
     }
 
-    /// The session's bus (created on first use; kept for the life of the process).
-    pub(crate) fn bus(&self, session_id: &str) -> Arc<EventBus> {
-        let options = self.options();
-        Arc::clone(
-            lock(&self.inner.buses)
-                .entry(session_id.to_owned())
-                .or_insert_with(|| {
-                    Arc::new(EventBus::with_capacity(
-                        session_id,
-                        options.replay_buffer,
-                        options.subscriber_lag,
-                    ))
-                }),
-        )
+    /// Sessions the core keeps anything for in memory: an open agent (with its bus), or the
+    /// remembered last seq of one that left memory. Never more than the sessions that exist.
+    pub fn sessions_tracked(&self) -> usize {
+        self.open_sessions() + lock(&self.inner.last_seqs).len()
     }
 
     /// The open runtime of a session, opening it (on `pin`, else its stored role, else the default
@@ -279,21 +301,37 @@ impl HubCore {
         if self.inner.closing.load(Ordering::SeqCst) {
             return Err(CoreError::Unavailable("the hub is stopping".to_owned()));
         }
-        let bus = self.bus(session_id);
+        let last_seq = lock(&self.inner.last_seqs)
+            .get(session_id)
+            .copied()
+            .unwrap_or(0);
         let core = self.clone();
         let id = session_id.to_owned();
         let pin = pin.map(str::to_owned);
         let runtime = tokio::task::spawn_blocking(move || {
+            // Fails for a session that does not exist, before anything is made for it.
             let role = core.resolve_role(&id, pin.as_deref())?;
+            let options = core.options();
+            let bus = Arc::new(EventBus::continuing(
+                id.as_str(),
+                options.replay_buffer,
+                options.subscriber_lag,
+                last_seq,
+            ));
             SessionRuntime::open(&core.inner.parts, &id, &role, bus)
         })
         .await
         .map_err(|e| CoreError::Unavailable(e.to_string()))??;
+        lock(&self.inner.last_seqs).remove(session_id);
         let runtime = Arc::new(runtime);
-        let worker = tokio::spawn(run_worker(Arc::clone(&runtime)));
+        let worker = tokio::spawn(super::supervise::run_watched(
+            self.clone(),
+            Arc::clone(&runtime),
+        ));
         lock(&self.inner.workers).insert(session_id.to_owned(), worker);
         open.insert(session_id.to_owned(), Arc::clone(&runtime));
         self.inner.open_count.store(open.len(), Ordering::Relaxed);
+        self.inner.opened.notify_one();
         info!(session_id, role = %runtime.role(), "session opened");
         Ok(runtime)
     }
@@ -316,6 +354,12 @@ impl HubCore {
         if request.text.chars().count() > MAX_TEXT_CHARS {
             return Err(CoreError::InvalidArgument(format!(
                 "text is longer than {MAX_TEXT_CHARS} characters"
+            )));
+        }
+        if request.idempotency_key.len() > MAX_IDEMPOTENCY_KEY_LEN {
+            return Err(CoreError::InvalidArgument(format!(
+                "idempotency_key is {} bytes long; at most {MAX_IDEMPOTENCY_KEY_LEN} are allowed",
+                request.idempotency_key.len()
             )));
         }
         let key = (!request.idempotency_key.is_empty()).then(|| request.idempotency_key.clone());
@@ -404,7 +448,31 @@ impl HubCore {
         after_seq: Option<u64>,
         channel: &str,
     ) -> Result<EventStream, CoreError> {
+        self.subscribe_in_stream(session_id, after_seq, None, channel)
+            .await
+    }
+
+    /// [`HubCore::subscribe`], resuming after `after_seq` of the stream `stream_id` names (`None`:
+    /// unchecked). With `after_seq` set, a stream id other than [`HubCore::stream_id`] is refused
+    /// (`FailedPrecondition`): its seqs numbered another hub process's events.
+    pub async fn subscribe_in_stream(
+        &self,
+        session_id: &str,
+        after_seq: Option<u64>,
+        stream_id: Option<&str>,
+        channel: &str,
+    ) -> Result<EventStream, CoreError> {
         let channel = check_channel(channel)?;
+        check_session_id(session_id)?;
+        if let (Some(after_seq), Some(stream_id)) = (after_seq, stream_id)
+            && stream_id != self.stream_id()
+        {
+            return Err(CoreError::FailedPrecondition(format!(
+                "after_seq {after_seq} is from event stream {:?}, but this hub's stream is {:?}: the hub restarted; subscribe again without after_seq",
+                stream_id.chars().take(80).collect::<String>(),
+                self.stream_id()
+            )));
+        }
         let runtime = self.runtime(session_id, None).await?;
         let session = self.summary(session_id).await?;
         let attachment = self.registry().attach(&runtime.bus, &channel);
@@ -423,6 +491,7 @@ impl HubCore {
                     last_seq,
                     attachment_id,
                     role,
+                    stream_id: self.stream_id().to_owned(),
                 }
             })
             .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
@@ -462,54 +531,5 @@ impl HubCore {
         self.registry()
             .decide(approval_id, answer, attachment_id)
             .map_err(|e| CoreError::FailedPrecondition(e.to_string()))
-    }
-
-    fn spawn_reaper(&self) {
-        let core = self.clone();
-        let period = (self.options().idle_after / 2)
-            .clamp(Duration::from_millis(10), Duration::from_secs(60));
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = core.inner.stop.cancelled() => break,
-                    () = tokio::time::sleep(period) => core.drop_idle().await,
-                }
-            }
-        });
-    }
-
-    /// Drops the agents of sessions nobody uses (their history stays in the store).
-    pub async fn drop_idle(&self) {
-        let idle_after = self.options().idle_after;
-        let mut open = self.inner.open.lock().await;
-        let registry = self.registry();
-        let idle: Vec<String> = open
-            .iter()
-            .filter(|(id, runtime)| {
-                runtime.idle_for() >= idle_after
-                    && registry.attachments_on(id) == 0
-                    && registry.list_pending(Some(id)).is_empty()
-                    && runtime.bus.subscriber_count() == 0
-            })
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in idle {
-            let Some(runtime) = open.get(&id) else {
-                continue;
-            };
-            {
-                let mut turns = runtime.lock_turns();
-                if turns.busy() {
-                    continue;
-                }
-                turns.closed = true;
-            }
-            runtime.stop.cancel();
-            runtime.bus.clear_buffer();
-            open.remove(&id);
-            lock(&self.inner.workers).remove(&id);
-            info!(session_id = %id, "dropped an idle session's agent from memory");
-        }
-        self.inner.open_count.store(open.len(), Ordering::Relaxed);
     }
 }

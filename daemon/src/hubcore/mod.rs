@@ -12,6 +12,9 @@
 //! - [`approvals`]: pending tier-2 approvals as entities, and the client attachments that may
 //!   decide them; [`approver`]: the gate's approver that registers and waits; [`restart`]:
 //!   approvals an earlier hub left pending, expired at start.
+//! - [`supervise`]: watches each session's worker; a dead one takes its session out of memory.
+//! - [`reaper`]: drops the agents of idle sessions from memory, with a timer only while any is
+//!   open.
 //! - [`options`]: what the core needs from the configuration, and the model factory seam.
 //!
 //! Invariants: no global state (everything hangs off a [`HubCore`] the hub owns); no std lock is
@@ -24,12 +27,14 @@ pub mod error;
 pub mod event;
 pub mod ids;
 pub mod options;
+mod reaper;
 pub mod recorder;
 pub mod restart;
 mod runtime;
 pub mod sessions;
 pub mod setup;
 pub mod streams;
+mod supervise;
 pub mod turns;
 mod window;
 

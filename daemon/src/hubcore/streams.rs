@@ -102,6 +102,8 @@ pub struct Snapshot {
     pub last_seq: u64,
     pub attachment_id: String,
     pub role: String,
+    /// The numbering `last_seq` and the events belong to ([`super::HubCore::stream_id`]).
+    pub stream_id: String,
 }
 
 /// A subscriber's view of a session: the snapshot, then every event, until the hub stops.

@@ -14,7 +14,6 @@
 //!   approval question flushed so the approver asks only after the events before it are out.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
@@ -125,6 +124,19 @@ pub(crate) enum AcceptError {
     QueueFull(usize),
 }
 
+/// The `TurnEnd` of a turn whose session worker died under it.
+pub(crate) fn worker_failed() -> TurnEnd {
+    TurnEnd {
+        stop_reason: StopReason::Error,
+        text: String::new(),
+        usage: Usage::default(),
+        model_calls: 0,
+        notice: Some(
+            "The session's worker failed; this turn did not finish. Try again.".to_owned(),
+        ),
+    }
+}
+
 /// The `TurnEnd` of a turn that was cancelled before it ran.
 pub(crate) fn cancelled_before_start() -> TurnEnd {
     TurnEnd {
@@ -233,6 +245,30 @@ impl SessionRuntime {
         })
     }
 
+    /// Closes the session to new turns and ends the running turn and every queued one with an
+    /// error (its worker died). Returns how many turns it ended.
+    pub(crate) fn fail_all(&self) -> usize {
+        let mut ended = 0;
+        loop {
+            let failed = self.bus.publish_with(|next_seq| {
+                let mut turns = self.lock_turns();
+                turns.closed = true;
+                let Some(record) = turns.running.take().or_else(|| turns.queue.pop_front()) else {
+                    return (None, false);
+                };
+                record.cancel.cancel();
+                let id = record.info.turn_id;
+                let end = worker_failed();
+                turns.record_end(&id, next_seq, end.clone());
+                (Some((Some(id), EventKind::TurnEnded(end))), true)
+            });
+            if !failed {
+                return ended;
+            }
+            ended += 1;
+        }
+    }
+
     /// Takes the next queued turn, marks it running and publishes `turn_started`.
     fn start_next(&self) -> Option<TurnRecord> {
         self.bus.publish_with(|_| {
@@ -276,7 +312,7 @@ impl SessionRuntime {
 }
 
 /// The worker of one open session: runs queued turns until the session is stopped.
-pub(crate) async fn run_worker(runtime: Arc<SessionRuntime>) {
+pub(crate) async fn run_worker(runtime: &SessionRuntime) {
     loop {
         if runtime.stop.is_cancelled() {
             break;
@@ -287,7 +323,7 @@ pub(crate) async fn run_worker(runtime: Arc<SessionRuntime>) {
                 () = runtime.stop.cancelled() => break,
             }
         };
-        run_turn(&runtime, record).await;
+        run_turn(runtime, record).await;
     }
     // Turns still queued when the session stops end as cancelled.
     loop {

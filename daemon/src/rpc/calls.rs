@@ -157,6 +157,7 @@ pub async fn start_turn(
             attachment_id: stream.attachment_id().to_owned(),
             duplicate: a.duplicate,
             queued_ahead: a.queued_ahead,
+            stream_id: core.stream_id().to_owned(),
         }
     };
     let first = pb::StartTurnResponse {
@@ -212,7 +213,12 @@ pub async fn subscribe(
     request: pb::SubscribeRequest,
 ) -> Result<BoxStream<pb::SubscribeResponse>, Status> {
     let stream = core
-        .subscribe(&request.session_id, request.after_seq, &request.channel)
+        .subscribe_in_stream(
+            &request.session_id,
+            request.after_seq,
+            optional(&request.stream_id),
+            &request.channel,
+        )
         .await?;
     let first = pb::SubscribeResponse {
         kind: Some(pb::subscribe_response::Kind::Snapshot(wire::snapshot(

@@ -5,7 +5,9 @@
 //! It also starts the session service (the [`HubCore`]) when it has a [`CoreSetup`]; a session
 //! service that fails to start is logged, status still answers and the other calls say why.
 //!
-//! Invariants: both transports serve the same routes, each behind its own check; on stop the
+//! Invariants: both transports serve the same routes, each behind its own check; a start that
+//! fails after the session service started stops it again (its reaper and store are released); on
+//! stop the
 //! health status turns NOT_SERVING, the session service stops (turns cancelled and stored,
 //! subscriptions ended), the TCP mount is removed, the socket server drains (bounded by the hub's
 //! stop deadline) and the socket file is removed.
@@ -42,6 +44,8 @@ struct Running {
 pub struct GrpcService {
     running: Mutex<Option<Running>>,
     setup: Option<CoreSetup>,
+    /// The uid allowed on the socket; `None`: the hub's own.
+    socket_uid: Option<u32>,
 }
 
 impl GrpcService {
@@ -56,7 +60,16 @@ impl GrpcService {
         Self {
             running: Mutex::new(None),
             setup: Some(setup),
+            socket_uid: None,
         }
+    }
+
+    /// This service, letting only `uid` call over the Unix socket instead of the hub's own uid
+    /// (tests use it to see a foreign caller refused).
+    #[must_use]
+    pub fn with_socket_uid(mut self, uid: u32) -> Self {
+        self.socket_uid = Some(uid);
+        self
     }
 
     /// Starts the session service; on failure the reason (logged), which the API then reports.
@@ -77,6 +90,13 @@ impl GrpcService {
                 Err(e.to_string())
             }
         }
+    }
+}
+
+/// Stops a session service this service started but will not serve.
+async fn stop_core(core: Result<HubCore, String>) {
+    if let Ok(core) = core {
+        core.shutdown().await;
     }
 }
 
@@ -114,7 +134,9 @@ impl HubService for GrpcService {
         .prepare()
         .into_axum_router();
 
-        let uid = nix::unistd::geteuid().as_raw();
+        let uid = self
+            .socket_uid
+            .unwrap_or_else(|| nix::unistd::geteuid().as_raw());
         let over_socket = grpc.clone().layer(axum::middleware::from_fn_with_state(
             uid,
             auth::require_same_uid,
@@ -125,10 +147,18 @@ impl HubService for GrpcService {
         ));
 
         let socket = paths.socket.clone();
-        let listener = uds::bind(&socket)
-            .map_err(|e| ServiceError::io(format!("cannot listen on {}", socket.display()), e))?;
+        let listener = match uds::bind(&socket) {
+            Ok(listener) => listener,
+            Err(e) => {
+                stop_core(core).await;
+                let what = format!("cannot listen on {}", socket.display());
+                return Err(ServiceError::io(what, e));
+            }
+        };
         if let Err(e) = hub.mount_grpc(over_tcp) {
+            drop(listener);
             let _ = uds::remove(&socket);
+            stop_core(core).await;
             return Err(ServiceError::Failed(e.to_string()));
         }
         let (shutdown, signal) = oneshot::channel::<()>();

@@ -227,6 +227,7 @@ pub fn snapshot(snapshot: Snapshot) -> pb::SessionSnapshot {
         last_seq: snapshot.last_seq,
         attachment_id: snapshot.attachment_id,
         role: snapshot.role,
+        stream_id: snapshot.stream_id,
     }
 }
 

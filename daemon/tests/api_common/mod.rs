@@ -137,12 +137,35 @@ pub async fn subscribe(
             session_id: id.into(),
             after_seq,
             channel: "terminal".into(),
+            stream_id: String::new(),
         })
         .await
         .unwrap()
         .into_inner();
     match stream.message().await.unwrap().unwrap().kind {
         Some(pb::subscribe_response::Kind::Snapshot(snapshot)) => (stream, snapshot),
+        other => panic!("no snapshot first: {other:?}"),
+    }
+}
+
+/// Subscribes on `terminal` resuming after `after_seq` of the stream `stream_id`; the refusal as is.
+pub async fn subscribe_in_stream(
+    client: &mut Client,
+    id: &str,
+    after_seq: Option<u64>,
+    stream_id: &str,
+) -> Result<(Streaming<pb::SubscribeResponse>, pb::SessionSnapshot), tonic::Status> {
+    let mut stream = client
+        .subscribe(pb::SubscribeRequest {
+            session_id: id.into(),
+            after_seq,
+            channel: "terminal".into(),
+            stream_id: stream_id.into(),
+        })
+        .await?
+        .into_inner();
+    match stream.message().await?.and_then(|m| m.kind) {
+        Some(pb::subscribe_response::Kind::Snapshot(snapshot)) => Ok((stream, snapshot)),
         other => panic!("no snapshot first: {other:?}"),
     }
 }
