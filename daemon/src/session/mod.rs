@@ -38,6 +38,7 @@ pub use records::{
     ConversationManagerState, DEFAULT_AGENT_ID, FORMAT_VERSION, Session, SessionAgent, SessionInfo,
     SessionMessage, SessionType, check_version, now_utc,
 };
+pub use records::{REPAIR_NOTICE_KEY, REPAIR_NOTICE_VERSION, RepairNotice};
 pub use registry::{
     DEFAULT_SESSION_BACKEND, SessionBackendFactory, SessionBackends, SessionStoreConfig,
     open_session_store,
