@@ -16,6 +16,24 @@ use taud::session::{
     recent_sessions, session_by_index,
 };
 
+/// A tool for the gate case: returns its input.
+struct Echo(taud::tool::ToolSpec);
+
+#[async_trait::async_trait]
+impl taud::tool::Tool for Echo {
+    fn spec(&self) -> &taud::tool::ToolSpec {
+        &self.0
+    }
+
+    async fn call(
+        &self,
+        input: serde_json::Value,
+        _ctx: taud::tool::ToolContext,
+    ) -> Result<taud::tool::ToolOutput, taud::tool::ToolError> {
+        Ok(taud::tool::ToolOutput::json(input))
+    }
+}
+
 mod cases {
     use super::*;
 
@@ -357,6 +375,79 @@ mod cases {
         assert!(missing.emit_json(json!({})).is_err());
     }
 
+    /// The gate writes its events through the sink into the store: a tier-1 call, a refused
+    /// tier-2 call (its approval asked and decided) and an unknown tool, in order.
+    pub fn the_gate_records_its_events_through_the_sink(h: &Harness) {
+        use std::sync::Arc;
+        use taud::gate::{CallContext, Decision, GateCall, TierGate, Verdict};
+        use taud::testing::ScriptedApprover;
+        use taud::tool::{Tier, ToolCatalog, ToolSpec};
+
+        let id = create_fresh_session(h.store.as_ref()).unwrap().session_id;
+        let mut catalog = ToolCatalog::new();
+        for (name, tier) in [("note", Tier::DigitalWrite), ("lamp", Tier::Physical)] {
+            let spec = ToolSpec::builder(name, format!("The {name} tool."))
+                .effect(format!("Changes the {name}."))
+                .tier(tier)
+                .build();
+            assert_eq!(catalog.add(Arc::new(Echo(spec))), Ok(()));
+        }
+        let gate = TierGate::builder(Arc::new(catalog))
+            .approver(Arc::new(ScriptedApprover::decisions([Decision::Rejected])))
+            .sink(Arc::new(StoreEventSink::new(h.store.clone(), id.clone())))
+            .build();
+        let ctx = CallContext {
+            session_id: id.clone(),
+            channel: "terminal".into(),
+            cancel: tokio_util::sync::CancellationToken::new(),
+        };
+        let call = |tool: &str, tool_use_id: &str| GateCall {
+            tool_use_id: tool_use_id.into(),
+            tool: tool.into(),
+            arguments: json!({"x": 1}),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            for (tool, tool_use_id) in [("note", "u1"), ("lamp", "u2"), ("ghost", "u3")] {
+                let record = match gate.check(call(tool, tool_use_id), &ctx).await {
+                    Verdict::Allowed(permit) => permit.run(ctx.clone()).await,
+                    Verdict::Refused(refusal) => refusal.into_record(),
+                };
+                gate.record(&record, &ctx);
+            }
+        });
+        let events = h.reopen().read_events(&id).unwrap();
+        let summary: Vec<(String, String, String)> = events
+            .iter()
+            .map(|e| {
+                let text = |key: &str| e[key].as_str().unwrap_or_default().to_owned();
+                (text("type"), text("tool_use_id"), text("status"))
+            })
+            .collect();
+        let expected: Vec<(String, String, String)> = [
+            ("tool_call", "u1", "success"),
+            ("approval", "u2", "pending"),
+            ("approval", "u2", "rejected"),
+            ("tool_call", "u2", "refused"),
+            ("error", "u3", ""),
+            ("tool_call", "u3", "refused"),
+        ]
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+        assert_eq!(summary, expected, "{events:#?}");
+        assert!(
+            events
+                .iter()
+                .all(|e| e["v"] == 1 && e["session_id"] == id.as_str())
+        );
+        assert_eq!(events[0]["channel"], "terminal");
+        assert_eq!(events[0]["arguments"], json!({"x": 1}));
+    }
+
     pub fn metadata_is_replaced_and_read_back(h: &Harness) {
         let store = h.store.as_ref();
         let id = create_fresh_session(store).unwrap().session_id;
@@ -547,6 +638,7 @@ contract_suite!(
     appends_move_updated_at_and_order_the_listing,
     events_are_appended_in_order_with_a_version,
     the_event_sink_writes_into_its_session,
+    the_gate_records_its_events_through_the_sink,
     metadata_is_replaced_and_read_back,
     everything_survives_a_reopen,
     a_session_opens_only_under_its_recorded_context,
