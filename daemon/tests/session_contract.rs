@@ -448,6 +448,94 @@ mod cases {
         assert_eq!(events[0]["arguments"], json!({"x": 1}));
     }
 
+    fn new_session(messages: Vec<taud::session::SessionMessage>) -> taud::session::NewSession {
+        let now = now_utc();
+        taud::session::NewSession {
+            session: Session::new(taud::session::new_session_id(now).unwrap(), now),
+            agent: SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Summarize, now),
+            messages,
+            meta: SessionMeta {
+                title: Some("continued".into()),
+                ..SessionMeta::default()
+            },
+        }
+    }
+
+    pub fn a_complete_session_is_created_whole(h: &Harness) {
+        let store = h.store.as_ref();
+        let new = new_session(vec![user_message(0, "summary"), assistant_message(1, "ok")]);
+        let id = new.session.session_id.clone();
+        store.create_complete_session(&new).unwrap();
+        for store in [h.store.clone(), h.reopen()] {
+            assert_eq!(
+                store.read_session(&id).unwrap().map(|s| s.session_id),
+                Some(id.clone())
+            );
+            let agent = store.read_agent(&id, DEFAULT_AGENT_ID).unwrap().unwrap();
+            assert_eq!(
+                agent.conversation_manager_state,
+                new.agent.conversation_manager_state
+            );
+            let texts: Vec<String> = store
+                .list_messages(&id, DEFAULT_AGENT_ID, None, 0)
+                .unwrap()
+                .iter()
+                .map(|m| m.to_message().text())
+                .collect();
+            assert_eq!(texts, ["summary", "ok"]);
+            assert_eq!(
+                store.read_meta(&id).unwrap().unwrap().title.as_deref(),
+                Some("continued")
+            );
+            let listed = store.list_sessions().unwrap();
+            let info = listed.iter().find(|s| s.session_id == id).unwrap();
+            assert_eq!(info.message_count, 2);
+        }
+        // The session goes on like any other.
+        store
+            .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "next"))
+            .unwrap();
+        let err = store.create_complete_session(&new).unwrap_err();
+        assert!(matches!(err, SessionError::SessionExists(_)), "{err}");
+    }
+
+    pub fn a_failed_complete_session_is_never_visible(h: &Harness) {
+        let store = h.store.as_ref();
+        // The second message repeats the first's id.
+        let mut new = new_session(vec![user_message(0, "a"), assistant_message(1, "b")]);
+        new.messages[1].message_id = 0;
+        let id = new.session.session_id.clone();
+        let err = store.create_complete_session(&new).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SessionError::InvalidMessageOrder {
+                    expected: 1,
+                    found: 0
+                }
+            ),
+            "{err}"
+        );
+        // A bad agent id is refused too, with nothing left behind.
+        let mut new = new_session(vec![user_message(0, "a"), assistant_message(1, "b")]);
+        new.agent.agent_id = "../evil".into();
+        let bad_agent = new.session.session_id.clone();
+        let err = store.create_complete_session(&new).unwrap_err();
+        assert!(matches!(err, SessionError::InvalidId { .. }), "{err}");
+        for store in [h.store.clone(), h.reopen()] {
+            for id in [&id, &bad_agent] {
+                assert_eq!(store.read_session(id).unwrap(), None);
+                assert!(
+                    store
+                        .list_sessions()
+                        .unwrap()
+                        .iter()
+                        .all(|s| s.session_id != *id)
+                );
+            }
+        }
+    }
+
     pub fn metadata_is_replaced_and_read_back(h: &Harness) {
         let store = h.store.as_ref();
         let id = create_fresh_session(store).unwrap().session_id;
@@ -639,6 +727,8 @@ contract_suite!(
     events_are_appended_in_order_with_a_version,
     the_event_sink_writes_into_its_session,
     the_gate_records_its_events_through_the_sink,
+    a_complete_session_is_created_whole,
+    a_failed_complete_session_is_never_visible,
     metadata_is_replaced_and_read_back,
     everything_survives_a_reopen,
     a_session_opens_only_under_its_recorded_context,

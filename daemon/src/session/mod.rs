@@ -48,6 +48,7 @@ pub use resume::{
 };
 pub use sqlite::SqliteSessionStore;
 pub use store::{Durability, SessionStore, StoreEventSink, create_fresh_session, event_record};
+pub use store::{NewSession, create_fresh_complete_session};
 pub use summarize::{
     WINDOW_SUMMARY_HEADER, Window, model_window, recorded_summary_window, sliding_window,
     summarizing_window, summary_cut,

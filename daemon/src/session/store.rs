@@ -107,6 +107,51 @@ pub trait SessionStore: Send + Sync {
     fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError>;
     /// The session's metadata, or `None` if none was written (`SessionNotFound` if no session).
     fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError>;
+
+    /// Creates a whole session in one step: the record, one agent with its first messages and
+    /// the metadata (what a compaction writes). `SessionExists` if the id is taken; a message
+    /// whose id is not its position is `InvalidMessageOrder`.
+    ///
+    /// The built-in backends make the session visible (`read_session`, `list_sessions`) only
+    /// complete: a failure part way leaves nothing a reader sees (the file backend writes
+    /// `session.json` last, sqlite uses one transaction). This default, for other backends, is the
+    /// plain sequence of `create_session`, `create_agent`, `create_message` and `write_meta`,
+    /// which may leave a partial session behind.
+    fn create_complete_session(&self, new: &NewSession) -> Result<(), SessionError> {
+        new.check_order()?;
+        let id = new.session.session_id.as_str();
+        self.create_session(&new.session)?;
+        self.create_agent(id, &new.agent)?;
+        for message in &new.messages {
+            self.create_message(id, &new.agent.agent_id, message)?;
+        }
+        self.write_meta(id, &new.meta)
+    }
+}
+
+/// A session to create whole with [`SessionStore::create_complete_session`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSession {
+    pub session: Session,
+    pub agent: SessionAgent,
+    /// The agent's messages; the `message_id`s must be 0, 1, 2 … in order.
+    pub messages: Vec<SessionMessage>,
+    pub meta: SessionMeta,
+}
+
+impl NewSession {
+    /// Refuses messages whose ids are not 0, 1, 2 … in order.
+    pub fn check_order(&self) -> Result<(), SessionError> {
+        for (position, message) in (0u64..).zip(&self.messages) {
+            if message.message_id != position {
+                return Err(SessionError::InvalidMessageOrder {
+                    expected: position,
+                    found: message.message_id,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for dyn SessionStore {
@@ -138,6 +183,35 @@ fn json_kind(value: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// Creates a whole session (see [`SessionStore::create_complete_session`]) with a fresh id,
+/// retrying when the random suffix collides with an existing session; returns its id.
+pub fn create_fresh_complete_session(
+    store: &dyn SessionStore,
+    agent: SessionAgent,
+    messages: Vec<SessionMessage>,
+    meta: SessionMeta,
+) -> Result<String, SessionError> {
+    const ATTEMPTS: usize = 16;
+    let now = now_utc();
+    let mut new = NewSession {
+        session: Session::new(new_session_id(now)?, now),
+        agent,
+        messages,
+        meta,
+    };
+    let mut last = None;
+    for _ in 0..ATTEMPTS {
+        match store.create_complete_session(&new) {
+            Ok(()) => return Ok(new.session.session_id),
+            Err(err @ SessionError::SessionExists(_)) => last = Some(err),
+            Err(err) => return Err(err),
+        }
+        let now = now_utc();
+        new.session = Session::new(new_session_id(now)?, now);
+    }
+    Err(last.unwrap_or_else(|| SessionError::SessionExists(String::new())))
 }
 
 /// Creates a session with a fresh id (`20260929-153012-3f9a`), retrying when the random suffix
