@@ -185,7 +185,7 @@ impl TauAgent {
         self.inner.model.fallback_in_use()
     }
 
-    /// Whether a turn is running.
+    /// Whether a turn is running (or was just started and holds the turn lock).
     pub fn is_busy(&self) -> bool {
         self.inner.turn_lock.try_lock().is_err()
     }
