@@ -6,7 +6,8 @@
 //!
 //! Exit codes (`tau_api::hub_files::exit`): 0 clean stop; 1 another hub is running; 73 the hub's
 //! files cannot be created or locked; 70 a fatal error after start (crash.json names it); 78 a bad
-//! configuration (one line names it). Under `--launchd` a refused start (1, 78) exits 0 instead,
+//! configuration (one line names it), also a missing, empty or unreadable persona.md next to a
+//! tau.toml. Under `--launchd` a refused start (1, 78) exits 0 instead,
 //! since launchd's KeepAlive cannot exempt exit codes the way systemd's RestartPreventExitStatus
 //! does.
 
@@ -59,6 +60,10 @@ fn main() -> ExitCode {
     };
     let options = HubOptions::from_installation(&installation);
     if let Err(e) = options.validate() {
+        eprintln!("taud: {e}");
+        return refused(exit::CONFIG);
+    }
+    if let Err(e) = taud::hubcore::CoreOptions::from_installation(&installation).check_persona() {
         eprintln!("taud: {e}");
         return refused(exit::CONFIG);
     }

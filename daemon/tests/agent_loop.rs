@@ -402,53 +402,181 @@ async fn repairs_a_dangling_tool_use() {
 #[tokio::test]
 async fn a_failed_model_call_ends_with_error_and_is_repaired_next() {
     let model = Arc::new(FakeModel::scripted([
-        FakeReply::error("boom"),
+        FakeReply::error("401 bad key sk-ant-api03-abcdefghijklmnop\nsecond line"),
         FakeReply::text("ok"),
     ]));
     let agent = TauAgent::builder(model.clone()).build();
-    let err = agent.ask("first").await.unwrap_err();
-    assert_eq!(err.to_string(), "The model call failed; the turn stopped.");
+    let end = agent.stream("first").finish().await.unwrap();
+    assert_eq!(end.stop_reason, StopReason::Error);
+    let notice = "The model call failed: the model request failed: 401 bad key [redacted]";
+    assert_eq!(end.notice.as_deref(), Some(notice));
+    assert_eq!(agent.pending_notice().as_deref(), Some(notice));
     assert_eq!(agent.ask("second").await.unwrap(), "ok");
+    assert_eq!(agent.pending_notice(), None);
     let messages = model.last_request().unwrap().messages;
     assert_eq!(
         texts(&messages),
         vec![
             (Role::User, "first".into()),
-            (
-                Role::Assistant,
-                "(The model call failed; the turn stopped.)".into()
-            ),
+            (Role::Assistant, format!("({notice})")),
             (Role::User, "second".into()),
         ]
     );
 }
 
 #[tokio::test]
+async fn ask_reports_the_model_error_notice() {
+    let model = Arc::new(FakeModel::scripted([FakeReply::error("boom")]));
+    let agent = TauAgent::builder(model).build();
+    let err = agent.ask("first").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "The model call failed: the model request failed: boom"
+    );
+}
+
+/// A turn queued behind a busy agent and cancelled there appends nothing and leaves the notice
+/// of the turn it waited for to the next turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_turn_keeps_the_pending_notice() {
+    let track = Arc::new(Concurrency::default());
+    let release = Arc::new(Notify::new());
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::tool_call("hold", json!({})),
+        FakeReply::error("boom"),
+        FakeReply::text("ok"),
+    ]));
+    let hold = Act::WaitFor {
+        signal: Arc::clone(&release),
+        within: DEADLINE,
+    };
+    let agent = TauAgent::builder(model.clone())
+        .catalog(catalog(vec![TestTool::shared(
+            "hold",
+            Tier::Read,
+            hold,
+            &track,
+        )]))
+        .build();
+    let mut first = agent.stream("first");
+    let started = wait_for(&mut first, |e| {
+        matches!(e, TurnEvent::ToolUseStarted { .. })
+    })
+    .await;
+    assert!(started.is_some());
+    // The agent is busy: this turn waits in the queue until it is cancelled there.
+    let busy = agent.stream("skipped");
+    assert!(agent.is_busy());
+    busy.cancel();
+    let skipped = busy.finish().await.unwrap();
+    assert_eq!(
+        (skipped.stop_reason, skipped.model_calls),
+        (StopReason::Cancelled, 0)
+    );
+    release.notify_one();
+    let failed = first.finish().await.unwrap();
+    assert_eq!(failed.stop_reason, StopReason::Error);
+    let notice = failed.notice.unwrap();
+    assert_eq!(agent.pending_notice().as_deref(), Some(notice.as_str()));
+    assert_eq!(agent.ask("second").await.unwrap(), "ok");
+    let messages = model.last_request().unwrap().messages;
+    let n = messages.len();
+    assert_eq!(messages[n - 2].text(), format!("({notice})"));
+    assert_eq!(messages[n - 1].text(), "second");
+    assert!(messages.iter().all(|m| m.text() != "skipped"));
+    assert_eq!(model.call_count(), 3);
+}
+
+#[tokio::test]
+async fn a_rebuilt_agent_takes_over_the_pending_notice() {
     let model = Arc::new(FakeModel::scripted([
         FakeReply::error("boom"),
         FakeReply::text("ok"),
     ]));
     let agent = TauAgent::builder(model.clone()).build();
-    assert!(agent.ask("first").await.is_err());
-    let cancel = CancellationToken::new();
-    cancel.cancel();
-    let skipped = agent
-        .stream_with(
-            "skipped",
-            TurnOptions {
-                channel: None,
-                cancel: Some(cancel),
-            },
-        )
-        .finish()
-        .await
-        .unwrap();
-    assert_eq!(skipped.stop_reason, StopReason::Cancelled);
-    agent.ask("second").await.unwrap();
+    let end = agent.stream("first").finish().await.unwrap();
+    let notice = end.notice.unwrap();
+    let carried = agent.pending_notice();
+    assert_eq!(carried.as_deref(), Some(notice.as_str()));
+    let rebuilt = TauAgent::builder(model.clone())
+        .history(agent.messages())
+        .pending_notice(carried)
+        .build();
+    assert_eq!(rebuilt.pending_notice().as_deref(), Some(notice.as_str()));
+    assert_eq!(rebuilt.ask("second").await.unwrap(), "ok");
     let messages = model.last_request().unwrap().messages;
-    assert_eq!(
-        messages[1].text(),
-        "(The model call failed; the turn stopped.)"
-    );
+    assert_eq!(messages[1].text(), format!("({notice})"));
+    // Without it, a rebuilt agent only knows that the previous turn did not finish.
+    let plain = TauAgent::builder(model.clone())
+        .history(vec![Message::user_text("first")])
+        .build();
+    assert_eq!(plain.pending_notice(), None);
+    // A notice for a history that ends cleanly is not pending.
+    let clean = TauAgent::builder(model)
+        .history(vec![Message::user_text("a"), Message::assistant_text("b")])
+        .pending_notice(Some("stale".into()))
+        .build();
+    assert_eq!(clean.pending_notice(), None);
+}
+
+/// Many turns started one after another while the agent is busy run in the order they were
+/// started. The calls are made on the runtime's one worker thread, where the last spawned task
+/// runs first (its LIFO slot), so turns that only queue once their task runs would come out of
+/// order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn queued_turns_run_in_call_order() {
+    const QUEUED: usize = 24;
+    let track = Arc::new(Concurrency::default());
+    let release = Arc::new(Notify::new());
+    let mut replies = vec![
+        FakeReply::tool_call("hold", json!({})),
+        FakeReply::text("0"),
+    ];
+    replies.extend((1..=QUEUED).map(|i| FakeReply::text(i.to_string())));
+    let model = Arc::new(FakeModel::scripted(replies));
+    let hold = Act::WaitFor {
+        signal: Arc::clone(&release),
+        within: DEADLINE,
+    };
+    let agent = TauAgent::builder(model.clone())
+        .catalog(catalog(vec![TestTool::shared(
+            "hold",
+            Tier::Read,
+            hold,
+            &track,
+        )]))
+        .build();
+    let prompts = tokio::spawn(async move {
+        let mut first = agent.stream("turn 0");
+        let started = wait_for(&mut first, |e| {
+            matches!(e, TurnEvent::ToolUseStarted { .. })
+        })
+        .await;
+        assert!(started.is_some());
+        let queued: Vec<_> = (1..=QUEUED)
+            .map(|i| agent.stream(format!("turn {i}")))
+            .collect();
+        // Let every queued turn's task run up to the lock before turn 0 ends.
+        for _ in 0..QUEUED * 2 {
+            tokio::task::yield_now().await;
+        }
+        release.notify_one();
+        first.finish().await.unwrap();
+        for stream in queued {
+            assert_eq!(
+                stream.finish().await.unwrap().stop_reason,
+                StopReason::EndTurn
+            );
+        }
+        agent
+            .messages()
+            .iter()
+            .filter(|m| m.role == Role::User && m.text().starts_with("turn "))
+            .map(Message::text)
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    let expected: Vec<String> = (0..=QUEUED).map(|i| format!("turn {i}")).collect();
+    assert_eq!(prompts, expected);
 }

@@ -315,3 +315,94 @@ async fn demo_without_the_physical_tool_says_so() {
     let reply = agent.ask("switch the fan on").await.unwrap();
     assert!(reply.starts_with("I cannot switch anything here"));
 }
+
+#[tokio::test]
+async fn an_unknown_tool_is_refused_as_unknown_despite_broken_input_or_a_cancel() {
+    let track = Arc::new(Concurrency::default());
+    let mut catalog = ToolCatalog::new();
+    catalog
+        .add(TestTool::shared(
+            "wait",
+            Tier::Read,
+            Act::UntilCancelled,
+            &track,
+        ))
+        .unwrap();
+    // A registered tier-2 tool makes the calls run one at a time.
+    catalog
+        .add(TestTool::shared("lamp", Tier::Physical, Act::Done, &track))
+        .unwrap();
+    let sink = Arc::new(MemorySink::new());
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::tool_call("ghost", json!({}))
+            .and_raw_tool_call("phantom", "{not json")
+            .and_tool_call("wait", json!({}))
+            .and_tool_call("spectre", json!({})),
+        FakeReply::text("unused"),
+    ]));
+    let agent = TauAgent::builder(model.clone())
+        .catalog(catalog)
+        .event_sink(sink.clone())
+        .build();
+    let stream = agent.stream("go");
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while track.running.load(Ordering::SeqCst) == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "wait never ran");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    stream.cancel();
+    let end = stream.finish().await.unwrap();
+    assert_eq!(end.stop_reason, StopReason::Cancelled);
+    let results = all_results(&agent.messages());
+    let read: Vec<_> = results
+        .iter()
+        .map(|r| (r.tool_use_id.as_str(), result_text(r)))
+        .collect();
+    assert_eq!(read.len(), 4, "{read:?}");
+    assert_eq!(read[0].1, "Tool 'ghost' is not registered; it was not run.");
+    assert_eq!(
+        read[1].1,
+        "Tool 'phantom' is not registered; it was not run."
+    );
+    assert_eq!(
+        read[3].1,
+        "Tool 'spectre' is not registered; it was not run."
+    );
+    let unknown: Vec<_> = sink
+        .errors()
+        .iter()
+        .filter_map(|e| e.tool.clone())
+        .collect();
+    assert_eq!(unknown, vec!["ghost", "phantom", "spectre"]);
+}
+
+#[tokio::test]
+async fn a_reply_that_stops_otherwise_leaves_no_tool_use_unanswered() {
+    for reason in [
+        StopReason::StopSequence,
+        StopReason::ContentFiltered,
+        StopReason::GuardrailIntervened,
+    ] {
+        let track = Arc::new(Concurrency::default());
+        let mut catalog = ToolCatalog::new();
+        catalog
+            .add(TestTool::shared("ok", Tier::Read, Act::Done, &track))
+            .unwrap();
+        let model = Arc::new(FakeModel::scripted([
+            FakeReply::tool_call("ok", json!({})).with_stop_reason(reason),
+            FakeReply::text("next"),
+        ]));
+        let agent = TauAgent::builder(model.clone()).catalog(catalog).build();
+        let end = agent.stream("go").finish().await.unwrap();
+        assert_eq!(end.stop_reason, reason);
+        assert!(track.finished.lock().unwrap().is_empty(), "{reason}");
+        let history = agent.messages();
+        assert!(
+            history.iter().all(|m| m.tool_uses().next().is_none()),
+            "{reason}: {history:?}"
+        );
+        assert_eq!(agent.ask("again").await.unwrap(), "next");
+        let seen = model.last_request().unwrap().messages;
+        assert!(all_results(&seen).is_empty(), "{reason}: {seen:?}");
+    }
+}

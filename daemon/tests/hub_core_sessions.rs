@@ -458,3 +458,127 @@ async fn the_idle_reaper_runs_a_timer_only_while_sessions_are_open() {
         "back to sleep without a timer"
     );
 }
+
+const FAILED_NOTICE: &str = "(The model call failed: the model request failed: boom)";
+
+fn turn_notice(events: &[Arc<taud::hubcore::SessionEvent>]) -> Option<String> {
+    match &events.last().unwrap().kind {
+        EventKind::TurnEnded(end) => end.notice.clone(),
+        other => panic!("the last event is {other:?}"),
+    }
+}
+
+/// The message the model saw in front of the new prompt.
+fn repair_message(model: &FakeModel) -> String {
+    let messages = model.last_request().unwrap().messages;
+    let n = messages.len();
+    assert_eq!(messages[n - 1].text(), "second");
+    messages[n - 2].text()
+}
+
+#[tokio::test]
+async fn a_role_switch_takes_over_the_pending_repair_notice() {
+    for backend in BACKENDS {
+        let f = fixture(
+            backend,
+            vec![FakeReply::error("boom"), FakeReply::text("ok")],
+        )
+        .await;
+        let id = f.new_session().await;
+        let events = drain(&mut f.turn(&id, "first", "terminal").await).await;
+        assert_eq!(
+            turn_notice(&events).as_deref(),
+            Some(&FAILED_NOTICE[1..FAILED_NOTICE.len() - 1])
+        );
+        f.core.switch_role(&id, "fast").await.unwrap();
+        drain(&mut f.turn(&id, "second", "terminal").await).await;
+        assert_eq!(repair_message(&f.model), FAILED_NOTICE, "{backend}");
+    }
+}
+
+#[tokio::test]
+async fn an_idle_session_comes_back_with_its_pending_repair_notice() {
+    for backend in BACKENDS {
+        let mut options = options();
+        options.idle_after = Duration::ZERO;
+        let f = fixture_with(
+            backend,
+            vec![FakeReply::error("boom"), FakeReply::text("ok")],
+            options,
+        )
+        .await;
+        let id = f.new_session().await;
+        drain(&mut f.turn(&id, "first", "terminal").await).await;
+        f.core.drop_idle().await;
+        assert_eq!(f.core.open_sessions(), 0);
+        drain(&mut f.turn(&id, "second", "terminal").await).await;
+        assert_eq!(repair_message(&f.model), FAILED_NOTICE, "{backend}");
+    }
+}
+
+async fn turn_on(
+    core: &taud::hubcore::HubCore,
+    session_id: &str,
+    text: &str,
+) -> taud::hubcore::TurnStream {
+    core.start_turn(StartTurn {
+        session_id: session_id.to_owned(),
+        text: text.to_owned(),
+        channel: "terminal".into(),
+        idempotency_key: String::new(),
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_restarted_hub_keeps_the_pending_repair_notice_until_a_message_follows() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Arc::new(FakeModel::scripted(vec![
+            FakeReply::error("boom"),
+            FakeReply::text("ok"),
+            FakeReply::error("boom"),
+        ]));
+        let core = setup(dir.path(), backend, &model, options())
+            .start()
+            .await
+            .unwrap();
+        let id = core
+            .open_session(OpenTarget::New, None, "terminal", None)
+            .await
+            .unwrap()
+            .session
+            .session_id;
+        drain(&mut turn_on(&core, &id, "first").await).await;
+        core.shutdown().await;
+
+        let restarted = setup(dir.path(), backend, &model, options())
+            .start()
+            .await
+            .unwrap();
+        drain(&mut turn_on(&restarted, &id, "second").await).await;
+        assert_eq!(repair_message(&model), FAILED_NOTICE, "{backend}");
+        // The next failure leaves a new notice; a stale one never comes back.
+        drain(&mut turn_on(&restarted, &id, "third").await).await;
+        restarted.shutdown().await;
+        let again = setup(dir.path(), backend, &model, options())
+            .start()
+            .await
+            .unwrap();
+        model.push_replies([FakeReply::text("fine")]);
+        drain(&mut turn_on(&again, &id, "fourth").await).await;
+        let messages = model.last_request().unwrap().messages;
+        let n = messages.len();
+        assert_eq!(messages[n - 2].text(), FAILED_NOTICE, "{backend}");
+        assert_eq!(
+            messages
+                .iter()
+                .filter(|m| m.text() == FAILED_NOTICE)
+                .count(),
+            2,
+            "{backend}"
+        );
+        again.shutdown().await;
+    }
+}

@@ -53,8 +53,9 @@ async fn summarize_mode_summarizes_past_the_window_and_stores_the_state() {
             vec![
                 FakeReply::text("a0"),
                 FakeReply::text("a1"),
-                FakeReply::text("The user asked q0 and q1."),
+                FakeReply::text("The user asked q0."),
                 FakeReply::text("a2"),
+                FakeReply::text("The user asked q0 and q1."),
                 FakeReply::text("a3"),
             ],
             window_options(ContextMode::Summarize, 4),
@@ -70,7 +71,8 @@ async fn summarize_mode_summarizes_past_the_window_and_stores_the_state() {
         let record = store.read_agent(&id, DEFAULT_AGENT_ID).unwrap().unwrap();
         assert!(record.conversation_manager_state.summary_message.is_none());
 
-        // The third prompt passes the window: one summary call, then the turn's own call.
+        // The third prompt passes the window: one summary call over what left the window (the
+        // newest 4 messages, cut at a user message, stay verbatim), then the turn's own call.
         assert_eq!(say(&f, &id, "q2").await, "a2");
         let requests = f.model.requests();
         assert_eq!(requests.len(), 4, "{backend}");
@@ -78,19 +80,19 @@ async fn summarize_mode_summarizes_past_the_window_and_stores_the_state() {
         assert!(is_summary_call(summary_call), "{summary_call:?}");
         assert!(summary_call.tools.is_empty());
         let seen = texts(summary_call).join(" ");
-        assert!(seen.contains("q0") && seen.contains("a1"), "{seen}");
-        assert!(!seen.contains("q2"), "{seen}");
-        let summary = format!("{WINDOW_SUMMARY_HEADER}\nThe user asked q0 and q1.");
+        assert!(seen.contains("q0") && seen.contains("a0"), "{seen}");
+        assert!(!seen.contains("q1") && !seen.contains("q2"), "{seen}");
+        let summary = format!("{WINDOW_SUMMARY_HEADER}\nThe user asked q0.");
         assert_eq!(
             texts(&requests[3]),
-            [summary.as_str(), SEED_ACKNOWLEDGEMENT, "q2"]
+            [summary.as_str(), SEED_ACKNOWLEDGEMENT, "q1", "a1", "q2"]
         );
         assert!(!is_summary_call(&requests[3]));
 
         // The state is in the agent record; the store still has every message.
         let record = store.read_agent(&id, DEFAULT_AGENT_ID).unwrap().unwrap();
         let state = &record.conversation_manager_state;
-        assert_eq!(state.removed_message_count, 4, "{backend}");
+        assert_eq!(state.removed_message_count, 2, "{backend}");
         assert_eq!(
             state.summary_message.as_ref().map(Message::text),
             Some(summary.clone())
@@ -102,21 +104,30 @@ async fn summarize_mode_summarizes_past_the_window_and_stores_the_state() {
         let stored = store.list_messages(&id, DEFAULT_AGENT_ID, None, 0).unwrap();
         assert_eq!(stored.len(), 6);
 
-        // The next turn starts with the summary and needs no new summary call.
+        // The next turn moves the window again: the new summary folds in the recorded one and
+        // the two messages that left the window, not the ones it already covers.
         assert_eq!(say(&f, &id, "q3").await, "a3");
         let requests = f.model.requests();
-        assert_eq!(requests.len(), 5, "{backend}");
-        assert_eq!(
-            texts(&requests[4]),
-            [summary.as_str(), SEED_ACKNOWLEDGEMENT, "q2", "a2", "q3"]
+        assert_eq!(requests.len(), 6, "{backend}");
+        assert!(is_summary_call(&requests[4]));
+        let seen = texts(&requests[4]).join(" ");
+        assert!(seen.contains(&summary), "{seen}");
+        assert!(
+            seen.contains("a1") && !seen.contains("a0") && !seen.contains("q2"),
+            "{seen}"
         );
-        assert_eq!(requests[4].messages[0].role, Role::User);
+        let second = format!("{WINDOW_SUMMARY_HEADER}\nThe user asked q0 and q1.");
+        assert_eq!(
+            texts(&requests[5]),
+            [second.as_str(), SEED_ACKNOWLEDGEMENT, "q2", "a2", "q3"]
+        );
+        assert_eq!(requests[5].messages[0].role, Role::User);
         f.core.shutdown().await;
 
         // A restarted hub resumes the session with the recorded summary: the next summary call
         // (q4 moves the window past it) folds the recorded one in, not the messages it covers.
         let model = Arc::new(FakeModel::scripted([
-            FakeReply::text("Summary two."),
+            FakeReply::text("Summary three."),
             FakeReply::text("a4"),
         ]));
         let restarted = setup(
@@ -144,15 +155,18 @@ async fn summarize_mode_summarizes_past_the_window_and_stores_the_state() {
         assert_eq!(requests.len(), 2, "{backend}");
         assert!(is_summary_call(&requests[0]));
         let seen = texts(&requests[0]).join(" ");
-        assert!(seen.contains(&summary), "{seen}");
-        assert!(seen.contains("a2") && !seen.contains("a0"), "{seen}");
-        let second = format!("{WINDOW_SUMMARY_HEADER}\nSummary two.");
+        assert!(seen.contains(&second), "{seen}");
+        assert!(
+            seen.contains("a2") && !seen.contains("a1") && !seen.contains("q3"),
+            "{seen}"
+        );
+        let third = format!("{WINDOW_SUMMARY_HEADER}\nSummary three.");
         assert_eq!(
             texts(&requests[1]),
-            [second.as_str(), SEED_ACKNOWLEDGEMENT, "q4"]
+            [third.as_str(), SEED_ACKNOWLEDGEMENT, "q3", "a3", "q4"]
         );
         let record = store.read_agent(&id, DEFAULT_AGENT_ID).unwrap().unwrap();
-        assert_eq!(record.conversation_manager_state.removed_message_count, 8);
+        assert_eq!(record.conversation_manager_state.removed_message_count, 6);
         restarted.core.shutdown().await;
     }
 }

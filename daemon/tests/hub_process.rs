@@ -70,6 +70,39 @@ fn a_bad_config_exits_78_with_one_line() {
 }
 
 #[test]
+fn a_missing_or_empty_persona_exits_78_naming_the_file() {
+    let install = Install::new();
+    let persona = install.home.join("persona/persona.md");
+    std::fs::remove_file(&persona).unwrap();
+    let (status, stderr) = install.run_to_exit();
+    assert_eq!(status.code(), Some(i32::from(exit::CONFIG)), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&persona.display().to_string()) && stderr.contains("does not exist"),
+        "{stderr}"
+    );
+    std::fs::write(&persona, "  \n<!-- to do -->\n").unwrap();
+    let (status, stderr) = install.run_to_exit();
+    assert_eq!(status.code(), Some(i32::from(exit::CONFIG)), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&persona.display().to_string()) && stderr.contains("empty"),
+        "{stderr}"
+    );
+    assert!(!install.paths().lock_file.exists());
+}
+
+#[test]
+fn without_a_tau_toml_the_shipped_persona_is_used() {
+    let install = Install::new();
+    std::fs::remove_file(install.home.join("tau.toml")).unwrap();
+    std::fs::remove_dir_all(install.home.join("persona")).unwrap();
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    assert_eq!(get_json(install.port, "/health")["pid"], hub.pid());
+}
+
+#[test]
 fn the_heartbeat_advances() {
     let install = Install::new();
     let hub = install.spawn();

@@ -301,3 +301,43 @@ fn a_lost_listing_index_is_rebuilt_from_the_sessions() {
     assert!(after.iter().any(|s| s.session_id == other));
     assert!(index.is_file(), "the index was not written back");
 }
+
+#[test]
+fn a_complete_session_without_its_session_json_is_invisible_and_not_reused() {
+    use taud::session::{
+        ContextMode, NewSession, Session, SessionAgent, SessionMessage, SessionMeta,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let now = now_utc();
+    let new = NewSession {
+        session: Session::new("20260101-000000-beef", now),
+        agent: SessionAgent::new("tau", ContextMode::Sliding, now),
+        messages: vec![SessionMessage::new(
+            0,
+            taud::message::Message::user_text("summary"),
+            now,
+        )],
+        meta: SessionMeta::default(),
+    };
+    store.create_complete_session(&new).unwrap();
+    let session_dir = dir.path().join("sessions/20260101-000000-beef");
+    for name in [
+        "meta.json",
+        "agents/tau/agent.json",
+        "agents/tau/messages/000000.json",
+        "session.json",
+    ] {
+        assert!(session_dir.join(name).is_file(), "{name}");
+    }
+    // What a creation that failed before its last write leaves: everything but session.json
+    // (and so no listing index line, which is written after it).
+    fs::remove_file(session_dir.join("session.json")).unwrap();
+    fs::remove_file(dir.path().join("sessions/.sessions-index.jsonl")).unwrap();
+    let store = self::store(dir.path());
+    assert_eq!(store.read_session("20260101-000000-beef").unwrap(), None);
+    assert!(store.list_sessions().unwrap().is_empty());
+    // Its directory is not taken over by another whole creation (that one picks a new id).
+    let err = store.create_complete_session(&new).unwrap_err();
+    assert!(matches!(err, SessionError::SessionExists(_)), "{err}");
+}

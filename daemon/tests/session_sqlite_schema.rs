@@ -175,3 +175,43 @@ fn a_symlinked_database_is_refused() {
         .unwrap();
     assert!(matches!(err, SessionError::Symlink { .. }), "{err}");
 }
+
+#[test]
+fn a_complete_session_that_fails_part_way_leaves_nothing() {
+    use taud::session::{
+        ContextMode, DEFAULT_AGENT_ID, NewSession, Session, SessionAgent, SessionMeta,
+        new_session_id, now_utc,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let store = SqliteSessionStore::open(&path, Durability::NoSync).unwrap();
+    let now = now_utc();
+    let id = new_session_id(now).unwrap();
+    // A stray metadata row for the id (written without foreign keys) makes the last insert of
+    // the creation fail, after the session, agent and messages rows went in.
+    let raw = Connection::open(&path).unwrap();
+    raw.execute(
+        "INSERT INTO meta (session_id, record) VALUES (?1, '{}')",
+        [&id],
+    )
+    .unwrap();
+    drop(raw);
+    let new = NewSession {
+        session: Session::new(id.clone(), now),
+        agent: SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now),
+        messages: vec![user_message(0, "summary")],
+        meta: SessionMeta::default(),
+    };
+    assert!(store.create_complete_session(&new).is_err());
+    assert_eq!(store.read_session(&id).unwrap(), None);
+    assert!(store.list_sessions().unwrap().is_empty());
+    let raw = Connection::open(&path).unwrap();
+    for table in ["sessions", "agents", "messages"] {
+        let rows: i64 = raw
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |row| {
+                row.get(0)
+            })
+            .unwrap();
+        assert_eq!(rows, 0, "{table}");
+    }
+}

@@ -1,7 +1,8 @@
 //! Runs the tool calls of one assistant message through the gate.
 //!
 //! Invariants: every toolUse gets exactly one toolResult, returned in toolUse order, on every path
-//! (unreadable input, unknown tool, refusal, cancel, a tool error or panic); each call goes
+//! (unreadable input, unknown tool, refusal, cancel, a tool error or panic); the tool is looked up
+//! before its input or a cancel is considered, so an unknown tool is always refused as unknown; each call goes
 //! `gate.begin`/`wait` → `Permit::run` with nothing in between (the permit's tool task is spawned
 //! before anything else is awaited); calls run concurrently unless any registered tool is tier 2,
 //! then one at a time (so approvals are asked one at a time too); every call is recorded by the gate.
@@ -52,11 +53,14 @@ async fn run_one(
         tool: tool_use.name,
         arguments: tool_use.input,
     };
-    let record = if let Some(bad) = invalid.iter().find(|i| i.tool_use_id == call.tool_use_id) {
-        let tier = gate.catalog().tier_of(&call.tool);
+    // The tool is looked up first: an unknown tool is refused as unknown (with its warning and
+    // error event), whatever its input or a cancel.
+    let tier = gate.catalog().tier_of(&call.tool);
+    let record = if tier.is_none() {
+        check_and_run(gate, call, ctx, out).await
+    } else if let Some(bad) = invalid.iter().find(|i| i.tool_use_id == call.tool_use_id) {
         ToolCallRecord::invalid_input(call, tier, &bad.problem)
     } else if ctx.cancel.is_cancelled() {
-        let tier = gate.catalog().tier_of(&call.tool);
         ToolCallRecord::cancelled(call, tier)
     } else {
         check_and_run(gate, call, ctx, out).await

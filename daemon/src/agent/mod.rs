@@ -3,25 +3,31 @@
 //! `stream(prompt)` starts a turn on its own task and returns a [`TurnStream`] of [`TurnEvent`]s
 //! over a bounded channel; `ask(prompt)` waits for the text.
 //!
-//! Invariants: one turn at a time per agent: the turn task holds a tokio mutex for the whole turn
-//! (never the caller), so later callers queue in order; a turn outlives its caller (dropping the
-//! stream does not stop it; cancel does); every turn ends with exactly one `TurnEnd`, also when it
-//! was cancelled while queued (then nothing was appended); the agent never touches global state.
+//! Invariants: one turn at a time per agent: the turn task holds a fair (FIFO) tokio mutex for the
+//! whole turn (never the caller); `stream_with` takes the turn's place in that queue before it
+//! returns, so turns run in call order; a turn outlives its caller (dropping the stream does not
+//! stop it; cancel does); every turn ends with exactly one `TurnEnd`, also when it was cancelled
+//! while queued (then nothing was appended); the agent never touches global state. The pending
+//! repair notice (what the next turn tells the model about an unfinished one) can be read out
+//! ([`TauAgent::pending_notice`]) and handed to a rebuilt agent ([`TauAgentBuilder::pending_notice`]).
 
 mod events;
 mod executor;
 mod history;
+mod notice;
 mod stop;
 mod turn;
 mod window;
 
 use std::fmt::Display;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures::Stream;
+use futures::future::Either;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -37,8 +43,8 @@ use crate::message::{Message, Usage};
 use crate::model::Model;
 use crate::tool::ToolCatalog;
 use events::TurnOutput;
-use history::History;
-use turn::TurnState;
+use history::{Dangling, History};
+use turn::PendingNotice;
 
 /// Default capacity of a turn's event channel.
 pub const DEFAULT_EVENT_CAPACITY: usize = 64;
@@ -66,7 +72,10 @@ pub(crate) struct AgentInner {
     session_id: String,
     channel: String,
     event_capacity: usize,
-    turn_lock: tokio::sync::Mutex<TurnState>,
+    /// Held by the running turn; tokio's mutex is fair, so waiters get it in the order they queued.
+    turn_lock: Arc<tokio::sync::Mutex<()>>,
+    /// The notice of a turn that left the history dangling (see `turn`).
+    notice: Mutex<Option<PendingNotice>>,
     /// The running turn's cancellation token.
     current: Mutex<Option<CancellationToken>>,
 }
@@ -74,6 +83,10 @@ pub(crate) struct AgentInner {
 impl AgentInner {
     fn set_current(&self, token: Option<CancellationToken>) {
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = token;
+    }
+
+    pub(crate) fn lock_notice(&self) -> std::sync::MutexGuard<'_, Option<PendingNotice>> {
+        self.notice.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -119,7 +132,20 @@ impl TauAgent {
             session_id: "unsaved".to_owned(),
             channel: "local".to_owned(),
             event_capacity: DEFAULT_EVENT_CAPACITY,
+            pending_notice: None,
         }
+    }
+
+    /// The repair notice the next turn will put in front of its prompt, if an earlier turn left
+    /// the history unfinished with one (a failed model call, a hit limit, a cancel) and nothing
+    /// was appended since. `None` while a turn runs (it has taken the notice) or when the history
+    /// ends cleanly. Hand it to [`TauAgentBuilder::pending_notice`] when rebuilding the agent.
+    pub fn pending_notice(&self) -> Option<String> {
+        let notice = self.inner.lock_notice();
+        let pending = notice.as_ref()?;
+        (pending.history_len == self.inner.history.len()
+            && self.inner.history.dangling() != Dangling::No)
+            .then(|| pending.text.clone())
     }
 
     /// The tier gate (for `add_exemption`, and for callers that gate calls without a model).
@@ -159,7 +185,7 @@ impl TauAgent {
         self.inner.model.fallback_in_use()
     }
 
-    /// Whether a turn is running.
+    /// Whether a turn is running (or was just started and holds the turn lock).
     pub fn is_busy(&self) -> bool {
         self.inner.turn_lock.try_lock().is_err()
     }
@@ -197,6 +223,16 @@ impl TauAgent {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return stream;
         };
+        // Take the turn's place in the fair queue now, in call order: poll the lock future once
+        // (a waiter is queued on its first poll); the turn task polls it on with its own waker.
+        let mut queued = Box::pin(Arc::clone(&self.inner.turn_lock).lock_owned());
+        let place = match queued
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Ready(guard) => Either::Left(std::future::ready(guard)),
+            Poll::Pending => Either::Right(queued),
+        };
         let inner = Arc::clone(&self.inner);
         let ctx = CallContext {
             session_id: inner.session_id.clone(),
@@ -209,9 +245,9 @@ impl TauAgent {
             let queued = tokio::select! {
                 biased;
                 () = ctx.cancel.cancelled() => None,
-                guard = inner.turn_lock.lock() => Some(guard),
+                guard = place => Some(guard),
             };
-            let Some(mut state) = queued else {
+            let Some(guard) = queued else {
                 out.send(TurnEvent::TurnEnd(TurnEnd {
                     stop_reason: StopReason::Cancelled,
                     text: String::new(),
@@ -223,9 +259,9 @@ impl TauAgent {
                 return;
             };
             inner.set_current(Some(ctx.cancel.clone()));
-            let end = turn::run_turn(&inner, &mut state, prompt, &ctx, &out).await;
+            let end = turn::run_turn(&inner, prompt, &ctx, &out).await;
             inner.set_current(None);
-            drop(state);
+            drop(guard);
             out.send(TurnEvent::TurnEnd(end)).await;
         });
         stream
@@ -312,6 +348,7 @@ pub struct TauAgentBuilder {
     session_id: String,
     channel: String,
     event_capacity: usize,
+    pending_notice: Option<String>,
 }
 
 impl TauAgentBuilder {
@@ -396,6 +433,15 @@ impl TauAgentBuilder {
         self
     }
 
+    /// The repair notice an earlier agent of this conversation left pending (see
+    /// [`TauAgent::pending_notice`]): the first turn puts it in front of its prompt if the
+    /// `history` given here is unfinished. `None` (the default): an unfinished history gets
+    /// [`UNFINISHED_NOTICE`].
+    pub fn pending_notice(mut self, notice: Option<String>) -> Self {
+        self.pending_notice = notice;
+        self
+    }
+
     pub fn build(self) -> TauAgent {
         let mut gate = TierGate::builder(Arc::new(self.catalog)).timeout(self.gate_timeout);
         if let Some(approver) = self.approver {
@@ -409,6 +455,10 @@ impl TauAgentBuilder {
             // Registered for the agent's lifetime: the handle is not needed to keep it.
             let _handle = gate.add_exemption(exemption);
         }
+        let notice = self.pending_notice.map(|text| PendingNotice {
+            text,
+            history_len: self.history.len(),
+        });
         TauAgent {
             inner: Arc::new(AgentInner {
                 model: self.model,
@@ -420,7 +470,8 @@ impl TauAgentBuilder {
                 session_id: self.session_id,
                 channel: self.channel,
                 event_capacity: self.event_capacity,
-                turn_lock: tokio::sync::Mutex::new(TurnState::default()),
+                turn_lock: Arc::new(tokio::sync::Mutex::new(())),
+                notice: Mutex::new(notice),
                 current: Mutex::new(None),
             }),
         }

@@ -21,6 +21,7 @@ use super::AgentInner;
 use super::events::{TurnEnd, TurnEvent, TurnOutput};
 use super::executor::run_tools;
 use super::history::{Dangling, HistoryError};
+use super::notice::model_error_notice;
 use super::stop::StopReason;
 use crate::gate::CallContext;
 use crate::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, Usage};
@@ -37,9 +38,10 @@ pub const UNFINISHED_NOTICE: &str = "The previous turn did not finish.";
 
 /// What survives between turns: the notice of a turn that left the history dangling, keyed by the
 /// history length it left (so it applies only while that message is still the last).
-#[derive(Debug, Default)]
-pub(crate) struct TurnState {
-    notice: Option<(String, usize)>,
+#[derive(Debug, Clone)]
+pub(crate) struct PendingNotice {
+    pub(crate) text: String,
+    pub(crate) history_len: usize,
 }
 
 enum ModelOutcome {
@@ -56,7 +58,6 @@ struct Progress {
 
 pub(crate) async fn run_turn(
     inner: &AgentInner,
-    state: &mut TurnState,
     prompt: String,
     ctx: &CallContext,
     out: &TurnOutput,
@@ -66,7 +67,7 @@ pub(crate) async fn run_turn(
         model_calls: 0,
         text: String::new(),
     };
-    let (stop_reason, notice) = match drive(inner, state, prompt, ctx, out, &mut progress).await {
+    let (stop_reason, notice) = match drive(inner, prompt, ctx, out, &mut progress).await {
         Ok(end) => end,
         Err(error) => {
             warn!(session_id = %ctx.session_id, "{error}");
@@ -79,7 +80,10 @@ pub(crate) async fn run_turn(
     if let Some(text) = &notice
         && inner.history.dangling() != Dangling::No
     {
-        state.notice = Some((text.clone(), inner.history.len()));
+        *inner.lock_notice() = Some(PendingNotice {
+            text: text.clone(),
+            history_len: inner.history.len(),
+        });
     }
     TurnEnd {
         stop_reason,
@@ -92,13 +96,12 @@ pub(crate) async fn run_turn(
 
 async fn drive(
     inner: &AgentInner,
-    state: &mut TurnState,
     prompt: String,
     ctx: &CallContext,
     out: &TurnOutput,
     progress: &mut Progress,
 ) -> Result<(StopReason, Option<String>), HistoryError> {
-    repair(inner, state)?;
+    repair(inner)?;
     inner.history.append(Message::user_text(prompt))?;
     let mut window_failed = false;
     loop {
@@ -138,8 +141,7 @@ async fn drive(
             }
             ModelOutcome::Failed(error) => {
                 warn!(model = inner.model.name(), "model call failed: {error}");
-                let notice = "The model call failed; the turn stopped.".to_owned();
-                return Ok((StopReason::Error, Some(notice)));
+                return Ok((StopReason::Error, Some(model_error_notice(&error))));
             }
         };
         add_usage(&mut progress.usage, &assembled.usage);
@@ -202,15 +204,15 @@ fn cancelled_notice() -> String {
 
 /// Repairs a dangling history by appending: a "Tool was interrupted." result for every unanswered
 /// toolUse, then an assistant message with the pending notice in parentheses.
-fn repair(inner: &AgentInner, state: &mut TurnState) -> Result<(), HistoryError> {
-    let pending = state.notice.take();
+fn repair(inner: &AgentInner) -> Result<(), HistoryError> {
+    let pending = inner.lock_notice().take();
     let dangling = inner.history.dangling();
     if dangling == Dangling::No {
         return Ok(());
     }
     let len_before = inner.history.len();
     let notice = match pending {
-        Some((text, len)) if len == len_before => text,
+        Some(pending) if pending.history_len == len_before => pending.text,
         _ => UNFINISHED_NOTICE.to_owned(),
     };
     debug!(?dangling, %notice, "repairing a dangling history");

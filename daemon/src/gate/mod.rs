@@ -19,6 +19,9 @@ mod format;
 mod pending;
 mod verdict;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::hash_map::RandomState;
 use std::fmt::Display;
 use std::hash::{BuildHasher, Hasher};

@@ -16,6 +16,7 @@ use tau_api::installation::Installation;
 
 use crate::agent::Limits;
 use crate::model::Model;
+use crate::persona::{PERSONA_FILE, PersonaError, PersonaLoader};
 use crate::provider::{ProviderError, ProviderOptions, build_model_with};
 use crate::session::ContextMode;
 use crate::testing::FakeModel;
@@ -123,7 +124,9 @@ pub struct CoreOptions {
     pub window_size: usize,
     /// `[components.tools] disabled`.
     pub disabled_tools: Vec<String>,
-    /// `<TAU_HOME>/persona` when it holds a persona.md; `None`: the shipped persona.
+    /// `<TAU_HOME>/persona` for an installation with a tau.toml (its persona.md is then required,
+    /// see [`CoreOptions::check_persona`]) or one without a tau.toml that holds a persona.md;
+    /// `None` (no tau.toml and no persona.md, the offline quick start): the shipped persona.
     pub persona_dir: Option<PathBuf>,
     /// Installation profile and host role (shown in the persona's `## Now`, stored with sessions).
     pub profile: String,
@@ -170,11 +173,10 @@ impl CoreOptions {
     pub fn from_installation(installation: &Installation) -> Self {
         let config = &installation.config;
         let roles = config.models.roles.clone();
-        let persona_dir = installation.paths.home.join("persona");
-        let persona_dir = persona_dir
-            .join("persona.md")
-            .is_file()
-            .then_some(persona_dir);
+        let persona_dir = &installation.paths.persona_dir;
+        let persona_dir = (installation.paths.config_file.is_file()
+            || persona_dir.join(PERSONA_FILE).is_file())
+        .then(|| persona_dir.clone());
         Self {
             default_role: default_role(&roles),
             roles,
@@ -192,6 +194,15 @@ impl CoreOptions {
             profile: installation.settings.profile.as_str().to_owned(),
             host_role: installation.settings.role.as_str().to_owned(),
             ..Self::default()
+        }
+    }
+
+    /// Whether the configured persona can be used: a missing, empty or unreadable persona.md of
+    /// an installation is a configuration error (`taud` refuses to start, naming the file).
+    pub fn check_persona(&self) -> Result<(), PersonaError> {
+        match &self.persona_dir {
+            Some(dir) => PersonaLoader::check(dir),
+            None => Ok(()),
         }
     }
 
@@ -283,12 +294,32 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let installation = Installation::discover(env, tmp.path()).unwrap();
+        let installation = Installation::discover(env.clone(), tmp.path()).unwrap();
         let options = CoreOptions::from_installation(&installation);
         assert_eq!(options.default_role, "fast");
         assert_eq!(options.limits.turns, Some(3));
         assert_eq!(options.window_size, 8);
         assert_eq!(options.disabled_tools, vec!["demo_physical_action"]);
         assert_eq!(options.persona_dir, Some(home.join("persona")));
+        options.check_persona().unwrap();
+
+        // With a tau.toml, a missing or empty persona.md is a configuration error.
+        std::fs::remove_file(home.join("persona/persona.md")).unwrap();
+        let installation = Installation::discover(env.clone(), tmp.path()).unwrap();
+        let options = CoreOptions::from_installation(&installation);
+        assert_eq!(options.persona_dir, Some(home.join("persona")));
+        let err = options.check_persona().unwrap_err();
+        assert!(matches!(err, PersonaError::Missing { .. }), "{err}");
+        std::fs::write(home.join("persona/persona.md"), "<!-- nothing -->\n").unwrap();
+        let err = options.check_persona().unwrap_err();
+        assert!(matches!(err, PersonaError::Empty { .. }), "{err}");
+
+        // Without a tau.toml and a persona.md: the shipped persona.
+        std::fs::remove_file(home.join("persona/persona.md")).unwrap();
+        std::fs::remove_file(home.join("tau.toml")).unwrap();
+        let installation = Installation::discover(env, tmp.path()).unwrap();
+        let options = CoreOptions::from_installation(&installation);
+        assert_eq!(options.persona_dir, None);
+        options.check_persona().unwrap();
     }
 }

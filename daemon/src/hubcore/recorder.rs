@@ -65,6 +65,11 @@ impl SessionRecorder {
         }
     }
 
+    /// The stored id of the agent's first history message.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
     /// The `tool_call` record of a finished call, once.
     pub fn take_tool_call(&self, tool_use_id: &str) -> Option<ToolCallEvent> {
         self.tool_calls

@@ -8,6 +8,10 @@
 //!   stored conversation's window (`[agent] window_size`, cut where a window may start); under
 //!   `summarize` from every stored message. Either way the agent's `ConversationWindow`
 //!   (`super::window`) cuts what the model sees before every model call.
+//! - A pending repair notice survives a rebuilt agent: a role switch hands the old agent's notice
+//!   to the new one, and the worker records it in the agent record (`_internal_state`, see
+//!   [`RepairNotice`]) after every turn that leaves one, so an agent rebuilt from the store (an idle
+//!   session reopened, a hub restart) takes it over while no message was stored since.
 //! - Std locks here are short and never held across an `.await`.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -29,8 +33,8 @@ use crate::agent::{ConversationWindow, SystemPromptSource, TauAgent};
 use crate::clock::SystemClock;
 use crate::message::Message;
 use crate::session::{
-    ContextMode, DEFAULT_AGENT_ID, SessionAgent, SessionStore, now_utc, read_agent_for_mode,
-    sliding_window_start,
+    ContextMode, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionAgent, SessionStore,
+    now_utc, read_agent_for_mode, sliding_window_start,
 };
 use crate::tools::shipped_catalog;
 
@@ -77,7 +81,7 @@ impl SessionRuntime {
     ) -> Result<Self, CoreError> {
         let readiness = Arc::new(ApprovalReadiness::default());
         let turn_slot = Arc::new(TurnSlot::default());
-        let slot = build_agent(parts, session_id, role, &bus, &readiness, &turn_slot)?;
+        let slot = build_agent(parts, session_id, role, &bus, &readiness, &turn_slot, None)?;
         Ok(Self {
             session_id: session_id.to_owned(),
             bus,
@@ -118,12 +122,14 @@ impl SessionRuntime {
         std::mem::replace(&mut *current, slot).role
     }
 
-    /// Builds an agent for this session on `role` (blocking), for a role switch.
+    /// Builds an agent for this session on `role` (blocking), for a role switch; it takes over
+    /// the current agent's pending repair notice (the caller holds `agent_lock`).
     pub(crate) fn build_for_role(
         &self,
         parts: &AgentParts,
         role: &str,
     ) -> Result<AgentSlot, CoreError> {
+        let notice = self.agent().0.pending_notice();
         build_agent(
             parts,
             &self.session_id,
@@ -131,7 +137,40 @@ impl SessionRuntime {
             &self.bus,
             &self.readiness,
             &self.turn_slot,
+            notice,
         )
+    }
+
+    /// Records the agent's pending repair notice, if it has one, in the agent record (after a
+    /// turn, with `agent_lock` held). A failed write is logged: the notice then lives only in
+    /// memory, and a rebuilt agent uses the generic one.
+    pub(crate) async fn save_pending_notice(&self) {
+        let (agent, recorder) = self.agent();
+        let Some(text) = agent.pending_notice() else {
+            return;
+        };
+        let count = recorder.offset().saturating_add(agent.history_len());
+        let notice = RepairNotice {
+            v: REPAIR_NOTICE_VERSION,
+            text,
+            message_count: u64::try_from(count).unwrap_or(u64::MAX),
+        };
+        let store = Arc::clone(&self.store);
+        let session_id = self.session_id.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            let Some(mut record) = store.read_agent(&session_id, DEFAULT_AGENT_ID)? else {
+                return Ok(());
+            };
+            record.set_repair_notice(Some(notice));
+            store.update_agent(&session_id, &record)
+        })
+        .await;
+        let error = match written {
+            Ok(Ok(())) => return,
+            Ok(Err(error)) => error.to_string(),
+            Err(error) => error.to_string(),
+        };
+        warn!(session_id = %self.session_id, "cannot record the pending repair notice: {error}");
     }
 
     /// Marks the session as used now.
@@ -174,7 +213,8 @@ impl SessionRuntime {
     }
 }
 
-/// Builds the agent of `session_id` on `role` (blocking: reads the store).
+/// Builds the agent of `session_id` on `role` (blocking: reads the store). Its pending repair
+/// notice is `carried` (from the agent it replaces), else the one recorded in the agent record.
 fn build_agent(
     parts: &AgentParts,
     session_id: &str,
@@ -182,6 +222,7 @@ fn build_agent(
     bus: &Arc<EventBus>,
     readiness: &Arc<ApprovalReadiness>,
     turn_slot: &Arc<TurnSlot>,
+    carried: Option<String>,
 ) -> Result<AgentSlot, CoreError> {
     let options = &parts.options;
     let store = &parts.store;
@@ -200,6 +241,7 @@ fn build_agent(
     };
     let stored = store.list_messages(session_id, DEFAULT_AGENT_ID, None, 0)?;
     let next_id = stored.last().map_or(0, |m| m.message_id + 1);
+    let notice = carried.or_else(|| record.repair_notice(next_id));
     let messages: Vec<Message> = stored.iter().map(|m| m.to_message().clone()).collect();
     // Sliding: only the window is restored. Summarize: everything, so that history positions are
     // stored message ids (the summary state counts stored messages).
@@ -251,6 +293,7 @@ fn build_agent(
         .event_sink(Arc::clone(&recorder) as _)
         .gate_timeout(options.approval_timeout)
         .history(window)
+        .pending_notice(notice)
         .conversation_window(conversation_window)
         .history_observer(Arc::clone(&recorder) as _)
         .system_prompt(Arc::clone(&parts.persona))

@@ -404,6 +404,7 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
         runtime.bus.publish(Some(&turn_id), kind);
     }
     runtime.turn_slot.set(None);
+    runtime.save_pending_notice().await;
     let end = end.unwrap_or_else(|| {
         warn!(session_id = %runtime.session_id, %turn_id, "a turn ended without its end event");
         TurnEnd {

@@ -5,7 +5,10 @@
 //! object becomes `{}` in the history *and* an [`InvalidToolInput`] (the loop answers it with an
 //! error result instead of running the tool); `end_turn` with tool calls means `tool_use`, and
 //! `tool_use` without one means `end_turn`; on `max_tokens` every tool call becomes the Strands
-//! "incomplete" text so nothing half-written runs; an empty reply becomes `[blank text]`, because
+//! "incomplete" text so nothing half-written runs, and on any other stop reason but `tool_use`
+//! (`stop_sequence`, `content_filtered`, `guardrail_intervened`) every tool call becomes a "not
+//! run" text, so a reply that ends the turn never holds a toolUse without its toolResult; an
+//! empty reply becomes `[blank text]`, because
 //! providers reject empty messages. A block whose deltas disagree with its kind is a protocol error.
 
 use std::collections::BTreeMap;
@@ -28,6 +31,12 @@ pub fn max_tokens_text(tool: &str) -> String {
     format!(
         "The selected tool {tool}'s tool use was incomplete due to maximum token limits being reached."
     )
+}
+
+/// The text that replaces a tool call in a reply that stopped for `reason` (not `tool_use` or
+/// `max_tokens`): the turn ends there, so the call is not run.
+pub fn stopped_tool_text(tool: &str, reason: StopReason) -> String {
+    format!("The selected tool {tool}'s tool use was not run because the reply stopped ({reason}).")
 }
 
 #[derive(Debug)]
@@ -184,6 +193,9 @@ impl MessageAssembler {
                 }
                 Block::ToolUse { name, .. } if stop_reason == StopReason::MaxTokens => {
                     content.push(ContentBlock::Text(max_tokens_text(&name)));
+                }
+                Block::ToolUse { name, .. } if stop_reason != StopReason::ToolUse => {
+                    content.push(ContentBlock::Text(stopped_tool_text(&name, stop_reason)));
                 }
                 Block::ToolUse { id, name, input } => {
                     let parsed = parse_input(&input);
@@ -364,6 +376,33 @@ mod tests {
         assert_eq!(done.message.tool_uses().count(), 0);
         assert_eq!(done.message.text(), max_tokens_text("demo_physical_action"));
         assert!(done.invalid_tool_inputs.is_empty());
+    }
+
+    #[test]
+    fn other_stop_reasons_turn_tool_calls_into_text() {
+        for reason in [
+            StopReason::StopSequence,
+            StopReason::ContentFiltered,
+            StopReason::GuardrailIntervened,
+        ] {
+            let mut events = tool(0, "t1", "demo_physical_action", "{\"action\": \"on\"}");
+            events.extend(tool(1, "t2", "x", "{not json"));
+            events.push(ModelEvent::MessageStop {
+                stop_reason: reason,
+            });
+            let done = assemble(&events).unwrap();
+            assert_eq!(done.stop_reason, reason);
+            assert_eq!(done.message.tool_uses().count(), 0, "{reason}");
+            assert_eq!(
+                done.message.text(),
+                format!(
+                    "{}\n{}",
+                    stopped_tool_text("demo_physical_action", reason),
+                    stopped_tool_text("x", reason)
+                )
+            );
+            assert!(done.invalid_tool_inputs.is_empty());
+        }
     }
 
     #[test]

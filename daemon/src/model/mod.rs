@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use assemble::{
     AssembledMessage, InvalidToolInput, MessageAssembler, blank_text, max_tokens_text,
+    stopped_tool_text,
 };
 
 pub use crate::agent::StopReason;

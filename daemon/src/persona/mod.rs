@@ -156,6 +156,15 @@ impl PersonaLoader {
         ))
     }
 
+    /// Checks that `<persona_dir>/persona.md` can be used (exists, readable UTF-8, not empty),
+    /// as [`PersonaLoader::new`] would; for a start-up check before anything is served.
+    pub fn check(persona_dir: impl AsRef<Path>) -> Result<(), PersonaError> {
+        let persona_path = persona_dir.as_ref().join(PERSONA_FILE);
+        WatchedFile::required(persona_path.clone())
+            .map(drop)
+            .map_err(|err| PersonaError::from_first_read(persona_path, err))
+    }
+
     /// A loader on the shipped persona and no user file, for a hub that has no persona directory
     /// (built-in defaults: it must work offline with no files at all).
     pub fn shipped(

@@ -5,9 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
-use tracing::field::{Field, Visit};
-use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+use tracing::Level;
 
 use super::*;
 
@@ -59,29 +57,8 @@ const NOW_UNKNOWN: &str = "## Now\n- Date and time: 29.09.2026 15:30, Tuesday (E
 
 /// Collects the WARN messages emitted while `f` runs on this thread.
 fn warnings_during<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
-    struct Capture(Arc<Mutex<Vec<String>>>);
-    struct Message(String);
-    impl Visit for Message {
-        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-            if field.name() == "message" {
-                self.0 = format!("{value:?}");
-            }
-        }
-    }
-    impl<S: Subscriber> Layer<S> for Capture {
-        fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-            if *event.metadata().level() == Level::WARN {
-                let mut message = Message(String::new());
-                event.record(&mut message);
-                self.0.lock().unwrap().push(message.0);
-            }
-        }
-    }
-    let store = Arc::new(Mutex::new(Vec::new()));
-    let subscriber = tracing_subscriber::registry().with(Capture(Arc::clone(&store)));
-    let result = tracing::subscriber::with_default(subscriber, f);
-    let warnings = store.lock().unwrap().clone();
-    (result, warnings)
+    let (result, lines) = crate::testing::logs_during(f);
+    (result, crate::testing::at_level(&lines, Level::WARN))
 }
 
 #[test]

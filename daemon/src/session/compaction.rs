@@ -11,7 +11,8 @@
 //!   [`CompactionError`]s, and nothing in the store has changed.
 //! - The old session keeps every message; only its metadata gains `compacted_to`, and only after the
 //!   new session is complete (agent record, both seed messages, metadata), so it never points at a
-//!   half-written session.
+//!   half-written session. The new session is written with `create_complete_session`, so with the
+//!   built-in backends a store failure part way leaves no half-written session visible either.
 //! - Store I/O runs on blocking threads (`spawn_blocking`), never on the async executor.
 //!
 //! [`summarize`]: fn@crate::session::summarize
@@ -25,7 +26,7 @@ use crate::model::{ModelError, StopReason};
 use crate::session::error::SessionError;
 use crate::session::meta::{SessionMeta, title_from};
 use crate::session::records::{DEFAULT_AGENT_ID, SessionAgent, SessionMessage, now_utc};
-use crate::session::store::{SessionStore, create_fresh_session};
+use crate::session::store::{SessionStore, create_fresh_complete_session};
 use crate::session::summary_call::{SummaryCall, summarize};
 use crate::session::window::ContextMode;
 
@@ -298,21 +299,19 @@ fn write_new(
     meta: &SessionMeta,
     mode: ContextMode,
 ) -> Result<String, SessionError> {
-    let session = create_fresh_session(store)?;
-    let new_id = session.session_id;
-    store.create_agent(
-        &new_id,
-        &SessionAgent::new(DEFAULT_AGENT_ID, mode, now_utc()),
+    // The new session is stored whole, or not at all (see `SessionStore::create_complete_session`).
+    let messages = (0u64..)
+        .zip(seed)
+        .map(|(message_id, message)| SessionMessage::new(message_id, message.clone(), now_utc()))
+        .collect();
+    let new_id = create_fresh_complete_session(
+        store,
+        SessionAgent::new(DEFAULT_AGENT_ID, mode, now_utc()),
+        messages,
+        meta.clone(),
     )?;
-    for (message_id, message) in (0u64..).zip(seed) {
-        store.create_message(
-            &new_id,
-            DEFAULT_AGENT_ID,
-            &SessionMessage::new(message_id, message.clone(), now_utc()),
-        )?;
-    }
-    store.write_meta(&new_id, meta)?;
-    // Read again: the old metadata may have changed while the model was summarizing.
+    // Read again: the old metadata may have changed while the model was summarizing. If this
+    // write fails, the new session stands complete; only the old one's forward link is missing.
     let mut old_meta = store.read_meta(old_id)?.unwrap_or_default();
     old_meta.compacted_to = Some(new_id.clone());
     store.write_meta(old_id, &old_meta)?;

@@ -68,6 +68,9 @@ pub enum SessionError {
         "message {message_id} of session {session_id} can only be updated with a redaction (redact_message is missing)"
     )]
     NotARedaction { session_id: String, message_id: u64 },
+    /// The first messages of a session created whole must have the ids 0, 1, 2 … in order.
+    #[error("a new session's message {found} is at position {expected}")]
+    InvalidMessageOrder { expected: u64, found: u64 },
     /// Agent events are JSON objects.
     #[error("an agent event must be a JSON object, got {0}")]
     InvalidEvent(&'static str),

@@ -38,6 +38,7 @@ pub use records::{
     ConversationManagerState, DEFAULT_AGENT_ID, FORMAT_VERSION, Session, SessionAgent, SessionInfo,
     SessionMessage, SessionType, check_version, now_utc,
 };
+pub use records::{REPAIR_NOTICE_KEY, REPAIR_NOTICE_VERSION, RepairNotice};
 pub use registry::{
     DEFAULT_SESSION_BACKEND, SessionBackendFactory, SessionBackends, SessionStoreConfig,
     open_session_store,
@@ -47,6 +48,7 @@ pub use resume::{
 };
 pub use sqlite::SqliteSessionStore;
 pub use store::{Durability, SessionStore, StoreEventSink, create_fresh_session, event_record};
+pub use store::{NewSession, create_fresh_complete_session};
 pub use summarize::{
     WINDOW_SUMMARY_HEADER, Window, model_window, recorded_summary_window, sliding_window,
     summarizing_window, summary_cut,

@@ -192,6 +192,53 @@ impl SessionAgent {
     }
 }
 
+/// The key of the pending repair notice in an agent record's `_internal_state`.
+pub const REPAIR_NOTICE_KEY: &str = "repair_notice";
+
+/// The newest version of the [`RepairNotice`] object this code writes and reads.
+pub const REPAIR_NOTICE_VERSION: u32 = 1;
+
+/// `_internal_state.repair_notice`: the notice a turn left for the next one when it stopped with
+/// the conversation unfinished (a failed model call, a hit limit, a cancel), so that an agent
+/// rebuilt from the store (a role switch, an idle session reopened, a hub restart) takes it over.
+/// It applies only while the session still holds exactly `message_count` messages. Records
+/// without it (older ones, Strands ones) read as having no notice; a newer `v` is ignored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepairNotice {
+    #[serde(default = "format_version")]
+    pub v: u32,
+    pub text: String,
+    /// How many messages the session's agent had stored when the notice was left.
+    pub message_count: u64,
+}
+
+impl SessionAgent {
+    /// The pending repair notice, if one was recorded for a session of `message_count` messages.
+    pub fn repair_notice(&self, message_count: u64) -> Option<String> {
+        let value = self.internal_state.get(REPAIR_NOTICE_KEY)?;
+        let notice: RepairNotice = serde_json::from_value(value.clone()).ok()?;
+        (notice.v <= REPAIR_NOTICE_VERSION && notice.message_count == message_count)
+            .then_some(notice.text)
+    }
+
+    /// Records (or with `None` clears) the pending repair notice; other internal state is kept.
+    pub fn set_repair_notice(&mut self, notice: Option<RepairNotice>) {
+        if !self.internal_state.is_object() {
+            self.internal_state = empty_object();
+        }
+        if let Some(state) = self.internal_state.as_object_mut() {
+            match notice.and_then(|n| serde_json::to_value(n).ok()) {
+                Some(value) => {
+                    state.insert(REPAIR_NOTICE_KEY.to_owned(), value);
+                }
+                None => {
+                    state.remove(REPAIR_NOTICE_KEY);
+                }
+            }
+        }
+    }
+}
+
 /// `agents/<id>/messages/NNNNNN.json`: one message with its numeric id (0, 1, 2 … in order).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionMessage {
@@ -285,6 +332,59 @@ mod tests {
         let back: SessionAgent =
             serde_json::from_value(serde_json::to_value(&agent).unwrap()).unwrap();
         assert_eq!(back, agent);
+    }
+
+    #[test]
+    fn an_agent_record_without_internal_state_has_no_repair_notice() {
+        let raw = json!({
+            "agent_id": "tau",
+            "state": {},
+            "conversation_manager_state": {"__name__": "SlidingWindowConversationManager", "removed_message_count": 0},
+            "created_at": "2026-09-29T15:30:12.123456+00:00",
+            "updated_at": "2026-09-29T15:30:12.123456+00:00"
+        });
+        let record: SessionAgent = serde_json::from_value(raw).unwrap();
+        assert_eq!(record.v, 1);
+        assert_eq!(record.repair_notice(0), None);
+    }
+
+    #[test]
+    fn a_repair_notice_round_trips_and_applies_only_at_its_message_count() {
+        let mut agent = SessionAgent::new("tau", ContextMode::Sliding, now_utc());
+        agent.internal_state = json!({"model_state": {"x": 1}});
+        agent.set_repair_notice(Some(RepairNotice {
+            v: REPAIR_NOTICE_VERSION,
+            text: "The model call failed: boom".into(),
+            message_count: 3,
+        }));
+        let value = serde_json::to_value(&agent).unwrap();
+        assert_eq!(
+            value["_internal_state"],
+            json!({
+                "model_state": {"x": 1},
+                "repair_notice": {"v": 1, "text": "The model call failed: boom", "message_count": 3}
+            })
+        );
+        let back: SessionAgent = serde_json::from_value(value).unwrap();
+        assert_eq!(
+            back.repair_notice(3).as_deref(),
+            Some("The model call failed: boom")
+        );
+        assert_eq!(back.repair_notice(4), None, "more messages came since");
+        let mut cleared = back;
+        cleared.set_repair_notice(None);
+        assert_eq!(cleared.internal_state, json!({"model_state": {"x": 1}}));
+    }
+
+    #[test]
+    fn a_newer_or_malformed_repair_notice_is_ignored() {
+        let mut agent = SessionAgent::new("tau", ContextMode::Sliding, now_utc());
+        agent.internal_state = json!({"repair_notice": {"v": 2, "text": "x", "message_count": 1}});
+        assert_eq!(agent.repair_notice(1), None);
+        agent.internal_state = json!({"repair_notice": "text"});
+        assert_eq!(agent.repair_notice(1), None);
+        agent.internal_state = json!({"repair_notice": {"text": "old", "message_count": 1}});
+        assert_eq!(agent.repair_notice(1).as_deref(), Some("old"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The `SessionStore` contract every backend implements: the nine Strands `SessionRepository`
-//! operations plus `list_sessions`, events and metadata; and `StoreEventSink`, which writes agent
-//! events of one session into its store.
+//! operations plus `list_sessions`, events and metadata; and `StoreEventSink`, the gate event sink
+//! that writes the agent events of one session into its store.
 //!
 //! Contract (checked by the shared suite in `daemon/tests/session_contract.rs`):
 //! - Methods are synchronous and may block on disk I/O; async callers use `spawn_blocking`.
@@ -18,9 +18,12 @@
 //! - Events are JSON objects, returned in append order; a record without `"v"` gets `"v": 1`.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
+use tracing::{debug, warn};
 
+use crate::gate::{AgentEvent, EventSink};
 use crate::session::error::SessionError;
 use crate::session::id::new_session_id;
 use crate::session::meta::SessionMeta;
@@ -104,6 +107,51 @@ pub trait SessionStore: Send + Sync {
     fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError>;
     /// The session's metadata, or `None` if none was written (`SessionNotFound` if no session).
     fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError>;
+
+    /// Creates a whole session in one step: the record, one agent with its first messages and
+    /// the metadata (what a compaction writes). `SessionExists` if the id is taken; a message
+    /// whose id is not its position is `InvalidMessageOrder`.
+    ///
+    /// The built-in backends make the session visible (`read_session`, `list_sessions`) only
+    /// complete: a failure part way leaves nothing a reader sees (the file backend writes
+    /// `session.json` last, sqlite uses one transaction). This default, for other backends, is the
+    /// plain sequence of `create_session`, `create_agent`, `create_message` and `write_meta`,
+    /// which may leave a partial session behind.
+    fn create_complete_session(&self, new: &NewSession) -> Result<(), SessionError> {
+        new.check_order()?;
+        let id = new.session.session_id.as_str();
+        self.create_session(&new.session)?;
+        self.create_agent(id, &new.agent)?;
+        for message in &new.messages {
+            self.create_message(id, &new.agent.agent_id, message)?;
+        }
+        self.write_meta(id, &new.meta)
+    }
+}
+
+/// A session to create whole with [`SessionStore::create_complete_session`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSession {
+    pub session: Session,
+    pub agent: SessionAgent,
+    /// The agent's messages; the `message_id`s must be 0, 1, 2 … in order.
+    pub messages: Vec<SessionMessage>,
+    pub meta: SessionMeta,
+}
+
+impl NewSession {
+    /// Refuses messages whose ids are not 0, 1, 2 … in order.
+    pub fn check_order(&self) -> Result<(), SessionError> {
+        for (position, message) in (0u64..).zip(&self.messages) {
+            if message.message_id != position {
+                return Err(SessionError::InvalidMessageOrder {
+                    expected: position,
+                    found: message.message_id,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for dyn SessionStore {
@@ -137,6 +185,35 @@ fn json_kind(value: &Value) -> &'static str {
     }
 }
 
+/// Creates a whole session (see [`SessionStore::create_complete_session`]) with a fresh id,
+/// retrying when the random suffix collides with an existing session; returns its id.
+pub fn create_fresh_complete_session(
+    store: &dyn SessionStore,
+    agent: SessionAgent,
+    messages: Vec<SessionMessage>,
+    meta: SessionMeta,
+) -> Result<String, SessionError> {
+    const ATTEMPTS: usize = 16;
+    let now = now_utc();
+    let mut new = NewSession {
+        session: Session::new(new_session_id(now)?, now),
+        agent,
+        messages,
+        meta,
+    };
+    let mut last = None;
+    for _ in 0..ATTEMPTS {
+        match store.create_complete_session(&new) {
+            Ok(()) => return Ok(new.session.session_id),
+            Err(err @ SessionError::SessionExists(_)) => last = Some(err),
+            Err(err) => return Err(err),
+        }
+        let now = now_utc();
+        new.session = Session::new(new_session_id(now)?, now);
+    }
+    Err(last.unwrap_or_else(|| SessionError::SessionExists(String::new())))
+}
+
 /// Creates a session with a fresh id (`20260929-153012-3f9a`), retrying when the random suffix
 /// collides with an existing session.
 pub fn create_fresh_session(store: &dyn SessionStore) -> Result<Session, SessionError> {
@@ -154,11 +231,15 @@ pub fn create_fresh_session(store: &dyn SessionStore) -> Result<Session, Session
     Err(last.unwrap_or_else(|| SessionError::SessionExists(String::new())))
 }
 
-/// Writes the agent events of one session into its store (the gate's and the loop's event sink).
+/// Writes the agent events of one session into its store: it is a gate [`EventSink`] (each
+/// event serialized and appended, in emit order), and [`StoreEventSink::emit_json`] appends any
+/// JSON object. A failed append through the `EventSink` is logged at WARN once per sink (and its
+/// clones), later ones at DEBUG, so a broken disk does not flood the log.
 #[derive(Clone)]
 pub struct StoreEventSink {
     pub store: Arc<dyn SessionStore>,
     pub session_id: String,
+    warned: Arc<AtomicBool>,
 }
 
 impl StoreEventSink {
@@ -166,6 +247,7 @@ impl StoreEventSink {
         Self {
             store,
             session_id: session_id.into(),
+            warned: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -173,6 +255,28 @@ impl StoreEventSink {
     /// means (an approval that cannot be recorded must not be asked).
     pub fn emit_json(&self, event: Value) -> Result<(), SessionError> {
         self.store.append_event(&self.session_id, &event)
+    }
+}
+
+impl EventSink for StoreEventSink {
+    fn emit(&self, event: AgentEvent) {
+        let kind = event.kind();
+        let written = match serde_json::to_value(&event) {
+            Ok(value) => self.emit_json(value).map_err(|e| e.to_string()),
+            Err(error) => Err(format!("cannot serialize it: {error}")),
+        };
+        let Err(error) = written else {
+            return;
+        };
+        if self.warned.swap(true, Ordering::Relaxed) {
+            debug!(session_id = %self.session_id, kind, "cannot record an agent event: {error}");
+        } else {
+            warn!(
+                session_id = %self.session_id,
+                kind,
+                "cannot record an agent event: {error} (further failures of this session's event log are logged at debug level)"
+            );
+        }
     }
 }
 
@@ -196,6 +300,35 @@ mod tests {
         assert_eq!(record, json!({"v": 1, "type": "tool_call", "tool": "x"}));
         let own = json!({"v": 7, "type": "x"});
         assert_eq!(event_record(&own).unwrap(), own);
+    }
+
+    #[test]
+    fn the_sink_warns_once_about_failed_writes() {
+        use crate::gate::ErrorEvent;
+        use crate::testing::{at_level, logs_during};
+        use tracing::Level;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn SessionStore> = Arc::new(
+            crate::session::FileSessionStore::open(dir.path(), Durability::NoSync).unwrap(),
+        );
+        let sink = StoreEventSink::new(store, "20000101-000000-0000");
+        let event = AgentEvent::Error(ErrorEvent {
+            location: "tier_gate".into(),
+            message: "unknown tool".into(),
+            tool: None,
+            tool_use_id: None,
+            session_id: "20000101-000000-0000".into(),
+        });
+        let ((), lines) = logs_during(|| {
+            for _ in 0..3 {
+                sink.clone().emit(event.clone());
+            }
+        });
+        let warnings = at_level(&lines, Level::WARN);
+        assert_eq!(warnings.len(), 1, "{lines:?}");
+        assert!(warnings[0].contains("cannot record an agent event"));
+        assert_eq!(at_level(&lines, Level::DEBUG).len(), 2, "{lines:?}");
     }
 
     #[test]

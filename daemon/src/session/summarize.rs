@@ -10,12 +10,15 @@
 //! Invariants:
 //! - The recent part never splits a toolUse/toolResult pair and starts at a clean user message
 //!   (the cut points come from [`sliding_window_start`]).
+//! - The newest `window_size` messages are never summarized: a summary never covers a message at
+//!   or after the sliding cut for `window_size` ([`sliding_window_start`]: pair-safe, starting at
+//!   a clean user message), so they always reach the model verbatim.
 //! - A new summary is made only when the window has to move past messages the summary does not
-//!   cover yet, i.e. when the sliding cut for `window_size` lies beyond `removed_message_count`.
-//!   It then folds the old summary and the newly dropped messages into one, and cuts at the sliding
-//!   cut for half the window, so the next summary call is about `window_size / 2` messages away
-//!   instead of one turn away. The model therefore sees at most `window_size` recent messages
-//!   (more only when a long tool chain has no clean start) and, right after a summary, about half.
+//!   cover yet, i.e. when that sliding cut lies beyond `removed_message_count`. It then folds the
+//!   old summary and the newly dropped messages into one and cuts exactly at the sliding cut. The
+//!   model therefore sees the summary and the last `window_size` messages (fewer when the cut had
+//!   to move forward to a clean start, more only when a long tool chain has no clean start); the
+//!   price is a summary call on each turn that moves the window.
 //! - A recorded state that does not fit the history (a count beyond it, a count without a summary,
 //!   a cut that is not a clean start) is not trusted: it is reset and, if needed, summarized anew.
 //! - Nothing here writes to the store: the caller persists [`Window::state`] when
@@ -108,11 +111,7 @@ pub fn summary_cut(
     let (trusted, _) = trusted_state(history, state);
     let covered = recorded_start(history, &trusted)?;
     let needed = sliding_window_start(history, window_size);
-    if needed <= covered {
-        return None;
-    }
-    let roomy = sliding_window_start(history, window_size.div_ceil(2));
-    Some(needed.max(roomy))
+    (needed > covered).then_some(needed)
 }
 
 /// The summarizing window; summarizes with `call` when [`summary_cut`] says so.
@@ -293,65 +292,65 @@ mod tests {
     #[tokio::test]
     async fn older_messages_are_summarized_and_the_state_returned() {
         let history: Vec<Message> = (0..10).flat_map(turn).collect();
-        let model = FakeModel::scripted([FakeReply::text("The user asked q0 to q11.")]);
+        let model = FakeModel::scripted([FakeReply::text("The user asked q0 to q5.")]);
         let call = SummaryCall::new(&model, CancellationToken::new());
         let window = summarizing_window(&history, &fresh(), 8, &call)
             .await
             .unwrap();
-        // Over the window (20 > 8): cut at the sliding start for half the window (4).
-        assert_eq!(window.start, 16);
-        assert_eq!(window.summarized, 16);
+        // Over the window (20 > 8): cut at the sliding start for the window; the newest 8
+        // messages stay verbatim.
+        assert_eq!(window.start, 12);
+        assert_eq!(window.summarized, 12);
         assert!(window.state_changed);
-        assert_eq!(window.state.removed_message_count, 16);
-        let summary = Message::user_text(format!(
-            "{WINDOW_SUMMARY_HEADER}\nThe user asked q0 to q11."
-        ));
+        assert_eq!(window.state.removed_message_count, 12);
+        let summary =
+            Message::user_text(format!("{WINDOW_SUMMARY_HEADER}\nThe user asked q0 to q5."));
         assert_eq!(window.state.summary_message.as_ref(), Some(&summary));
         assert_eq!(window.messages[0], summary);
-        assert_eq!(window.messages.len(), 2 + 4);
+        assert_eq!(window.messages.len(), 2 + 8);
+        assert_eq!(&window.messages[2..], &history[12..]);
         assert_well_formed(&history, &window);
         // The call saw the dropped messages and nothing after the cut.
         let request = model.last_request().unwrap();
         let seen: String = request.messages.iter().map(Message::text).collect();
-        assert!(seen.contains("q0") && seen.contains("a7"));
-        assert!(!seen.contains("q8"));
+        assert!(seen.contains("q0") && seen.contains("a5"));
+        assert!(!seen.contains("q6"));
         assert!(request.tools.is_empty());
     }
 
     #[tokio::test]
-    async fn a_covered_history_is_not_summarized_again_until_the_window_fills() {
+    async fn a_covered_history_is_not_summarized_again_until_the_window_moves() {
         let mut history: Vec<Message> = (0..10).flat_map(turn).collect();
         let model = FakeModel::scripted([FakeReply::text("first"), FakeReply::text("second")]);
         let call = SummaryCall::new(&model, CancellationToken::new());
         let first = summarizing_window(&history, &fresh(), 8, &call)
             .await
             .unwrap();
-        let mut state = first.state;
-        // Two more turns fit in the window: no new call.
-        for n in 10..12 {
-            history.extend(turn(n));
-            let window = summarizing_window(&history, &state, 8, &call)
-                .await
-                .unwrap();
-            assert!(!window.state_changed);
-            assert_eq!(window.summarized, 0);
-            assert_eq!(window.messages.len(), 2 + history.len() - 16);
-            assert_well_formed(&history, &window);
-            state = window.state;
-        }
+        let state = first.state;
+        // The same history again: the summary covers what the window drops; no new call.
+        let again = summarizing_window(&history, &state, 8, &call)
+            .await
+            .unwrap();
+        assert!(!again.state_changed);
+        assert_eq!(again.summarized, 0);
+        assert_eq!(again.messages, first.messages);
         assert_eq!(model.call_count(), 1);
-        // The next one does not: the new summary folds in the old one.
-        history.extend(turn(12));
-        assert!(summary_cut(&history, &state, 8).is_some());
+        // A new turn moves the window: the new summary folds in the old one and only the two
+        // messages that left the window.
+        history.extend(turn(10));
+        assert_eq!(summary_cut(&history, &state, 8), Some(14));
         let window = summarizing_window(&history, &state, 8, &call)
             .await
             .unwrap();
         assert_eq!(model.call_count(), 2);
-        assert_eq!(window.start, 22);
-        assert_eq!(window.summarized, 6);
+        assert_eq!(window.start, 14);
+        assert_eq!(window.summarized, 2);
+        assert_eq!(&window.messages[2..], &history[14..]);
         let request = model.last_request().unwrap();
+        let seen: String = request.messages.iter().map(Message::text).collect();
         assert!(request.messages[0].text().contains("first"));
-        assert!(request.messages[0].text().contains("q8"));
+        assert!(seen.contains("q6") && seen.contains("a6"));
+        assert!(!seen.contains("q7"), "{seen}");
         assert_eq!(
             window.messages[0].text(),
             format!("{WINDOW_SUMMARY_HEADER}\nsecond")
@@ -360,7 +359,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn tool_pairs_stay_together_in_the_window() {
+    async fn tool_pairs_stay_together_and_the_newest_messages_are_kept() {
         let mut history = turn(0);
         history.extend(tool_turn(1, 3));
         history.extend(turn(2));
@@ -372,7 +371,12 @@ mod tests {
                 .await
                 .unwrap();
             assert_well_formed(&history, &window);
-            assert!(window.messages.len() - window.prepended >= window_size.min(history.len()) / 2);
+            // Never cut past the sliding start: the newest window_size messages are kept.
+            assert_eq!(
+                window.start,
+                sliding_window_start(&history, window_size),
+                "{window_size}"
+            );
         }
     }
 
@@ -453,6 +457,6 @@ mod tests {
             .unwrap();
         assert_eq!(model.call_count(), 1);
         assert_eq!(window.prepended, 2);
-        assert_eq!(window.start, 18);
+        assert_eq!(window.start, 16);
     }
 }

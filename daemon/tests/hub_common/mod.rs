@@ -57,6 +57,8 @@ impl Install {
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(tmp.path().join("user")).unwrap();
         std::fs::write(home.join("tau.toml"), toml).unwrap();
+        std::fs::create_dir_all(home.join("persona")).unwrap();
+        std::fs::write(home.join("persona/persona.md"), "You are tau.\n").unwrap();
         Self {
             home,
             data,

@@ -16,7 +16,9 @@
 //! (`updated_at`, `message_count`), then the index line; a crash in between leaves the count one
 //! short until the next append, which sets it to at least `message_id + 1`. One process writes a
 //! session at a time (the hub runs one agent per session, and one hub owns the data directory);
-//! within this process `session.json` updates and index appends are serialized by one lock.
+//! within this process `session.json` updates and index appends are serialized by one lock. A
+//! session created whole (`create_complete_session`, a compaction) gets every other file before
+//! its `session.json`, so it is seen complete or not at all.
 
 mod fsutil;
 mod index;
@@ -35,7 +37,7 @@ use crate::session::meta::SessionMeta;
 use crate::session::records::{
     FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, check_version, now_utc,
 };
-use crate::session::store::{Durability, SessionStore, event_record};
+use crate::session::store::{Durability, NewSession, SessionStore, event_record};
 
 use fsutil::{
     TempFile, create_new, existing_dir, make_dir, make_root, read_json, replace, sync_dir,
@@ -420,6 +422,68 @@ impl SessionStore for FileSessionStore {
         let mut record = meta.clone();
         record.v = FORMAT_VERSION;
         replace(&dir, META_FILE, &to_json(&record)?, self.durability)
+    }
+
+    /// Writes the agent, its messages and `meta.json` into a new session directory first and
+    /// `session.json` last: until then the directory is an unfinished creation nobody sees.
+    fn create_complete_session(&self, new: &NewSession) -> Result<(), SessionError> {
+        new.check_order()?;
+        let id = new.session.session_id.as_str();
+        let agent_id = new.agent.agent_id.as_str();
+        validate_id(IdKind::Session, id)?;
+        validate_id(IdKind::Agent, agent_id)?;
+        // Only a directory made here: a leftover one may hold another creation's files.
+        if !make_dir(&self.root, id)? {
+            return Err(SessionError::SessionExists(id.to_owned()));
+        }
+        sync_dir(&self.root, self.durability)?;
+        let dir = self.root.join(id);
+        make_dir(&dir, AGENTS_DIR)?;
+        let agents = dir.join(AGENTS_DIR);
+        make_dir(&agents, agent_id)?;
+        let agent_dir = agents.join(agent_id);
+        make_dir(&agent_dir, MESSAGES_DIR)?;
+        let messages = agent_dir.join(MESSAGES_DIR);
+        for message in &new.messages {
+            let mut record = message.clone();
+            record.v = FORMAT_VERSION;
+            let name = message_file_name(message.message_id);
+            if !TempFile::write(&messages, &name, &to_json(&record)?, self.durability)?
+                .link_new(&messages.join(&name))?
+            {
+                return Err(SessionError::MessageExists {
+                    session_id: id.to_owned(),
+                    agent_id: agent_id.to_owned(),
+                    message_id: message.message_id,
+                });
+            }
+        }
+        sync_dir(&messages, self.durability)?;
+        let mut agent = new.agent.clone();
+        agent.v = FORMAT_VERSION;
+        if !create_new(&agent_dir, AGENT_FILE, &to_json(&agent)?, self.durability)? {
+            return Err(SessionError::AgentExists {
+                session_id: id.to_owned(),
+                agent_id: agent_id.to_owned(),
+            });
+        }
+        // The session directory's own entries are synced by the two file creations below.
+        sync_dir(&agents, self.durability)?;
+        let mut meta = new.meta.clone();
+        meta.v = FORMAT_VERSION;
+        if !create_new(&dir, META_FILE, &to_json(&meta)?, self.durability)? {
+            return Err(SessionError::SessionExists(id.to_owned()));
+        }
+        let mut session = new.session.clone();
+        session.v = FORMAT_VERSION;
+        let file = SessionFile {
+            session,
+            message_count: u64::try_from(new.messages.len()).unwrap_or(u64::MAX),
+        };
+        if !create_new(&dir, SESSION_FILE, &to_json(&file)?, self.durability)? {
+            return Err(SessionError::SessionExists(id.to_owned()));
+        }
+        self.lock_index().record(&index_entry(&file))
     }
 
     fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {

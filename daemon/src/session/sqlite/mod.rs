@@ -34,7 +34,7 @@ use crate::session::records::{
     FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, check_version, now_utc,
     rfc3339,
 };
-use crate::session::store::{Durability, SessionStore, event_record};
+use crate::session::store::{Durability, NewSession, SessionStore, event_record};
 
 /// How long a write waits for another process holding the database lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -526,6 +526,51 @@ impl SessionStore for SqliteSessionStore {
             "INSERT INTO meta (session_id, record) VALUES (?1, ?2)
              ON CONFLICT (session_id) DO UPDATE SET record = excluded.record",
             params![session_id, to_json(&record)?],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// One transaction: the session appears with its agent, messages and metadata, or not at all.
+    fn create_complete_session(&self, new: &NewSession) -> Result<(), SessionError> {
+        new.check_order()?;
+        validate_id(IdKind::Session, &new.session.session_id)?;
+        validate_id(IdKind::Agent, &new.agent.agent_id)?;
+        let mut session = new.session.clone();
+        session.v = FORMAT_VERSION;
+        let mut agent = new.agent.clone();
+        agent.v = FORMAT_VERSION;
+        let mut meta = new.meta.clone();
+        meta.v = FORMAT_VERSION;
+        let id = session.session_id.as_str();
+        let agent_id = agent.agent_id.as_str();
+        let (created_at, updated_at, updated_us) = schema::session_times(&session);
+        let count = to_i64(u64::try_from(new.messages.len()).unwrap_or(u64::MAX))?;
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let inserted = tx.execute(
+            "INSERT INTO sessions (session_id, created_at, updated_at, record, updated_us, message_count)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (session_id) DO NOTHING",
+            params![id, created_at, updated_at, to_json(&session)?, updated_us, count],
+        )?;
+        if inserted == 0 {
+            return Err(SessionError::SessionExists(id.to_owned()));
+        }
+        tx.execute(
+            "INSERT INTO agents (session_id, agent_id, record) VALUES (?1, ?2, ?3)",
+            params![id, agent_id, to_json(&agent)?],
+        )?;
+        for message in &new.messages {
+            let mut record = message.clone();
+            record.v = FORMAT_VERSION;
+            tx.execute(
+                "INSERT INTO messages (session_id, agent_id, message_id, record) VALUES (?1, ?2, ?3, ?4)",
+                params![id, agent_id, to_i64(message.message_id)?, to_json(&record)?],
+            )?;
+        }
+        tx.execute(
+            "INSERT INTO meta (session_id, record) VALUES (?1, ?2)",
+            params![id, to_json(&meta)?],
         )?;
         tx.commit()?;
         Ok(())
