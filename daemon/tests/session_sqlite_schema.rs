@@ -190,6 +190,7 @@ fn a_complete_session_that_fails_part_way_leaves_nothing() {
     // A stray metadata row for the id (written without foreign keys) makes the last insert of
     // the creation fail, after the session, agent and messages rows went in.
     let raw = Connection::open(&path).unwrap();
+    raw.pragma_update(None, "foreign_keys", false).unwrap();
     raw.execute(
         "INSERT INTO meta (session_id, record) VALUES (?1, '{}')",
         [&id],
