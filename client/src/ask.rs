@@ -4,6 +4,9 @@
 //! The reply (the turn's last assistant text) goes to stdout; `--json` prints the turn's events as
 //! JSON lines instead. `--session ID` continues a session, otherwise a new one is opened.
 //!
+//! Opening the session and sending a decision are one-shot calls with a deadline
+//! ([`crate::chat::call::CALL_DEADLINE`]): a stalled hub ends `tau ask` with an error.
+//!
 //! Invariants: tier-2 calls are rejected unless `--approve` is given and a terminal (`/dev/tty`) is
 //! there to ask on; only `y`, `yes`, `e` or `evet` approve (the shared i18n rule), and only when
 //! typed after the prompt was shown (`crate::approve` discards earlier input); `tau` never decides
@@ -26,6 +29,7 @@ use tonic::Streaming;
 use tonic::transport::Channel;
 
 use crate::approve::{self, resolves};
+use crate::chat::call::{CALL_DEADLINE, CallError, seconds, within};
 use crate::cli::Context;
 use crate::event_json;
 use crate::grpc;
@@ -108,6 +112,18 @@ fn status_error(what: &str, status: &tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{what}: {}", status.message())
 }
 
+/// A one-shot call that gave no answer, as an error naming what was being done.
+fn call_error(what: &str, error: CallError) -> anyhow::Error {
+    match error {
+        CallError::Hub(status) => status_error(what, &status),
+        CallError::TimedOut(deadline) => anyhow::anyhow!(
+            "{what}: the hub did not answer within {} s",
+            seconds(deadline)
+        ),
+        CallError::Interrupted => anyhow::anyhow!("{what}: interrupted"),
+    }
+}
+
 impl Ask {
     async fn run(self, socket: &Path) -> anyhow::Result<ExitCode> {
         let mut client = match grpc::connect_unix(socket).await {
@@ -121,15 +137,14 @@ impl Ask {
             Some(id) => Target::SessionId(id.clone()),
             None => Target::NewSession(true),
         };
-        let opened = client
-            .open_session(pb::OpenSessionRequest {
-                target: Some(target),
-                channel: CHANNEL.to_owned(),
-                ..Default::default()
-            })
+        let request = client.open_session(pb::OpenSessionRequest {
+            target: Some(target),
+            channel: CHANNEL.to_owned(),
+            ..Default::default()
+        });
+        let opened = within(CALL_DEADLINE, request)
             .await
-            .map_err(|s| status_error("cannot open the session", &s))?
-            .into_inner();
+            .map_err(|e| call_error("cannot open the session", e))?;
         let session_id = opened.session.map(|s| s.session_id).unwrap_or_default();
         let stream = client
             .start_turn(pb::StartTurnRequest {
@@ -265,15 +280,14 @@ impl Ask {
         } else {
             pb::ApprovalDecision::Rejected
         };
-        let outcome = client
-            .decide_approval(pb::DecideApprovalRequest {
-                approval_id: approval.approval_id.clone(),
-                decision: decision as i32,
-                attachment_id: attachment.to_owned(),
-            })
+        let request = client.decide_approval(pb::DecideApprovalRequest {
+            approval_id: approval.approval_id.clone(),
+            decision: decision as i32,
+            attachment_id: attachment.to_owned(),
+        });
+        let outcome = within(CALL_DEADLINE, request)
             .await
-            .map_err(|s| status_error("cannot send the decision", &s))?
-            .into_inner();
+            .map_err(|e| call_error("cannot send the decision", e))?;
         let applied = outcome.outcome == pb::DecideOutcome::Applied as i32;
         if !applied && !self.json {
             eprintln!(

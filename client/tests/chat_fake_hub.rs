@@ -32,6 +32,14 @@ struct ScriptedHub {
     turns: std_mpsc::Sender<(pb::StartTurnRequest, EventSender)>,
     cancels: std_mpsc::Sender<pb::CancelTurnRequest>,
     decisions: std_mpsc::Sender<pb::DecideApprovalRequest>,
+    script: Script,
+}
+
+/// How the scripted hub answers the calls a test wants to go wrong.
+#[derive(Clone, Copy, Default)]
+struct Script {
+    /// `ListSessions` and `CompactSession` never answer.
+    stall: bool,
 }
 
 fn session() -> pb::SessionInfo {
@@ -41,6 +49,14 @@ fn session() -> pb::SessionInfo {
         role: "brain".into(),
         message_count: 4,
         ..Default::default()
+    }
+}
+
+impl ScriptedHub {
+    async fn stall_if_scripted(&self) {
+        if self.script.stall {
+            std::future::pending::<()>().await;
+        }
     }
 }
 
@@ -61,6 +77,7 @@ impl tau_server::Tau for ScriptedHub {
         &self,
         _: Request<pb::ListSessionsRequest>,
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        self.stall_if_scripted().await;
         Ok(Response::new(pb::ListSessionsResponse::default()))
     }
 
@@ -89,6 +106,7 @@ impl tau_server::Tau for ScriptedHub {
         &self,
         _: Request<pb::CompactSessionRequest>,
     ) -> Result<Response<pb::CompactSessionResponse>, Status> {
+        self.stall_if_scripted().await;
         Err(Status::failed_precondition(
             "this hub cannot compact sessions yet",
         ))
@@ -187,12 +205,21 @@ impl tau_server::Tau for ScriptedHub {
         _: Request<pb::ListModelRolesRequest>,
     ) -> Result<Response<pb::ListModelRolesResponse>, Status> {
         Ok(Response::new(pb::ListModelRolesResponse {
-            roles: vec![pb::ModelRole {
-                name: "brain".into(),
-                provider: "fake".into(),
-                model_id: "fake-demo".into(),
-                ..Default::default()
-            }],
+            roles: vec![
+                pb::ModelRole {
+                    name: "brain".into(),
+                    provider: "fake".into(),
+                    model_id: "fake-demo".into(),
+                    ..Default::default()
+                },
+                // Configured, but its credentials are missing: switching to it fails.
+                pb::ModelRole {
+                    name: "remote".into(),
+                    provider: "anthropic".into(),
+                    model_id: "claude-test".into(),
+                    ..Default::default()
+                },
+            ],
             default_role: "brain".into(),
         }))
     }
@@ -210,8 +237,15 @@ const WAIT: Duration = Duration::from_secs(20);
 
 impl Fixture {
     fn start() -> Self {
-        let (root, runtime, notices) = scripted_hub();
-        let chat = spawn_chat(root.path());
+        Self::start_with(Script::default(), &[])
+    }
+
+    /// The scripted hub answering by `script`, and `tau chat` with `env` set.
+    fn start_with(script: Script, env: &[(&str, &str)]) -> Self {
+        let (root, runtime, notices) = scripted_hub(script);
+        let mut command = chat_command(root.path());
+        command.envs(env.iter().copied());
+        let chat = spawn_chat(command);
         Self {
             _root: root,
             _runtime: runtime,
@@ -248,7 +282,7 @@ impl Fixture {
 }
 
 /// The scripted hub on `<root>/data/hub/taud.sock` of a fresh temporary root.
-fn scripted_hub() -> (tempfile::TempDir, tokio::runtime::Runtime, Notices) {
+fn scripted_hub(script: Script) -> (tempfile::TempDir, tokio::runtime::Runtime, Notices) {
     let root = tempfile::tempdir().unwrap();
     let hub_dir = root.path().join("data/hub");
     std::fs::create_dir_all(&hub_dir).unwrap();
@@ -260,6 +294,7 @@ fn scripted_hub() -> (tempfile::TempDir, tokio::runtime::Runtime, Notices) {
         turns: turns_tx,
         cancels: cancels_tx,
         decisions: decisions_tx,
+        script,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -297,8 +332,8 @@ fn chat_command(root: &Path) -> std::process::Command {
     command
 }
 
-fn spawn_chat(root: &Path) -> PtySession {
-    let mut chat = rexpect::session::spawn_command(chat_command(root), Some(20_000)).unwrap();
+fn spawn_chat(command: std::process::Command) -> PtySession {
+    let mut chat = rexpect::session::spawn_command(command, Some(20_000)).unwrap();
     chat.see("is ready").unwrap();
     chat
 }
@@ -523,7 +558,7 @@ fn failed_compaction_and_role_switch_say_why_and_keep_the_session() {
     fixture.chat.send_line("/model fast").unwrap();
     fixture
         .chat
-        .see("Unknown model role: fast. Roles: brain.")
+        .see("Unknown model role: fast. Roles: brain, remote.")
         .unwrap();
     fixture.chat.send_line("/compact the lamp").unwrap();
     fixture
@@ -541,7 +576,7 @@ fn failed_compaction_and_role_switch_say_why_and_keep_the_session() {
 
 #[test]
 fn an_unknown_pinned_role_is_refused_before_a_session_opens() {
-    let (root, _runtime, _notices) = scripted_hub();
+    let (root, _runtime, _notices) = scripted_hub(Script::default());
     let output = chat_command(root.path())
         .args(["--role", "fast"])
         .stdin(std::process::Stdio::null())
@@ -550,8 +585,37 @@ fn an_unknown_pinned_role_is_refused_before_a_session_opens() {
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert!(
-        stdout.contains("Unknown model role: fast. Roles: brain."),
+        stdout.contains("Unknown model role: fast. Roles: brain, remote."),
         "{stdout}"
     );
     assert!(!stdout.contains("is ready"), "{stdout}");
+}
+
+#[test]
+fn ctrl_c_abandons_a_slash_command_and_the_chat_goes_on() {
+    let mut fixture = Fixture::start_with(Script { stall: true }, &[]);
+    fixture.chat.send_line("/compact").unwrap();
+    fixture.chat.see("Summarizing 4 messages…").unwrap();
+    fixture.chat.send_control('c').unwrap();
+    fixture
+        .chat
+        .see("Cancelled; stopped waiting for the hub.")
+        .unwrap();
+    // Back at the prompt.
+    fixture.chat.send_line("/help").unwrap();
+    fixture.chat.see("Commands:").unwrap();
+    fixture.quit();
+}
+
+#[test]
+fn a_hub_that_does_not_answer_in_time_is_left_with_one_line() {
+    let mut fixture = Fixture::start_with(Script { stall: true }, &[("TAU_HUB_TIMEOUT", "1")]);
+    fixture.chat.send_line("/sessions").unwrap();
+    fixture
+        .chat
+        .see("The hub did not answer within 1 s; stopped waiting.")
+        .unwrap();
+    fixture.chat.send_line("/help").unwrap();
+    fixture.chat.see("Commands:").unwrap();
+    fixture.quit();
 }

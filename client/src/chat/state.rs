@@ -9,6 +9,7 @@ use tau_api::i18n::{Args, Messages};
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
 
+use super::call::{self, CallError, Deadlines, Interrupts};
 use super::render::{Limits, Printer};
 use crate::connect::HubClient;
 
@@ -57,6 +58,10 @@ pub struct Chat {
     pub stdout_terminal: bool,
     /// Turns started in this run, for idempotency keys.
     pub turns_started: u64,
+    /// How long one-shot hub calls may take.
+    pub deadlines: Deadlines,
+    /// Ctrl-C, for every wait outside the line editor.
+    pub interrupts: Interrupts,
 }
 
 impl Chat {
@@ -74,6 +79,22 @@ impl Chat {
     pub fn hub_error(&mut self, status: &tonic::Status) {
         let text = self.t("notice.error", &[("error", &status.message())]);
         self.printer.red(&text);
+    }
+
+    /// Says why a one-shot hub call gave no answer: the hub's error, the deadline that passed,
+    /// or that Ctrl-C abandoned it.
+    pub fn report(&mut self, error: &CallError) {
+        match error {
+            CallError::Hub(status) => self.hub_error(status),
+            CallError::TimedOut(deadline) => {
+                let text = self.t("hub.timed_out", &[("seconds", &call::seconds(*deadline))]);
+                self.printer.red(&text);
+            }
+            CallError::Interrupted => {
+                let text = self.t("chat.interrupted", &[]);
+                self.printer.dim(&text);
+            }
+        }
     }
 
     /// The session title for people: the title, else `(untitled)`.
