@@ -33,5 +33,6 @@ pub mod config;
 pub mod credentials;
 pub mod dotenv;
 pub mod env;
+pub mod error_marks;
 pub mod installation;
 pub mod paths;

@@ -13,7 +13,8 @@ use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
 use rexpect::session::PtySession;
-use tau_api::proto::v1::{self as pb, start_turn_response, tau_server};
+use tau_api::error_marks;
+use tau_api::proto::v1::{self as pb, open_session_request, start_turn_response, tau_server};
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
@@ -26,14 +27,22 @@ struct Notices {
     turns: std_mpsc::Receiver<(pb::StartTurnRequest, EventSender)>,
     cancels: std_mpsc::Receiver<pb::CancelTurnRequest>,
     decisions: std_mpsc::Receiver<pb::DecideApprovalRequest>,
+    opens: std_mpsc::Receiver<pb::OpenSessionRequest>,
 }
 
 struct ScriptedHub {
     turns: std_mpsc::Sender<(pb::StartTurnRequest, EventSender)>,
     cancels: std_mpsc::Sender<pb::CancelTurnRequest>,
     decisions: std_mpsc::Sender<pb::DecideApprovalRequest>,
+    opens: std_mpsc::Sender<pb::OpenSessionRequest>,
     script: Script,
 }
+
+/// An earlier session that was recorded under `[agent] context = "summarize"`: opening it fails.
+const MISMATCHED: &str = "20261129-000000-beef";
+
+/// An earlier session that opens.
+const EARLIER: &str = "20261128-101010-cafe";
 
 /// How the scripted hub answers the calls a test wants to go wrong.
 #[derive(Clone, Copy, Default)]
@@ -83,21 +92,44 @@ impl tau_server::Tau for ScriptedHub {
 
     async fn get_session(
         &self,
-        _: Request<pb::GetSessionRequest>,
+        request: Request<pb::GetSessionRequest>,
     ) -> Result<Response<pb::GetSessionResponse>, Status> {
+        let id = request.into_inner().session_id;
         Ok(Response::new(pb::GetSessionResponse {
-            session: Some(session()),
+            session: Some(pb::SessionInfo {
+                session_id: id,
+                ..session()
+            }),
             ..Default::default()
         }))
     }
 
     async fn open_session(
         &self,
-        _: Request<pb::OpenSessionRequest>,
+        request: Request<pb::OpenSessionRequest>,
     ) -> Result<Response<pb::OpenSessionResponse>, Status> {
+        let request = request.into_inner();
+        self.opens
+            .send(request.clone())
+            .map_err(|_| Status::unavailable("test gone"))?;
+        let id = match request.target {
+            Some(open_session_request::Target::SessionId(id)) if id == MISMATCHED => {
+                let mut status = Status::failed_precondition(format!(
+                    "Session {id} was recorded with a different [agent] context setting; set it back to summarize or start a new session"
+                ));
+                error_marks::mark_context_mismatch(&mut status, &id, "summarize");
+                return Err(status);
+            }
+            Some(open_session_request::Target::SessionId(id)) => id,
+            Some(open_session_request::Target::MostRecent(_)) => EARLIER.to_owned(),
+            _ => session().session_id,
+        };
         Ok(Response::new(pb::OpenSessionResponse {
-            session: Some(session()),
-            resumed: false,
+            resumed: id != session().session_id,
+            session: Some(pb::SessionInfo {
+                session_id: id,
+                ..session()
+            }),
             role: "brain".into(),
         }))
     }
@@ -231,6 +263,8 @@ struct Fixture {
     _runtime: tokio::runtime::Runtime,
     notices: Notices,
     chat: PtySession,
+    /// What the chat printed before its ready banner's profile.
+    startup: String,
 }
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -242,15 +276,21 @@ impl Fixture {
 
     /// The scripted hub answering by `script`, and `tau chat` with `env` set.
     fn start_with(script: Script, env: &[(&str, &str)]) -> Self {
+        Self::launch(script, env, &[])
+    }
+
+    /// The scripted hub answering by `script`, and `tau chat ARGS` with `env` set.
+    fn launch(script: Script, env: &[(&str, &str)], args: &[&str]) -> Self {
         let (root, runtime, notices) = scripted_hub(script);
         let mut command = chat_command(root.path());
-        command.envs(env.iter().copied());
-        let chat = spawn_chat(command);
+        command.envs(env.iter().copied()).args(args);
+        let (chat, startup) = spawn_chat(command);
         Self {
             _root: root,
             _runtime: runtime,
             notices,
             chat,
+            startup,
         }
     }
 
@@ -290,10 +330,12 @@ fn scripted_hub(script: Script) -> (tempfile::TempDir, tokio::runtime::Runtime, 
     let (turns_tx, turns) = std_mpsc::channel();
     let (cancels_tx, cancels) = std_mpsc::channel();
     let (decisions_tx, decisions) = std_mpsc::channel();
+    let (opens_tx, opens) = std_mpsc::channel();
     let hub = ScriptedHub {
         turns: turns_tx,
         cancels: cancels_tx,
         decisions: decisions_tx,
+        opens: opens_tx,
         script,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -314,6 +356,7 @@ fn scripted_hub(script: Script) -> (tempfile::TempDir, tokio::runtime::Runtime, 
         turns,
         cancels,
         decisions,
+        opens,
     };
     (root, runtime, notices)
 }
@@ -332,10 +375,12 @@ fn chat_command(root: &Path) -> std::process::Command {
     command
 }
 
-fn spawn_chat(command: std::process::Command) -> PtySession {
+/// `tau chat` on a terminal, once it is ready, and what it printed before.
+fn spawn_chat(command: std::process::Command) -> (PtySession, String) {
     let mut chat = rexpect::session::spawn_command(command, Some(20_000)).unwrap();
-    chat.see("is ready").unwrap();
-    chat
+    // The ready banner names the profile in every UI language.
+    let startup = chat.see("home · ").unwrap();
+    (chat, startup)
 }
 
 /// rexpect reads the terminal byte by byte as Latin-1 characters; UTF-8 text is matched as the
@@ -618,4 +663,55 @@ fn a_hub_that_does_not_answer_in_time_is_left_with_one_line() {
     fixture.chat.send_line("/help").unwrap();
     fixture.chat.see("Commands:").unwrap();
     fixture.quit();
+}
+
+#[test]
+fn a_session_of_another_context_mode_is_refused_in_the_ui_language() {
+    let mut fixture = Fixture::start_with(Script::default(), &[("TAU_LANG", "tr")]);
+    fixture
+        .chat
+        .send_line(&format!("/resume {MISMATCHED}"))
+        .unwrap();
+    fixture
+        .chat
+        .see(&format!(
+            "{MISMATCHED} oturumu farklı bir [agent] context ayarıyla kaydedilmiş; ayarı yeniden summarize yapın ya da yeni bir oturum başlatın."
+        ))
+        .unwrap();
+    fixture.chat.see("Geçerli oturum korunuyor.").unwrap();
+    fixture.chat.send_line("/session").unwrap();
+    fixture.chat.see(&session().session_id).unwrap();
+    fixture.chat.send_control('d').unwrap();
+    fixture.chat.see("Hoşça kalın.").unwrap();
+    fixture.chat.exp_eof().unwrap();
+}
+
+#[test]
+fn resume_and_session_options_open_the_named_session() {
+    use open_session_request::Target;
+    let cases = [
+        (vec!["--resume", EARLIER], Target::SessionId(EARLIER.into())),
+        (vec!["--resume"], Target::MostRecent(true)),
+        (
+            vec!["--session", EARLIER],
+            Target::SessionId(EARLIER.into()),
+        ),
+    ];
+    for (args, target) in cases {
+        let mut fixture = Fixture::launch(Script::default(), &[], &args);
+        let opened = fixture.notices.opens.recv_timeout(WAIT).unwrap();
+        assert_eq!(opened.target, Some(target), "{args:?}");
+        assert_eq!(opened.channel, "terminal");
+        assert!(
+            fixture
+                .startup
+                .contains(&format!("Resumed session {EARLIER}")),
+            "{args:?}: {}",
+            fixture.startup
+        );
+        fixture.chat.see(&format!("session {EARLIER}")).unwrap();
+        // Only the one session was opened: no new one behind the resumed one.
+        assert!(fixture.notices.opens.try_recv().is_err(), "{args:?}");
+        fixture.quit();
+    }
 }

@@ -151,7 +151,9 @@ pub async fn resume_target(chat: &mut Chat, target: Target, typed: &str) -> bool
                 Code::NotFound if most_recent => chat.t("session.none_to_resume", &[]),
                 Code::NotFound => chat.t("session.not_found", &[("id", &id)]),
                 Code::InvalidArgument => chat.t("session.invalid_id", &[("id", &id)]),
-                _ => render::one_line(status.message(), 300),
+                _ => chat
+                    .recognised_refusal(&status)
+                    .unwrap_or_else(|| render::one_line(status.message(), 300)),
             };
             chat.printer.red(&text);
             if !chat.session_id().is_empty() {
