@@ -31,6 +31,7 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub mod components;
 pub mod config;
 pub mod credentials;
+pub mod display;
 pub mod dotenv;
 pub mod env;
 pub mod error_marks;

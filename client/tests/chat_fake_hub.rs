@@ -465,8 +465,11 @@ fn replies_stream_sanitized_with_dim_throttling_and_stop_notices() {
     let mut fixture = Fixture::start();
     let mut turn = fixture.turn("hello");
     turn.text("Hel");
-    turn.text("lo\x1b[2J");
-    fixture.chat.see("Hello\\u{1b}[2J").unwrap();
+    turn.text("lo\x1b[2J \u{202e}gnp.exe");
+    fixture
+        .chat
+        .see("Hello\\u{1b}[2J \\u{202e}gnp.exe")
+        .unwrap();
     turn.event(pb::session_event::Kind::Throttled(pb::Throttled {
         delay_ms: 1500,
     }));

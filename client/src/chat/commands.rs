@@ -223,9 +223,9 @@ async fn model(chat: &mut Chat, argument: &str) {
             let text = chat.t(
                 "model.switched",
                 &[
-                    ("role", &chat.role),
-                    ("provider", &role.provider),
-                    ("model_id", &role.model_id),
+                    ("role", &render::one_line(&chat.role, 40)),
+                    ("provider", &render::one_line(&role.provider, 40)),
+                    ("model_id", &render::one_line(&role.model_id, 80)),
                 ],
             );
             chat.printer.line(&text);
@@ -247,9 +247,9 @@ pub fn role_line(chat: &Chat, role: &pb::ModelRole) -> String {
     chat.t(
         "model.line",
         &[
-            ("role", &role.name),
-            ("provider", &role.provider),
-            ("model_id", &role.model_id),
+            ("role", &render::one_line(&role.name, 40)),
+            ("provider", &render::one_line(&role.provider, 40)),
+            ("model_id", &render::one_line(&role.model_id, 80)),
         ],
     )
 }

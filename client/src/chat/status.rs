@@ -132,9 +132,10 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
         },
     );
     let language = format!("{} ({})", chat.lang.as_str(), chat.lang.native_name());
-    let taud = status
-        .as_ref()
-        .map_or_else(|| unknown.clone(), |status| status.version.clone());
+    let taud = status.as_ref().map_or_else(
+        || unknown.clone(),
+        |status| render::one_line(&status.version, 40),
+    );
     let versions = format!("tau {} · taud {taud}", tau_api::VERSION);
     let url = format!("http://127.0.0.1:{}/health", chat.info.hub_port);
     let port = chat.info.hub_port;
