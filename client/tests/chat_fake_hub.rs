@@ -718,3 +718,46 @@ fn resume_and_session_options_open_the_named_session() {
         fixture.quit();
     }
 }
+
+#[test]
+fn a_role_that_cannot_be_built_is_not_switched_to() {
+    let mut fixture = Fixture::start();
+    fixture.chat.send_line("/model remote").unwrap();
+    fixture
+        .chat
+        .see("Could not switch to role remote: missing credentials: ANTHROPIC_API_KEY. The current model stays.")
+        .unwrap();
+    fixture.chat.send_line("/status").unwrap();
+    fixture.chat.see("messages · role brain").unwrap();
+    fixture.chat.see("Model: brain → fake, fake-demo").unwrap();
+    fixture.chat.send_line("/model").unwrap();
+    fixture
+        .chat
+        .see("brain → fake, fake-demo (current)")
+        .unwrap();
+    fixture.quit();
+}
+
+#[test]
+fn a_discarded_partial_reply_is_marked_and_the_final_reply_is_shown() {
+    let mut fixture = Fixture::start();
+    let mut turn = fixture.turn("hello");
+    turn.text("Half an ans");
+    fixture.chat.see("Half an ans").unwrap();
+    turn.event(pb::session_event::Kind::OutputDiscarded(
+        pb::OutputDiscarded::default(),
+    ));
+    turn.event(pb::session_event::Kind::Throttled(pb::Throttled {
+        delay_ms: 1000,
+    }));
+    // The retry's reply reaches this stream only with the turn's end.
+    turn.end("end_turn", "The whole answer.");
+    let shown = fixture.chat.see("The whole answer.").unwrap();
+    assert!(
+        shown.contains("(The reply above was discarded; the model answers again.)\r\n"),
+        "{shown:?}"
+    );
+    assert!(shown.contains("Throttled; retrying in 1 s"), "{shown:?}");
+    assert!(!shown.contains("ansThe"), "{shown:?}");
+    fixture.quit();
+}

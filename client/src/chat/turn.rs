@@ -143,9 +143,12 @@ pub async fn run_turn(chat: &mut Chat, text: &str) -> TurnOutcome {
                 }
             }
             Some(Kind::OutputDiscarded(_)) => {
-                // The terminal cannot take back what it printed: say that it no longer counts.
+                // The terminal cannot take back what it printed: say that it no longer counts,
+                // and count the reply as not streamed yet (so a final text that never streams
+                // again is still shown at the end).
                 let text = chat.t("chat.output_discarded", &[]);
                 chat.printer.dim(&text);
+                chat.printer.begin_reply();
             }
             Some(Kind::Throttled(throttled)) => {
                 let seconds = throttled.delay_ms.div_ceil(1000).max(1);
