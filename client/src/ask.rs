@@ -5,7 +5,8 @@
 //! JSON lines instead. `--session ID` continues a session, otherwise a new one is opened.
 //!
 //! Opening the session and sending a decision are one-shot calls with a deadline
-//! ([`crate::chat::call::CALL_DEADLINE`]): a stalled hub ends `tau ask` with an error.
+//! ([`crate::chat::call::CALL_DEADLINE`], `TAU_HUB_TIMEOUT` seconds when set): a stalled hub
+//! ends `tau ask` with an error.
 //!
 //! Invariants: tier-2 calls are rejected unless `--approve` is given and a terminal (`/dev/tty`) is
 //! there to ask on; only `y`, `yes`, `e` or `evet` approve (the shared i18n rule), and only when
@@ -15,6 +16,7 @@
 use std::collections::VecDeque;
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
@@ -29,7 +31,7 @@ use tonic::Streaming;
 use tonic::transport::Channel;
 
 use crate::approve::{self, resolves};
-use crate::chat::call::{CALL_DEADLINE, CallError, seconds, within};
+use crate::chat::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
 use crate::cli::Context;
 use crate::event_json;
 use crate::grpc;
@@ -80,7 +82,9 @@ pub fn run(args: &AskArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let deadline = Deadlines::from_var(installation.env.get(DEADLINE_VAR)).call;
     let request = Ask {
+        deadline,
         text,
         json: args.json,
         session: args.session.clone(),
@@ -100,6 +104,8 @@ fn tty_available() -> bool {
 }
 
 struct Ask {
+    /// How long opening the session and sending a decision may take.
+    deadline: Duration,
     text: String,
     json: bool,
     session: Option<String>,
@@ -142,7 +148,7 @@ impl Ask {
             channel: CHANNEL.to_owned(),
             ..Default::default()
         });
-        let opened = within(CALL_DEADLINE, request)
+        let opened = within(self.deadline, request)
             .await
             .map_err(|e| call_error("cannot open the session", e))?;
         let session_id = opened.session.map(|s| s.session_id).unwrap_or_default();
@@ -285,7 +291,7 @@ impl Ask {
             decision: decision as i32,
             attachment_id: attachment.to_owned(),
         });
-        let outcome = within(CALL_DEADLINE, request)
+        let outcome = within(self.deadline, request)
             .await
             .map_err(|e| call_error("cannot send the decision", e))?;
         let applied = outcome.outcome == pb::DecideOutcome::Applied as i32;

@@ -49,6 +49,8 @@ const EARLIER: &str = "20261128-101010-cafe";
 struct Script {
     /// `ListSessions` and `CompactSession` never answer.
     stall: bool,
+    /// `OpenSession` never answers.
+    stall_open: bool,
 }
 
 fn session() -> pb::SessionInfo {
@@ -112,6 +114,9 @@ impl tau_server::Tau for ScriptedHub {
         self.opens
             .send(request.clone())
             .map_err(|_| Status::unavailable("test gone"))?;
+        if self.script.stall_open {
+            std::future::pending::<()>().await;
+        }
         let id = match request.target {
             Some(open_session_request::Target::SessionId(id)) if id == MISMATCHED => {
                 let mut status = Status::failed_precondition(format!(
@@ -362,9 +367,15 @@ fn scripted_hub(script: Script) -> (tempfile::TempDir, tokio::runtime::Runtime, 
 }
 
 fn chat_command(root: &Path) -> std::process::Command {
+    let mut command = tau_command(root);
+    command.args(["chat", "--no-start"]);
+    command
+}
+
+/// `tau` in the sandbox of `root` (its home, TAU_HOME and TAU_DATA_DIR under it).
+fn tau_command(root: &Path) -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_tau"));
     command
-        .args(["chat", "--no-start"])
         .env_clear()
         .env("HOME", root)
         .env("TAU_HOME", root.join("home"))
@@ -641,7 +652,13 @@ fn an_unknown_pinned_role_is_refused_before_a_session_opens() {
 
 #[test]
 fn ctrl_c_abandons_a_slash_command_and_the_chat_goes_on() {
-    let mut fixture = Fixture::start_with(Script { stall: true }, &[]);
+    let mut fixture = Fixture::start_with(
+        Script {
+            stall: true,
+            ..Script::default()
+        },
+        &[],
+    );
     fixture.chat.send_line("/compact").unwrap();
     fixture.chat.see("Summarizing 4 messages…").unwrap();
     fixture.chat.send_control('c').unwrap();
@@ -657,7 +674,13 @@ fn ctrl_c_abandons_a_slash_command_and_the_chat_goes_on() {
 
 #[test]
 fn a_hub_that_does_not_answer_in_time_is_left_with_one_line() {
-    let mut fixture = Fixture::start_with(Script { stall: true }, &[("TAU_HUB_TIMEOUT", "1")]);
+    let mut fixture = Fixture::start_with(
+        Script {
+            stall: true,
+            ..Script::default()
+        },
+        &[("TAU_HUB_TIMEOUT", "1")],
+    );
     fixture.chat.send_line("/sessions").unwrap();
     fixture
         .chat
@@ -760,4 +783,36 @@ fn a_discarded_partial_reply_is_marked_and_the_final_reply_is_shown() {
     assert!(shown.contains("Throttled; retrying in 1 s"), "{shown:?}");
     assert!(!shown.contains("ansThe"), "{shown:?}");
     fixture.quit();
+}
+
+#[test]
+fn tau_ask_gives_up_on_a_hub_that_does_not_open_the_session() {
+    let (root, _runtime, notices) = scripted_hub(Script {
+        stall_open: true,
+        ..Script::default()
+    });
+    let mut ask = tau_command(root.path())
+        .args(["ask", "hello"])
+        .env("TAU_HUB_TIMEOUT", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + WAIT;
+    while ask.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > until {
+            let _ = ask.kill();
+            panic!("tau ask still waits for the hub after {WAIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = ask.wait_with_output().unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("cannot open the session: the hub did not answer within 1 s"),
+        "{stderr}"
+    );
+    assert!(notices.opens.try_recv().is_ok());
 }
