@@ -401,3 +401,39 @@ fn chat_over_tcp_with_the_token() {
     see(&mut chat, "You said").unwrap();
     quit(chat).unwrap();
 }
+
+#[test]
+fn a_session_of_another_context_mode_is_refused_in_the_ui_language() {
+    let env = ChatSandbox::new().unwrap();
+    let hub = env.start_hub().unwrap();
+    let mut chat = env.chat(&[]).unwrap();
+    let first = ready(&mut chat).unwrap();
+    chat.send_line("hello").unwrap();
+    see(&mut chat, "You said").unwrap();
+    quit(chat).unwrap();
+    drop(hub);
+
+    // The same installation, now summarizing: the sliding session cannot be continued.
+    std::fs::write(
+        env.sandbox.home().join("tau.toml"),
+        "[models.roles.brain]\nprovider = \"fake\"\nmodel_id = \"fake\"\n\n[agent]\ncontext = \"summarize\"\n",
+    )
+    .unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut chat = env
+        .chat(&["--session", &first, "--no-start", "--lang", "tr"])
+        .unwrap();
+    see(
+        &mut chat,
+        &format!("{first} oturumu farklı bir [agent] context ayarıyla kaydedilmiş; ayarı yeniden sliding yapın"),
+    )
+    .unwrap();
+    // The chat goes on in a new session.
+    see(&mut chat, "hazır").unwrap();
+    let (_, matched) = chat.exp_regex(r"oturum [0-9A-Za-z_-]+").unwrap();
+    assert_ne!(matched.trim_start_matches("oturum "), first);
+    see(&mut chat, "> ").unwrap();
+    chat.send_control('d').unwrap();
+    see(&mut chat, "Hoşça kalın.").unwrap();
+    chat.exp_eof().unwrap();
+}
