@@ -4,6 +4,10 @@
 //! The reply (the turn's last assistant text) goes to stdout; `--json` prints the turn's events as
 //! JSON lines instead. `--session ID` continues a session, otherwise a new one is opened.
 //!
+//! Opening the session and sending a decision are one-shot calls with a deadline
+//! ([`crate::chat::call::CALL_DEADLINE`], `TAU_HUB_TIMEOUT` seconds when set): a stalled hub
+//! ends `tau ask` with an error.
+//!
 //! Invariants: tier-2 calls are rejected unless `--approve` is given and a terminal (`/dev/tty`) is
 //! there to ask on; only `y`, `yes`, `e` or `evet` approve (the shared i18n rule), and only when
 //! typed after the prompt was shown (`crate::approve` discards earlier input); `tau` never decides
@@ -12,6 +16,7 @@
 use std::collections::VecDeque;
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
@@ -26,6 +31,7 @@ use tonic::Streaming;
 use tonic::transport::Channel;
 
 use crate::approve::{self, resolves};
+use crate::chat::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
 use crate::cli::Context;
 use crate::event_json;
 use crate::grpc;
@@ -76,7 +82,9 @@ pub fn run(args: &AskArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let deadline = Deadlines::from_var(installation.env.get(DEADLINE_VAR)).call;
     let request = Ask {
+        deadline,
         text,
         json: args.json,
         session: args.session.clone(),
@@ -96,6 +104,8 @@ fn tty_available() -> bool {
 }
 
 struct Ask {
+    /// How long opening the session and sending a decision may take.
+    deadline: Duration,
     text: String,
     json: bool,
     session: Option<String>,
@@ -106,6 +116,18 @@ struct Ask {
 
 fn status_error(what: &str, status: &tonic::Status) -> anyhow::Error {
     anyhow::anyhow!("{what}: {}", status.message())
+}
+
+/// A one-shot call that gave no answer, as an error naming what was being done.
+fn call_error(what: &str, error: CallError) -> anyhow::Error {
+    match error {
+        CallError::Hub(status) => status_error(what, &status),
+        CallError::TimedOut(deadline) => anyhow::anyhow!(
+            "{what}: the hub did not answer within {} s",
+            seconds(deadline)
+        ),
+        CallError::Interrupted => anyhow::anyhow!("{what}: interrupted"),
+    }
 }
 
 impl Ask {
@@ -121,15 +143,14 @@ impl Ask {
             Some(id) => Target::SessionId(id.clone()),
             None => Target::NewSession(true),
         };
-        let opened = client
-            .open_session(pb::OpenSessionRequest {
-                target: Some(target),
-                channel: CHANNEL.to_owned(),
-                ..Default::default()
-            })
+        let request = client.open_session(pb::OpenSessionRequest {
+            target: Some(target),
+            channel: CHANNEL.to_owned(),
+            ..Default::default()
+        });
+        let opened = within(self.deadline, request)
             .await
-            .map_err(|s| status_error("cannot open the session", &s))?
-            .into_inner();
+            .map_err(|e| call_error("cannot open the session", e))?;
         let session_id = opened.session.map(|s| s.session_id).unwrap_or_default();
         let stream = client
             .start_turn(pb::StartTurnRequest {
@@ -265,15 +286,14 @@ impl Ask {
         } else {
             pb::ApprovalDecision::Rejected
         };
-        let outcome = client
-            .decide_approval(pb::DecideApprovalRequest {
-                approval_id: approval.approval_id.clone(),
-                decision: decision as i32,
-                attachment_id: attachment.to_owned(),
-            })
+        let request = client.decide_approval(pb::DecideApprovalRequest {
+            approval_id: approval.approval_id.clone(),
+            decision: decision as i32,
+            attachment_id: attachment.to_owned(),
+        });
+        let outcome = within(self.deadline, request)
             .await
-            .map_err(|s| status_error("cannot send the decision", &s))?
-            .into_inner();
+            .map_err(|e| call_error("cannot send the decision", e))?;
         let applied = outcome.outcome == pb::DecideOutcome::Applied as i32;
         if !applied && !self.json {
             eprintln!(

@@ -101,6 +101,10 @@ pub(super) const EN: &[(&str, &str)] = &[
     ),
     ("chat.goodbye", "Goodbye."),
     (
+        "chat.interrupted",
+        "Cancelled; stopped waiting for the hub.",
+    ),
+    (
         "chat.output_discarded",
         "(The reply above was discarded; the model answers again.)",
     ),
@@ -184,6 +188,10 @@ pub(super) const EN: &[(&str, &str)] = &[
     (
         "hub.started",
         "Started the hub in the background (pid {pid}).",
+    ),
+    (
+        "hub.timed_out",
+        "The hub did not answer within {seconds} s; stopped waiting.",
     ),
     ("hub.up", "answers on {url}"),
     ("label.approvals_pending", "Pending approvals"),

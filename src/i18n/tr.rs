@@ -94,6 +94,10 @@ pub(super) const TR: &[(&str, &str)] = &[
     ),
     ("chat.goodbye", "Hoşça kalın."),
     (
+        "chat.interrupted",
+        "İptal edildi; merkezin yanıtı artık beklenmiyor.",
+    ),
+    (
         "chat.output_discarded",
         "(Yukarıdaki yanıt geçersiz sayıldı; model yeniden yanıtlıyor.)",
     ),
@@ -169,6 +173,10 @@ pub(super) const TR: &[(&str, &str)] = &[
     ("hub.reconnected", "Merkeze yeniden bağlanıldı."),
     ("hub.start_failed", "Merkez başlatılamadı: {reason}"),
     ("hub.started", "Merkez arka planda başlatıldı (pid {pid})."),
+    (
+        "hub.timed_out",
+        "Merkez {seconds} sn içinde yanıt vermedi; beklemekten vazgeçildi.",
+    ),
     ("hub.up", "{url} adresinde yanıt veriyor"),
     ("label.approvals_pending", "Bekleyen onaylar"),
     ("label.backend", "Depo"),

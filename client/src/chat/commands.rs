@@ -10,6 +10,7 @@ use tau_api::commands::{command_hint, find_command, help_text, split_command};
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
 
+use super::call::{CallError, call};
 use super::render;
 use super::sessions;
 use super::state::Chat;
@@ -24,6 +25,8 @@ pub async fn handle_line(chat: &mut Chat, line: &str) {
     if line.trim().is_empty() {
         return;
     }
+    // A Ctrl-C pressed before this line was typed is not meant for it.
+    chat.interrupts.forget_earlier();
     let Some((name, argument)) = split_command(line) else {
         turn::run_turn(chat, line.trim()).await;
         return;
@@ -135,9 +138,10 @@ pub fn tier_number(tier: i32) -> Option<u8> {
 }
 
 async fn tools(chat: &mut Chat) {
-    let tools = match chat.hub.list_tools(pb::ListToolsRequest {}).await {
-        Ok(response) => response.into_inner().tools,
-        Err(status) => return chat.hub_error(&status),
+    let request = chat.hub.list_tools(pb::ListToolsRequest {});
+    let tools = match call(&mut chat.interrupts, chat.deadlines.call, request).await {
+        Ok(response) => response.tools,
+        Err(error) => return chat.report(&error),
     };
     if tools.is_empty() {
         let text = chat.t("tools.empty", &[]);
@@ -170,13 +174,10 @@ async fn tools(chat: &mut Chat) {
 }
 
 async fn model(chat: &mut Chat, argument: &str) {
-    let roles = match chat
-        .hub
-        .list_model_roles(pb::ListModelRolesRequest {})
-        .await
-    {
-        Ok(response) => response.into_inner(),
-        Err(status) => return chat.hub_error(&status),
+    let request = chat.hub.list_model_roles(pb::ListModelRolesRequest {});
+    let roles = match call(&mut chat.interrupts, chat.deadlines.call, request).await {
+        Ok(roles) => roles,
+        Err(error) => return chat.report(&error),
     };
     if argument.is_empty() {
         let header = chat.t("model.header", &[]);
@@ -210,20 +211,26 @@ async fn model(chat: &mut Chat, argument: &str) {
         session_id: chat.session_id().to_owned(),
         role: wanted.clone(),
     };
-    match chat.hub.switch_role(request).await {
+    match call(
+        &mut chat.interrupts,
+        chat.deadlines.call,
+        chat.hub.switch_role(request),
+    )
+    .await
+    {
         Ok(response) => {
-            chat.role = response.into_inner().role;
+            chat.role = response.role;
             let text = chat.t(
                 "model.switched",
                 &[
-                    ("role", &chat.role),
-                    ("provider", &role.provider),
-                    ("model_id", &role.model_id),
+                    ("role", &render::one_line(&chat.role, 40)),
+                    ("provider", &render::one_line(&role.provider, 40)),
+                    ("model_id", &render::one_line(&role.model_id, 80)),
                 ],
             );
             chat.printer.line(&text);
         }
-        Err(status) => {
+        Err(CallError::Hub(status)) => {
             let reason = render::one_line(status.message(), 200);
             let text = chat.t(
                 "model.switch_failed",
@@ -231,6 +238,7 @@ async fn model(chat: &mut Chat, argument: &str) {
             );
             chat.printer.red(&text);
         }
+        Err(error) => chat.report(&error),
     }
 }
 
@@ -239,9 +247,9 @@ pub fn role_line(chat: &Chat, role: &pb::ModelRole) -> String {
     chat.t(
         "model.line",
         &[
-            ("role", &role.name),
-            ("provider", &role.provider),
-            ("model_id", &role.model_id),
+            ("role", &render::one_line(&role.name, 40)),
+            ("provider", &render::one_line(&role.provider, 40)),
+            ("model_id", &render::one_line(&role.model_id, 80)),
         ],
     )
 }

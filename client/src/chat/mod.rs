@@ -9,9 +9,12 @@
 //!   input line and its history; [`state`]: what one run holds.
 //!
 //! Invariants: the chat decides nothing by itself (the hub owns sessions, turns and approvals);
-//! Ctrl-C during a reply cancels the turn, at the prompt it quits; Ctrl-D at the prompt quits.
+//! Ctrl-C during a reply cancels the turn, during a slash command abandons it (back to the
+//! prompt), at the prompt it quits; Ctrl-D at the prompt quits; every one-shot hub call has a
+//! deadline ([`call`]).
 
 mod attach;
+pub(crate) mod call;
 mod commands;
 mod editor;
 pub(crate) mod render;
@@ -34,6 +37,7 @@ use tau_api::installation::Installation;
 use tau_api::proto::v1::{self as pb, open_session_request::Target};
 
 use self::attach::{AttachError, StartOptions};
+use self::call::CallError;
 use self::editor::{Input, LineEditor};
 use self::render::{Limits, Printer};
 use self::state::{Chat, LocalInfo};
@@ -155,6 +159,11 @@ pub fn run(args: &ChatArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         interactive: crate::approve::stdin_is_terminal(),
         stdout_terminal,
         turns_started: 0,
+        deadlines: call::Deadlines::from_var(installation.env.get(call::DEADLINE_VAR)),
+        interrupts: {
+            let _runtime = runtime.enter();
+            call::Interrupts::listen()
+        },
     };
     if !runtime.block_on(start_session(&mut chat, args)) {
         return Ok(ExitCode::FAILURE);
@@ -204,8 +213,8 @@ async fn start_session(chat: &mut Chat, args: &ChatArgs) -> bool {
     if !resumed {
         match sessions::open(chat, Target::NewSession(true)).await {
             Ok(opened) => sessions::switch_to(chat, opened),
-            Err(status) => {
-                chat.hub_error(&status);
+            Err(error) => {
+                chat.report(&error);
                 return false;
             }
         }
@@ -218,14 +227,11 @@ async fn start_session(chat: &mut Chat, args: &ChatArgs) -> bool {
 /// Whether `role` is a role of the hub's tau.toml; when it is not, says so with the roles there
 /// are.
 async fn role_exists(chat: &mut Chat, role: &str) -> bool {
-    let roles = match chat
-        .hub
-        .list_model_roles(pb::ListModelRolesRequest {})
-        .await
-    {
-        Ok(response) => response.into_inner().roles,
-        Err(status) => {
-            chat.hub_error(&status);
+    let request = chat.hub.list_model_roles(pb::ListModelRolesRequest {});
+    let roles = match call::call(&mut chat.interrupts, chat.deadlines.call, request).await {
+        Ok(response) => response.roles,
+        Err(error) => {
+            chat.report(&error);
             return false;
         }
     };
@@ -244,15 +250,13 @@ async fn role_exists(chat: &mut Chat, role: &str) -> bool {
 
 /// Says once when the current role runs on the offline fake model.
 async fn fake_model_notice(chat: &mut Chat) {
-    let Ok(roles) = chat
-        .hub
-        .list_model_roles(pb::ListModelRolesRequest {})
-        .await
-    else {
-        return;
+    let request = chat.hub.list_model_roles(pb::ListModelRolesRequest {});
+    let roles = match call::call(&mut chat.interrupts, chat.deadlines.call, request).await {
+        Ok(roles) => roles,
+        Err(CallError::Hub(_)) => return,
+        Err(error) => return chat.report(&error),
     };
     let fake = roles
-        .into_inner()
         .roles
         .iter()
         .any(|role| role.name == chat.role && role.provider == "fake");

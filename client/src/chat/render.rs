@@ -2,8 +2,9 @@
 //! events (tool calls, stop reasons) and stored messages (history) to the lines a person reads.
 //!
 //! Invariants:
-//! - Text that came from a model or a tool is printed through [`sanitize`]: no escape sequence or
-//!   other control character (apart from newline and tab) reaches the terminal unescaped.
+//! - Text that came from a model, a tool or a hub message is printed through [`sanitize`]: no
+//!   escape sequence, other control character (apart from newline and tab), bidirectional
+//!   control or invisible character reaches the terminal unescaped.
 //! - A chrome line never starts in the middle of streamed text: [`Printer`] ends the open line
 //!   first.
 //! - Every text of the chrome comes from the message table in the chat's current language.
@@ -11,6 +12,7 @@
 
 use std::io::{self, Write};
 
+use tau_api::display::is_hiding_char;
 use tau_api::i18n::Messages;
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
@@ -143,11 +145,12 @@ impl Printer {
 }
 
 /// Untrusted text made safe to print: newline and tab pass, every other control character (C0,
-/// DEL, C1; so every escape sequence) is written visibly as `\u{..}`.
+/// DEL, C1; so every escape sequence) and every bidirectional control, line separator or
+/// invisible character (`tau_api::display`, the gate's set) is written visibly as `\u{..}`.
 pub fn sanitize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c == '\n' || c == '\t' || !c.is_control() {
+        if c == '\n' || c == '\t' || !is_hiding_char(c) {
             out.push(c);
         } else {
             out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
@@ -174,7 +177,7 @@ pub fn stop_notice(
 ) -> Option<String> {
     let error = || {
         if end.notice.is_empty() {
-            end.stop_reason.clone()
+            one_line(&end.stop_reason, 60)
         } else {
             sanitize(&end.notice)
         }
@@ -393,6 +396,19 @@ mod tests {
         assert_eq!(sanitize("x\x1b[2Jy"), "x\\u{1b}[2Jy");
         assert_eq!(sanitize("\r\u{85}\u{7f}"), "\\u{d}\\u{85}\\u{7f}");
         assert_eq!(sanitize("Merhaba, ışık"), "Merhaba, ışık");
+    }
+
+    #[test]
+    fn sanitize_escapes_bidirectional_and_invisible_characters() {
+        assert_eq!(
+            sanitize("rm \u{202e}txt.exe\u{2066}"),
+            "rm \\u{202e}txt.exe\\u{2066}"
+        );
+        assert_eq!(
+            sanitize("a\u{200b}b\u{feff}c\u{2028}d\u{61c}"),
+            "a\\u{200b}b\\u{feff}c\\u{2028}d\\u{61c}"
+        );
+        assert_eq!(one_line("lamp\u{202e}", 20), "lamp\\u{202e}");
     }
 
     #[test]

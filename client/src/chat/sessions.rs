@@ -8,6 +8,7 @@
 use tau_api::proto::v1::{self as pb, open_session_request::Target};
 use tonic::Code;
 
+use super::call::{CallError, call};
 use super::render;
 use super::state::{CHANNEL, Chat};
 
@@ -18,20 +19,19 @@ const LISTING_LIMIT: u32 = 10;
 const HISTORY_SHOWN: usize = 40;
 
 /// Asks the hub to open `target` with the pinned role.
-pub async fn open(
-    chat: &mut Chat,
-    target: Target,
-) -> Result<pb::OpenSessionResponse, tonic::Status> {
+pub async fn open(chat: &mut Chat, target: Target) -> Result<pb::OpenSessionResponse, CallError> {
     let request = pb::OpenSessionRequest {
         target: Some(target),
         role: chat.pinned_role.clone().unwrap_or_default(),
         channel: CHANNEL.to_owned(),
         exclude_session_id: chat.session_id().to_owned(),
     };
-    chat.hub
-        .open_session(request)
-        .await
-        .map(tonic::Response::into_inner)
+    call(
+        &mut chat.interrupts,
+        chat.deadlines.call,
+        chat.hub.open_session(request),
+    )
+    .await
 }
 
 /// Makes an opened session the chat's current one.
@@ -87,14 +87,20 @@ async fn fetch_listing(chat: &mut Chat) -> Option<Vec<pb::SessionInfo>> {
         channel: CHANNEL.to_owned(),
         exclude_session_id: chat.session_id().to_owned(),
     };
-    match chat.hub.list_sessions(request).await {
+    match call(
+        &mut chat.interrupts,
+        chat.deadlines.call,
+        chat.hub.list_sessions(request),
+    )
+    .await
+    {
         Ok(response) => {
-            let sessions = response.into_inner().sessions;
+            let sessions = response.sessions;
             chat.listing = Some(sessions.clone());
             Some(sessions)
         }
-        Err(status) => {
-            chat.hub_error(&status);
+        Err(error) => {
+            chat.report(&error);
             None
         }
     }
@@ -139,19 +145,25 @@ pub async fn resume_target(chat: &mut Chat, target: Target, typed: &str) -> bool
             announce_resumed(chat).await;
             true
         }
-        Err(status) => {
+        Err(CallError::Hub(status)) => {
             let id = render::one_line(typed, 60);
             let text = match status.code() {
                 Code::NotFound if most_recent => chat.t("session.none_to_resume", &[]),
                 Code::NotFound => chat.t("session.not_found", &[("id", &id)]),
                 Code::InvalidArgument => chat.t("session.invalid_id", &[("id", &id)]),
-                _ => render::one_line(status.message(), 300),
+                _ => chat
+                    .recognised_refusal(&status)
+                    .unwrap_or_else(|| render::one_line(status.message(), 300)),
             };
             chat.printer.red(&text);
             if !chat.session_id().is_empty() {
                 let kept = chat.t("session.kept", &[]);
                 chat.printer.dim(&kept);
             }
+            false
+        }
+        Err(error) => {
+            chat.report(&error);
             false
         }
     }
@@ -163,9 +175,15 @@ async fn announce_resumed(chat: &mut Chat) {
         session_id: chat.session_id().to_owned(),
         include_messages: true,
     };
-    let detail = match chat.hub.get_session(request).await {
-        Ok(response) => response.into_inner(),
-        Err(status) => return chat.hub_error(&status),
+    let detail = match call(
+        &mut chat.interrupts,
+        chat.deadlines.call,
+        chat.hub.get_session(request),
+    )
+    .await
+    {
+        Ok(detail) => detail,
+        Err(error) => return chat.report(&error),
     };
     if let Some(session) = detail.session {
         chat.session = session;
@@ -214,7 +232,7 @@ pub async fn new_session(chat: &mut Chat) {
             let text = chat.t("session.new", &[("id", &id)]);
             chat.printer.line(&text);
         }
-        Err(status) => chat.hub_error(&status),
+        Err(error) => chat.report(&error),
     }
 }
 
@@ -224,17 +242,25 @@ pub async fn show(chat: &mut Chat) {
         session_id: chat.session_id().to_owned(),
         include_messages: false,
     };
-    match chat.hub.get_session(request).await {
-        Ok(response) => {
-            if let Some(session) = response.into_inner().session {
+    match call(
+        &mut chat.interrupts,
+        chat.deadlines.call,
+        chat.hub.get_session(request),
+    )
+    .await
+    {
+        Ok(detail) => {
+            if let Some(session) = detail.session {
                 chat.session = session;
             }
         }
-        Err(status) => return chat.hub_error(&status),
+        Err(error) => return chat.report(&error),
     }
-    let backend = match chat.hub.get_status(pb::GetStatusRequest {}).await {
-        Ok(response) => response.into_inner().session_backend,
-        Err(_) => String::new(),
+    let request = chat.hub.get_status(pb::GetStatusRequest {});
+    let backend = match call(&mut chat.interrupts, chat.deadlines.call, request).await {
+        Ok(status) => status.session_backend,
+        Err(CallError::Hub(_)) => String::new(),
+        Err(error) => return chat.report(&error),
     };
     let session = chat.session.clone();
     let unknown = chat.t("value.unknown", &[]);
@@ -260,12 +286,15 @@ pub async fn compact(chat: &mut Chat, focus: &str) {
         session_id: chat.session_id().to_owned(),
         include_messages: false,
     };
-    let count = match chat.hub.get_session(request).await {
-        Ok(response) => response
-            .into_inner()
-            .session
-            .map_or(0, |session| session.message_count),
-        Err(status) => return chat.hub_error(&status),
+    let count = match call(
+        &mut chat.interrupts,
+        chat.deadlines.call,
+        chat.hub.get_session(request),
+    )
+    .await
+    {
+        Ok(detail) => detail.session.map_or(0, |session| session.message_count),
+        Err(error) => return chat.report(&error),
     };
     if count == 0 {
         let text = chat.t("compact.empty", &[]);
@@ -279,14 +308,21 @@ pub async fn compact(chat: &mut Chat, focus: &str) {
         focus: focus.to_owned(),
         channel: CHANNEL.to_owned(),
     };
-    let compacted = match chat.hub.compact_session(request).await {
-        Ok(response) => response.into_inner(),
-        Err(status) => {
+    let compacted = match call(
+        &mut chat.interrupts,
+        chat.deadlines.compact,
+        chat.hub.compact_session(request),
+    )
+    .await
+    {
+        Ok(compacted) => compacted,
+        Err(CallError::Hub(status)) => {
             let reason = render::one_line(status.message(), 300);
             let text = chat.t("compact.failed", &[("reason", &reason)]);
             chat.printer.red(&text);
             return;
         }
+        Err(error) => return chat.report(&error),
     };
     let Some(session) = compacted.session else {
         let text = chat.t("compact.failed", &[("reason", &"no new session")]);

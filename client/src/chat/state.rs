@@ -5,11 +5,13 @@
 //! session the chat is on and what was last listed. Every person-facing text goes through
 //! [`Chat::t`] in the chat's current language.
 
+use tau_api::error_marks;
 use tau_api::i18n::{Args, Messages};
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
 
-use super::render::{Limits, Printer};
+use super::call::{self, CallError, Deadlines, Interrupts};
+use super::render::{self, Limits, Printer};
 use crate::connect::HubClient;
 
 /// The channel `tau chat` speaks for: approvals of its turns are asked here.
@@ -57,6 +59,10 @@ pub struct Chat {
     pub stdout_terminal: bool,
     /// Turns started in this run, for idempotency keys.
     pub turns_started: u64,
+    /// How long one-shot hub calls may take.
+    pub deadlines: Deadlines,
+    /// Ctrl-C, for every wait outside the line editor.
+    pub interrupts: Interrupts,
 }
 
 impl Chat {
@@ -70,10 +76,41 @@ impl Chat {
         &self.session.session_id
     }
 
-    /// Prints a hub error as a notice.
+    /// Prints a hub error as a notice: a refusal the chat recognises in the UI language, anything
+    /// else as `Error: <the hub's message>`, sanitized on one line.
     pub fn hub_error(&mut self, status: &tonic::Status) {
-        let text = self.t("notice.error", &[("error", &status.message())]);
+        let text = match self.recognised_refusal(status) {
+            Some(text) => text,
+            None => {
+                let message = render::one_line(status.message(), 300);
+                self.t("notice.error", &[("error", &message)])
+            }
+        };
         self.printer.red(&text);
+    }
+
+    /// A refusal the hub marked (`tau_api::error_marks`), in the UI language.
+    pub fn recognised_refusal(&self, status: &tonic::Status) -> Option<String> {
+        let mismatch = error_marks::context_mismatch(status)?;
+        let id = render::one_line(&mismatch.session_id, 60);
+        let mode = render::one_line(&mismatch.recorded_mode, 40);
+        Some(self.t("session.context_mismatch", &[("id", &id), ("mode", &mode)]))
+    }
+
+    /// Says why a one-shot hub call gave no answer: the hub's error, the deadline that passed,
+    /// or that Ctrl-C abandoned it.
+    pub fn report(&mut self, error: &CallError) {
+        match error {
+            CallError::Hub(status) => self.hub_error(status),
+            CallError::TimedOut(deadline) => {
+                let text = self.t("hub.timed_out", &[("seconds", &call::seconds(*deadline))]);
+                self.printer.red(&text);
+            }
+            CallError::Interrupted => {
+                let text = self.t("chat.interrupted", &[]);
+                self.printer.dim(&text);
+            }
+        }
     }
 
     /// The session title for people: the title, else `(untitled)`.

@@ -1,14 +1,16 @@
 //! `/status` in `tau chat`: the profile, the session, the model role and its provider, the
 //! context window, the tools, the UI language, the versions and whether the hub answers.
 //!
-//! Invariants: information only; a question the hub cannot answer shows `unknown` and never stops
-//! the chat; the hub line is the `tau doctor` probe of `GET /health` on the control port (one
+//! Invariants: information only; a question the hub refuses shows `unknown` and never stops the
+//! chat, while a hub that does not answer within the deadline, or Ctrl-C, ends `/status` with one
+//! line; the hub line is the `tau doctor` probe of `GET /health` on the control port (one
 //! second); no key or token is ever printed (the hub's model roles carry none).
 
 use tau_api::proto::v1 as pb;
 
 use std::time::Duration;
 
+use super::call::{CallError, call};
 use super::commands::{role_line, tier_number};
 use super::render;
 use super::state::Chat;
@@ -17,42 +19,57 @@ use crate::doctor::hub::{Probe, probe};
 /// How long the control API's `/health` may take to answer (the `tau doctor` probe).
 const PROBE_DEADLINE: Duration = Duration::from_secs(1);
 
+/// The answer of a question the hub may refuse (`None`, shown as `unknown`); a stalled hub or
+/// Ctrl-C ends `/status`.
+fn answered<T>(result: Result<T, CallError>) -> Result<Option<T>, CallError> {
+    match result {
+        Ok(answer) => Ok(Some(answer)),
+        Err(CallError::Hub(_)) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
 /// Prints the status block.
 pub async fn show(chat: &mut Chat) {
+    if let Err(error) = try_show(chat).await {
+        chat.report(&error);
+    }
+}
+
+async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
     let unknown = chat.t("value.unknown", &[]);
-    let status = chat
-        .hub
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .ok()
-        .map(tonic::Response::into_inner);
-    let detail = chat
-        .hub
-        .get_session(pb::GetSessionRequest {
-            session_id: chat.session_id().to_owned(),
-            include_messages: false,
-        })
-        .await
-        .ok()
-        .map(tonic::Response::into_inner);
+    let deadline = chat.deadlines.call;
+    let status = answered(
+        call(
+            &mut chat.interrupts,
+            deadline,
+            chat.hub.get_status(pb::GetStatusRequest {}),
+        )
+        .await,
+    )?;
+    let request = pb::GetSessionRequest {
+        session_id: chat.session_id().to_owned(),
+        include_messages: false,
+    };
+    let detail = answered(
+        call(
+            &mut chat.interrupts,
+            deadline,
+            chat.hub.get_session(request),
+        )
+        .await,
+    )?;
     if let Some(session) = detail.as_ref().and_then(|d| d.session.clone()) {
         chat.session = session;
     }
     // What the agent holds in memory; a session without an agent in memory holds nothing.
     let in_memory = detail.as_ref().map(|d| d.in_memory_messages);
     let fallback_in_use = detail.as_ref().is_some_and(|d| d.fallback_in_use);
-    let roles = chat
-        .hub
-        .list_model_roles(pb::ListModelRolesRequest {})
-        .await
-        .ok()
-        .map(tonic::Response::into_inner);
-    let tools = chat
-        .hub
-        .list_tools(pb::ListToolsRequest {})
-        .await
-        .ok()
-        .map(|response| response.into_inner().tools);
+    let request = chat.hub.list_model_roles(pb::ListModelRolesRequest {});
+    let roles = answered(call(&mut chat.interrupts, deadline, request).await)?;
+    let request = chat.hub.list_tools(pb::ListToolsRequest {});
+    let tools = answered(call(&mut chat.interrupts, deadline, request).await)?
+        .map(|response| response.tools);
 
     let session = chat.session.clone();
     let title = chat.title_of(&session);
@@ -115,15 +132,18 @@ pub async fn show(chat: &mut Chat) {
         },
     );
     let language = format!("{} ({})", chat.lang.as_str(), chat.lang.native_name());
-    let taud = status
-        .as_ref()
-        .map_or_else(|| unknown.clone(), |status| status.version.clone());
+    let taud = status.as_ref().map_or_else(
+        || unknown.clone(),
+        |status| render::one_line(&status.version, 40),
+    );
     let versions = format!("tau {} · taud {taud}", tau_api::VERSION);
     let url = format!("http://127.0.0.1:{}/health", chat.info.hub_port);
     let port = chat.info.hub_port;
-    let probe = tokio::task::spawn_blocking(move || probe(port, PROBE_DEADLINE))
-        .await
-        .unwrap_or_else(|e| Probe::Unexpected(e.to_string()));
+    let probing = tokio::task::spawn_blocking(move || probe(port, PROBE_DEADLINE));
+    let probe = tokio::select! {
+        probe = probing => probe.unwrap_or_else(|e| Probe::Unexpected(e.to_string())),
+        () = chat.interrupts.next() => return Err(CallError::Interrupted),
+    };
     let hub_line = match probe {
         Probe::Hub { .. } => chat.t("hub.up", &[("url", &url)]),
         Probe::NotRunning => chat.t("hub.down", &[("url", &url)]),
@@ -151,4 +171,5 @@ pub async fn show(chat: &mut Chat) {
         let label = chat.t(label, &[]);
         chat.printer.line(&format!("  {label}: {value}"));
     }
+    Ok(())
 }

@@ -7,7 +7,9 @@
 //! - Events that arrive while a prompt is open are kept in order and rendered after it; a prompt
 //!   whose approval is resolved elsewhere is abandoned (its reader stopped) and not answered.
 //! - Ctrl-C during a reply cancels the turn and keeps rendering until the hub ends it; a second
-//!   Ctrl-C stops watching (the turn still ends and is stored by the hub).
+//!   Ctrl-C stops watching (the turn still ends and is stored by the hub). Starting the turn,
+//!   cancelling it and sending a decision are one-shot calls with a deadline ([`super::call`]);
+//!   Ctrl-C while a decision is on its way cancels the turn.
 
 use std::collections::VecDeque;
 
@@ -15,6 +17,7 @@ use tau_api::i18n::{ApprovalPrompt, format_approval_prompt, is_approval_answer};
 use tau_api::proto::v1::{self as pb, session_event::Kind, start_turn_response};
 use tonic::Streaming;
 
+use super::call::{CallError, call};
 use super::render::{self, ToolLine};
 use super::state::{CHANNEL, Chat};
 use crate::approve::{self, PendingAnswer, resolves};
@@ -55,10 +58,16 @@ pub async fn run_turn(chat: &mut Chat, text: &str) -> TurnOutcome {
         channel: CHANNEL.to_owned(),
         idempotency_key: chat.next_turn_key(),
     };
-    let mut stream = match chat.hub.start_turn(request).await {
-        Ok(response) => response.into_inner(),
-        Err(status) => {
-            chat.hub_error(&status);
+    let mut stream = match call(
+        &mut chat.interrupts,
+        chat.deadlines.call,
+        chat.hub.start_turn(request),
+    )
+    .await
+    {
+        Ok(stream) => stream,
+        Err(error) => {
+            chat.report(&error);
             return TurnOutcome::Failed;
         }
     };
@@ -79,13 +88,10 @@ pub async fn run_turn(chat: &mut Chat, text: &str) -> TurnOutcome {
                         Ok(None) => return stream_lost(chat, "the hub closed the stream"),
                         Err(status) => return stream_lost(chat, status.message()),
                     },
-                    _ = tokio::signal::ctrl_c() => {
-                        if state.cancel_sent {
-                            let text = chat.t("chat.detached", &[]);
-                            chat.printer.dim(&text);
-                            return TurnOutcome::Detached;
+                    () = chat.interrupts.next() => {
+                        if state.cancel_sent || !cancel(chat, &mut state).await {
+                            return detached(chat);
                         }
-                        cancel(chat, &mut state).await;
                         continue;
                     }
                 }
@@ -137,9 +143,12 @@ pub async fn run_turn(chat: &mut Chat, text: &str) -> TurnOutcome {
                 }
             }
             Some(Kind::OutputDiscarded(_)) => {
-                // The terminal cannot take back what it printed: say that it no longer counts.
+                // The terminal cannot take back what it printed: say that it no longer counts,
+                // and count the reply as not streamed yet (so a final text that never streams
+                // again is still shown at the end).
                 let text = chat.t("chat.output_discarded", &[]);
                 chat.printer.dim(&text);
+                chat.printer.begin_reply();
             }
             Some(Kind::Throttled(throttled)) => {
                 let seconds = throttled.delay_ms.div_ceil(1000).max(1);
@@ -183,7 +192,15 @@ fn stream_lost(chat: &mut Chat, reason: &str) -> TurnOutcome {
     TurnOutcome::Failed
 }
 
-async fn cancel(chat: &mut Chat, state: &mut TurnState) {
+/// The person stopped watching the turn.
+fn detached(chat: &mut Chat) -> TurnOutcome {
+    let text = chat.t("chat.detached", &[]);
+    chat.printer.dim(&text);
+    TurnOutcome::Detached
+}
+
+/// Asks the hub to cancel the turn; `false` when Ctrl-C came again while asking (stop watching).
+async fn cancel(chat: &mut Chat, state: &mut TurnState) -> bool {
     state.cancel_sent = true;
     let text = chat.t("chat.cancelling", &[]);
     chat.printer.dim(&text);
@@ -191,8 +208,19 @@ async fn cancel(chat: &mut Chat, state: &mut TurnState) {
         session_id: chat.session_id().to_owned(),
         turn_id: state.turn_id.clone(),
     };
-    if let Err(status) = chat.hub.cancel_turn(request).await {
-        chat.hub_error(&status);
+    match call(
+        &mut chat.interrupts,
+        chat.deadlines.call,
+        chat.hub.cancel_turn(request),
+    )
+    .await
+    {
+        Ok(_) => true,
+        Err(CallError::Interrupted) => false,
+        Err(error) => {
+            chat.report(&error);
+            true
+        }
     }
 }
 
@@ -219,8 +247,15 @@ async fn approval_requested(
     };
     match result {
         PromptResult::Decided(approve) => {
-            decide(chat, state, approval, approve).await;
-            None
+            if decide(chat, state, approval, approve).await {
+                return None;
+            }
+            // Ctrl-C while the decision was on its way cancels the turn, as during a reply.
+            if cancel(chat, state).await {
+                None
+            } else {
+                Some(detached(chat))
+            }
         }
         PromptResult::Resolved => None,
         PromptResult::StreamGone(status) => {
@@ -275,7 +310,7 @@ async fn prompt(
                 chat.printer.answered(line.is_some());
                 return PromptResult::Decided(line.as_deref().is_some_and(is_approval_answer));
             }
-            _ = tokio::signal::ctrl_c() => {
+            () = chat.interrupts.next() => {
                 chat.printer.end_stream();
                 return PromptResult::Decided(false);
             }
@@ -296,8 +331,14 @@ async fn prompt(
     }
 }
 
-/// Sends the decision and says what became of it.
-async fn decide(chat: &mut Chat, state: &TurnState, approval: &pb::PendingApproval, approve: bool) {
+/// Sends the decision and says what became of it; `false` when Ctrl-C stopped the wait for the
+/// hub's answer.
+async fn decide(
+    chat: &mut Chat,
+    state: &TurnState,
+    approval: &pb::PendingApproval,
+    approve: bool,
+) -> bool {
     let decision = if approve {
         pb::ApprovalDecision::Approved
     } else {
@@ -308,11 +349,18 @@ async fn decide(chat: &mut Chat, state: &TurnState, approval: &pb::PendingApprov
         decision: decision as i32,
         attachment_id: state.attachment.clone(),
     };
-    let outcome = match chat.hub.decide_approval(request).await {
-        Ok(response) => response.into_inner(),
-        Err(status) => {
-            chat.hub_error(&status);
-            return;
+    let outcome = match call(
+        &mut chat.interrupts,
+        chat.deadlines.call,
+        chat.hub.decide_approval(request),
+    )
+    .await
+    {
+        Ok(outcome) => outcome,
+        Err(CallError::Interrupted) => return false,
+        Err(error) => {
+            chat.report(&error);
+            return true;
         }
     };
     let tool = render::one_line(&approval.tool, 80);
@@ -337,4 +385,5 @@ async fn decide(chat: &mut Chat, state: &TurnState, approval: &pb::PendingApprov
             chat.printer.dim(&text);
         }
     }
+    true
 }

@@ -109,12 +109,20 @@ fn private_dir(path: &Path) -> Result<(), InstallError> {
         .map_err(io_err(path))
 }
 
+/// When a hub already holds the lock, the service's own start is refused (exit 1, which neither
+/// systemd nor launchd restarts): says so, and how to hand over to the service.
 fn warn_if_running(ctx: &HubContext, out: &mut dyn Write) {
     if let Ok(Some(pid)) = super::probe::lock_holder(&ctx.paths.hub) {
         let pid = pid.map_or_else(|| "?".to_owned(), |p| p.to_string());
+        let restart = match ctx.platform {
+            Platform::MacOs => format!("launchctl kickstart -k {}", launchd_target(ctx)),
+            Platform::Linux | Platform::Other => {
+                format!("systemctl --user restart {SYSTEMD_UNIT}")
+            }
+        };
         let _ = writeln!(
             out,
-            "note: a hub is already running (pid {pid}); the service starts once it stops (`tau hub stop`)"
+            "note: a hub is already running (pid {pid}), so the service's own start is refused and not retried; to run the hub under the service, run `tau hub stop`, then `{restart}`"
         );
     }
 }

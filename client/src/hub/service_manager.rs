@@ -3,7 +3,8 @@
 //! (Linux, `systemctl --user`).
 //!
 //! Invariants: the real implementations only run the system tools with fixed arguments (no shell)
-//! and give each call a deadline; a tool that is missing or fails is an error value, never a panic.
+//! and give each call a deadline; their stdout and stderr are read while they run (so any amount
+//! of output is fine); a tool that is missing or fails is an error value, never a panic.
 
 use std::io::Read;
 use std::path::Path;
@@ -49,14 +50,34 @@ pub trait Systemctl {
     fn is_active(&self, unit: &str) -> Result<String, ToolError>;
 }
 
+#[derive(Debug)]
 struct Output {
     success: bool,
     stdout: String,
     stderr: String,
 }
 
-/// Runs `program args` with a deadline, capturing its (small) output.
+/// Runs `program args` with [`TOOL_DEADLINE`], capturing its output.
 fn run_tool(program: &str, args: &[&str]) -> Result<Output, ToolError> {
+    run_tool_within(program, args, TOOL_DEADLINE)
+}
+
+/// Reads a child's pipe to its end on a thread of its own, so a child that writes more than a
+/// pipe holds is never blocked by a parent waiting for it to exit.
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::sync::mpsc::Receiver<String> {
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    if let Some(mut pipe) = pipe {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            let _ = sender.send(String::from_utf8_lossy(&bytes).into_owned());
+        });
+    }
+    receiver
+}
+
+/// Runs `program args` with a deadline, capturing stdout and stderr while it runs.
+fn run_tool_within(program: &str, args: &[&str], deadline: Duration) -> Result<Output, ToolError> {
     let command = format!("{program} {}", args.join(" "));
     let fail = |message: String| ToolError {
         command: command.clone(),
@@ -69,7 +90,10 @@ fn run_tool(program: &str, args: &[&str]) -> Result<Output, ToolError> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| fail(e.to_string()))?;
-    let end = Instant::now() + TOOL_DEADLINE;
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let end = Instant::now() + deadline;
+    let timed_out = || fail(format!("no answer within {}s", deadline.as_secs()));
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
@@ -77,22 +101,15 @@ fn run_tool(program: &str, args: &[&str]) -> Result<Output, ToolError> {
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(fail(format!(
-                    "no answer within {}s",
-                    TOOL_DEADLINE.as_secs()
-                )));
+                return Err(timed_out());
             }
             Err(e) => return Err(fail(e.to_string())),
         }
     };
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    if let Some(mut out) = child.stdout.take() {
-        let _ = out.read_to_string(&mut stdout);
-    }
-    if let Some(mut err) = child.stderr.take() {
-        let _ = err.read_to_string(&mut stderr);
-    }
+    // A grandchild may still hold a pipe open: its readers get what is left of the deadline.
+    let rest = || end.saturating_duration_since(Instant::now());
+    let stdout = stdout.recv_timeout(rest()).unwrap_or_default();
+    let stderr = stderr.recv_timeout(rest()).unwrap_or_default();
     Ok(Output {
         success: status.success(),
         stdout,
@@ -317,6 +334,26 @@ pub mod fakes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_larger_than_a_pipe_is_read_while_the_tool_runs() {
+        let script =
+            "head -c 300000 /dev/zero | tr '\\0' x; head -c 200000 /dev/zero | tr '\\0' y >&2";
+        let out = run_tool_within("sh", &["-c", script], Duration::from_secs(20)).unwrap();
+        assert!(out.success);
+        assert_eq!(out.stdout.len(), 300_000);
+        assert!(out.stdout.bytes().all(|b| b == b'x'));
+        assert_eq!(out.stderr.len(), 200_000);
+    }
+
+    #[test]
+    fn a_tool_that_hangs_is_stopped_at_its_deadline() {
+        let error = run_tool_within("sleep", &["30"], Duration::from_millis(200)).unwrap_err();
+        assert_eq!(error.command, "sleep 30");
+        assert!(error.message.starts_with("no answer within"), "{error}");
+        let missing = run_tool("/nonexistent/tau-no-such-tool", &[]).unwrap_err();
+        assert!(!missing.message.is_empty());
+    }
 
     #[test]
     fn launchctl_print_is_parsed() {

@@ -372,3 +372,29 @@ fn hub_command_nests_under_a_cli() {
     );
     assert_eq!(parse(&["tau", "hub", "run"]), HubCommand::Run);
 }
+
+#[test]
+fn install_over_a_running_hub_says_how_to_hand_over_to_the_service() {
+    let s = Setup::new();
+    let ctx = s.linux();
+    let _held = super::probe::tests::hold_lock(&ctx.paths.hub, 4242);
+    let (result, out) = run_to_string(HubCommand::Install, &ctx);
+    result.unwrap();
+    assert!(out.contains("a hub is already running (pid 4242)"), "{out}");
+    assert!(
+        out.contains("run `tau hub stop`, then `systemctl --user restart taud.service`"),
+        "{out}"
+    );
+    assert!(!out.contains("starts once it stops"), "{out}");
+
+    let ctx = s.mac(None);
+    let (result, out) = run_to_string(HubCommand::Install, &ctx);
+    result.unwrap();
+    assert!(
+        out.contains(&format!(
+            "run `tau hub stop`, then `launchctl kickstart -k gui/{}/dev.tau.taud`",
+            ctx.uid
+        )),
+        "{out}"
+    );
+}

@@ -4,8 +4,8 @@
 //! built with), `", "` and `": "` separators, and every character that could hide or reorder text
 //! written as `\uXXXX`: C0 and C1 control characters, DEL, the Unicode bidirectional controls
 //! (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), the line/paragraph separators
-//! (U+2028, U+2029) and the invisible zero-width characters (U+200B–U+200D, U+2060, U+FEFF). So a
-//! model cannot hide part of what it asked for.
+//! (U+2028, U+2029) and the invisible zero-width characters (U+200B–U+200D, U+2060, U+FEFF), the
+//! set of `tau_api::display`. So a model cannot hide part of what it asked for.
 
 use serde_json::Value;
 
@@ -51,17 +51,9 @@ fn write_value(out: &mut String, value: &Value) {
     }
 }
 
-/// Whether `c` must be shown as `\uXXXX`.
+/// Whether `c` must be shown as `\uXXXX` (the set every renderer of tau shares).
 fn must_escape(c: char) -> bool {
-    matches!(c,
-        '\u{0}'..='\u{1f}'
-        | '\u{7f}'..='\u{9f}'
-        | '\u{61c}'
-        | '\u{200b}'..='\u{200f}'
-        | '\u{2028}'..='\u{202e}'
-        | '\u{2060}'
-        | '\u{2066}'..='\u{2069}'
-        | '\u{feff}')
+    tau_api::display::is_hiding_char(c)
 }
 
 fn write_string(out: &mut String, s: &str) {

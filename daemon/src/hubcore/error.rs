@@ -4,7 +4,7 @@
 //! Invariants: messages are one line, carry no secret, and show ids taken from a request escaped
 //! (`{:?}`); a store failure is `Unavailable` (the caller may retry), never a panic.
 
-use crate::session::SessionError;
+use crate::session::{SessionContextMismatch, SessionError};
 
 /// A hub call that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,6 +24,10 @@ pub enum CoreError {
     /// The hub cannot serve it now (the store failed, the hub is stopping).
     #[error("{0}")]
     Unavailable(String),
+    /// The session was recorded under another `[agent] context` mode (a failed precondition
+    /// that clients recognise by its mark, `tau_api::error_marks`).
+    #[error(transparent)]
+    ContextMismatch(SessionContextMismatch),
 }
 
 impl CoreError {
@@ -41,9 +45,8 @@ impl From<SessionError> for CoreError {
             SessionError::AgentNotFound { .. } | SessionError::MessageNotFound { .. } => {
                 Self::NotFound(error.to_string())
             }
-            SessionError::ContextMismatch(_) | SessionError::UnsupportedFormat { .. } => {
-                Self::FailedPrecondition(error.to_string())
-            }
+            SessionError::ContextMismatch(mismatch) => Self::ContextMismatch(mismatch),
+            SessionError::UnsupportedFormat { .. } => Self::FailedPrecondition(error.to_string()),
             other => Self::Unavailable(format!("session store: {other}")),
         }
     }
@@ -52,7 +55,7 @@ impl From<SessionError> for CoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{IdKind, SessionContextMismatch};
+    use crate::session::IdKind;
 
     #[test]
     fn store_errors_sort_into_what_the_caller_can_do() {
@@ -74,7 +77,7 @@ mod tests {
             recorded: "summarize".into(),
         });
         let mapped = CoreError::from(mismatch);
-        assert!(matches!(mapped, CoreError::FailedPrecondition(_)));
+        assert!(matches!(mapped, CoreError::ContextMismatch(_)));
         assert!(mapped.to_string().contains("different [agent] context"));
         let io = SessionError::Random("no entropy".into());
         assert!(matches!(CoreError::from(io), CoreError::Unavailable(_)));

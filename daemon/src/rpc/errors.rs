@@ -3,7 +3,10 @@
 //! Invariants: a status message never carries a secret (a token, a path under the user's home is
 //! fine); authentication failures are UNAUTHENTICATED, a wrong peer is PERMISSION_DENIED; each
 //! [`CoreError`] kind has one code; a lagged subscriber gets RESOURCE_EXHAUSTED with the seq to
-//! resume after, in the message and in the `tau-resume-after-seq` trailer.
+//! resume after, in the message and in the `tau-resume-after-seq` trailer; a context mismatch is
+//! FAILED_PRECONDITION marked for clients (`tau_api::error_marks`).
+
+use tau_api::error_marks::mark_context_mismatch;
 
 use super::auth::AuthError;
 use crate::hubcore::{CoreError, Lagged};
@@ -20,6 +23,11 @@ impl From<CoreError> for tonic::Status {
             CoreError::FailedPrecondition(_) => tonic::Status::failed_precondition(message),
             CoreError::ResourceExhausted(_) => tonic::Status::resource_exhausted(message),
             CoreError::Unavailable(_) => tonic::Status::unavailable(message),
+            CoreError::ContextMismatch(mismatch) => {
+                let mut status = tonic::Status::failed_precondition(message);
+                mark_context_mismatch(&mut status, &mismatch.session_id, &mismatch.recorded);
+                status
+            }
         }
     }
 }
@@ -71,6 +79,19 @@ mod tests {
             let status = tonic::Status::from(err);
             assert_eq!((status.code(), status.message()), (code, "x"));
         }
+        let mismatch = tonic::Status::from(CoreError::ContextMismatch(
+            crate::session::SessionContextMismatch {
+                session_id: "s1".into(),
+                recorded: "summarize".into(),
+            },
+        ));
+        assert_eq!(mismatch.code(), tonic::Code::FailedPrecondition);
+        assert!(mismatch.message().contains("different [agent] context"));
+        let marked = tau_api::error_marks::context_mismatch(&mismatch).unwrap();
+        assert_eq!(
+            (marked.session_id.as_str(), marked.recorded_mode.as_str()),
+            ("s1", "summarize")
+        );
         let status = lagged(Lagged {
             resume_after_seq: 41,
         });

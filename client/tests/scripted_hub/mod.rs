@@ -1,0 +1,473 @@
+//! The scripted hub of the `tau chat` tests: a `tau.v1.Tau` server in the test process, on the
+//! socket where `tau chat` looks for the hub, whose turns the test feeds event by event, and the
+//! fixture that runs the real `tau` on a pseudo-terminal against it.
+//!
+//! Invariant: everything lives under one temporary directory (home, TAU_HOME, TAU_DATA_DIR, the
+//! socket); nothing touches the real home or the network.
+
+// Test helpers: a failed set-up step must fail the test at once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::mpsc as std_mpsc;
+use std::time::Duration;
+
+use rexpect::session::PtySession;
+use tau_api::error_marks;
+use tau_api::proto::v1::{self as pb, open_session_request, start_turn_response, tau_server};
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
+use tonic::{Request, Response, Status};
+
+pub type EventSender = mpsc::Sender<Result<pb::StartTurnResponse, Status>>;
+
+/// What the scripted hub tells the test.
+pub struct Notices {
+    pub turns: std_mpsc::Receiver<(pb::StartTurnRequest, EventSender)>,
+    pub cancels: std_mpsc::Receiver<pb::CancelTurnRequest>,
+    pub decisions: std_mpsc::Receiver<pb::DecideApprovalRequest>,
+    pub opens: std_mpsc::Receiver<pb::OpenSessionRequest>,
+}
+
+pub struct ScriptedHub {
+    pub turns: std_mpsc::Sender<(pb::StartTurnRequest, EventSender)>,
+    pub cancels: std_mpsc::Sender<pb::CancelTurnRequest>,
+    pub decisions: std_mpsc::Sender<pb::DecideApprovalRequest>,
+    pub opens: std_mpsc::Sender<pb::OpenSessionRequest>,
+    pub script: Script,
+}
+
+/// An earlier session that was recorded under `[agent] context = "summarize"`: opening it fails.
+pub const MISMATCHED: &str = "20261129-000000-beef";
+
+/// An earlier session that opens.
+pub const EARLIER: &str = "20261128-101010-cafe";
+
+/// How the scripted hub answers the calls a test wants to go wrong.
+#[derive(Clone, Copy, Default)]
+pub struct Script {
+    /// `ListSessions` and `CompactSession` never answer.
+    pub stall: bool,
+    /// `OpenSession` never answers.
+    pub stall_open: bool,
+}
+
+pub fn session() -> pb::SessionInfo {
+    pb::SessionInfo {
+        session_id: "20261130-010203-abcd".into(),
+        channel: "terminal".into(),
+        role: "brain".into(),
+        message_count: 4,
+        ..Default::default()
+    }
+}
+
+impl ScriptedHub {
+    pub async fn stall_if_scripted(&self) {
+        if self.script.stall {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl tau_server::Tau for ScriptedHub {
+    async fn get_status(
+        &self,
+        _: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::GetStatusResponse>, Status> {
+        Ok(Response::new(pb::GetStatusResponse {
+            version: "9.9.9".into(),
+            profile: "home".into(),
+            ..Default::default()
+        }))
+    }
+
+    async fn list_sessions(
+        &self,
+        _: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        self.stall_if_scripted().await;
+        Ok(Response::new(pb::ListSessionsResponse::default()))
+    }
+
+    async fn get_session(
+        &self,
+        request: Request<pb::GetSessionRequest>,
+    ) -> Result<Response<pb::GetSessionResponse>, Status> {
+        let id = request.into_inner().session_id;
+        Ok(Response::new(pb::GetSessionResponse {
+            session: Some(pb::SessionInfo {
+                session_id: id,
+                ..session()
+            }),
+            ..Default::default()
+        }))
+    }
+
+    async fn open_session(
+        &self,
+        request: Request<pb::OpenSessionRequest>,
+    ) -> Result<Response<pb::OpenSessionResponse>, Status> {
+        let request = request.into_inner();
+        self.opens
+            .send(request.clone())
+            .map_err(|_| Status::unavailable("test gone"))?;
+        if self.script.stall_open {
+            std::future::pending::<()>().await;
+        }
+        let id = match request.target {
+            Some(open_session_request::Target::SessionId(id)) if id == MISMATCHED => {
+                let mut status = Status::failed_precondition(format!(
+                    "Session {id} was recorded with a different [agent] context setting; set it back to summarize or start a new session"
+                ));
+                error_marks::mark_context_mismatch(&mut status, &id, "summarize");
+                return Err(status);
+            }
+            Some(open_session_request::Target::SessionId(id)) => id,
+            Some(open_session_request::Target::MostRecent(_)) => EARLIER.to_owned(),
+            _ => session().session_id,
+        };
+        Ok(Response::new(pb::OpenSessionResponse {
+            resumed: id != session().session_id,
+            session: Some(pb::SessionInfo {
+                session_id: id,
+                ..session()
+            }),
+            role: "brain".into(),
+        }))
+    }
+
+    async fn compact_session(
+        &self,
+        _: Request<pb::CompactSessionRequest>,
+    ) -> Result<Response<pb::CompactSessionResponse>, Status> {
+        self.stall_if_scripted().await;
+        Err(Status::failed_precondition(
+            "this hub cannot compact sessions yet",
+        ))
+    }
+
+    async fn switch_role(
+        &self,
+        _: Request<pb::SwitchRoleRequest>,
+    ) -> Result<Response<pb::SwitchRoleResponse>, Status> {
+        Err(Status::failed_precondition(
+            "missing credentials: ANTHROPIC_API_KEY",
+        ))
+    }
+
+    async fn read_events(
+        &self,
+        _: Request<pb::ReadEventsRequest>,
+    ) -> Result<Response<pb::ReadEventsResponse>, Status> {
+        Ok(Response::new(pb::ReadEventsResponse::default()))
+    }
+
+    type StartTurnStream =
+        Pin<Box<dyn Stream<Item = Result<pb::StartTurnResponse, Status>> + Send + 'static>>;
+
+    async fn start_turn(
+        &self,
+        request: Request<pb::StartTurnRequest>,
+    ) -> Result<Response<Self::StartTurnStream>, Status> {
+        let (sender, receiver) = mpsc::channel(32);
+        self.turns
+            .send((request.into_inner(), sender))
+            .map_err(|_| Status::unavailable("test gone"))?;
+        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
+    }
+
+    async fn cancel_turn(
+        &self,
+        request: Request<pb::CancelTurnRequest>,
+    ) -> Result<Response<pb::CancelTurnResponse>, Status> {
+        let request = request.into_inner();
+        let turn_id = request.turn_id.clone();
+        self.cancels
+            .send(request)
+            .map_err(|_| Status::unavailable("test gone"))?;
+        Ok(Response::new(pb::CancelTurnResponse {
+            outcome: pb::CancelOutcome::Cancelled as i32,
+            turn_id,
+        }))
+    }
+
+    type SubscribeStream =
+        Pin<Box<dyn Stream<Item = Result<pb::SubscribeResponse, Status>> + Send + 'static>>;
+
+    async fn subscribe(
+        &self,
+        _: Request<pb::SubscribeRequest>,
+    ) -> Result<Response<Self::SubscribeStream>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
+    async fn list_pending_approvals(
+        &self,
+        _: Request<pb::ListPendingApprovalsRequest>,
+    ) -> Result<Response<pb::ListPendingApprovalsResponse>, Status> {
+        Ok(Response::new(pb::ListPendingApprovalsResponse::default()))
+    }
+
+    async fn decide_approval(
+        &self,
+        request: Request<pb::DecideApprovalRequest>,
+    ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
+        let request = request.into_inner();
+        let approved = request.decision == pb::ApprovalDecision::Approved as i32;
+        self.decisions
+            .send(request)
+            .map_err(|_| Status::unavailable("test gone"))?;
+        Ok(Response::new(pb::DecideApprovalResponse {
+            outcome: pb::DecideOutcome::Applied as i32,
+            resolution: if approved {
+                pb::ApprovalResolution::Approved
+            } else {
+                pb::ApprovalResolution::Rejected
+            } as i32,
+        }))
+    }
+
+    async fn list_tools(
+        &self,
+        _: Request<pb::ListToolsRequest>,
+    ) -> Result<Response<pb::ListToolsResponse>, Status> {
+        Ok(Response::new(pb::ListToolsResponse::default()))
+    }
+
+    async fn list_model_roles(
+        &self,
+        _: Request<pb::ListModelRolesRequest>,
+    ) -> Result<Response<pb::ListModelRolesResponse>, Status> {
+        Ok(Response::new(pb::ListModelRolesResponse {
+            roles: vec![
+                pb::ModelRole {
+                    name: "brain".into(),
+                    provider: "fake".into(),
+                    model_id: "fake-demo".into(),
+                    ..Default::default()
+                },
+                // Configured, but its credentials are missing: switching to it fails.
+                pb::ModelRole {
+                    name: "remote".into(),
+                    provider: "anthropic".into(),
+                    model_id: "claude-test".into(),
+                    ..Default::default()
+                },
+            ],
+            default_role: "brain".into(),
+        }))
+    }
+}
+
+/// The scripted hub on `<root>/data/hub/taud.sock` and `tau chat` attached to it on a terminal.
+pub struct Fixture {
+    pub _root: tempfile::TempDir,
+    pub _runtime: tokio::runtime::Runtime,
+    pub notices: Notices,
+    pub chat: PtySession,
+    /// What the chat printed before its ready banner's profile.
+    pub startup: String,
+}
+
+pub const WAIT: Duration = Duration::from_secs(20);
+
+impl Fixture {
+    pub fn start() -> Self {
+        Self::start_with(Script::default(), &[])
+    }
+
+    /// The scripted hub answering by `script`, and `tau chat` with `env` set.
+    pub fn start_with(script: Script, env: &[(&str, &str)]) -> Self {
+        Self::launch(script, env, &[])
+    }
+
+    /// The scripted hub answering by `script`, and `tau chat ARGS` with `env` set.
+    pub fn launch(script: Script, env: &[(&str, &str)], args: &[&str]) -> Self {
+        let (root, runtime, notices) = scripted_hub(script);
+        let mut command = chat_command(root.path());
+        command.envs(env.iter().copied()).args(args);
+        let (chat, startup) = spawn_chat(command);
+        Self {
+            _root: root,
+            _runtime: runtime,
+            notices,
+            chat,
+            startup,
+        }
+    }
+
+    /// Types `text` and returns the turn the hub received, with the sender of its events. The
+    /// turn is accepted at once.
+    pub fn turn(&mut self, text: &str) -> Turn {
+        self.chat.send_line(text).unwrap();
+        let (request, events) = self.notices.turns.recv_timeout(WAIT).unwrap();
+        assert_eq!(request.text, text);
+        assert_eq!(request.channel, "terminal");
+        let turn = Turn { events, seq: 0 };
+        turn.send(start_turn_response::Kind::Accepted(pb::TurnAccepted {
+            session_id: session().session_id,
+            turn_id: "turn-1".into(),
+            attachment_id: "attachment-7".into(),
+            ..Default::default()
+        }));
+        turn
+    }
+
+    /// Ctrl-D once the input prompt is back (an end-of-file typed before the line editor took
+    /// the terminal would be lost, as on any terminal).
+    pub fn quit(mut self) {
+        self.chat.see("> ").unwrap();
+        self.chat.send_control('d').unwrap();
+        self.chat.see("Goodbye.").unwrap();
+        self.chat.exp_eof().unwrap();
+    }
+}
+
+/// The scripted hub on `<root>/data/hub/taud.sock` of a fresh temporary root.
+pub fn scripted_hub(script: Script) -> (tempfile::TempDir, tokio::runtime::Runtime, Notices) {
+    let root = tempfile::tempdir().unwrap();
+    let hub_dir = root.path().join("data/hub");
+    std::fs::create_dir_all(&hub_dir).unwrap();
+    std::fs::create_dir_all(root.path().join("home")).unwrap();
+    let (turns_tx, turns) = std_mpsc::channel();
+    let (cancels_tx, cancels) = std_mpsc::channel();
+    let (decisions_tx, decisions) = std_mpsc::channel();
+    let (opens_tx, opens) = std_mpsc::channel();
+    let hub = ScriptedHub {
+        turns: turns_tx,
+        cancels: cancels_tx,
+        decisions: decisions_tx,
+        opens: opens_tx,
+        script,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = {
+        let _guard = runtime.enter();
+        tokio::net::UnixListener::bind(hub_dir.join("taud.sock")).unwrap()
+    };
+    runtime.spawn(
+        tonic::transport::Server::builder()
+            .add_service(tau_server::TauServer::new(hub))
+            .serve_with_incoming(UnixListenerStream::new(listener)),
+    );
+    let notices = Notices {
+        turns,
+        cancels,
+        decisions,
+        opens,
+    };
+    (root, runtime, notices)
+}
+
+pub fn chat_command(root: &Path) -> std::process::Command {
+    let mut command = tau_command(root);
+    command.args(["chat", "--no-start"]);
+    command
+}
+
+/// `tau` in the sandbox of `root` (its home, TAU_HOME and TAU_DATA_DIR under it).
+pub fn tau_command(root: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_tau"));
+    command
+        .env_clear()
+        .env("HOME", root)
+        .env("TAU_HOME", root.join("home"))
+        .env("TAU_DATA_DIR", root.join("data"))
+        .env("NO_COLOR", "1")
+        .env("TERM", "xterm")
+        .current_dir(root);
+    command
+}
+
+/// `tau chat` on a terminal, once it is ready, and what it printed before.
+pub fn spawn_chat(command: std::process::Command) -> (PtySession, String) {
+    let mut chat = rexpect::session::spawn_command(command, Some(20_000)).unwrap();
+    // The ready banner names the profile in every UI language.
+    let startup = chat.see("home · ").unwrap();
+    (chat, startup)
+}
+
+/// rexpect reads the terminal byte by byte as Latin-1 characters; UTF-8 text is matched as the
+/// same bytes.
+pub trait See {
+    fn see(&mut self, text: &str) -> Result<String, rexpect::error::Error>;
+}
+
+impl See for PtySession {
+    fn see(&mut self, text: &str) -> Result<String, rexpect::error::Error> {
+        let bytes: String = text.bytes().map(char::from).collect();
+        self.exp_string(&bytes)
+    }
+}
+
+pub struct Turn {
+    pub events: EventSender,
+    pub seq: u64,
+}
+
+impl Turn {
+    pub fn send(&self, kind: start_turn_response::Kind) {
+        self.events
+            .blocking_send(Ok(pb::StartTurnResponse { kind: Some(kind) }))
+            .unwrap();
+    }
+
+    pub fn event(&mut self, kind: pb::session_event::Kind) {
+        self.seq += 1;
+        self.send(start_turn_response::Kind::Event(pb::SessionEvent {
+            seq: self.seq,
+            session_id: session().session_id,
+            turn_id: "turn-1".into(),
+            kind: Some(kind),
+            ..Default::default()
+        }));
+    }
+
+    pub fn text(&mut self, text: &str) {
+        self.event(pb::session_event::Kind::TextDelta(pb::TextDelta {
+            text: text.into(),
+        }));
+    }
+
+    pub fn approval(&mut self, id: &str, channel: &str) {
+        self.event(pb::session_event::Kind::ApprovalRequested(
+            pb::ApprovalRequested {
+                approval: Some(pb::PendingApproval {
+                    approval_id: id.into(),
+                    channel: channel.into(),
+                    tool: "demo_physical_action".into(),
+                    tier: 2,
+                    arguments: "{\"action\": \"turn on the desk lamp\"}".into(),
+                    effect: "Demo: simulates a physical action; no real device moves.".into(),
+                    ..Default::default()
+                }),
+            },
+        ));
+    }
+
+    pub fn refused(&mut self) {
+        self.event(pb::session_event::Kind::ToolCall(pb::ToolCallFinished {
+            tool: "demo_physical_action".into(),
+            tier: pb::Tier::Physical as i32,
+            status: pb::ToolCallStatus::Refused as i32,
+            approval: "rejected".into(),
+            ..Default::default()
+        }));
+    }
+
+    pub fn end(&mut self, stop_reason: &str, text: &str) {
+        self.event(pb::session_event::Kind::TurnEnded(pb::TurnEnded {
+            stop_reason: stop_reason.into(),
+            text: text.into(),
+            ..Default::default()
+        }));
+    }
+}
