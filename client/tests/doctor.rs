@@ -435,3 +435,36 @@ fn a_fallback_without_credentials_is_only_a_warning() {
     );
     assert!(fix.unwrap().contains("ANTHROPIC_API_KEY"));
 }
+
+#[test]
+fn a_hub_service_that_failed_to_start_fails_the_components_check() {
+    let mut sandbox = Sandbox::healthy();
+    let (port, server) = common::serve_hub(common::status_with_failed_grpc(), 2);
+    sandbox.set_port(port);
+    let (run, json) = doctor(&sandbox);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let components = checks(&json, "components");
+    assert_eq!(components.len(), 1, "{components:?}");
+    let (s, message, fix) = components[0];
+    assert_eq!(s, "fail");
+    assert_eq!(
+        message,
+        "hub_service 'grpc' from taud failed to load: failed to start: cannot bind the socket"
+    );
+    assert!(fix.unwrap().contains("tau components"));
+    assert_eq!(status(&json, "hub"), ["ok"]);
+    let requests = server.join().unwrap();
+    assert_eq!(requests, ["GET /health HTTP/1.1", "GET /status HTTP/1.1"]);
+}
+
+#[test]
+fn without_a_hub_the_components_check_says_built_in_table_only() {
+    let sandbox = Sandbox::healthy();
+    let (_, json) = doctor(&sandbox);
+    let (s, message, _) = checks(&json, "components")[0];
+    assert_eq!(s, "ok");
+    assert!(
+        message.ends_with("(hub not running: built-in table only)"),
+        "{message}"
+    );
+}
