@@ -82,6 +82,12 @@ pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
+    for problem in &installation.dotenv_problems {
+        tracing::warn!("{problem}");
+    }
+    for warning in &installation.config.warnings {
+        tracing::warn!("{warning}");
+    }
     let config = &installation.config;
     let mut states = component_states(config);
     let hub_line = merge_from_hub(&mut states, installation.settings.hub_port);
