@@ -71,7 +71,7 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
     match dotenv::load(&env_file) {
         Ok(Some(file)) => {
             let to_set = file.pairs_to_set(&env);
-            env.fill(&to_set);
+            env.fill_from(&to_set, &file.path);
             dotenv_file = Some(file);
         }
         Ok(None) => {}
