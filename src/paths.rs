@@ -21,6 +21,8 @@ use crate::env::Env;
 pub const CONFIG_FILE_NAME: &str = "tau.toml";
 /// The name of the dotenv file under TAU_HOME.
 pub const ENV_FILE_NAME: &str = ".env";
+/// The name of the sqlite session store's database under TAU_DATA_DIR.
+pub const SQLITE_FILE_NAME: &str = "sessions.db";
 
 /// A path could not be resolved.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -106,6 +108,11 @@ impl Paths {
             home,
             data_dir,
         }
+    }
+
+    /// The sqlite session store's database, `<data>/sessions.db`.
+    pub fn sqlite_file(&self) -> PathBuf {
+        self.data_dir.join(SQLITE_FILE_NAME)
     }
 
     /// Resolves TAU_HOME (see [`resolve_home`]) and then TAU_DATA_DIR (see [`resolve_data_dir`]).

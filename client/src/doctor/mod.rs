@@ -19,6 +19,7 @@ mod credentials;
 mod files;
 pub(crate) mod hub;
 mod report;
+mod store;
 
 use std::path::Path;
 use std::process::ExitCode;
