@@ -33,7 +33,8 @@ struct Listing<'a> {
     version: &'static str,
     /// The tau.toml read, or null for the built-in defaults.
     config: Option<String>,
-    /// What the hub said: whether one answered, and the line shown to a person.
+    /// What the hub said: `answered` when a hub's services report was merged in, and the line
+    /// shown to a person.
     hub: HubLine,
     components: &'a [ComponentState],
     unknown: &'a [UnknownName],
@@ -63,7 +64,9 @@ fn merge_from_hub(states: &mut Vec<ComponentState>, port: u16) -> HubLine {
             }
         }
         HubServices::NotRunning => not_running(hub::NO_HUB.to_string()),
-        HubServices::Unexpected(why) => not_running(format!("{} ({why})", hub::NO_HUB)),
+        HubServices::Unexpected(why) => not_running(format!(
+            "no services report from 127.0.0.1:{port} ({why}): built-in table only"
+        )),
     }
 }
 

@@ -226,14 +226,21 @@ fn role_checks(report: &mut Report, config: &Config, env: &Env, paths: &Paths) {
 
 /// Components that failed to register (the built-in table, with what a running hub reports about
 /// its services merged in), and `[components]` names that nothing provides.
-fn component_checks(report: &mut Report, config: &Config, hub: Option<Vec<HubServiceReport>>) {
+///
+/// `hub` is what the running hub reported, or why there is no report (`hub not running: built-in
+/// table only`, or why a hub that answers did not list its services).
+fn component_checks(
+    report: &mut Report,
+    config: &Config,
+    hub: Result<Vec<HubServiceReport>, String>,
+) {
     let mut states = component_states(config);
     let source = match &hub {
-        Some(reports) => {
+        Ok(reports) => {
             merge_hub_report(&mut states, reports);
-            "with the running hub's services"
+            "with the running hub's services".to_string()
         }
-        None => hub::NO_HUB,
+        Err(why) => why.clone(),
     };
     let failed: Vec<_> = states.iter().filter(|s| s.load_error.is_some()).collect();
     if failed.is_empty() {
@@ -283,13 +290,13 @@ fn component_checks(report: &mut Report, config: &Config, hub: Option<Vec<HubSer
 
 /// The hub line, and the services a hub that answers reports (within the same one-second
 /// deadline).
-fn hub_check(port: u16) -> (Check, Option<Vec<HubServiceReport>>) {
+fn hub_check(port: u16) -> (Check, Result<Vec<HubServiceReport>, String>) {
     if port == 0 {
         let check = Check::ok(
             "hub",
             "the control port is 0 (chosen when the hub starts), so it was not probed",
         );
-        return (check, None);
+        return (check, Err(hub::NO_HUB.to_string()));
     }
     let until = Instant::now() + HUB_PROBE_DEADLINE;
     let probe = hub::probe(port, HUB_PROBE_DEADLINE);
@@ -323,12 +330,15 @@ fn hub_check(port: u16) -> (Check, Option<Vec<HubServiceReport>>) {
         .fix("stop what listens there, or move the hub with TAU_HUB_PORT or [hub] control_port"),
     };
     if !answered {
-        return (check, None);
+        return (check, Err(hub::NO_HUB.to_string()));
     }
     let left = until.saturating_duration_since(Instant::now());
     let services = match hub::services(port, left) {
-        hub::HubServices::Answered(reports) => Some(reports),
-        hub::HubServices::NotRunning | hub::HubServices::Unexpected(_) => None,
+        hub::HubServices::Answered(reports) => Ok(reports),
+        hub::HubServices::NotRunning => Err(hub::NO_HUB.to_string()),
+        hub::HubServices::Unexpected(why) => Err(format!(
+            "the hub did not list its services ({why}): built-in table only"
+        )),
     };
     (check, services)
 }
