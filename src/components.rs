@@ -17,9 +17,14 @@
 //! - the core hub services (the control API and gRPC) always run: `[components.hub] services`
 //!   selects among optional services only, so naming a core service is accepted and changes
 //!   nothing;
-//! - every built-in component has the version of this build ([`crate::VERSION`]); built-ins never
-//!   fail to load, so their `load_error` is `None` (the field exists for components registered by
-//!   code).
+//! - every built-in component has the version of this build ([`crate::VERSION`]); the table alone
+//!   never has a `load_error`: a hub service that failed to build or start is known only to the
+//!   running hub, which reports it in `GET /status` ([`HubServiceReport`]); a client merges that in
+//!   with [`merge_hub_report`].
+
+mod hub_report;
+
+pub use hub_report::{HubServiceReport, ServiceState, merge_hub_report, reports_from_status};
 
 use serde::Serialize;
 
@@ -203,7 +208,7 @@ pub struct ComponentState {
     pub tier: Option<u8>,
     /// Why it is on or off, or how it is used, in a few words.
     pub note: Option<String>,
-    /// Why it failed to load, if it did (never for a built-in).
+    /// Why it failed to load, build or start, if it did (only from a running hub's report).
     pub load_error: Option<String>,
 }
 

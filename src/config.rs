@@ -30,8 +30,10 @@
 //!   against [`KnownNames`] only.
 //! - Every error is one line naming the file, the dotted key, the bad value and what was expected
 //!   ([`ConfigError`]); TOML syntax errors name `file:line:column`.
-//! - Unknown top-level tables are ignored with one warning each (logged and kept in
-//!   [`Config::warnings`]); unknown keys anywhere else are errors.
+//! - Unknown top-level tables are ignored with one warning each, kept in [`Config::warnings`],
+//!   the only place they are reported from: loading logs nothing, each binary logs them once after
+//!   its logging is set up (`tau doctor` shows them as check lines instead); unknown keys anywhere
+//!   else are errors.
 //! - With no file, the config is the shipped template ([`TEMPLATE`]) rendered for the provider the
 //!   credentials allow ([`default_provider`]), and [`Config::source`] says so.
 //! - The environment overrides the file in exactly two places: TAU_HUB_PORT replaces
@@ -115,7 +117,8 @@ pub struct Config {
     /// `[component.<name>]` tables, free-form, by component name (see [`Config::component`]).
     pub component_settings: BTreeMap<String, toml::Table>,
     /// Things worth telling a person that did not stop loading (each unknown top-level table,
-    /// once). Each is also logged with `tracing::warn!` when the config is loaded.
+    /// once). Loading does not log them: the caller reports each once (a binary logs them at WARN
+    /// after setting up logging).
     pub warnings: Vec<String>,
     source: ConfigSource,
 }

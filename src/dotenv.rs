@@ -1,4 +1,5 @@
-//! `<TAU_HOME>/.env`: a small dotenv parser and the one place that writes the process environment.
+//! `<TAU_HOME>/.env`: a small dotenv parser. Its values fill an [`Env`] snapshot (never the process
+//! environment).
 //!
 //! Syntax, one assignment per line: `KEY=VALUE`, optionally preceded by `export `; spaces around
 //! `=` are allowed; blank lines and lines starting with `#` are skipped. Values:
@@ -15,7 +16,8 @@
 //! as a [`DotenvProblem`] naming `file:line`, so a caller can show it; the lines around it still
 //! count. `.env` never overrides a variable that is already set (even to `""`): [`Dotenv::pairs_to_set`]
 //! returns only the unset ones. TAU_HOME is refused in `.env` (it decides where `.env` is).
-//! Nothing here touches the process environment except [`apply_to_process`].
+//! Nothing here touches the process environment: callers fill an [`Env`] with
+//! [`Env::fill_from`](crate::env::Env::fill_from).
 
 use std::fmt;
 use std::path::{Path, PathBuf};

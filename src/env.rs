@@ -4,18 +4,24 @@
 //! variables through an [`Env`] value instead of `std::env`, so tests pass a map and never touch the
 //! process environment (which is global and shared by parallel test threads).
 //!
-//! Invariants: an `Env` is a snapshot; nothing here mutates the process environment (that is
-//! [`crate::dotenv::apply_to_process`], called once by a binary before it starts threads). Its
-//! `Debug` output lists variable names only, never values, so a secret cannot leak into a log.
+//! Invariants: an `Env` is a snapshot; nothing in tau mutates the process environment (`.env`
+//! values are filled into an `Env` with [`Env::fill_from`], which remembers the file, and reach
+//! only what tau passes that `Env` to). Its `Debug` output lists variable names only, never
+//! values, so a secret cannot leak into a log.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A snapshot of environment variables, passed explicitly to every resolution function.
+///
+/// It remembers which variables a file (`.env`) filled in ([`Env::fill_from`], [`Env::origin`]),
+/// so an error about a value can name where it came from.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Env {
     vars: BTreeMap<String, String>,
+    /// The file each variable set by [`Env::fill_from`] came from.
+    origins: BTreeMap<String, PathBuf>,
 }
 
 impl Env {
@@ -49,9 +55,31 @@ impl Env {
         self.vars.contains_key(name)
     }
 
-    /// Sets `name` to `value` in this snapshot (not in the process environment).
+    /// Sets `name` to `value` in this snapshot (not in the process environment); it no longer
+    /// counts as coming from a file.
     pub fn set(&mut self, name: impl Into<String>, value: impl Into<String>) {
-        self.vars.insert(name.into(), value.into());
+        let name = name.into();
+        self.origins.remove(&name);
+        self.vars.insert(name, value.into());
+    }
+
+    /// The file that set `name` ([`Env::fill_from`]); `None` for a variable of the process
+    /// environment or one set in code.
+    pub fn origin(&self, name: &str) -> Option<&Path> {
+        self.origins.get(name).map(PathBuf::as_path)
+    }
+
+    /// [`Env::fill`], remembering `origin` (the `.env` file) as where each variable it sets came
+    /// from.
+    pub fn fill_from<'a, I>(&mut self, pairs: I, origin: &Path) -> Vec<(String, String)>
+    where
+        I: IntoIterator<Item = &'a (String, String)>,
+    {
+        let set = self.fill(pairs);
+        for (name, _) in &set {
+            self.origins.insert(name.clone(), origin.to_path_buf());
+        }
+        set
     }
 
     /// Sets each pair whose name is not set yet and returns the pairs it actually set, in order.
@@ -90,6 +118,7 @@ impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Env {
                 .into_iter()
                 .map(|(k, v)| (k.into(), v.into()))
                 .collect(),
+            origins: BTreeMap::new(),
         }
     }
 }
@@ -122,6 +151,20 @@ mod tests {
         assert_eq!(env.get("EMPTY"), Some(""));
         assert_eq!(env.non_empty("EMPTY"), None);
         assert_eq!(env.get("B"), Some("2"));
+    }
+
+    #[test]
+    fn fill_from_remembers_the_file_of_what_it_set() {
+        let mut env: Env = [("A", "1")].into_iter().collect();
+        let pairs = vec![
+            ("A".to_string(), "x".to_string()),
+            ("B".to_string(), "2".to_string()),
+        ];
+        env.fill_from(&pairs, Path::new("/h/.env"));
+        assert_eq!(env.origin("A"), None, "not set by the file");
+        assert_eq!(env.origin("B"), Some(Path::new("/h/.env")));
+        env.set("B", "3");
+        assert_eq!(env.origin("B"), None, "set in code now");
     }
 
     #[test]

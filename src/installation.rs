@@ -92,7 +92,7 @@ impl Located {
         let mut dotenv_problems = Vec::new();
         if let Some(file) = dotenv::load(&home.join(paths::ENV_FILE_NAME))? {
             let to_set = file.pairs_to_set(&env);
-            env.fill(&to_set);
+            env.fill_from(&to_set, &file.path);
             dotenv_problems = file.problems;
         }
         let paths = Paths::for_home(home, &env, cwd, user_home.as_deref())?;
@@ -140,6 +140,32 @@ mod tests {
         assert_eq!(found.dotenv_problems.len(), 1);
         assert!(found.config.source().is_defaults());
         assert_eq!(found.paths.data_dir, dir.path().join("data"));
+    }
+
+    #[test]
+    fn dotenv_values_remember_their_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join(".env"), "TAU_DATA_DIR=state\n").unwrap();
+        let mut env = env_for(dir.path(), &[]);
+        env = env
+            .names()
+            .filter(|n| *n != "TAU_DATA_DIR")
+            .map(|n| (n.to_string(), env.get(n).unwrap().to_string()))
+            .collect();
+        let found = Installation::discover(env.clone(), Path::new("/")).unwrap();
+        assert_eq!(found.paths.data_dir, home.join("state"), "under TAU_HOME");
+
+        std::fs::write(home.join(".env"), "TAU_PROFILE=office\n").unwrap();
+        let error = Installation::discover(env, dir.path()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!(
+                r#"environment variable TAU_PROFILE = "office" (from {}): expected "home", "travel" or "sport""#,
+                home.join(".env").display()
+            )
+        );
     }
 
     #[test]

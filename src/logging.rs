@@ -4,7 +4,7 @@
 //!
 //! - stderr (unless `console` is false, e.g. a full-screen UI that owns the terminal): WARN and up,
 //!   INFO and up with `verbose`; one line per record, no timestamp.
-//! - `<logs_dir>/tau.log` (when a directory is given): INFO and up, DEBUG and up with `verbose`;
+//! - `<logs_dir>/tau.log` (when a directory is given): INFO and up, with or without `verbose`;
 //!   timestamped, no colours; an error logged as a field (`error = &err as &dyn Error`) is written
 //!   with its source chain (`error=outer error.sources=[cause, root cause]`).
 //!
@@ -255,11 +255,8 @@ where
     let mut log_file = None;
     if let Some(dir) = logs_dir {
         let (file, path) = open_log_file(dir)?;
-        let level = if verbose {
-            LevelFilter::DEBUG
-        } else {
-            LevelFilter::INFO
-        };
+        // INFO and up whatever `verbose` says: -v changes what a person sees, not the record.
+        let level = LevelFilter::INFO;
         let layer = fmt::layer()
             .with_ansi(false)
             .with_writer(LogFile(Arc::new(file)))

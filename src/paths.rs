@@ -9,8 +9,9 @@
 //! Invariants: resolution is pure. It reads variables from an explicit [`Env`], takes the current
 //! directory and the user's home as parameters, touches no directory except to ask whether
 //! `<cwd>/tau.toml` exists, and creates nothing. Every returned path is absolute when the `cwd`
-//! given is absolute (relative variable values are taken relative to `cwd`; a leading `~` is the
-//! user's home).
+//! given is absolute (relative variable values are taken relative to `cwd`, except a relative
+//! TAU_DATA_DIR set in `<home>/.env`, which is relative to TAU_HOME; a leading `~` is the user's
+//! home).
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +21,8 @@ use crate::env::Env;
 pub const CONFIG_FILE_NAME: &str = "tau.toml";
 /// The name of the dotenv file under TAU_HOME.
 pub const ENV_FILE_NAME: &str = ".env";
+/// The name of the sqlite session store's database under TAU_DATA_DIR.
+pub const SQLITE_FILE_NAME: &str = "sessions.db";
 
 /// A path could not be resolved.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -107,6 +110,11 @@ impl Paths {
         }
     }
 
+    /// The sqlite session store's database, `<data>/sessions.db`.
+    pub fn sqlite_file(&self) -> PathBuf {
+        self.data_dir.join(SQLITE_FILE_NAME)
+    }
+
     /// Resolves TAU_HOME (see [`resolve_home`]) and then TAU_DATA_DIR (see [`resolve_data_dir`]).
     ///
     /// A binary that loads `<home>/.env` first resolves the home with [`resolve_home`], fills its
@@ -149,13 +157,22 @@ pub fn resolve_home(
 }
 
 /// TAU_DATA_DIR: the variable if set (non-empty); else `<user_home>/.local/share/tau`.
+///
+/// A relative value is resolved against the current directory when it comes from the process
+/// environment, and against the directory of the `.env` file that set it (TAU_HOME) when it comes
+/// from `.env` ([`Env::origin`]), so `TAU_DATA_DIR=data` in `<home>/.env` means `<home>/data`
+/// wherever tau is started.
 pub fn resolve_data_dir(
     env: &Env,
     cwd: &Path,
     user_home: Option<&Path>,
 ) -> Result<PathBuf, PathsError> {
     if let Some(value) = env.non_empty("TAU_DATA_DIR") {
-        return expand(value, cwd, user_home, "TAU_DATA_DIR");
+        let base = env
+            .origin("TAU_DATA_DIR")
+            .and_then(Path::parent)
+            .unwrap_or(cwd);
+        return expand(value, base, user_home, "TAU_DATA_DIR");
     }
     user_home
         .map(|h| h.join(".local").join("share").join("tau"))
@@ -238,6 +255,29 @@ mod tests {
             resolve_home(&e, cwd, Some(user)).unwrap(),
             PathBuf::from("/home/u")
         );
+    }
+
+    #[test]
+    fn a_relative_data_dir_from_dotenv_is_under_tau_home() {
+        let pairs = vec![("TAU_DATA_DIR".to_string(), "state".to_string())];
+        let mut from_file = env(&[]);
+        from_file.fill_from(&pairs, Path::new("/h/.env"));
+        let dir = resolve_data_dir(&from_file, Path::new("/elsewhere"), Some(Path::new("/u")));
+        assert_eq!(dir.unwrap(), PathBuf::from("/h/state"));
+        let from_process = env(&[("TAU_DATA_DIR", "state")]);
+        let dir = resolve_data_dir(
+            &from_process,
+            Path::new("/elsewhere"),
+            Some(Path::new("/u")),
+        );
+        assert_eq!(dir.unwrap(), PathBuf::from("/elsewhere/state"));
+        let mut tilde = env(&[]);
+        tilde.fill_from(
+            &[("TAU_DATA_DIR".to_string(), "~/d".to_string())],
+            Path::new("/h/.env"),
+        );
+        let dir = resolve_data_dir(&tilde, Path::new("/elsewhere"), Some(Path::new("/u")));
+        assert_eq!(dir.unwrap(), PathBuf::from("/u/d"));
     }
 
     #[test]

@@ -4,6 +4,10 @@
 //! into this process's environment; they are carried in [`Context`] and passed to child processes
 //! (`taud`) explicitly, so nothing mutates global state.
 
+// The doc comments here are also clap's help texts, read in a terminal: `<home>/.env` is meant
+// literally there, not as an HTML tag.
+#![allow(rustdoc::invalid_html_tags)]
+
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command as ProcessCommand;

@@ -2,8 +2,12 @@
 //! enabled/disabled, why, and its load error; then the names in `[components]` that nothing
 //! provides. `--json` prints the same for scripts.
 //!
-//! Invariants: it reads the configuration and nothing else (no hub, no network); the listing comes
-//! from `tau_api::components`, the one description of what taud ships; a planned provider named in
+//! When a hub answers on the loopback control port (`GET /status`, one second in all), what it says
+//! about its services (started, skipped, failed with the error) is merged into the listing;
+//! otherwise one line says `hub not running: built-in table only`.
+//!
+//! Invariants: it reads the configuration and asks nothing but 127.0.0.1; the listing comes from
+//! `tau_api::components`, the one description of what taud ships; a planned provider named in
 //! `tau.toml` does not stop the listing (it is shown as planned).
 
 use std::fmt::Write as _;
@@ -12,21 +16,58 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use serde::Serialize;
 use tau_api::components::{
-    ComponentKind, ComponentState, UnknownName, component_states, unknown_names,
+    ComponentKind, ComponentState, UnknownName, component_states, merge_hub_report, unknown_names,
 };
 use tau_api::config::{KnownNames, PLANNED_PROVIDERS};
 use tau_api::installation::Installation;
 
 use crate::cli::{ComponentsArgs, Context};
+use crate::doctor::hub::{self, HubServices};
 use crate::environment;
+
+/// How long asking the hub may take in all.
+const HUB_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Serialize)]
 struct Listing<'a> {
     version: &'static str,
     /// The tau.toml read, or null for the built-in defaults.
     config: Option<String>,
+    /// What the hub said: `answered` when a hub's services report was merged in, and the line
+    /// shown to a person.
+    hub: HubLine,
     components: &'a [ComponentState],
     unknown: &'a [UnknownName],
+}
+
+#[derive(Serialize)]
+struct HubLine {
+    answered: bool,
+    message: String,
+}
+
+/// Asks the hub on `port` for its services and merges them into `states`.
+fn merge_from_hub(states: &mut Vec<ComponentState>, port: u16) -> HubLine {
+    let not_running = |message: String| HubLine {
+        answered: false,
+        message,
+    };
+    if port == 0 {
+        return not_running(format!("{} (the control port is 0)", hub::NO_HUB));
+    }
+    match hub::services(port, HUB_DEADLINE) {
+        HubServices::Answered(reports) => {
+            merge_hub_report(states, &reports);
+            HubLine {
+                answered: true,
+                message: format!("hub services as the hub on 127.0.0.1:{port} reports them"),
+            }
+        }
+        HubServices::NotRunning => not_running(hub::NO_HUB.to_string()),
+        HubServices::Unexpected(why) => not_running(format!(
+            "no services report from 127.0.0.1:{port} ({why}): built-in table only"
+        )),
+    }
 }
 
 /// Runs `tau components`.
@@ -44,19 +85,28 @@ pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
+    for problem in &installation.dotenv_problems {
+        tracing::warn!("{problem}");
+    }
+    for warning in &installation.config.warnings {
+        tracing::warn!("{warning}");
+    }
     let config = &installation.config;
-    let states = component_states(config);
+    let mut states = component_states(config);
+    let hub_line = merge_from_hub(&mut states, installation.settings.hub_port);
     let unknown = unknown_names(&config.components);
     let config_file = config.source().file().map(|f| f.display().to_string());
     if args.json {
         let listing = Listing {
             version: tau_api::VERSION,
             config: config_file,
+            hub: hub_line,
             components: &states,
             unknown: &unknown,
         };
         println!("{}", serde_json::to_string_pretty(&listing)?);
     } else {
+        println!("{}", hub_line.message);
         print!("{}", render(&states, &unknown, config_file.as_deref()));
     }
     Ok(ExitCode::SUCCESS)

@@ -14,6 +14,7 @@ mod event_json;
 mod grpc;
 mod hub;
 mod init;
+mod logs;
 mod templates;
 mod version;
 
@@ -26,8 +27,8 @@ use crate::cli::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let ctx = cli::Context::from_cli(&cli);
-    // Console messages only; commands that own a log file (chat, hub) configure their own.
-    let _logging = tau_api::logging::configure_logging(None, ctx.verbose, true);
+    // chat and ask also log to <TAU_DATA_DIR>/logs/tau.log; the other commands to stderr only.
+    let _logging = logs::start(&cli.command, &ctx);
     let result = match &cli.command {
         Command::Version(args) => version::run(args, &ctx),
         Command::Ask(args) => ask::run(args, &ctx),

@@ -73,13 +73,6 @@ mod tests {
     }
 
     #[test]
-    fn embedded_persona_files_are_the_repository_files() {
-        assert_eq!(PERSONA, repository_file("persona/persona.md"));
-        assert_eq!(USER_EXAMPLE, repository_file("persona/user.example.md"));
-        assert_eq!(ENV_EXAMPLE_FULL, repository_file(".env.example"));
-    }
-
-    #[test]
     fn env_example_is_the_repository_file_without_the_remote_section() {
         let full = repository_file(".env.example");
         let template = env_example();

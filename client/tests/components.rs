@@ -119,3 +119,61 @@ fn a_broken_config_is_one_line_and_exit_1() {
     );
     assert!(run.stderr.contains("tau doctor"));
 }
+
+#[test]
+fn a_running_hub_reports_a_failed_service_as_its_load_error() {
+    let mut sandbox = common::configured("", "");
+    let (port, server) = common::serve_hub(common::status_with_failed_grpc(), 2);
+    sandbox.set_port(port);
+    let run = sandbox.run(&["components"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = &run.stdout;
+    assert!(
+        text.lines()
+            .next()
+            .unwrap()
+            .contains(&format!("as the hub on 127.0.0.1:{port} reports them")),
+        "{text}"
+    );
+    let grpc = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("grpc "))
+        .unwrap();
+    assert!(grpc.contains(" disabled "), "{grpc}");
+    assert!(
+        grpc.contains("load error: failed to start: cannot bind the socket"),
+        "{grpc}"
+    );
+    let json = sandbox.run(&["components", "--json"]).json();
+    assert_eq!(json["hub"]["answered"], true);
+    let grpc = json["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "grpc")
+        .unwrap();
+    assert_eq!(
+        grpc["load_error"],
+        "failed to start: cannot bind the socket"
+    );
+    assert_eq!(grpc["enabled"], false);
+    let requests = server.join().unwrap();
+    assert_eq!(requests, ["GET /status HTTP/1.1", "GET /status HTTP/1.1"]);
+}
+
+#[test]
+fn without_a_hub_one_line_says_the_table_is_built_in_only() {
+    let sandbox = common::configured("", "");
+    let run = sandbox.run(&["components"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout.lines().next(),
+        Some("hub not running: built-in table only")
+    );
+    let json = sandbox.run(&["components", "--json"]).json();
+    assert_eq!(json["hub"]["answered"], false);
+    assert_eq!(
+        json["hub"]["message"],
+        "hub not running: built-in table only"
+    );
+}

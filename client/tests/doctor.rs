@@ -435,3 +435,166 @@ fn a_fallback_without_credentials_is_only_a_warning() {
     );
     assert!(fix.unwrap().contains("ANTHROPIC_API_KEY"));
 }
+
+#[test]
+fn a_hub_service_that_failed_to_start_fails_the_components_check() {
+    let mut sandbox = Sandbox::healthy();
+    let (port, server) = common::serve_hub(common::status_with_failed_grpc(), 2);
+    sandbox.set_port(port);
+    let (run, json) = doctor(&sandbox);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let components = checks(&json, "components");
+    assert_eq!(components.len(), 1, "{components:?}");
+    let (s, message, fix) = components[0];
+    assert_eq!(s, "fail");
+    assert_eq!(
+        message,
+        "hub_service 'grpc' from taud failed to load: failed to start: cannot bind the socket"
+    );
+    assert!(fix.unwrap().contains("tau components"));
+    assert_eq!(status(&json, "hub"), ["ok"]);
+    let requests = server.join().unwrap();
+    assert_eq!(requests, ["GET /health HTTP/1.1", "GET /status HTTP/1.1"]);
+}
+
+#[test]
+fn without_a_hub_the_components_check_says_built_in_table_only() {
+    let sandbox = Sandbox::healthy();
+    let (_, json) = doctor(&sandbox);
+    let (s, message, _) = checks(&json, "components")[0];
+    assert_eq!(s, "ok");
+    assert!(
+        message.ends_with("(hub not running: built-in table only)"),
+        "{message}"
+    );
+}
+
+/// Whether this process can still read `path` (true when it runs with privileges that ignore
+/// file modes, as root does): a chmod 000 case is only meaningful when it cannot.
+fn still_readable(path: &std::path::Path) -> bool {
+    if path.is_dir() {
+        std::fs::read_dir(path).is_ok()
+    } else {
+        std::fs::read(path).is_ok()
+    }
+}
+
+#[test]
+fn a_hub_directory_open_to_others_fails_with_chmod_700() {
+    let sandbox = Sandbox::healthy();
+    std::fs::create_dir(sandbox.data().join("hub")).unwrap();
+    sandbox.chmod("data/hub", 0o755);
+    let (run, json) = doctor(&sandbox);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let permissions = checks(&json, "permissions");
+    assert_eq!(permissions.len(), 1, "{permissions:?}");
+    let (s, message, fix) = permissions[0];
+    assert_eq!(s, "fail");
+    assert!(message.contains("(mode 0755)"), "{message}");
+    assert_eq!(
+        fix,
+        Some(format!("chmod 700 {}", sandbox.data().join("hub").display()).as_str())
+    );
+}
+
+#[test]
+fn an_unreadable_env_file_fails_and_the_other_checks_still_run() {
+    let sandbox = Sandbox::healthy();
+    let env_file = sandbox.home().join(".env");
+    std::fs::write(&env_file, b"TAU_LANG=\xff\xfe\n").unwrap();
+    sandbox.chmod("home/.env", 0o600);
+    let (run, json) = doctor(&sandbox);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let env_checks = checks(&json, ".env");
+    let (s, message, fix) = env_checks[0];
+    assert_eq!(s, "fail");
+    assert!(
+        message.starts_with(&format!("{}: cannot read", env_file.display())),
+        "{message}"
+    );
+    assert!(fix.unwrap().contains("a file you can read"));
+    assert_eq!(status(&json, "config"), ["ok"], "the rest still runs");
+    assert_eq!(status(&json, "permissions"), ["ok"]);
+
+    std::fs::write(&env_file, "TAU_LANG=en\n").unwrap();
+    sandbox.chmod("home/.env", 0o000);
+    if !still_readable(&env_file) {
+        let (run, json) = doctor(&sandbox);
+        assert_eq!(run.code, 1, "{}", run.stdout);
+        assert_eq!(checks(&json, ".env")[0].0, "fail");
+    }
+}
+
+#[test]
+fn an_unreadable_sessions_directory_fails() {
+    let sandbox = Sandbox::healthy();
+    let sessions = sandbox.data().join("sessions");
+    // A symlink to itself cannot be inspected, whoever runs the doctor.
+    std::os::unix::fs::symlink(&sessions, &sessions).unwrap();
+    let (run, json) = doctor(&sandbox);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let (s, message, _) = checks(&json, "sessions")[0];
+    assert_eq!(s, "fail");
+    assert!(message.starts_with("cannot inspect"), "{message}");
+
+    std::fs::remove_file(&sessions).unwrap();
+    std::fs::create_dir(&sessions).unwrap();
+    sandbox.chmod("data/sessions", 0o000);
+    if !still_readable(&sessions) {
+        let (run, json) = doctor(&sandbox);
+        assert_eq!(run.code, 1, "{}", run.stdout);
+        let (s, message, fix) = checks(&json, "sessions")[0];
+        assert_eq!(s, "fail");
+        assert!(message.starts_with("cannot read"), "{message}");
+        assert_eq!(
+            fix,
+            Some(format!("chmod 700 {}", sessions.display()).as_str())
+        );
+    }
+    sandbox.chmod("data/sessions", 0o700);
+}
+
+#[test]
+fn with_the_sqlite_backend_the_database_file_is_checked() {
+    let sandbox = Sandbox::healthy();
+    let config = sandbox
+        .read("home/tau.toml")
+        .replace("backend = \"file\"", "backend = \"sqlite\"");
+    sandbox.write("home/tau.toml", &config);
+    let db = sandbox.data().join("sessions.db");
+
+    let (run, json) = doctor(&sandbox);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    let (s, message, _) = checks(&json, "sessions")[0];
+    assert_eq!(s, "ok");
+    assert_eq!(
+        message,
+        format!("sqlite store at {} (created on first use)", db.display())
+    );
+
+    let mut header = b"SQLite format 3\0".to_vec();
+    header.extend_from_slice(&[0u8; 84]);
+    std::fs::write(&db, &header).unwrap();
+    sandbox.chmod("data/sessions.db", 0o600);
+    let (run, json) = doctor(&sandbox);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert_eq!(
+        checks(&json, "sessions")[0].1,
+        format!("sqlite store at {}", db.display())
+    );
+
+    sandbox.chmod("data/sessions.db", 0o644);
+    let (run, json) = doctor(&sandbox);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let (s, _, fix) = checks(&json, "sessions")[0];
+    assert_eq!(s, "fail");
+    assert_eq!(fix, Some(format!("chmod 600 {}", db.display()).as_str()));
+
+    std::fs::write(&db, "not a database at all").unwrap();
+    sandbox.chmod("data/sessions.db", 0o600);
+    let (run, json) = doctor(&sandbox);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let (s, message, _) = checks(&json, "sessions")[0];
+    assert_eq!(s, "fail");
+    assert!(message.ends_with("is not an SQLite database"), "{message}");
+}

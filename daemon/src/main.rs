@@ -91,6 +91,9 @@ fn main() -> ExitCode {
     for problem in &installation.dotenv_problems {
         tracing::warn!("{problem}");
     }
+    for warning in &installation.config.warnings {
+        tracing::warn!("{warning}");
+    }
     hub::crash::install_panic_hook(paths.crash_file.clone());
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -51,3 +51,32 @@ fn the_shipped_tools_catalog_disables_like_the_table() {
         .collect();
     assert_eq!(enabled, catalog.names());
 }
+
+/// `tau components` (the table) and taud (the registry) agree on which hub services run: the core
+/// ones always, whatever `[components.hub] services` lists.
+#[test]
+fn the_hub_service_flags_match_what_the_registry_builds() {
+    for list in ["[]", "[\"control-api\"]", "[\"telegram\"]"] {
+        let config = tau_api::config::Config::from_toml_str(
+            &format!("[components.hub]\nservices = {list}\n"),
+            std::path::Path::new("/t/tau.toml"),
+            &tau_api::env::Env::new(),
+            &tau_api::config::KnownNames::builtin(),
+        )
+        .unwrap();
+        let listed: Vec<String> = tau_api::components::component_states(&config)
+            .into_iter()
+            .filter(|s| s.kind == ComponentKind::HubService && s.enabled)
+            .map(|s| s.name)
+            .collect();
+        let mut options = taud::hub::HubOptions::new(std::path::PathBuf::from("/d"));
+        options.services = config.components.hub.services.clone();
+        let built: Vec<String> = taud::builtin::builtin_services()
+            .build(&options)
+            .iter()
+            .map(|s| s.name().to_owned())
+            .collect();
+        assert_eq!(listed, built, "services = {list}");
+        assert_eq!(built, ["control-api", "grpc"], "services = {list}");
+    }
+}

@@ -374,6 +374,22 @@ async fn a_service_that_fails_to_start_is_skipped_and_the_hub_runs_on() {
         let stderr = hub.stderr();
         (stderr.contains("grpc") && stderr.contains("skipped")).then_some(())
     });
+    // /status reports it as failed, with the error, for tau components and tau doctor.
+    let grpc = wait_for("gRPC's report in /status", || {
+        let status = get_json(install.port, "/status");
+        status["services"]
+            .as_array()?
+            .iter()
+            .find(|s| s["name"] == "grpc")
+            .cloned()
+    });
+    assert_eq!(grpc["state"], "failed", "{grpc}");
+    assert!(
+        grpc["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("failed to start: ")),
+        "{grpc}"
+    );
     // gRPC is not mounted on TCP: an honest UNIMPLEMENTED, not a hang.
     let token = std::fs::read_to_string(install.paths().token_file).unwrap_or_default();
     let err = TauClient::new(tcp_channel(install.port).await)
@@ -486,4 +502,22 @@ async fn sigterm_with_a_turn_waiting_on_an_approval_stops_cleanly_and_records_it
     );
     let stderr = hub.stderr();
     assert!(!stderr.contains("expired"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_table_is_logged_once_to_tau_log() {
+    let install =
+        Install::with_config("[hub]\nheartbeat_seconds = 1\n[telegram]\ntoken_env = \"X\"\n");
+    let mut hub = install.spawn();
+    install.wait_ready(hub.pid());
+    hub.signal(Signal::SIGTERM);
+    assert_eq!(hub.wait_exit().code(), Some(0));
+    let log = std::fs::read_to_string(install.data.join("logs").join("tau.log")).unwrap();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("unknown table [telegram] ignored"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    assert!(lines[0].contains("WARN"), "{log}");
+    assert!(lines[0].contains("tau.toml"), "names the file: {log}");
 }

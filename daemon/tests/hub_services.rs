@@ -277,3 +277,54 @@ async fn the_enabled_list_picks_services() {
         .await;
     assert_eq!(log, ["start b", "stop b"]);
 }
+
+#[tokio::test]
+async fn status_lists_each_service_as_started_skipped_or_failed_with_its_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut h = Harness::new();
+    h.add("a", Behaviour::Ok)
+        .add("broken", Behaviour::Fail)
+        .add("off", Behaviour::Ok);
+    h.registry.register("unbuildable", |_| {
+        Err(ServiceError::Failed("no token".into()))
+    });
+    let mut o = options(&tmp);
+    o.services = vec![
+        "a".into(),
+        "broken".into(),
+        "unbuildable".into(),
+        SENTINEL.into(),
+    ];
+    h.run(o, |hub| {
+        let status = hub.status_json();
+        let services = status["services"].as_array().unwrap();
+        let got: Vec<(&str, &str, Option<&str>)> = services
+            .iter()
+            .map(|s| {
+                (
+                    s["name"].as_str().unwrap(),
+                    s["state"].as_str().unwrap(),
+                    s.get("error").and_then(|e| e.as_str()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a", "started", None),
+                (
+                    "broken",
+                    "failed",
+                    Some("failed to start: refuses to start")
+                ),
+                ("off", "skipped", None),
+                ("unbuildable", "failed", Some("failed to build: no token")),
+                (SENTINEL, "started", None),
+            ]
+        );
+        assert_eq!(services[2]["reason"], "not in [components.hub] services");
+        let reports = tau_api::components::reports_from_status(&status).unwrap();
+        assert_eq!(reports, hub.service_reports());
+    })
+    .await;
+}

@@ -83,12 +83,14 @@ pub enum ConfigError {
         expected: String,
     },
     /// A tau environment variable has a value tau does not accept.
-    #[error("environment variable {name} = {value}: expected {expected}")]
+    #[error("environment variable {name} = {value}{origin}: expected {expected}")]
     Env {
         /// The variable, e.g. `TAU_PROFILE`.
         name: String,
         /// Its value, quoted.
         value: String,
+        /// ` (from /path/.env)` when `.env` set it, else empty.
+        origin: String,
         /// What would have been accepted.
         expected: String,
     },
@@ -110,11 +112,20 @@ impl ConfigError {
         }
     }
 
-    /// An environment variable error; the value is quoted and shortened.
-    pub(crate) fn env(name: &str, value: &str, expected: impl Into<String>) -> Self {
+    /// An environment variable error; the value is quoted and shortened, and the `.env` file
+    /// that set it (`origin`) is named.
+    pub(crate) fn env(
+        name: &str,
+        value: &str,
+        origin: Option<&Path>,
+        expected: impl Into<String>,
+    ) -> Self {
         Self::Env {
             name: name.to_string(),
             value: quote(value),
+            origin: origin
+                .map(|file| format!(" (from {})", file.display()))
+                .unwrap_or_default(),
             expected: expected.into(),
         }
     }

@@ -1,9 +1,10 @@
 //! From `tau.toml` text to validated sections: TOML syntax, then each known table through a strict
 //! [`Section`] reader.
 //!
-//! Invariants: unknown top-level *tables* are ignored with exactly one warning per table name;
-//! every other unknown key, at any depth, is an error. Provider and backend names are checked
-//! against [`KnownNames`] only; nothing is built.
+//! Invariants: unknown top-level *tables* are ignored with exactly one warning per table name,
+//! returned as data and never logged here (each binary logs `Config::warnings` once); every other
+//! unknown key, at any depth, is an error. Provider and backend names are checked against
+//! [`KnownNames`] only; nothing is built.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -79,7 +80,6 @@ pub(crate) fn parse_document(
             file.display(),
             key_segment(name)
         );
-        tracing::warn!("{warning}");
         warnings.push(warning);
     }
     let present: Vec<&str> = root.keys().map(String::as_str).collect();

@@ -137,6 +137,7 @@ pub fn hub_port_from_env(env: &Env) -> Result<Option<u16>, ConfigError> {
         ConfigError::env(
             "TAU_HUB_PORT",
             value,
+            env.origin("TAU_HUB_PORT"),
             "a port number from 0 to 65535 (0: any free port)",
         )
     })
@@ -157,7 +158,12 @@ fn closed_set<T: Copy>(
         return Ok(Some(*t));
     }
     let names: Vec<&str> = options.iter().map(|(o, _)| *o).collect();
-    Err(ConfigError::env(name, value, one_of_quoted(&names)))
+    Err(ConfigError::env(
+        name,
+        value,
+        env.origin(name),
+        one_of_quoted(&names),
+    ))
 }
 
 #[cfg(test)]
@@ -240,6 +246,34 @@ mod tests {
         for (name, value, want) in cases {
             let err = Settings::resolve(&env(&[(name, value)]), &cfg).unwrap_err();
             assert_eq!(err.to_string(), want);
+        }
+    }
+
+    #[test]
+    fn a_bad_value_from_dotenv_names_the_file() {
+        let cfg = config("", &env(&[]));
+        for (name, value, expected) in [
+            (
+                "TAU_PROFILE",
+                "office",
+                r#"expected "home", "travel" or "sport""#,
+            ),
+            (
+                "TAU_HUB_PORT",
+                "http",
+                "expected a port number from 0 to 65535 (0: any free port)",
+            ),
+        ] {
+            let mut e = env(&[]);
+            e.fill_from(
+                &[(name.to_string(), value.to_string())],
+                Path::new("/h/.env"),
+            );
+            let err = Settings::resolve(&e, &cfg).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(r#"environment variable {name} = "{value}" (from /h/.env): {expected}"#)
+            );
         }
     }
 }

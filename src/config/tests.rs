@@ -226,7 +226,7 @@ fn tau_hub_port_and_tau_lang_override_the_file() {
 }
 
 #[test]
-fn unknown_top_level_tables_warn_once_each_and_are_ignored() {
+fn unknown_top_level_tables_are_one_warning_each_and_ignored() {
     let text = format!(
         "{BRAIN}[telegram]\ntoken_env = \"X\"\n[plugins.a]\nx = 1\n[plugins.b]\ny = 2\n[[things]]\nz = 1\n[[things]]\nz = 2\n"
     );
@@ -249,11 +249,10 @@ fn unknown_top_level_tables_warn_once_each_and_are_ignored() {
         ]
     );
     let logged = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
-    for name in ["plugins", "telegram", "things"] {
-        let line = format!("unknown table [{name}] ignored");
-        assert_eq!(logged.matches(&line).count(), 1, "{logged}");
-    }
-    assert!(logged.contains("WARN"));
+    assert!(
+        !logged.contains("unknown table"),
+        "the warnings are data for the caller to report once, not logged while loading: {logged}"
+    );
     assert_eq!(c.role("brain").unwrap().model_id, "m");
 }
 

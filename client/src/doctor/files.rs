@@ -1,4 +1,5 @@
-//! The checks of `tau doctor` that look at files: the session store's directory, the persona files,
+//! The checks of `tau doctor` that look at files: the session store's directory (the sqlite
+//! database is checked in `store`), the persona files,
 //! the names in `.env` against `.env.example`, and who may read the private files.
 //!
 //! Invariants: nothing here writes, creates or changes a file; `.env` values are never read into a
@@ -16,9 +17,12 @@ use tau_api::paths::Paths;
 use super::report::Check;
 use crate::templates;
 
-/// The session store: its backend and the directory it lives in.
+/// The session store: its backend and the directory it lives in (for sqlite, its database file).
 pub fn sessions(config: &Config, paths: &Paths) -> Check {
     let backend = &config.sessions.backend;
+    if backend == "sqlite" {
+        return super::store::sqlite(paths);
+    }
     let dir = &paths.sessions_dir;
     let metadata = match std::fs::metadata(dir) {
         Ok(m) => m,
@@ -299,7 +303,7 @@ pub fn permissions(paths: &Paths) -> Vec<Check> {
 }
 
 /// `path` as one shell word: as is when it only has safe characters, else single-quoted.
-fn shell_quote(path: &Path) -> String {
+pub(super) fn shell_quote(path: &Path) -> String {
     let text = path.display().to_string();
     let safe = !text.is_empty()
         && text

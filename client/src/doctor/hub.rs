@@ -1,5 +1,6 @@
-//! The hub probe: `GET /health` on the loopback control port, within one deadline for the whole
-//! exchange (connect, send, read). Information only: a hub that does not answer is not a failure.
+//! The hub probes: `GET /health` (is a hub there?) and `GET /status` (how did its services come
+//! out?) on the loopback control port, each within one deadline for the whole exchange (connect,
+//! send, read). Information only: a hub that does not answer is not a failure.
 //!
 //! Invariants: only 127.0.0.1 is contacted; the whole probe ends by its deadline; at most
 //! [`MAX_RESPONSE`] bytes are read; nothing but a 200 response whose JSON body has `"ok": true`
@@ -8,6 +9,8 @@
 use std::io::{ErrorKind, Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
+
+use tau_api::components::{HubServiceReport, reports_from_status};
 
 /// The longest response read.
 const MAX_RESPONSE: usize = 64 * 1024;
@@ -30,53 +33,107 @@ pub enum Probe {
 
 /// Probes `http://127.0.0.1:<port>/health`, giving up after `deadline`.
 pub fn probe(port: u16, deadline: Duration) -> Probe {
+    let body = match get(port, "/health", deadline) {
+        Ok(body) => body,
+        Err(probe) => return probe,
+    };
+    let Ok(json) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return Probe::Unexpected("GET /health did not answer JSON".to_string());
+    };
+    if json.get("ok") != Some(&serde_json::Value::Bool(true)) {
+        return Probe::Unexpected("GET /health did not answer {\"ok\": true}".to_string());
+    }
+    Probe::Hub {
+        pid: json.get("pid").and_then(serde_json::Value::as_u64),
+        uptime_s: json.get("uptime_s").and_then(serde_json::Value::as_f64),
+    }
+}
+
+/// What a hub said about its services.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HubServices {
+    /// A hub answered `GET /status` with its `services` list.
+    Answered(Vec<HubServiceReport>),
+    /// Nothing listens (connection refused).
+    NotRunning,
+    /// Something else, or nothing in time, or a hub that does not list its services: why.
+    Unexpected(String),
+}
+
+/// The line `tau components` and `tau doctor` show when no hub answered.
+pub const NO_HUB: &str = "hub not running: built-in table only";
+
+/// Asks `http://127.0.0.1:<port>/status` for the hub's services, giving up after `deadline`.
+pub fn services(port: u16, deadline: Duration) -> HubServices {
+    let body = match get(port, "/status", deadline) {
+        Ok(body) => body,
+        Err(Probe::NotRunning) => return HubServices::NotRunning,
+        Err(Probe::Unexpected(why)) => return HubServices::Unexpected(why),
+        Err(Probe::Hub { .. }) => {
+            return HubServices::Unexpected("GET /status gave no answer".to_string());
+        }
+    };
+    let Ok(json) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return HubServices::Unexpected("GET /status did not answer JSON".to_string());
+    };
+    match reports_from_status(&json) {
+        Some(reports) => HubServices::Answered(reports),
+        None => HubServices::Unexpected("GET /status does not list the hub's services".to_string()),
+    }
+}
+
+/// `GET <path>` on the loopback port: the body of a 200 answer, or what went wrong as a
+/// [`Probe::NotRunning`] or [`Probe::Unexpected`].
+fn get(port: u16, path: &str, deadline: Duration) -> Result<Vec<u8>, Probe> {
     let until = Instant::now() + deadline;
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut stream = match TcpStream::connect_timeout(&addr, deadline) {
         Ok(stream) => stream,
-        Err(e) if e.kind() == ErrorKind::ConnectionRefused => return Probe::NotRunning,
-        Err(e) if is_timeout(&e) => return Probe::Unexpected(no_answer(deadline)),
-        Err(e) => return Probe::Unexpected(format!("cannot connect: {e}")),
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused => return Err(Probe::NotRunning),
+        Err(e) if is_timeout(&e) => return Err(Probe::Unexpected(no_answer(deadline))),
+        Err(e) => return Err(Probe::Unexpected(format!("cannot connect: {e}"))),
     };
     let request = format!(
-        "GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
     );
     if let Err(e) =
         with_deadline(&stream, until).and_then(|()| stream.write_all(request.as_bytes()))
     {
-        return Probe::Unexpected(if is_timeout(&e) {
+        return Err(Probe::Unexpected(if is_timeout(&e) {
             no_answer(deadline)
         } else {
             format!("cannot send the request: {e}")
-        });
+        }));
     }
     let mut response = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
         if let Err(e) = with_deadline(&stream, until) {
-            return Probe::Unexpected(if is_timeout(&e) {
+            return Err(Probe::Unexpected(if is_timeout(&e) {
                 no_answer(deadline)
             } else {
                 e.to_string()
-            });
+            }));
         }
         match stream.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
                 response.extend_from_slice(&buf[..n]);
                 if response.len() > MAX_RESPONSE {
-                    return Probe::Unexpected("the answer is too long for /health".to_string());
+                    return Err(Probe::Unexpected(format!(
+                        "the answer is too long for {path}"
+                    )));
                 }
                 if complete(&response) {
                     break;
                 }
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) if is_timeout(&e) => return Probe::Unexpected(no_answer(deadline)),
-            Err(e) => return Probe::Unexpected(format!("reading the answer: {e}")),
+            Err(e) if is_timeout(&e) => return Err(Probe::Unexpected(no_answer(deadline))),
+            Err(e) => return Err(Probe::Unexpected(format!("reading the answer: {e}"))),
         }
     }
-    interpret(&response)
+    body_of(&response, path).map_err(Probe::Unexpected)
 }
 
 fn no_answer(deadline: Duration) -> String {
@@ -121,43 +178,30 @@ fn complete(response: &[u8]) -> bool {
         .is_some_and(|len| body.len() >= len)
 }
 
-fn interpret(response: &[u8]) -> Probe {
+/// The body of a 200 answer to `GET <path>`, de-chunked; why not, otherwise.
+fn body_of(response: &[u8], path: &str) -> Result<Vec<u8>, String> {
     let Some((head, body)) = split(response) else {
-        return Probe::Unexpected("the answer is not HTTP".to_string());
+        return Err("the answer is not HTTP".to_string());
     };
     let status_line = head.lines().next().unwrap_or_default();
     let mut parts = status_line.split_whitespace();
     let (Some(version), Some(code)) = (parts.next(), parts.next()) else {
-        return Probe::Unexpected("the answer is not HTTP".to_string());
+        return Err("the answer is not HTTP".to_string());
     };
     if !version.starts_with("HTTP/") {
-        return Probe::Unexpected("the answer is not HTTP".to_string());
+        return Err("the answer is not HTTP".to_string());
     }
     if code != "200" {
-        return Probe::Unexpected(format!("GET /health answered HTTP {code}"));
+        return Err(format!("GET {path} answered HTTP {code}"));
     }
-    let body = if header(head, "transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-        match dechunk(body) {
-            Some(body) => body,
-            None => return Probe::Unexpected("a malformed chunked answer".to_string()),
-        }
-    } else {
-        let len = header(head, "content-length")
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(body.len())
-            .min(body.len());
-        body[..len].to_vec()
-    };
-    let Ok(json) = serde_json::from_slice::<serde_json::Value>(&body) else {
-        return Probe::Unexpected("GET /health did not answer JSON".to_string());
-    };
-    if json.get("ok") != Some(&serde_json::Value::Bool(true)) {
-        return Probe::Unexpected("GET /health did not answer {\"ok\": true}".to_string());
+    if header(head, "transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        return dechunk(body).ok_or_else(|| "a malformed chunked answer".to_string());
     }
-    Probe::Hub {
-        pid: json.get("pid").and_then(serde_json::Value::as_u64),
-        uptime_s: json.get("uptime_s").and_then(serde_json::Value::as_f64),
-    }
+    let len = header(head, "content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(body.len())
+        .min(body.len());
+    Ok(body[..len].to_vec())
 }
 
 fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
@@ -251,11 +295,31 @@ mod tests {
     }
 
     #[test]
+    fn status_lists_the_services() {
+        let port = serve_once(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 88\r\n\r\n{\"services\":[{\"name\":\"grpc\",\"state\":\"failed\",\"error\":\"no socket\"}],\"role\":\"hub\",\"pid\":1}",
+        );
+        assert_eq!(
+            services(port, Duration::from_secs(5)),
+            HubServices::Answered(vec![HubServiceReport::failed("grpc", "no socket")])
+        );
+        let port = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 15\r\n\r\n{\"role\":\"hub\"}");
+        assert_eq!(
+            services(port, Duration::from_secs(5)),
+            HubServices::Unexpected("GET /status does not list the hub's services".to_string())
+        );
+    }
+
+    #[test]
     fn nothing_listens() {
         let port = {
             let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
             listener.local_addr().unwrap().port()
         };
         assert_eq!(probe(port, Duration::from_secs(1)), Probe::NotRunning);
+        assert_eq!(
+            services(port, Duration::from_secs(1)),
+            HubServices::NotRunning
+        );
     }
 }

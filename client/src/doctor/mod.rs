@@ -4,9 +4,10 @@
 //! The checks, in order: where TAU_HOME and TAU_DATA_DIR are and whether `.env` reads; the
 //! configuration (and the TAU_* variables); each model role's provider and credentials (no client
 //! is built); the session store; the persona files; the names in `.env` against `.env.example`;
-//! components that failed to register and names in `[components]` that nothing provides; who may
-//! read the private files; and whether a hub answers on the control port (one second, information
-//! only).
+//! components that failed to register (hub services that failed to build or start, as a running
+//! hub reports them in `GET /status`; without a hub, the built-in table only) and names in
+//! `[components]` that nothing provides; who may read the private files; and whether a hub answers
+//! on the control port (one second for both requests, information only).
 //!
 //! Invariants: the doctor only reads (it creates, changes and deletes nothing, and contacts
 //! nothing but 127.0.0.1); a problem in one area does not hide the checks that do not depend on it
@@ -18,13 +19,14 @@ mod credentials;
 mod files;
 pub(crate) mod hub;
 mod report;
+mod store;
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use tau_api::components::{component_states, unknown_names};
+use tau_api::components::{HubServiceReport, component_states, merge_hub_report, unknown_names};
 use tau_api::config::{
     Config, ConfigSource, DEFAULT_CONTROL_PORT, KnownNames, PLANNED_PROVIDERS, Settings,
     hub_port_from_env,
@@ -70,7 +72,7 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
     match dotenv::load(&env_file) {
         Ok(Some(file)) => {
             let to_set = file.pairs_to_set(&env);
-            env.fill(&to_set);
+            env.fill_from(&to_set, &file.path);
             dotenv_file = Some(file);
         }
         Ok(None) => {}
@@ -102,12 +104,6 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
     for check in files::env_names(&paths, dotenv_file.as_ref(), &problems) {
         report.push(check);
     }
-    if let Some(config) = &config {
-        component_checks(&mut report, config);
-    }
-    for check in files::permissions(&paths) {
-        report.push(check);
-    }
     let port = match &config {
         Some(config) => config.hub.control_port,
         None => hub_port_from_env(&env)
@@ -115,7 +111,14 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
             .flatten()
             .unwrap_or(DEFAULT_CONTROL_PORT),
     };
-    report.push(hub_check(port));
+    let (hub_line, services) = hub_check(port);
+    if let Some(config) = &config {
+        component_checks(&mut report, config, services);
+    }
+    for check in files::permissions(&paths) {
+        report.push(check);
+    }
+    report.push(hub_line);
     report
 }
 
@@ -221,14 +224,32 @@ fn role_checks(report: &mut Report, config: &Config, env: &Env, paths: &Paths) {
     }
 }
 
-/// Components that failed to register, and `[components]` names that nothing provides.
-fn component_checks(report: &mut Report, config: &Config) {
-    let states = component_states(config);
+/// Components that failed to register (the built-in table, with what a running hub reports about
+/// its services merged in), and `[components]` names that nothing provides.
+///
+/// `hub` is what the running hub reported, or why there is no report (`hub not running: built-in
+/// table only`, or why a hub that answers did not list its services).
+fn component_checks(
+    report: &mut Report,
+    config: &Config,
+    hub: Result<Vec<HubServiceReport>, String>,
+) {
+    let mut states = component_states(config);
+    let source = match &hub {
+        Ok(reports) => {
+            merge_hub_report(&mut states, reports);
+            "with the running hub's services".to_string()
+        }
+        Err(why) => why.clone(),
+    };
     let failed: Vec<_> = states.iter().filter(|s| s.load_error.is_some()).collect();
     if failed.is_empty() {
         report.push(Check::ok(
             "components",
-            format!("{} components, none failed to register", states.len()),
+            format!(
+                "{} components, none failed to register ({source})",
+                states.len()
+            ),
         ));
     }
     for state in failed {
@@ -243,7 +264,7 @@ fn component_checks(report: &mut Report, config: &Config) {
                     state.load_error.as_deref().unwrap_or_default()
                 ),
             )
-            .fix("run `tau components` for the details"),
+            .fix("run `tau components` for the details, and the hub's log (tau.log) for the cause"),
         );
     }
     let file = config
@@ -267,14 +288,20 @@ fn component_checks(report: &mut Report, config: &Config) {
     }
 }
 
-fn hub_check(port: u16) -> Check {
+/// The hub line, and the services a hub that answers reports (within the same one-second
+/// deadline).
+fn hub_check(port: u16) -> (Check, Result<Vec<HubServiceReport>, String>) {
     if port == 0 {
-        return Check::ok(
+        let check = Check::ok(
             "hub",
             "the control port is 0 (chosen when the hub starts), so it was not probed",
         );
+        return (check, Err(hub::NO_HUB.to_string()));
     }
-    match hub::probe(port, HUB_PROBE_DEADLINE) {
+    let until = Instant::now() + HUB_PROBE_DEADLINE;
+    let probe = hub::probe(port, HUB_PROBE_DEADLINE);
+    let answered = matches!(probe, hub::Probe::Hub { .. });
+    let check = match probe {
         hub::Probe::Hub { pid, uptime_s } => {
             let mut about = Vec::new();
             if let Some(pid) = pid {
@@ -301,5 +328,17 @@ fn hub_check(port: u16) -> Check {
             format!("127.0.0.1:{port} does not answer like a tau hub: {why}"),
         )
         .fix("stop what listens there, or move the hub with TAU_HUB_PORT or [hub] control_port"),
+    };
+    if !answered {
+        return (check, Err(hub::NO_HUB.to_string()));
     }
+    let left = until.saturating_duration_since(Instant::now());
+    let services = match hub::services(port, left) {
+        hub::HubServices::Answered(reports) => Ok(reports),
+        hub::HubServices::NotRunning => Err(hub::NO_HUB.to_string()),
+        hub::HubServices::Unexpected(why) => Err(format!(
+            "the hub did not list its services ({why}): built-in table only"
+        )),
+    };
+    (check, services)
 }

@@ -223,6 +223,73 @@ pub fn serve_once(answer: String) -> (u16, std::thread::JoinHandle<String>) {
     (port, handle)
 }
 
+/// A stand-in hub on a new loopback port: answers `count` connections, `GET /health` with
+/// `{"ok": true}` and `GET /status` with `status`, anything else with 404. Returns the port and
+/// a thread that yields the request lines it read (it stops after ten seconds without a caller).
+pub fn serve_hub(status: Value, count: usize) -> (u16, std::thread::JoinHandle<Vec<String>>) {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let handle = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut seen = Vec::new();
+        while seen.len() < count {
+            let mut stream = match listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+                Err(_) => break,
+            };
+            stream.set_nonblocking(false).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.ends_with(b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let request = String::from_utf8_lossy(&request).into_owned();
+            let line = request.lines().next().unwrap_or_default().to_string();
+            let (code, body) = if line.starts_with("GET /health ") {
+                (
+                    "200 OK",
+                    r#"{"ok": true, "pid": 7, "uptime_s": 1}"#.to_string(),
+                )
+            } else if line.starts_with("GET /status ") {
+                ("200 OK", status.to_string())
+            } else {
+                ("404 Not Found", "{}".to_string())
+            };
+            let answer = format!(
+                "HTTP/1.1 {code}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+            seen.push(line);
+        }
+        seen
+    });
+    (port, handle)
+}
+
+/// A `/status` body whose hub started the control API and failed to start gRPC.
+pub fn status_with_failed_grpc() -> Value {
+    serde_json::json!({
+        "role": "hub",
+        "pid": 7,
+        "services": [
+            {"name": "control-api", "state": "started"},
+            {"name": "grpc", "state": "failed", "error": "failed to start: cannot bind the socket"},
+        ],
+    })
+}
+
 // `tau init`
 
 pub fn config_of(sandbox: &Sandbox) -> Config {

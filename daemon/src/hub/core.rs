@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use axum::http::Method;
 use serde_json::{Map, Value};
+use tau_api::components::HubServiceReport;
 use tau_api::hub_files::{CrashReport, HubPaths};
 
 use super::files::now_rfc3339;
@@ -33,6 +34,7 @@ struct Inner {
     routes: RouteTable,
     grpc: RwLock<Option<axum::Router>>,
     services: RwLock<Vec<Arc<dyn HubService>>>,
+    service_reports: RwLock<Vec<HubServiceReport>>,
     approvals_pending: RwLock<Option<Gauge<u32>>>,
     nodes: RwLock<Option<Gauge<Vec<String>>>>,
 }
@@ -76,6 +78,7 @@ impl Hub {
                 routes: RouteTable::default(),
                 grpc: RwLock::new(None),
                 services: RwLock::new(Vec::new()),
+                service_reports: RwLock::new(Vec::new()),
                 approvals_pending: RwLock::new(None),
                 nodes: RwLock::new(None),
             }),
@@ -314,6 +317,25 @@ impl Hub {
             .collect()
     }
 
+    /// Records how a registered service came out at start (the `services` list of `/status`).
+    pub(crate) fn record_service(&self, report: HubServiceReport) {
+        self.inner
+            .service_reports
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(report);
+    }
+
+    /// Every registered service with how it came out at start (started, skipped or failed, with
+    /// the error), in start order; a service still starting is not listed yet.
+    pub fn service_reports(&self) -> Vec<HubServiceReport> {
+        self.inner
+            .service_reports
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// A snapshot of the hub.
     pub fn status(&self) -> HubStatus {
         let approvals = self
@@ -343,14 +365,27 @@ impl Hub {
         }
     }
 
-    /// The JSON of `GET /status`: [`Hub::status`] plus every status source's keys.
+    /// The JSON of `GET /status`: [`Hub::status`], `services` ([`Hub::service_reports`]), then
+    /// every status source's keys (none may replace those).
     pub fn status_json(&self) -> Value {
-        let sources = self
-            .inner
-            .status_sources
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let reports = self.service_reports();
+        let services: StatusSource = Arc::new(move || {
+            let mut keys = Map::new();
+            keys.insert(
+                "services".to_owned(),
+                serde_json::to_value(&reports).unwrap_or(Value::Null),
+            );
+            keys
+        });
+        let mut sources = vec![services];
+        sources.extend(
+            self.inner
+                .status_sources
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .cloned(),
+        );
         self.status().to_json(&sources)
     }
 }

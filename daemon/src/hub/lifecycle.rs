@@ -18,8 +18,9 @@ use super::crash::{self, CrashError};
 use super::files::remove_if_exists;
 use super::lock::HubLock;
 use super::options::HubOptions;
-use super::service::{HubService, ServiceRegistry};
+use super::service::{BuildOutcome, HubService, ServiceRegistry};
 use super::state::{self, StateError};
+use tau_api::components::HubServiceReport;
 
 /// How long one service may take to start before it is skipped.
 pub const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -83,10 +84,25 @@ pub async fn run(
     tracing::info!(pid = hub.pid(), "hub started");
 
     let mut stop_requested = None;
-    for service in registry.build(hub.options()) {
-        if let Ok(request) = stop.try_recv() {
+    for outcome in registry.build_all(hub.options()) {
+        let service = match outcome {
+            BuildOutcome::Built(service) => service,
+            BuildOutcome::NotBuilt(report) => {
+                hub.record_service(report);
+                continue;
+            }
+        };
+        if stop_requested.is_none()
+            && let Ok(request) = stop.try_recv()
+        {
             stop_requested = Some(request);
-            break;
+        }
+        if stop_requested.is_some() {
+            hub.record_service(HubServiceReport::skipped(
+                service.name(),
+                "the hub was asked to stop before it started",
+            ));
+            continue;
         }
         start_service(&hub, service).await;
     }
@@ -141,6 +157,7 @@ async fn start_service(hub: &Hub, service: Arc<dyn HubService>) {
     let failure = match tokio::time::timeout(START_TIMEOUT, service.start(hub)).await {
         Ok(Ok(())) => {
             tracing::info!(service = %name, "hub service started");
+            hub.record_service(HubServiceReport::started(name));
             hub.push_started(service);
             return;
         }
@@ -148,6 +165,10 @@ async fn start_service(hub: &Hub, service: Arc<dyn HubService>) {
         Err(_) => format!("did not start within {}s", START_TIMEOUT.as_secs()),
     };
     tracing::error!(service = %name, "hub service failed to start and is skipped: {failure}");
+    hub.record_service(HubServiceReport::failed(
+        name,
+        format!("failed to start: {failure}"),
+    ));
     let added: Vec<_> = hub
         .route_keys()
         .into_iter()

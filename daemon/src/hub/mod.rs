@@ -25,6 +25,6 @@ pub use lifecycle::{HubError, STOP_DEADLINE, StopRequest, run, stop_on_signals};
 pub use lock::{HubLock, LockError};
 pub use options::{DEFAULT_CONTROL_PORT, DEFAULT_HEARTBEAT, HubOptions, OptionsError};
 pub use routes::{RouteError, RouteHandler};
-pub use service::{HubService, ServiceError, ServiceFactory, ServiceRegistry};
+pub use service::{BuildOutcome, HubService, ServiceError, ServiceFactory, ServiceRegistry};
 pub use status::HubStatus;
 pub use token::{BearerToken, TokenError};

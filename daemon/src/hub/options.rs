@@ -32,7 +32,9 @@ pub struct HubOptions {
     pub profile: String,
     /// Host role (hub, node).
     pub role: String,
-    /// Enabled hub services by name; empty = all.
+    /// Enabled optional hub services by name; empty = all. The core services
+    /// ([`tau_api::components::CORE_HUB_SERVICES`]: the control API and gRPC) run whatever this
+    /// says.
     pub services: Vec<String>,
 }
 
@@ -96,9 +98,12 @@ impl HubOptions {
         HubPaths::in_dir(self.data_dir.join("hub"))
     }
 
-    /// Whether the service `name` is enabled (an empty list enables every service).
+    /// Whether the service `name` is enabled: a core service always is (without the control API
+    /// and gRPC nobody could reach the hub); an optional one when the list is empty or names it.
     pub fn service_enabled(&self, name: &str) -> bool {
-        self.services.is_empty() || self.services.iter().any(|s| s == name)
+        tau_api::components::CORE_HUB_SERVICES.contains(&name)
+            || self.services.is_empty()
+            || self.services.iter().any(|s| s == name)
     }
 }
 
@@ -166,8 +171,22 @@ mod tests {
     fn empty_service_list_enables_all() {
         let mut o = HubOptions::new(PathBuf::from("/d"));
         assert!(o.service_enabled("grpc"));
+        assert!(o.service_enabled("telegram"));
         o.services = vec!["control-api".into()];
         assert!(o.service_enabled("control-api"));
-        assert!(!o.service_enabled("grpc"));
+        assert!(o.service_enabled("grpc"), "a core service always runs");
+        assert!(
+            !o.service_enabled("telegram"),
+            "an optional one must be listed"
+        );
+    }
+
+    #[test]
+    fn naming_an_optional_service_keeps_the_core_ones() {
+        let mut o = HubOptions::new(PathBuf::from("/d"));
+        o.services = vec!["telegram".into()];
+        assert!(o.service_enabled("telegram"));
+        assert!(o.service_enabled("control-api") && o.service_enabled("grpc"));
+        assert!(!o.service_enabled("relay"));
     }
 }

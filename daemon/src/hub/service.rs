@@ -10,6 +10,7 @@ use std::io;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tau_api::components::HubServiceReport;
 
 use super::core::Hub;
 use super::options::HubOptions;
@@ -100,6 +101,19 @@ impl ServiceRegistry {
     /// Builds the services enabled in `options`, logging and skipping those that fail to build,
     /// and warning about enabled names nobody registered.
     pub fn build(&self, options: &HubOptions) -> Vec<Arc<dyn HubService>> {
+        self.build_all(options)
+            .into_iter()
+            .filter_map(|outcome| match outcome {
+                BuildOutcome::Built(service) => Some(service),
+                BuildOutcome::NotBuilt(_) => None,
+            })
+            .collect()
+    }
+
+    /// As [`ServiceRegistry::build`], one outcome per registered service in registration order:
+    /// the service, or the report of why it was not built (skipped by `[components.hub]
+    /// services`, or failed to build).
+    pub fn build_all(&self, options: &HubOptions) -> Vec<BuildOutcome> {
         for wanted in &options.services {
             if !self.entries.iter().any(|(n, _)| n == wanted) {
                 tracing::warn!(
@@ -109,19 +123,44 @@ impl ServiceRegistry {
                 );
             }
         }
-        let mut built = Vec::new();
+        let mut outcomes = Vec::with_capacity(self.entries.len());
         for (name, factory) in &self.entries {
             if !options.service_enabled(name) {
                 tracing::info!(service = %name, "hub service disabled by [components.hub] services");
+                outcomes.push(BuildOutcome::NotBuilt(HubServiceReport::skipped(
+                    name.clone(),
+                    "not in [components.hub] services",
+                )));
                 continue;
             }
             match factory(options) {
-                Ok(service) => built.push(service),
+                Ok(service) => outcomes.push(BuildOutcome::Built(service)),
                 Err(e) => {
                     tracing::error!(service = %name, "hub service failed to build and is skipped: {e}");
+                    outcomes.push(BuildOutcome::NotBuilt(HubServiceReport::failed(
+                        name.clone(),
+                        format!("failed to build: {e}"),
+                    )));
                 }
             }
         }
-        built
+        outcomes
+    }
+}
+
+/// What [`ServiceRegistry::build_all`] made of one registered service.
+pub enum BuildOutcome {
+    /// Built, ready to start.
+    Built(Arc<dyn HubService>),
+    /// Not built: skipped or failed, with the report the hub shows in `/status`.
+    NotBuilt(HubServiceReport),
+}
+
+impl std::fmt::Debug for BuildOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BuildOutcome::Built(service) => f.debug_tuple("Built").field(&service.name()).finish(),
+            BuildOutcome::NotBuilt(report) => f.debug_tuple("NotBuilt").field(report).finish(),
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! The hub's status: the domain snapshot behind `GET /status` and `tau.v1.Tau/GetStatus`.
 //!
 //! Invariants: the core keys (role, profile, version, started_at, heartbeat_at, uptime_s,
-//! last_crash, approvals_pending, nodes, pid) always come from the hub; a status source may add
-//! keys but never replace a core key.
+//! last_crash, approvals_pending, nodes, pid) always come from the hub, and so does `services`
+//! (each hub service started, skipped or failed, with its error; [`super::Hub::status_json`] adds
+//! it ahead of every other source); a status source may add keys but never replace those.
 
 use serde::Serialize;
 use serde_json::{Map, Value};

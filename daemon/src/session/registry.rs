@@ -32,7 +32,7 @@ impl SessionStoreConfig {
     pub fn under(data_dir: &Path) -> Self {
         Self {
             sessions_dir: data_dir.join("sessions"),
-            sqlite_path: data_dir.join("sessions.db"),
+            sqlite_path: data_dir.join(tau_api::paths::SQLITE_FILE_NAME),
             durability: Durability::Full,
         }
     }

@@ -1,0 +1,76 @@
+//! Logging for each command of `tau`, set up once in `main` before the command runs.
+//!
+//! `tau chat` and `tau ask` log to `<TAU_DATA_DIR>/logs/tau.log` (INFO and up) as well as to
+//! stderr (WARN and up, INFO with `-v`), so what happened in a conversation can be read later next
+//! to the hub's own records; every other command logs to stderr only.
+//!
+//! Invariants: logging is configured exactly once per process (tracing's global default can be
+//! set once); a chat or ask that cannot find its installation or open the file still gets console
+//! logging, and the command itself reports the underlying problem; `.env` problems and `tau.toml`
+//! warnings of a chat or ask are logged here once, after logging is set up (the commands do not
+//! repeat them).
+
+use std::path::Path;
+
+use tau_api::installation::{Installation, Located};
+use tau_api::logging::{LoggingGuard, configure_logging};
+
+use crate::cli::{Command, Context};
+use crate::environment;
+
+/// Sets up the logging `command` uses; the guard must live until the command ends.
+pub fn start(command: &Command, ctx: &Context) -> Option<LoggingGuard> {
+    let name = match command {
+        Command::Chat(_) => "chat",
+        Command::Ask(_) => "ask",
+        _ => return configure_logging(None, ctx.verbose, true).ok(),
+    };
+    let Ok(cwd) = std::env::current_dir() else {
+        return configure_logging(None, ctx.verbose, true).ok();
+    };
+    let env = environment::snapshot(ctx);
+    let (logs_dir, problems, warnings) = match Installation::discover(env.clone(), &cwd) {
+        Ok(found) => (
+            Some(found.paths.logs_dir),
+            found.dotenv_problems,
+            found.config.warnings,
+        ),
+        // The command reports the error itself; the log file is still wanted when the paths
+        // resolve.
+        Err(_) => match Located::discover(env, &cwd) {
+            Ok(located) => (
+                Some(located.paths.logs_dir),
+                located.dotenv_problems,
+                Vec::new(),
+            ),
+            Err(_) => (None, Vec::new(), Vec::new()),
+        },
+    };
+    let guard = with_file(logs_dir.as_deref(), ctx.verbose);
+    tracing::info!(
+        command = name,
+        version = tau_api::VERSION,
+        pid = std::process::id(),
+        "tau {name} started"
+    );
+    for problem in &problems {
+        tracing::warn!("{problem}");
+    }
+    for warning in &warnings {
+        tracing::warn!("{warning}");
+    }
+    guard
+}
+
+/// Console and `<logs_dir>/tau.log`; the console only (with one warning) when the file cannot be
+/// opened.
+fn with_file(logs_dir: Option<&Path>, verbose: bool) -> Option<LoggingGuard> {
+    match configure_logging(logs_dir, verbose, true) {
+        Ok(guard) => Some(guard),
+        Err(file_error) => {
+            let guard = configure_logging(None, verbose, true).ok();
+            tracing::warn!("logging to stderr only: {file_error}");
+            guard
+        }
+    }
+}
