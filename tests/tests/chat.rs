@@ -413,7 +413,15 @@ fn a_session_of_another_context_mode_is_refused_in_the_ui_language() {
     quit(chat).unwrap();
     drop(hub);
 
-    // The same installation, now summarizing: the sliding session cannot be continued.
+    // The same installation, now summarizing: the sliding session cannot be continued. An
+    // installation with a tau.toml needs its own persona.
+    let persona = env.sandbox.home().join("persona");
+    std::fs::create_dir_all(&persona).unwrap();
+    std::fs::write(
+        persona.join("persona.md"),
+        include_str!("../../persona/persona.md"),
+    )
+    .unwrap();
     std::fs::write(
         env.sandbox.home().join("tau.toml"),
         "[models.roles.brain]\nprovider = \"fake\"\nmodel_id = \"fake\"\n\n[agent]\ncontext = \"summarize\"\n",

@@ -73,7 +73,7 @@ pub const NO_NODES: &str = "none";
 /// persona.md could not be used when the loader was built.
 #[derive(Debug, thiserror::Error)]
 pub enum PersonaError {
-    #[error("persona file {} does not exist", .path.display())]
+    #[error("persona file {} does not exist (run `tau init` to write one)", .path.display())]
     Missing { path: PathBuf },
     #[error("persona file {} is empty (or holds only HTML comments)", .path.display())]
     Empty { path: PathBuf },
