@@ -388,7 +388,13 @@ impl HubCore {
                 Ok(subscription) => (Some(subscription), VecDeque::new()),
                 Err(_) => self.turn_fallback(&runtime, &accepted.turn_id),
             };
-            return Ok(TurnStream::new(accepted, attachment, subscription, ready));
+            return Ok(TurnStream::new(
+                accepted,
+                attachment,
+                subscription,
+                ready,
+                self.inner.stop.clone(),
+            ));
         }
         Err(CoreError::Unavailable(
             "the session was closing; try again".to_owned(),

@@ -39,7 +39,8 @@ pub mod turns;
 mod window;
 
 pub use approvals::{
-    ApprovalAnswer, ApprovalRegistry, Attachment, DecideError, DecideOutcome, PendingTicket,
+    ApprovalAnswer, ApprovalRegistry, Attachment, DecideError, DecideOutcome, LAG_GRACE,
+    PendingTicket,
 };
 pub use approver::{ApprovalReadiness, FLUSH_WAIT, HUB_APPROVER, HubApprover, TurnSlot};
 pub use bus::{EventBus, Lagged, SubscribeError, Subscription};
