@@ -37,6 +37,7 @@ use super::ids::new_id;
 use super::options::{CoreOptions, ModelFactory};
 use super::restart::{ExpiredApproval, expire_stale_approvals};
 use super::runtime::{AgentParts, SessionRuntime};
+use super::scan_mark::{record_scan, scan_since};
 use super::streams::{EventStream, Snapshot, TurnStream};
 use super::turns::AcceptError;
 use crate::agent::SystemPromptSource;
@@ -191,12 +192,24 @@ impl HubCore {
     }
 
     /// Start-up: marks approvals left pending by an earlier hub as expired by restart (events and
-    /// log), then starts dropping idle sessions. Returns what was expired.
+    /// log), reading only the sessions updated since the last completed scan when
+    /// [`CoreOptions::approval_scan_mark`] is set, then starts dropping idle sessions. Returns what
+    /// was expired.
     pub async fn start(&self) -> Result<Vec<ExpiredApproval>, CoreError> {
         let store = Arc::clone(&self.inner.parts.store);
-        let expired = tokio::task::spawn_blocking(move || expire_stale_approvals(store.as_ref()))
-            .await
-            .map_err(|e| CoreError::Unavailable(e.to_string()))??;
+        let mark = self.options().approval_scan_mark.clone();
+        let expired = tokio::task::spawn_blocking(move || {
+            let started = jiff::Timestamp::now();
+            let backend = store.backend_name().to_owned();
+            let since = mark.as_deref().and_then(|m| scan_since(m, &backend));
+            let expired = expire_stale_approvals(store.as_ref(), since)?;
+            if let Some(mark) = &mark {
+                record_scan(mark, &backend, started);
+            }
+            Ok::<_, CoreError>(expired)
+        })
+        .await
+        .map_err(|e| CoreError::Unavailable(e.to_string()))??;
         for approval in &expired {
             self.registry().remember_expired(&approval.approval_id);
         }

@@ -11,7 +11,8 @@
 //!   stream with replay and slow-subscriber cut-off; [`streams`]: what a watching client holds.
 //! - [`approvals`]: pending tier-2 approvals as entities, and the client attachments that may
 //!   decide them; [`approver`]: the gate's approver that registers and waits; [`restart`]:
-//!   approvals an earlier hub left pending, expired at start.
+//!   approvals an earlier hub left pending, expired at start; [`scan_mark`]: when that scan last
+//!   ran, so a start reads only the sessions that could hold one.
 //! - [`supervise`]: watches each session's worker; a dead one takes its session out of memory.
 //! - [`reaper`]: drops the agents of idle sessions from memory, with a timer only while any is
 //!   open.
@@ -31,6 +32,7 @@ mod reaper;
 pub mod recorder;
 pub mod restart;
 mod runtime;
+pub mod scan_mark;
 pub mod sessions;
 pub mod setup;
 pub mod streams;
