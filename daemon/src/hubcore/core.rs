@@ -12,7 +12,8 @@
 //!   a resumption naming another stream is refused, never served events of another numbering.
 //! - Requests are checked before anything is touched: ids are plain names, channels are short plain
 //!   names ([`MAX_CHANNEL_LEN`]), idempotency keys are bounded ([`MAX_IDEMPOTENCY_KEY_LEN`]; a
-//!   session remembers at most `REMEMBERED_TURNS` of them), texts are non-empty and bounded.
+//!   session remembers at most `REMEMBERED_TURNS` of them), texts are non-empty and bounded, and
+//!   so is every other client string ([`super::limits`]).
 //! - Opening a session reads the store on a blocking thread; the open map is a tokio mutex held
 //!   across that read, so a session is never opened twice.
 //! - Each session's worker is watched (`supervise`): a worker that dies takes its session out of
@@ -34,6 +35,7 @@ use super::bus::EventBus;
 use super::error::CoreError;
 use super::event::{EventKind, PendingInfo, SessionEvent};
 use super::ids::new_id;
+use super::limits::{MAX_REF_ID_LEN, MAX_TEXT_BYTES, check_len};
 use super::options::{CoreOptions, ModelFactory};
 use super::restart::{ExpiredApproval, expire_stale_approvals};
 use super::runtime::{AgentParts, SessionRuntime};
@@ -364,6 +366,7 @@ impl HubCore {
         if request.text.trim().is_empty() {
             return Err(CoreError::InvalidArgument("text is empty".to_owned()));
         }
+        check_len("text", &request.text, MAX_TEXT_BYTES)?;
         if request.text.chars().count() > MAX_TEXT_CHARS {
             return Err(CoreError::InvalidArgument(format!(
                 "text is longer than {MAX_TEXT_CHARS} characters"
@@ -450,6 +453,9 @@ impl HubCore {
         turn_id: Option<&str>,
     ) -> Result<Option<String>, CoreError> {
         check_session_id(session_id)?;
+        if let Some(turn_id) = turn_id {
+            check_len("turn_id", turn_id, MAX_REF_ID_LEN)?;
+        }
         match self.open_runtime(session_id).await {
             Some(runtime) => Ok(runtime.cancel(turn_id)),
             None => {
@@ -483,6 +489,9 @@ impl HubCore {
     ) -> Result<EventStream, CoreError> {
         let channel = check_channel(channel)?;
         check_session_id(session_id)?;
+        if let Some(stream_id) = stream_id {
+            check_len("stream_id", stream_id, MAX_REF_ID_LEN)?;
+        }
         if let (Some(after_seq), Some(stream_id)) = (after_seq, stream_id)
             && stream_id != self.stream_id()
         {
@@ -547,6 +556,8 @@ impl HubCore {
                 "attachment_id is empty; a decision counts only from a client attached with Subscribe or StartTurn".to_owned(),
             ));
         }
+        check_len("approval_id", approval_id, MAX_REF_ID_LEN)?;
+        check_len("attachment_id", attachment_id, MAX_REF_ID_LEN)?;
         self.registry()
             .decide(approval_id, answer, attachment_id)
             .map_err(|e| CoreError::FailedPrecondition(e.to_string()))

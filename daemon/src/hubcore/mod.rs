@@ -16,7 +16,8 @@
 //! - [`supervise`]: watches each session's worker; a dead one takes its session out of memory.
 //! - [`reaper`]: drops the agents of idle sessions from memory, with a timer only while any is
 //!   open.
-//! - [`options`]: what the core needs from the configuration, and the model factory seam.
+//! - [`options`]: what the core needs from the configuration, and the model factory seam;
+//!   [`limits`]: the bounds on client strings.
 //!
 //! Invariants: no global state (everything hangs off a [`HubCore`] the hub owns); no std lock is
 //! held across an `.await`; lock order is bus, then turn table or registry.
@@ -27,6 +28,7 @@ pub mod core;
 pub mod error;
 pub mod event;
 pub mod ids;
+pub mod limits;
 pub mod options;
 mod reaper;
 pub mod recorder;
