@@ -11,7 +11,11 @@
 //! Invariants: tier-2 calls are rejected unless `--approve` is given and a terminal (`/dev/tty`) is
 //! there to ask on; only `y`, `yes`, `e` or `evet` approve (the shared i18n rule), and only when
 //! typed after the prompt was shown (`crate::approve` discards earlier input); `tau` never decides
-//! an approval by itself, it relays the person's answer (or the rejection) to the hub.
+//! an approval by itself, it relays the person's answer (or the rejection) to the hub. A turn
+//! stream the hub cuts off for falling behind is resumed with Subscribe ([`feed`]), so a slow
+//! terminal never loses or repeats an event.
+
+mod feed;
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -24,13 +28,11 @@ use tau_api::env::Env;
 use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt, is_approval_answer};
 use tau_api::installation::Installation;
 use tau_api::lang::Lang;
-use tau_api::proto::v1::{
-    self as pb, open_session_request::Target, session_event::Kind, start_turn_response,
-};
-use tonic::Streaming;
+use tau_api::proto::v1::{self as pb, open_session_request::Target, session_event::Kind};
 use tonic::transport::Channel;
 
-use crate::approve::{self, resolves};
+use self::feed::{Item, TurnFeed};
+use crate::approve;
 use crate::chat::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
 use crate::cli::Context;
 use crate::event_json;
@@ -162,40 +164,33 @@ impl Ask {
             .await
             .map_err(|s| status_error("cannot start the turn", &s))?
             .into_inner();
-        let code = self.follow(&mut client, stream).await?;
+        let mut feed = TurnFeed::new(client.clone(), &session_id, CHANNEL, stream);
+        let code = self.follow(&mut client, &mut feed).await?;
         if self.verbose && !self.json {
             eprintln!("session {session_id}");
         }
         Ok(code)
     }
 
-    /// Follows the turn's stream until its end, relaying approvals.
-    async fn follow(
-        &self,
-        client: &mut Client,
-        mut stream: Streaming<pb::StartTurnResponse>,
-    ) -> anyhow::Result<ExitCode> {
-        let mut attachment = String::new();
-        let mut backlog: VecDeque<pb::StartTurnResponse> = VecDeque::new();
+    /// Follows the turn's events until its end, relaying approvals.
+    async fn follow(&self, client: &mut Client, feed: &mut TurnFeed) -> anyhow::Result<ExitCode> {
+        let mut backlog: VecDeque<Item> = VecDeque::new();
         loop {
-            let message = match backlog.pop_front() {
-                Some(message) => message,
-                None => match stream.message().await {
-                    Ok(Some(message)) => message,
-                    Ok(None) => anyhow::bail!("the hub ended the stream before the turn ended"),
-                    Err(status) => return Err(status_error("the turn's stream failed", &status)),
+            let item = match backlog.pop_front() {
+                Some(item) => item,
+                None => match feed.next().await? {
+                    Some(item) => item,
+                    None => anyhow::bail!("the hub ended the stream before the turn ended"),
                 },
             };
-            let event = match message.kind {
-                Some(start_turn_response::Kind::Accepted(accepted)) => {
+            let event = match item {
+                Item::Accepted(accepted) => {
                     if self.json {
                         println!("{}", event_json::accepted(&accepted));
                     }
-                    attachment = accepted.attachment_id;
                     continue;
                 }
-                Some(start_turn_response::Kind::Event(event)) => event,
-                None => continue,
+                Item::Event(event) => *event,
             };
             if self.json {
                 println!("{}", event_json::event(&event));
@@ -205,9 +200,10 @@ impl Ask {
                     let Some(approval) = requested.approval else {
                         continue;
                     };
-                    let answer = self.answer(&approval, &mut stream, &mut backlog).await?;
+                    let answer = self.answer(&approval, feed, &mut backlog).await?;
                     if let Some(approve) = answer {
-                        self.decide(client, &approval, approve, &attachment).await?;
+                        self.decide(client, &approval, approve, feed.attachment())
+                            .await?;
                     }
                 }
                 Some(Kind::TurnEnded(end)) => {
@@ -234,8 +230,8 @@ impl Ask {
     async fn answer(
         &self,
         approval: &pb::PendingApproval,
-        stream: &mut Streaming<pb::StartTurnResponse>,
-        backlog: &mut VecDeque<pb::StartTurnResponse>,
+        feed: &mut TurnFeed,
+        backlog: &mut VecDeque<Item>,
     ) -> anyhow::Result<Option<bool>> {
         let messages = Messages::builtin();
         if !self.approve {
@@ -259,12 +255,12 @@ impl Ask {
                 line = asking.line() => {
                     return Ok(Some(line.as_deref().is_some_and(is_approval_answer)));
                 }
-                next = stream.message() => {
-                    let Some(message) = next.map_err(|s| status_error("the turn's stream failed", &s))? else {
+                next = feed.next() => {
+                    let Some(item) = next? else {
                         return Ok(None);
                     };
-                    let resolved_here = resolves(&message, &approval.approval_id);
-                    backlog.push_back(message);
+                    let resolved_here = resolves(&item, &approval.approval_id);
+                    backlog.push_back(item);
                     if resolved_here {
                         eprintln!("\n(the approval was resolved elsewhere; not asking any more)");
                         return Ok(None);
@@ -303,6 +299,17 @@ impl Ask {
         }
         Ok(())
     }
+}
+
+/// Whether `item` resolves the approval `approval_id`.
+fn resolves(item: &Item, approval_id: &str) -> bool {
+    matches!(
+        item,
+        Item::Event(event) if matches!(
+            &event.kind,
+            Some(Kind::ApprovalResolved(resolved)) if resolved.approval_id == approval_id
+        )
+    )
 }
 
 /// A key that makes a retried StartTurn return the same turn.

@@ -1,10 +1,12 @@
 //! The gRPC service in-process, on a hub built directly (no lifecycle, no TCP port): a caller of
 //! another uid is refused over the real Unix socket, and a start that fails after the session
-//! service started releases it.
+//! service started releases it; a subscriber that falls behind is cut off with the seq to resume
+//! after.
 
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod api_common;
 mod hub_common;
 mod hubcore_common;
 
@@ -16,7 +18,7 @@ use tau_api::proto::v1::{self as pb, tau_client::TauClient};
 use taud::hub::{Hub, HubOptions, HubService};
 use taud::hubcore::{ModelFactory, SharedModelFactory};
 use taud::rpc::GrpcService;
-use taud::testing::FakeModel;
+use taud::testing::{FakeModel, FakeReply};
 use tonic::Code;
 
 struct Setup {
@@ -107,4 +109,72 @@ async fn a_start_that_cannot_listen_stops_the_session_service_it_started() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(setup.hub.paths().socket.is_file(), "the file is left alone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_that_falls_behind_gets_resource_exhausted_with_the_resume_trailer() {
+    let setup = hub_setup();
+    // Big events: a client that reads nothing fills its HTTP/2 window, so the hub's side of its
+    // stream stops reading the bus and falls behind.
+    let big = "x".repeat(30_000);
+    let model = Arc::new(FakeModel::scripted(vec![FakeReply::deltas(vec![
+        big.clone(
+        );
+        12
+    ])]));
+    let mut options = hubcore_common::options();
+    options.subscriber_lag = 2;
+    let core = hubcore_common::setup(&setup.tmp.path().join("store"), "file", &model, options);
+    let service = GrpcService::with_core(core).with_socket_uid(nix::unistd::geteuid().as_raw());
+    service.start(&setup.hub).await.unwrap();
+    let mut client = TauClient::new(hub_common::uds_channel(&setup.hub.paths().socket).await);
+    let id = api_common::new_session(&mut client, "terminal").await;
+    let (mut slow, snapshot) = api_common::subscribe(&mut client, &id, None).await;
+    let mut turn = client
+        .start_turn(api_common::turn(&id, "count", "terminal"))
+        .await
+        .unwrap()
+        .into_inner();
+    // Read the turn stream until it ends or is cut off too; the turn runs to its end either way.
+    while let Ok(Some(_)) = tokio::time::timeout(hub_common::DEADLINE, turn.message())
+        .await
+        .unwrap()
+    {}
+    let mut last_seq = snapshot.last_seq;
+    let status = loop {
+        match tokio::time::timeout(hub_common::DEADLINE, slow.message())
+            .await
+            .unwrap()
+        {
+            Ok(Some(message)) => match message.kind {
+                Some(pb::subscribe_response::Kind::Event(event)) => {
+                    assert_eq!(event.seq, last_seq + 1, "no gaps");
+                    last_seq = event.seq;
+                }
+                other => panic!("not an event: {other:?}"),
+            },
+            Ok(None) => panic!("the stream ended without a cut-off"),
+            Err(status) => break status,
+        }
+    };
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status}");
+    let trailer = status
+        .metadata()
+        .get(taud::rpc::errors::RESUME_TRAILER)
+        .expect("the resume trailer")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(trailer, last_seq.to_string(), "the last seq the client got");
+    assert!(
+        status
+            .message()
+            .contains(&format!("after_seq = {last_seq}")),
+        "{status}"
+    );
+    // Resuming after it gives the rest of the turn without gaps.
+    let (mut resumed, _) = api_common::subscribe(&mut client, &id, Some(last_seq)).await;
+    let rest = api_common::events_until_end(&mut resumed).await;
+    assert_eq!(rest[0].seq, last_seq + 1);
+    service.stop().await.unwrap();
 }

@@ -1,5 +1,6 @@
 //! The wire API against the real `taud` binary: unknown sessions, bad requests and duplicate
-//! decisions, the token on every TCP call, and approvals expired by a restart after a kill.
+//! decisions, over-long strings (each refused naming its field and limit), the token on every TCP
+//! call, and approvals expired by a restart after a kill.
 
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -306,4 +307,117 @@ async fn over_long_keys_and_channels_are_refused_naming_the_field_and_limit() {
     assert_eq!(err.code(), Code::InvalidArgument, "{err}");
     let (mut stream, _) = start(&mut client, turn(&id, "hi", &"c".repeat(64))).await;
     rest(&mut stream).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_long_texts_roles_and_ids_are_refused_naming_the_field_and_limit() {
+    let install = Install::new();
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let mut client = socket_client(&install).await;
+    let id = new_session(&mut client, "terminal").await;
+    let refused = |err: tonic::Status, field: &str, limit: &str| {
+        assert_eq!(err.code(), Code::InvalidArgument, "{field}: {err}");
+        assert!(
+            err.message().contains(field) && err.message().contains(limit),
+            "{field}: {err}"
+        );
+    };
+
+    let err = client
+        .start_turn(turn(&id, &"t".repeat(256 * 1024 + 1), "terminal"))
+        .await
+        .unwrap_err();
+    refused(err, "text", "262144");
+    let err = client
+        .compact_session(pb::CompactSessionRequest {
+            session_id: id.clone(),
+            focus: "f".repeat(4097),
+            channel: "terminal".into(),
+        })
+        .await
+        .unwrap_err();
+    refused(err, "focus", "4096");
+    let long_role = "r".repeat(65);
+    let err = client
+        .open_session(pb::OpenSessionRequest {
+            target: Some(pb::open_session_request::Target::NewSession(true)),
+            role: long_role.clone(),
+            channel: "terminal".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    refused(err, "role", "64");
+    let err = client
+        .switch_role(pb::SwitchRoleRequest {
+            session_id: id.clone(),
+            role: long_role,
+        })
+        .await
+        .unwrap_err();
+    refused(err, "role", "64");
+    let long_id = "i".repeat(129);
+    let err = client
+        .list_sessions(pb::ListSessionsRequest {
+            exclude_session_id: long_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    refused(err, "exclude_session_id", "128");
+    let err = client
+        .decide_approval(pb::DecideApprovalRequest {
+            approval_id: long_id.clone(),
+            decision: pb::ApprovalDecision::Approved as i32,
+            attachment_id: "att-1".into(),
+        })
+        .await
+        .unwrap_err();
+    refused(err, "approval_id", "128");
+    let err = client
+        .decide_approval(pb::DecideApprovalRequest {
+            approval_id: "apr-1".into(),
+            decision: pb::ApprovalDecision::Approved as i32,
+            attachment_id: long_id.clone(),
+        })
+        .await
+        .unwrap_err();
+    refused(err, "attachment_id", "128");
+    let err = client
+        .cancel_turn(pb::CancelTurnRequest {
+            session_id: id.clone(),
+            turn_id: long_id.clone(),
+        })
+        .await
+        .unwrap_err();
+    refused(err, "turn_id", "128");
+    let err = client
+        .subscribe(pb::SubscribeRequest {
+            session_id: id.clone(),
+            after_seq: Some(0),
+            channel: "terminal".into(),
+            stream_id: long_id,
+        })
+        .await
+        .unwrap_err();
+    refused(err, "stream_id", "128");
+    // Within the limits the same calls get past the checks.
+    let err = client
+        .compact_session(pb::CompactSessionRequest {
+            session_id: id.clone(),
+            focus: "f".repeat(4096),
+            channel: "terminal".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_ne!(err.code(), Code::InvalidArgument, "{err}");
+    let err = client
+        .switch_role(pb::SwitchRoleRequest {
+            session_id: id.clone(),
+            role: "r".repeat(64),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "an unknown role: {err}");
 }

@@ -11,7 +11,9 @@ use std::time::Duration;
 use hubcore_common::*;
 use serde_json::json;
 use taud::gate::Decision;
-use taud::hubcore::{ApprovalAnswer, CoreError, DecideOutcome, EventKind, Resolution, StartTurn};
+use taud::hubcore::{
+    ApprovalAnswer, CoreError, DecideOutcome, EventKind, LAG_GRACE, Resolution, StartTurn,
+};
 use taud::testing::FakeReply;
 
 #[tokio::test]
@@ -401,4 +403,133 @@ async fn a_queued_turn_can_be_cancelled_before_it_runs() {
         other => panic!("{other:?}"),
     }
     assert_eq!(f.core.cancel_turn(&id, None).await.unwrap(), None);
+}
+
+/// A turn on `terminal` that waits for an approval, started by a client that reads nothing: its
+/// stream is cut off for lagging and dropped (as the rpc layer drops it). Returns the approval id.
+async fn lagged_turn_with_a_pending_approval(f: &Fixture, id: &str) -> (String, u64) {
+    let mut stream = f.turn(id, "turn on the lamp", "terminal").await;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let approval = loop {
+        if let Some(pending) = f.core.list_pending(Some(id)).unwrap().first() {
+            break pending.approval_id.clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no approval asked");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    // What was replayed at the start comes first; then the cut-off.
+    let lagged = loop {
+        match tokio::time::timeout(DEADLINE, stream.next()).await.unwrap() {
+            Ok(Some(event)) => assert!(event.seq <= 1, "only the replayed start: {event:?}"),
+            Ok(None) => panic!("the turn stream ended without a cut-off"),
+            Err(lagged) => break lagged,
+        }
+    };
+    let cut_off = stream.attachment_id().to_owned();
+    drop(stream);
+    assert_eq!(
+        f.core.list_pending(Some(id)).unwrap().len(),
+        1,
+        "still pending right after the cut-off"
+    );
+    assert!(
+        matches!(
+            f.core.decide(&approval, ApprovalAnswer::Approve, &cut_off),
+            Err(CoreError::FailedPrecondition(_))
+        ),
+        "a cut-off attachment no longer decides"
+    );
+    (approval, lagged.resume_after_seq)
+}
+
+#[tokio::test]
+async fn a_cut_off_client_that_resubscribes_within_the_grace_keeps_its_approval() {
+    let mut options = options();
+    options.subscriber_lag = 2;
+    let f = fixture_with("file", vec![lamp(), FakeReply::text("Done.")], options).await;
+    tokio::time::pause();
+    let id = f.new_session().await;
+    let (approval, after) = lagged_turn_with_a_pending_approval(&f, &id).await;
+    tokio::time::sleep(LAG_GRACE / 2).await;
+    let resumed = f
+        .core
+        .subscribe(&id, Some(after), "terminal")
+        .await
+        .unwrap();
+    assert_eq!(resumed.snapshot().pending.len(), 1);
+    // The grace of the old attachment runs out; the new one keeps the channel attached.
+    tokio::time::sleep(LAG_GRACE * 2).await;
+    assert_eq!(f.core.list_pending(Some(&id)).unwrap().len(), 1);
+    let attachment = resumed.snapshot().attachment_id.clone();
+    assert_eq!(
+        f.core
+            .decide(&approval, ApprovalAnswer::Approve, &attachment)
+            .unwrap(),
+        DecideOutcome::Applied(Resolution::Approved)
+    );
+    // The turn goes on with the approval; the resumed stream may lag again on a lag of 2.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while f
+        .core
+        .get_session(&id, false)
+        .await
+        .unwrap()
+        .summary
+        .message_count
+        < 4
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the turn never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let stored = f.core.read_events(&id).await.unwrap();
+    let call = stored.iter().find(|e| e["type"] == "tool_call").unwrap();
+    assert_eq!(call["approval"], "approved", "{call}");
+    drop(resumed);
+}
+
+#[tokio::test]
+async fn a_cut_off_client_that_does_not_come_back_has_its_approval_rejected_after_the_grace() {
+    let mut options = options();
+    options.subscriber_lag = 2;
+    let f = fixture_with(
+        "sqlite",
+        vec![lamp(), FakeReply::text("Not done.")],
+        options,
+    )
+    .await;
+    tokio::time::pause();
+    let id = f.new_session().await;
+    let (approval, _) = lagged_turn_with_a_pending_approval(&f, &id).await;
+    tokio::time::sleep(LAG_GRACE - Duration::from_secs(1)).await;
+    assert_eq!(f.core.registry().resolution_of(&approval), None);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while f.core.registry().resolution_of(&approval).is_none() {
+        assert!(tokio::time::Instant::now() < deadline, "never resolved");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        f.core.registry().resolution_of(&approval),
+        Some(Resolution::ChannelClosed)
+    );
+}
+
+#[tokio::test]
+async fn a_held_attachment_ends_when_the_hub_stops() {
+    let mut options = options();
+    options.subscriber_lag = 2;
+    let f = fixture_with("file", vec![lamp(), FakeReply::text("Stopped.")], options).await;
+    let id = f.new_session().await;
+    let (approval, _) = lagged_turn_with_a_pending_approval(&f, &id).await;
+    assert_eq!(f.core.registry().attachments_on(&id), 1, "the held one");
+    f.core.shutdown().await;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while f.core.registry().attachments_on(&id) > 0 {
+        assert!(tokio::time::Instant::now() < deadline, "still held");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(f.core.registry().resolution_of(&approval).is_some());
 }

@@ -12,7 +12,8 @@
 //!   a resumption naming another stream is refused, never served events of another numbering.
 //! - Requests are checked before anything is touched: ids are plain names, channels are short plain
 //!   names ([`MAX_CHANNEL_LEN`]), idempotency keys are bounded ([`MAX_IDEMPOTENCY_KEY_LEN`]; a
-//!   session remembers at most `REMEMBERED_TURNS` of them), texts are non-empty and bounded.
+//!   session remembers at most `REMEMBERED_TURNS` of them), texts are non-empty and bounded, and
+//!   so is every other client string ([`super::limits`]).
 //! - Opening a session reads the store on a blocking thread; the open map is a tokio mutex held
 //!   across that read, so a session is never opened twice.
 //! - Each session's worker is watched (`supervise`): a worker that dies takes its session out of
@@ -34,9 +35,11 @@ use super::bus::EventBus;
 use super::error::CoreError;
 use super::event::{EventKind, PendingInfo, SessionEvent};
 use super::ids::new_id;
+use super::limits::{MAX_REF_ID_LEN, MAX_TEXT_BYTES, check_len};
 use super::options::{CoreOptions, ModelFactory};
 use super::restart::{ExpiredApproval, expire_stale_approvals};
 use super::runtime::{AgentParts, SessionRuntime};
+use super::scan_mark::{record_scan, scan_since};
 use super::streams::{EventStream, Snapshot, TurnStream};
 use super::turns::AcceptError;
 use crate::agent::SystemPromptSource;
@@ -191,12 +194,24 @@ impl HubCore {
     }
 
     /// Start-up: marks approvals left pending by an earlier hub as expired by restart (events and
-    /// log), then starts dropping idle sessions. Returns what was expired.
+    /// log), reading only the sessions updated since the last completed scan when
+    /// [`CoreOptions::approval_scan_mark`] is set, then starts dropping idle sessions. Returns what
+    /// was expired.
     pub async fn start(&self) -> Result<Vec<ExpiredApproval>, CoreError> {
         let store = Arc::clone(&self.inner.parts.store);
-        let expired = tokio::task::spawn_blocking(move || expire_stale_approvals(store.as_ref()))
-            .await
-            .map_err(|e| CoreError::Unavailable(e.to_string()))??;
+        let mark = self.options().approval_scan_mark.clone();
+        let expired = tokio::task::spawn_blocking(move || {
+            let started = jiff::Timestamp::now();
+            let backend = store.backend_name().to_owned();
+            let since = mark.as_deref().and_then(|m| scan_since(m, &backend));
+            let expired = expire_stale_approvals(store.as_ref(), since)?;
+            if let Some(mark) = &mark {
+                record_scan(mark, &backend, started);
+            }
+            Ok::<_, CoreError>(expired)
+        })
+        .await
+        .map_err(|e| CoreError::Unavailable(e.to_string()))??;
         for approval in &expired {
             self.registry().remember_expired(&approval.approval_id);
         }
@@ -351,6 +366,7 @@ impl HubCore {
         if request.text.trim().is_empty() {
             return Err(CoreError::InvalidArgument("text is empty".to_owned()));
         }
+        check_len("text", &request.text, MAX_TEXT_BYTES)?;
         if request.text.chars().count() > MAX_TEXT_CHARS {
             return Err(CoreError::InvalidArgument(format!(
                 "text is longer than {MAX_TEXT_CHARS} characters"
@@ -388,7 +404,13 @@ impl HubCore {
                 Ok(subscription) => (Some(subscription), VecDeque::new()),
                 Err(_) => self.turn_fallback(&runtime, &accepted.turn_id),
             };
-            return Ok(TurnStream::new(accepted, attachment, subscription, ready));
+            return Ok(TurnStream::new(
+                accepted,
+                attachment,
+                subscription,
+                ready,
+                self.inner.stop.clone(),
+            ));
         }
         Err(CoreError::Unavailable(
             "the session was closing; try again".to_owned(),
@@ -431,6 +453,9 @@ impl HubCore {
         turn_id: Option<&str>,
     ) -> Result<Option<String>, CoreError> {
         check_session_id(session_id)?;
+        if let Some(turn_id) = turn_id {
+            check_len("turn_id", turn_id, MAX_REF_ID_LEN)?;
+        }
         match self.open_runtime(session_id).await {
             Some(runtime) => Ok(runtime.cancel(turn_id)),
             None => {
@@ -464,6 +489,9 @@ impl HubCore {
     ) -> Result<EventStream, CoreError> {
         let channel = check_channel(channel)?;
         check_session_id(session_id)?;
+        if let Some(stream_id) = stream_id {
+            check_len("stream_id", stream_id, MAX_REF_ID_LEN)?;
+        }
         if let (Some(after_seq), Some(stream_id)) = (after_seq, stream_id)
             && stream_id != self.stream_id()
         {
@@ -528,6 +556,8 @@ impl HubCore {
                 "attachment_id is empty; a decision counts only from a client attached with Subscribe or StartTurn".to_owned(),
             ));
         }
+        check_len("approval_id", approval_id, MAX_REF_ID_LEN)?;
+        check_len("attachment_id", attachment_id, MAX_REF_ID_LEN)?;
         self.registry()
             .decide(approval_id, answer, attachment_id)
             .map_err(|e| CoreError::FailedPrecondition(e.to_string()))

@@ -11,11 +11,13 @@
 //!   stream with replay and slow-subscriber cut-off; [`streams`]: what a watching client holds.
 //! - [`approvals`]: pending tier-2 approvals as entities, and the client attachments that may
 //!   decide them; [`approver`]: the gate's approver that registers and waits; [`restart`]:
-//!   approvals an earlier hub left pending, expired at start.
+//!   approvals an earlier hub left pending, expired at start; [`scan_mark`]: when that scan last
+//!   ran, so a start reads only the sessions that could hold one.
 //! - [`supervise`]: watches each session's worker; a dead one takes its session out of memory.
 //! - [`reaper`]: drops the agents of idle sessions from memory, with a timer only while any is
 //!   open.
-//! - [`options`]: what the core needs from the configuration, and the model factory seam.
+//! - [`options`]: what the core needs from the configuration, and the model factory seam;
+//!   [`limits`]: the bounds on client strings.
 //!
 //! Invariants: no global state (everything hangs off a [`HubCore`] the hub owns); no std lock is
 //! held across an `.await`; lock order is bus, then turn table or registry.
@@ -26,11 +28,13 @@ pub mod core;
 pub mod error;
 pub mod event;
 pub mod ids;
+pub mod limits;
 pub mod options;
 mod reaper;
 pub mod recorder;
 pub mod restart;
 mod runtime;
+pub mod scan_mark;
 pub mod sessions;
 pub mod setup;
 pub mod streams;
@@ -39,7 +43,8 @@ pub mod turns;
 mod window;
 
 pub use approvals::{
-    ApprovalAnswer, ApprovalRegistry, Attachment, DecideError, DecideOutcome, PendingTicket,
+    ApprovalAnswer, ApprovalRegistry, Attachment, DecideError, DecideOutcome, LAG_GRACE,
+    PendingTicket,
 };
 pub use approver::{ApprovalReadiness, FLUSH_WAIT, HUB_APPROVER, HubApprover, TurnSlot};
 pub use bus::{EventBus, Lagged, SubscribeError, Subscription};

@@ -140,8 +140,13 @@ pub struct CoreOptions {
     /// Events kept per session for `after_seq` replays, and how far a subscriber may fall behind.
     pub replay_buffer: usize,
     pub subscriber_lag: usize,
+    /// Where the start-up scan for approvals left pending records when it last ran (see
+    /// `hubcore::scan_mark`); `None`: every start reads every session.
+    pub approval_scan_mark: Option<PathBuf>,
 }
 
+/// The approval scan mark's file, next to the sessions in the data directory.
+pub const APPROVAL_SCAN_MARK_FILE: &str = "approval-scan.json";
 /// Default of [`CoreOptions::idle_after`].
 pub const DEFAULT_IDLE_AFTER: Duration = Duration::from_secs(30 * 60);
 /// Default of [`CoreOptions::max_queued_turns`].
@@ -164,6 +169,7 @@ impl Default for CoreOptions {
             max_queued_turns: DEFAULT_MAX_QUEUED_TURNS,
             replay_buffer: super::bus::DEFAULT_REPLAY_BUFFER,
             subscriber_lag: super::bus::DEFAULT_SUBSCRIBER_LAG,
+            approval_scan_mark: None,
         }
     }
 }
@@ -193,6 +199,7 @@ impl CoreOptions {
             persona_dir,
             profile: installation.settings.profile.as_str().to_owned(),
             host_role: installation.settings.role.as_str().to_owned(),
+            approval_scan_mark: Some(installation.paths.data_dir.join(APPROVAL_SCAN_MARK_FILE)),
             ..Self::default()
         }
     }

@@ -7,10 +7,12 @@
 //! Invariants: an approval counts as pending when its last `approval` event says `pending`; the
 //! appended event copies the pending one (tool, arguments, channel, …) with the new status and an
 //! `expired_at` time; a session whose events cannot be read is logged and skipped, never fatal.
-//! Cost: one read of every stored session's events per hub start.
+//! Cost: one read of the events of every stored session updated since `since` (the approval scan
+//! mark, see `scan_mark`), or of every stored session without a mark (the first start).
 
 use std::collections::HashMap;
 
+use jiff::Timestamp;
 use serde_json::Value;
 use tracing::warn;
 
@@ -55,10 +57,17 @@ pub fn pending_in(events: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-/// Marks every approval left pending in the store as expired by restart (blocking).
-pub fn expire_stale_approvals(store: &dyn SessionStore) -> Result<Vec<ExpiredApproval>, CoreError> {
+/// Marks every approval left pending in the store as expired by restart (blocking), reading only
+/// sessions updated at or after `since` (`None`: every session).
+pub fn expire_stale_approvals(
+    store: &dyn SessionStore,
+    since: Option<Timestamp>,
+) -> Result<Vec<ExpiredApproval>, CoreError> {
     let mut expired = Vec::new();
     for info in store.list_sessions()? {
+        if since.is_some_and(|since| info.updated_at < since) {
+            continue;
+        }
         let session_id = info.session_id;
         let events = match store.read_events(&session_id) {
             Ok(events) => events,

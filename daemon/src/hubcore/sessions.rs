@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::core::{HubCore, check_channel, check_session_id};
 use super::error::CoreError;
 use super::event::EventKind;
+use super::limits::{MAX_FOCUS_BYTES, MAX_REF_ID_LEN, MAX_ROLE_LEN, check_len};
 use crate::agent::TauAgent;
 use crate::message::Message;
 use crate::session::{
@@ -166,6 +167,11 @@ impl HubCore {
         exclude: Option<&str>,
     ) -> Result<Vec<SessionSummary>, CoreError> {
         let channel = check_channel(channel)?;
+        check_len(
+            "exclude_session_id",
+            exclude.unwrap_or_default(),
+            MAX_REF_ID_LEN,
+        )?;
         let limit = if limit == 0 {
             RECENT_SESSIONS_LIMIT
         } else {
@@ -282,6 +288,12 @@ impl HubCore {
         exclude: Option<&str>,
     ) -> Result<Opened, CoreError> {
         let channel = check_channel(channel)?;
+        check_len("role", role.unwrap_or_default(), MAX_ROLE_LEN)?;
+        check_len(
+            "exclude_session_id",
+            exclude.unwrap_or_default(),
+            MAX_REF_ID_LEN,
+        )?;
         let role = role.filter(|r| !r.is_empty());
         if let Some(role) = role
             && !self.options().knows_role(role)
@@ -368,6 +380,7 @@ impl HubCore {
 
     /// Rebuilds a session's agent on another role (`/model`).
     pub async fn switch_role(&self, session_id: &str, role: &str) -> Result<RoleSwitch, CoreError> {
+        check_len("role", role, MAX_ROLE_LEN)?;
         if !self.options().knows_role(role) {
             return Err(unknown_role(role));
         }
@@ -427,6 +440,7 @@ impl HubCore {
         channel: &str,
     ) -> Result<Compacted, CoreError> {
         let channel = check_channel(channel)?;
+        check_len("focus", focus, MAX_FOCUS_BYTES)?;
         let runtime = self.runtime(session_id, None).await?;
         let _agent = runtime.agent_lock.lock().await;
         if runtime.lock_turns().busy() {

@@ -4,14 +4,16 @@
 //!
 //! Invariants: a turn stream yields only its turn's events, in seq order, and ends right after its
 //! `TurnEnded`; an event stream yields every event after its snapshot without gaps, or ends with
-//! [`Lagged`]; dropping either ends the attachment (and may close the channel's approvals).
+//! [`Lagged`]; dropping either ends the attachment (and may close the channel's approvals), except
+//! after a [`Lagged`]: then the attachment is held for [`LAG_GRACE`] (see
+//! [`Attachment::hold_after_lag`]) so the client can resubscribe before its approvals close.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::approvals::Attachment;
+use super::approvals::{Attachment, LAG_GRACE};
 use super::bus::{Lagged, Subscription};
 use super::event::{EventKind, PendingInfo, SessionEvent, TurnInfo};
 use super::sessions::SessionSummary;
@@ -21,10 +23,13 @@ use super::turns::Accepted;
 #[derive(Debug)]
 pub struct TurnStream {
     accepted: Accepted,
-    attachment: Attachment,
+    attachment_id: String,
+    /// `None` once handed to its grace hold after a lag.
+    attachment: Option<Attachment>,
     subscription: Option<Subscription>,
     ready: VecDeque<Arc<SessionEvent>>,
     done: bool,
+    stop: CancellationToken,
 }
 
 impl TurnStream {
@@ -33,13 +38,16 @@ impl TurnStream {
         attachment: Attachment,
         subscription: Option<Subscription>,
         ready: VecDeque<Arc<SessionEvent>>,
+        stop: CancellationToken,
     ) -> Self {
         Self {
             accepted,
-            attachment,
+            attachment_id: attachment.id().to_owned(),
+            attachment: Some(attachment),
             subscription,
             ready,
             done: false,
+            stop,
         }
     }
 
@@ -49,7 +57,7 @@ impl TurnStream {
 
     /// This stream's attachment id (for deciding approvals).
     pub fn attachment_id(&self) -> &str {
-        self.attachment.id()
+        &self.attachment_id
     }
 
     /// The turn's next event; `Ok(None)` after its `TurnEnded`.
@@ -59,7 +67,17 @@ impl TurnStream {
         }
         let event = match self.ready.pop_front() {
             Some(event) => Some(event),
-            None => self.next_of_turn().await?,
+            None => match self.next_of_turn().await {
+                Ok(event) => event,
+                Err(lagged) => {
+                    self.done = true;
+                    self.subscription = None;
+                    if let Some(attachment) = self.attachment.take() {
+                        attachment.hold_after_lag(LAG_GRACE, &self.stop);
+                    }
+                    return Err(lagged);
+                }
+            },
         };
         match event {
             Some(event) => {
@@ -110,7 +128,8 @@ pub struct Snapshot {
 #[derive(Debug)]
 pub struct EventStream {
     snapshot: Snapshot,
-    _attachment: Attachment,
+    /// `None` once handed to its grace hold after a lag.
+    attachment: Option<Attachment>,
     subscription: Subscription,
     stop: CancellationToken,
 }
@@ -124,7 +143,7 @@ impl EventStream {
     ) -> Self {
         Self {
             snapshot,
-            _attachment: attachment,
+            attachment: Some(attachment),
             subscription,
             stop,
         }
@@ -135,11 +154,17 @@ impl EventStream {
     }
 
     /// The next event; `Ok(None)` when the hub stops; `Err(Lagged)` when this subscriber fell
-    /// too far behind.
+    /// too far behind (its attachment is then held for [`LAG_GRACE`] and this stream is done).
     pub async fn next(&mut self) -> Result<Option<Arc<SessionEvent>>, Lagged> {
-        tokio::select! {
+        let next = tokio::select! {
             () = self.stop.cancelled() => Ok(None),
             next = self.subscription.next() => next,
+        };
+        if next.is_err()
+            && let Some(attachment) = self.attachment.take()
+        {
+            attachment.hold_after_lag(LAG_GRACE, &self.stop);
         }
+        next
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Invariants: no business logic here (the core decides); every error leaves as a status built in
 //! `errors`; a streaming call's stream ends after its turn's end, when the client goes, or with the
-//! status that cut it off; dropping a stream drops the client's attachment with it.
+//! status that cut it off; dropping a stream drops the client's attachment with it, except a stream
+//! cut off for lagging, whose attachment the core holds for a grace period (`LAG_GRACE`).
 
 use std::pin::Pin;
 

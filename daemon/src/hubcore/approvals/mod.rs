@@ -6,6 +6,9 @@
 //!
 //! Invariants:
 //! - A decision counts only when it names a live attachment on the approval's session and channel.
+//!   An attachment cut off as lagging is held for a grace period ([`grace`]): it still counts as
+//!   attached (its channel's approvals stay pending for the client to resubscribe) but no longer
+//!   decides.
 //! - When the last attachment on a (session, channel) goes, every approval pending there ends as
 //!   [`Resolution::ChannelClosed`] (a closed dialog never approves); an approval asked where nobody is
 //!   attached ends the same way at once.
@@ -17,7 +20,7 @@
 //!   then the registry lock), so snapshots and events agree; the registry lock is a std mutex never
 //!   held across an `.await` and never held while taking a bus lock.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -28,6 +31,9 @@ use tracing::info;
 use super::bus::EventBus;
 use super::event::{EventKind, PendingInfo, Resolution};
 use super::ids::new_id;
+
+pub mod grace;
+pub use grace::LAG_GRACE;
 
 /// How many resolved approval ids are remembered for late decisions.
 pub const REMEMBERED_RESOLUTIONS: usize = 4096;
@@ -55,6 +61,11 @@ pub enum DecideOutcome {
 /// A decision that does not count.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecideError {
+    /// The attachment was cut off as lagging; its client resubscribes for a new one.
+    #[error(
+        "attachment {0:?} was cut off for falling behind; subscribe again and decide with the new attachment id"
+    )]
+    CutOff(String),
     /// The attachment id names no live attachment.
     #[error(
         "attachment {0:?} is not live; decisions count only from a client attached with Subscribe or StartTurn"
@@ -87,6 +98,8 @@ struct State {
     resolved_order: VecDeque<String>,
     attachments: HashMap<String, (String, String)>,
     attached: HashMap<(String, String), usize>,
+    /// Attachments held for a grace period after a lag: attached, but not deciding.
+    held: HashSet<String>,
 }
 
 impl State {
@@ -193,6 +206,14 @@ impl ApprovalRegistry {
         }
     }
 
+    /// Marks a live attachment as held after a lag: it stays attached but no longer decides.
+    fn hold(&self, attachment_id: &str) {
+        let mut state = self.lock();
+        if state.attachments.contains_key(attachment_id) {
+            state.held.insert(attachment_id.to_owned());
+        }
+    }
+
     /// Whether any client is attached on `(session_id, channel)`.
     pub fn is_attached(&self, session_id: &str, channel: &str) -> bool {
         self.lock().attached_count(session_id, channel) > 0
@@ -214,6 +235,7 @@ impl ApprovalRegistry {
             if state.attachments.remove(attachment_id).is_none() {
                 return;
             }
+            state.held.remove(attachment_id);
             let key = (session_id.to_owned(), channel.to_owned());
             let left = state.attached.get_mut(&key).map(|n| {
                 *n = n.saturating_sub(1);
@@ -318,6 +340,9 @@ impl ApprovalRegistry {
                     Err(DecideError::NotAttached(attachment_id.to_owned())),
                 );
             };
+            if state.held.contains(attachment_id) {
+                return (None, Err(DecideError::CutOff(attachment_id.to_owned())));
+            }
             if *session != entry.info.session_id || *channel != entry.info.channel {
                 let error = DecideError::WrongChannel {
                     session_id: entry.info.session_id.clone(),

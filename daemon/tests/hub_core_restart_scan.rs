@@ -1,0 +1,239 @@
+//! The start-up scan for approvals an earlier hub left pending reads only the sessions updated
+//! since the last completed scan (minus the margin), through a store double that counts reads and
+//! ages chosen sessions; without a mark (or with one of another store) it reads them all.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+use taud::hubcore::scan_mark::{SCAN_MARGIN, record_scan};
+use taud::hubcore::{CoreOptions, DemoModelFactory, HubCore};
+use taud::session::{
+    Durability, FileSessionStore, Session, SessionAgent, SessionError, SessionInfo, SessionMessage,
+    SessionMeta, SessionStore, create_fresh_session,
+};
+
+/// A file store whose `list_sessions` shows the `aged` sessions as updated `age` ago, and which
+/// counts `read_events` per session.
+struct AgingStore {
+    inner: FileSessionStore,
+    aged: HashSet<String>,
+    age: SignedDuration,
+    reads: Mutex<HashMap<String, usize>>,
+}
+
+impl AgingStore {
+    fn reads_of(&self, session_id: &str) -> usize {
+        self.reads
+            .lock()
+            .unwrap()
+            .get(session_id)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+impl SessionStore for AgingStore {
+    fn backend_name(&self) -> &str {
+        self.inner.backend_name()
+    }
+    fn create_session(&self, session: &Session) -> Result<(), SessionError> {
+        self.inner.create_session(session)
+    }
+    fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError> {
+        self.inner.read_session(session_id)
+    }
+    fn create_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
+        self.inner.create_agent(session_id, agent)
+    }
+    fn read_agent(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+    ) -> Result<Option<SessionAgent>, SessionError> {
+        self.inner.read_agent(session_id, agent_id)
+    }
+    fn update_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
+        self.inner.update_agent(session_id, agent)
+    }
+    fn create_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message: &SessionMessage,
+    ) -> Result<(), SessionError> {
+        self.inner.create_message(session_id, agent_id, message)
+    }
+    fn read_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message_id: u64,
+    ) -> Result<Option<SessionMessage>, SessionError> {
+        self.inner.read_message(session_id, agent_id, message_id)
+    }
+    fn update_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message: &SessionMessage,
+    ) -> Result<(), SessionError> {
+        self.inner.update_message(session_id, agent_id, message)
+    }
+    fn list_messages(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        limit: Option<usize>,
+        offset: usize,
+    ) -> Result<Vec<SessionMessage>, SessionError> {
+        self.inner
+            .list_messages(session_id, agent_id, limit, offset)
+    }
+    fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        let mut sessions = self.inner.list_sessions()?;
+        for info in &mut sessions {
+            if self.aged.contains(&info.session_id) {
+                info.updated_at = info.updated_at.checked_sub(self.age).unwrap();
+            }
+        }
+        sessions.sort_by_key(|info| std::cmp::Reverse(info.updated_at));
+        Ok(sessions)
+    }
+    fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError> {
+        self.inner.append_event(session_id, event)
+    }
+    fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError> {
+        *self
+            .reads
+            .lock()
+            .unwrap()
+            .entry(session_id.to_owned())
+            .or_insert(0) += 1;
+        self.inner.read_events(session_id)
+    }
+    fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError> {
+        self.inner.write_meta(session_id, meta)
+    }
+    fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
+        self.inner.read_meta(session_id)
+    }
+}
+
+struct Stored {
+    _dir: tempfile::TempDir,
+    mark: std::path::PathBuf,
+    store: Arc<AgingStore>,
+    old: String,
+    new: String,
+}
+
+/// Two sessions with an approval left pending each; `old` shows as updated three hours ago.
+fn stored() -> Stored {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = FileSessionStore::open(dir.path().join("sessions"), Durability::NoSync).unwrap();
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        let session = create_fresh_session(&inner).unwrap();
+        let id = session.session_id;
+        inner
+            .append_event(
+                &id,
+                &json!({"type": "approval", "approval_id": format!("apr-{n}"), "status": "pending", "tool": "demo_physical_action"}),
+            )
+            .unwrap();
+        ids.push(id);
+    }
+    let (old, new) = (ids[0].clone(), ids[1].clone());
+    let store = Arc::new(AgingStore {
+        inner,
+        aged: HashSet::from([old.clone()]),
+        age: SignedDuration::from_hours(3),
+        reads: Mutex::new(HashMap::new()),
+    });
+    Stored {
+        mark: dir.path().join("approval-scan.json"),
+        _dir: dir,
+        store,
+        old,
+        new,
+    }
+}
+
+async fn start(stored: &Stored) -> Vec<String> {
+    let options = CoreOptions {
+        approval_scan_mark: Some(stored.mark.clone()),
+        ..CoreOptions::default()
+    };
+    let core = HubCore::new(
+        Arc::clone(&stored.store) as Arc<dyn SessionStore>,
+        options,
+        Arc::new(DemoModelFactory),
+    )
+    .unwrap();
+    let expired = core.start().await.unwrap();
+    core.shutdown().await;
+    expired.into_iter().map(|e| e.approval_id).collect()
+}
+
+fn last_status(store: &AgingStore, id: &str) -> String {
+    let events = store.inner.read_events(id).unwrap();
+    events.last().unwrap()["status"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_start_reads_only_sessions_updated_since_the_last_scan() {
+    let stored = stored();
+    // The last scan began just now: sessions updated since the margin before it are read.
+    assert!(SCAN_MARGIN < SignedDuration::from_hours(3));
+    record_scan(&stored.mark, "file", Timestamp::now());
+    let started = Timestamp::now();
+    let expired = start(&stored).await;
+    assert_eq!(expired, vec!["apr-1".to_owned()]);
+    assert_eq!(
+        stored.store.reads_of(&stored.old),
+        0,
+        "the old one is not read"
+    );
+    assert_eq!(stored.store.reads_of(&stored.new), 1);
+    assert_eq!(
+        last_status(&stored.store, &stored.new),
+        "expired_by_restart"
+    );
+    assert_eq!(last_status(&stored.store, &stored.old), "pending");
+    // The mark now names this scan.
+    let mark: Value =
+        serde_json::from_str(&std::fs::read_to_string(&stored.mark).unwrap()).unwrap();
+    assert_eq!(mark["v"], 1);
+    assert_eq!(mark["backend"], "file");
+    let recorded: Timestamp = mark["scan_started_at"].as_str().unwrap().parse().unwrap();
+    assert!(recorded >= started, "{recorded} < {started}");
+}
+
+#[tokio::test]
+async fn without_a_mark_or_with_another_stores_mark_every_session_is_read() {
+    for mark in [None, Some("sqlite")] {
+        let stored = stored();
+        if let Some(backend) = mark {
+            record_scan(&stored.mark, backend, Timestamp::now());
+        }
+        let mut expired = start(&stored).await;
+        expired.sort();
+        assert_eq!(
+            expired,
+            vec!["apr-0".to_owned(), "apr-1".to_owned()],
+            "{mark:?}"
+        );
+        assert_eq!(stored.store.reads_of(&stored.old), 1);
+        assert_eq!(
+            last_status(&stored.store, &stored.old),
+            "expired_by_restart"
+        );
+    }
+}
