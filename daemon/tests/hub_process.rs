@@ -426,6 +426,22 @@ async fn a_taken_port_skips_the_control_api_but_grpc_serves_the_socket() {
         .unwrap()
         .into_inner();
     assert_eq!(status.pid, hub.pid());
+    // GetStatus tells the same story as the log: the control API failed, gRPC runs.
+    let states: Vec<(&str, &str)> = status
+        .services
+        .iter()
+        .map(|s| (s.name.as_str(), s.state.as_str()))
+        .collect();
+    assert_eq!(
+        states,
+        vec![("control-api", "failed"), ("grpc", "started")],
+        "{:?}",
+        status.services
+    );
+    assert!(
+        !status.services[0].detail.is_empty(),
+        "the failure says why"
+    );
     let stderr = hub.stderr();
     assert!(
         stderr.contains("control-api") && stderr.contains("skipped"),

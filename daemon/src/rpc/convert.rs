@@ -2,6 +2,7 @@
 //!
 //! Invariants: pure functions; nothing here fails.
 
+use tau_api::components::HubServiceReport;
 use tau_api::hub_files::CrashReport;
 use tau_api::proto::v1 as pb;
 
@@ -24,6 +25,18 @@ pub fn status(status: HubStatus) -> pb::GetStatusResponse {
     }
 }
 
+/// The hub's service reports as `GetStatusResponse.services`.
+pub fn services(reports: Vec<HubServiceReport>) -> Vec<pb::HubService> {
+    reports
+        .into_iter()
+        .map(|report| pb::HubService {
+            name: report.name,
+            state: report.state.as_str().to_owned(),
+            detail: report.error.or(report.reason).unwrap_or_default(),
+        })
+        .collect()
+}
+
 fn crash(report: CrashReport) -> pb::CrashReport {
     pb::CrashReport {
         detected_at: report.detected_at,
@@ -37,6 +50,29 @@ fn crash(report: CrashReport) -> pb::CrashReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn service_reports_carry_their_state_and_why() {
+        let reports: Vec<HubServiceReport> = serde_json::from_value(serde_json::json!([
+            {"name": "control-api", "state": "started"},
+            {"name": "telegram", "state": "failed", "error": "no token"},
+            {"name": "mqtt", "state": "skipped", "reason": "not in [components.hub] services"},
+        ]))
+        .unwrap();
+        let services = services(reports);
+        let triples: Vec<(&str, &str, &str)> = services
+            .iter()
+            .map(|s| (s.name.as_str(), s.state.as_str(), s.detail.as_str()))
+            .collect();
+        assert_eq!(
+            triples,
+            vec![
+                ("control-api", "started", ""),
+                ("telegram", "failed", "no token"),
+                ("mqtt", "skipped", "not in [components.hub] services"),
+            ]
+        );
+    }
 
     #[test]
     fn every_field_is_carried() {

@@ -38,6 +38,7 @@ impl pb::tau_server::Tau for TauApi {
         _request: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
         let mut response = convert::status(self.hub.status());
+        response.services = convert::services(self.hub.service_reports());
         if let Ok(core) = &self.core {
             calls::status_extras(core, &mut response);
         }
