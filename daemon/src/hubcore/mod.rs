@@ -23,6 +23,7 @@
 //! held across an `.await`; lock order is bus, then turn table or registry.
 pub mod approvals;
 pub mod approver;
+mod blocking;
 pub mod bus;
 pub mod core;
 pub mod error;

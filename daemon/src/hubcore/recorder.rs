@@ -9,7 +9,8 @@
 //!   accepted it; a failed write is logged and the question is then refused.
 //! - `tool_call` records are kept for the turn worker, which publishes them in turn order; `error`
 //!   events are published at once.
-//! - Writes are synchronous (the store's contract); they run on the turn's task.
+//! - Writes are synchronous (the store's contract); they run on the turn's task, through
+//!   [`super::blocking::store_io`] so a slow disk never holds up the runtime's other tasks.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,6 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tracing::warn;
 
 use super::approver::{ApprovalReadiness, TurnSlot};
+use super::blocking::store_io;
 use super::bus::EventBus;
 use super::event::EventKind;
 use crate::agent::{HistoryError, HistoryObserver};
@@ -83,16 +85,18 @@ impl HistoryObserver for SessionRecorder {
     fn message_appended(&self, index: usize, message: &Message) -> Result<(), HistoryError> {
         let id = u64::try_from(self.offset + index).map_err(|e| HistoryError(e.to_string()))?;
         let record = SessionMessage::new(id, message.clone(), now_utc());
-        self.store
-            .create_message(&self.session_id, DEFAULT_AGENT_ID, &record)
-            .map_err(|e| HistoryError(e.to_string()))
+        store_io(|| {
+            self.store
+                .create_message(&self.session_id, DEFAULT_AGENT_ID, &record)
+        })
+        .map_err(|e| HistoryError(e.to_string()))
     }
 }
 
 impl EventSink for SessionRecorder {
     fn emit(&self, event: AgentEvent) {
         let stored = match serde_json::to_value(&event) {
-            Ok(value) => match self.store.append_event(&self.session_id, &value) {
+            Ok(value) => match store_io(|| self.store.append_event(&self.session_id, &value)) {
                 Ok(()) => true,
                 Err(error) => {
                     warn!(session_id = %self.session_id, kind = event.kind(), "cannot record an agent event: {error}");

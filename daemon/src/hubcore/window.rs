@@ -19,6 +19,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
+use super::blocking::store_io;
 use crate::agent::{ConversationWindow, WindowError};
 use crate::message::Message;
 use crate::model::Model;
@@ -99,7 +100,7 @@ impl SummarizingWindow {
     }
 
     /// Keeps `state` and writes the agent record with it (synchronously, like the recorder's
-    /// message writes on the turn's task). A failed write is logged: the window still holds the
+    /// message writes on the turn's task, through [`store_io`]). A failed write is logged: the window still holds the
     /// state, and a later restore recomputes what the record lacks.
     fn persist(&self, state: crate::session::ConversationManagerState) {
         let record = {
@@ -108,7 +109,7 @@ impl SummarizingWindow {
             record.updated_at = now_utc();
             record.clone()
         };
-        if let Err(error) = self.store.update_agent(&self.session_id, &record) {
+        if let Err(error) = store_io(|| self.store.update_agent(&self.session_id, &record)) {
             warn!(session_id = %self.session_id, "cannot record the conversation summary: {error}");
         }
     }
