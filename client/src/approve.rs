@@ -1,5 +1,6 @@
 //! Reading a person's answer to a tier-2 approval prompt on the terminal (`tau chat` on its stdin,
-//! `tau ask --approve` on /dev/tty), and recognising the event that resolves a prompt elsewhere.
+//! `tau ask --approve` on /dev/tty). The event that resolves a prompt elsewhere is recognised by
+//! [`crate::feed::Item::resolves`].
 //!
 //! Invariants:
 //! - Input typed before the prompt was shown never answers it: [`discard_typed_ahead`] flushes the
@@ -22,7 +23,6 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::termios::{FlushArg, tcflush};
-use tau_api::proto::v1::{self as pb, session_event::Kind, start_turn_response};
 use tokio::sync::oneshot;
 
 /// How often the reader checks its stop flag.
@@ -137,18 +137,6 @@ pub fn ask_on_tty(prompt: &str) -> io::Result<PendingAnswer> {
     PendingAnswer::on(tty)
 }
 
-/// Whether `message` is the event that resolves the approval `approval_id` (decided elsewhere,
-/// timed out, cancelled, its channel closed).
-pub fn resolves(message: &pb::StartTurnResponse, approval_id: &str) -> bool {
-    matches!(
-        &message.kind,
-        Some(start_turn_response::Kind::Event(pb::SessionEvent {
-            kind: Some(Kind::ApprovalResolved(resolved)),
-            ..
-        })) if resolved.approval_id == approval_id
-    )
-}
-
 impl Drop for PendingAnswer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -240,22 +228,6 @@ mod tests {
         master.write_all(b"y\x04").unwrap();
         let stop = AtomicBool::new(false);
         assert_eq!(read_answer(pty.slave.as_fd(), &stop), None);
-    }
-
-    #[test]
-    fn only_the_resolution_of_this_approval_counts() {
-        let resolved = |id: &str| pb::StartTurnResponse {
-            kind: Some(start_turn_response::Kind::Event(pb::SessionEvent {
-                kind: Some(Kind::ApprovalResolved(pb::ApprovalResolved {
-                    approval_id: id.into(),
-                    ..Default::default()
-                })),
-                ..Default::default()
-            })),
-        };
-        assert!(resolves(&resolved("a1"), "a1"));
-        assert!(!resolves(&resolved("a2"), "a1"));
-        assert!(!resolves(&pb::StartTurnResponse::default(), "a1"));
     }
 
     #[test]

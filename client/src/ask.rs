@@ -12,10 +12,8 @@
 //! there to ask on; only `y`, `yes`, `e` or `evet` approve (the shared i18n rule), and only when
 //! typed after the prompt was shown (`crate::approve` discards earlier input); `tau` never decides
 //! an approval by itself, it relays the person's answer (or the rejection) to the hub. A turn
-//! stream the hub cuts off for falling behind is resumed with Subscribe ([`feed`]), so a slow
-//! terminal never loses or repeats an event.
-
-mod feed;
+//! stream the hub cuts off for falling behind is resumed with Subscribe ([`crate::feed`]), so a
+//! slow terminal never loses or repeats an event.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -31,11 +29,11 @@ use tau_api::lang::Lang;
 use tau_api::proto::v1::{self as pb, open_session_request::Target, session_event::Kind};
 use tonic::transport::Channel;
 
-use self::feed::{Item, TurnFeed};
 use crate::approve;
 use crate::chat::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
 use crate::cli::Context;
 use crate::event_json;
+use crate::feed::{Item, TurnFeed};
 use crate::grpc;
 
 /// The channel `tau ask` speaks for.
@@ -173,7 +171,11 @@ impl Ask {
     }
 
     /// Follows the turn's events until its end, relaying approvals.
-    async fn follow(&self, client: &mut Client, feed: &mut TurnFeed) -> anyhow::Result<ExitCode> {
+    async fn follow(
+        &self,
+        client: &mut Client,
+        feed: &mut TurnFeed<Channel>,
+    ) -> anyhow::Result<ExitCode> {
         let mut backlog: VecDeque<Item> = VecDeque::new();
         loop {
             let item = match backlog.pop_front() {
@@ -230,7 +232,7 @@ impl Ask {
     async fn answer(
         &self,
         approval: &pb::PendingApproval,
-        feed: &mut TurnFeed,
+        feed: &mut TurnFeed<Channel>,
         backlog: &mut VecDeque<Item>,
     ) -> anyhow::Result<Option<bool>> {
         let messages = Messages::builtin();
@@ -259,7 +261,7 @@ impl Ask {
                     let Some(item) = next? else {
                         return Ok(None);
                     };
-                    let resolved_here = resolves(&item, &approval.approval_id);
+                    let resolved_here = item.resolves(&approval.approval_id);
                     backlog.push_back(item);
                     if resolved_here {
                         eprintln!("\n(the approval was resolved elsewhere; not asking any more)");
@@ -299,17 +301,6 @@ impl Ask {
         }
         Ok(())
     }
-}
-
-/// Whether `item` resolves the approval `approval_id`.
-fn resolves(item: &Item, approval_id: &str) -> bool {
-    matches!(
-        item,
-        Item::Event(event) if matches!(
-            &event.kind,
-            Some(Kind::ApprovalResolved(resolved)) if resolved.approval_id == approval_id
-        )
-    )
 }
 
 /// A key that makes a retried StartTurn return the same turn.

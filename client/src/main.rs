@@ -11,6 +11,7 @@ mod connect;
 mod doctor;
 mod environment;
 mod event_json;
+mod feed;
 mod grpc;
 mod hub;
 mod init;

@@ -2,7 +2,8 @@
 //! where `tau chat` looks for the hub, whose turns the test feeds event by event. The real `tau`
 //! binary runs on a pseudo-terminal, so these tests see exactly what a person sees and pin down
 //! the timing the real hub's fake model is too fast for: Ctrl-C during a reply, input typed while
-//! a reply streams, an approval resolved elsewhere while its prompt is open.
+//! a reply streams, an approval resolved elsewhere while its prompt is open, a turn stream the hub
+//! cuts off for lagging.
 
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -146,6 +147,82 @@ fn approvals_of_another_channel_are_not_asked_here() {
     turn.end("end_turn", "ok");
     fixture.chat.send_line("/help").unwrap();
     fixture.chat.see("Commands:").unwrap();
+    assert!(fixture.notices.decisions.try_recv().is_err());
+    fixture.quit();
+}
+
+fn delta(text: &str) -> pb::session_event::Kind {
+    pb::session_event::Kind::TextDelta(pb::TextDelta { text: text.into() })
+}
+
+#[test]
+fn a_turn_stream_cut_off_for_lagging_resumes_and_prints_each_delta_once() {
+    let mut fixture = Fixture::start();
+    let mut turn = fixture.turn("greet the world");
+    turn.text("Hel");
+    turn.text("lo, ");
+    turn.cut_off(2);
+    let resumed = turn.resume(&fixture.notices, "attachment-8");
+    assert_eq!(
+        resumed,
+        pb::SubscribeRequest {
+            session_id: session().session_id,
+            after_seq: Some(2),
+            channel: "terminal".into(),
+            stream_id: STREAM.into(),
+        }
+    );
+    // A hub may replay an event the chat already printed.
+    turn.event_at(2, delta("lo, "));
+    turn.text("world");
+    turn.approval("approval-5", "terminal");
+    let shown = fixture.chat.see("Approve? [y/N]").unwrap();
+    assert!(shown.contains("Hello, world"), "{shown:?}");
+    assert_eq!(shown.matches("lo, ").count(), 1, "{shown:?}");
+    assert!(!shown.contains("Lost the turn's stream"), "{shown:?}");
+    fixture.chat.send_line("y").unwrap();
+    let decision = fixture.notices.decisions.recv_timeout(WAIT).unwrap();
+    assert_eq!(decision.approval_id, "approval-5");
+    assert_eq!(decision.decision, pb::ApprovalDecision::Approved as i32);
+    assert_eq!(
+        decision.attachment_id, "attachment-8",
+        "decided with the attachment of the resumed stream"
+    );
+    turn.text("Done.");
+    turn.end("end_turn", "Hello, worldDone.");
+    let shown = fixture.chat.see("Done.").unwrap();
+    assert!(!shown.contains("Hello"), "{shown:?}");
+    fixture.quit();
+}
+
+#[test]
+fn an_open_prompt_follows_its_approval_across_a_cut_off() {
+    let mut fixture = Fixture::start();
+    let mut turn = fixture.turn("turn on the lamp");
+    turn.approval("approval-6", "terminal");
+    fixture.chat.see("Approve? [y/N]").unwrap();
+    turn.cut_off(1);
+    let resumed = turn.resume(&fixture.notices, "attachment-9");
+    assert_eq!(resumed.after_seq, Some(1));
+    // Resolved elsewhere, as the resumed stream tells: the open prompt closes unanswered.
+    turn.event(pb::session_event::Kind::ApprovalResolved(
+        pb::ApprovalResolved {
+            approval_id: "approval-6".into(),
+            tool: "demo_physical_action".into(),
+            resolution: pb::ApprovalResolution::Timeout as i32,
+            ..Default::default()
+        },
+    ));
+    turn.approval("approval-7", "terminal");
+    fixture.chat.see("Approve? [y/N]").unwrap();
+    fixture.chat.send_line("y").unwrap();
+    let decision = fixture.notices.decisions.recv_timeout(WAIT).unwrap();
+    assert_eq!(decision.approval_id, "approval-7");
+    assert_eq!(decision.attachment_id, "attachment-9");
+    turn.end("end_turn", "The lamp is on.");
+    let shown = fixture.chat.see("The lamp is on.").unwrap();
+    assert!(!shown.contains("Lost the turn's stream"), "{shown:?}");
+    // The prompt closed by the resolution sent nothing.
     assert!(fixture.notices.decisions.try_recv().is_err());
     fixture.quit();
 }

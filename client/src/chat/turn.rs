@@ -10,17 +10,27 @@
 //!   Ctrl-C stops watching (the turn still ends and is stored by the hub). Starting the turn,
 //!   cancelling it and sending a decision are one-shot calls with a deadline ([`super::call`]);
 //!   Ctrl-C while a decision is on its way cancels the turn.
+//! - The turn's events are read through a [`TurnFeed`]: a stream the hub cuts off for falling
+//!   behind is resumed with Subscribe, every event is rendered once, and a decision carries the
+//!   attachment of the stream live when it is sent (a resumed stream has its own). Only a failure
+//!   the feed cannot resume from is reported as a lost stream.
 
 use std::collections::VecDeque;
 
 use tau_api::i18n::{ApprovalPrompt, format_approval_prompt, is_approval_answer};
-use tau_api::proto::v1::{self as pb, session_event::Kind, start_turn_response};
-use tonic::Streaming;
+use tau_api::proto::v1::{self as pb, session_event::Kind};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
 
 use super::call::{CallError, call};
 use super::render::{self, ToolLine};
 use super::state::{CHANNEL, Chat};
-use crate::approve::{self, PendingAnswer, resolves};
+use crate::approve::{self, PendingAnswer};
+use crate::connect::BearerAuth;
+use crate::feed::{FeedError, Item, TurnFeed};
+
+/// The feed of a turn started through the chat's hub client.
+type Feed = TurnFeed<InterceptedService<Channel, BearerAuth>>;
 
 /// How a turn left the chat.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,14 +50,14 @@ enum PromptResult {
     /// Resolved elsewhere while the prompt was open: nothing to send.
     Resolved,
     /// The turn's stream ended or failed while the prompt was open.
-    StreamGone(Option<tonic::Status>),
+    StreamGone(Option<FeedError>),
 }
 
 struct TurnState {
     turn_id: String,
-    attachment: String,
     cancel_sent: bool,
-    backlog: VecDeque<pb::StartTurnResponse>,
+    /// Items read while a prompt was open, rendered after it.
+    backlog: VecDeque<Item>,
 }
 
 /// Runs one turn with `text` on the chat's current session.
@@ -58,7 +68,7 @@ pub async fn run_turn(chat: &mut Chat, text: &str) -> TurnOutcome {
         channel: CHANNEL.to_owned(),
         idempotency_key: chat.next_turn_key(),
     };
-    let mut stream = match call(
+    let stream = match call(
         &mut chat.interrupts,
         chat.deadlines.call,
         chat.hub.start_turn(request),
@@ -71,22 +81,23 @@ pub async fn run_turn(chat: &mut Chat, text: &str) -> TurnOutcome {
             return TurnOutcome::Failed;
         }
     };
+    let session_id = chat.session_id().to_owned();
+    let mut feed = Feed::new(chat.hub.clone(), &session_id, CHANNEL, stream);
     chat.printer.begin_reply();
     let mut state = TurnState {
         turn_id: String::new(),
-        attachment: String::new(),
         cancel_sent: false,
         backlog: VecDeque::new(),
     };
     loop {
-        let message = match state.backlog.pop_front() {
-            Some(message) => message,
+        let item = match state.backlog.pop_front() {
+            Some(item) => item,
             None => {
                 tokio::select! {
-                    next = stream.message() => match next {
-                        Ok(Some(message)) => message,
+                    next = feed.next() => match next {
+                        Ok(Some(item)) => item,
                         Ok(None) => return stream_lost(chat, "the hub closed the stream"),
-                        Err(status) => return stream_lost(chat, status.message()),
+                        Err(error) => return stream_lost(chat, &error.reason()),
                     },
                     () = chat.interrupts.next() => {
                         if state.cancel_sent || !cancel(chat, &mut state).await {
@@ -97,18 +108,16 @@ pub async fn run_turn(chat: &mut Chat, text: &str) -> TurnOutcome {
                 }
             }
         };
-        let event = match message.kind {
-            Some(start_turn_response::Kind::Accepted(accepted)) => {
+        let event = match item {
+            Item::Accepted(accepted) => {
                 state.turn_id = accepted.turn_id;
-                state.attachment = accepted.attachment_id;
                 if accepted.queued_ahead > 0 {
                     let text = chat.t("notice.busy", &[]);
                     chat.printer.dim(&text);
                 }
                 continue;
             }
-            Some(start_turn_response::Kind::Event(event)) => event,
-            None => continue,
+            Item::Event(event) => *event,
         };
         match event.kind {
             Some(Kind::TextDelta(delta)) => chat.printer.text(&delta.text),
@@ -130,7 +139,7 @@ pub async fn run_turn(chat: &mut Chat, text: &str) -> TurnOutcome {
                     continue;
                 };
                 if let Some(outcome) =
-                    approval_requested(chat, &mut state, &mut stream, &approval).await
+                    approval_requested(chat, &mut state, &mut feed, &approval).await
                 {
                     return outcome;
                 }
@@ -228,7 +237,7 @@ async fn cancel(chat: &mut Chat, state: &mut TurnState) -> bool {
 async fn approval_requested(
     chat: &mut Chat,
     state: &mut TurnState,
-    stream: &mut Streaming<pb::StartTurnResponse>,
+    feed: &mut Feed,
     approval: &pb::PendingApproval,
 ) -> Option<TurnOutcome> {
     if approval.channel != CHANNEL {
@@ -238,7 +247,7 @@ async fn approval_requested(
         return None;
     }
     let result = if chat.interactive {
-        prompt(chat, state, stream, approval).await
+        prompt(chat, state, feed, approval).await
     } else {
         let tool = render::one_line(&approval.tool, 80);
         let text = chat.t("approval.no_terminal", &[("tool", &tool)]);
@@ -247,7 +256,9 @@ async fn approval_requested(
     };
     match result {
         PromptResult::Decided(approve) => {
-            if decide(chat, state, approval, approve).await {
+            // The attachment of the stream live now: a stream resumed while the prompt was open
+            // has its own.
+            if decide(chat, feed.attachment(), approval, approve).await {
                 return None;
             }
             // Ctrl-C while the decision was on its way cancels the turn, as during a reply.
@@ -258,11 +269,9 @@ async fn approval_requested(
             }
         }
         PromptResult::Resolved => None,
-        PromptResult::StreamGone(status) => {
-            let reason = status.map_or_else(
-                || "the hub closed the stream".to_owned(),
-                |s| s.message().to_owned(),
-            );
+        PromptResult::StreamGone(error) => {
+            let reason =
+                error.map_or_else(|| "the hub closed the stream".to_owned(), |e| e.reason());
             Some(stream_lost(chat, &reason))
         }
     }
@@ -272,7 +281,7 @@ async fn approval_requested(
 async fn prompt(
     chat: &mut Chat,
     state: &mut TurnState,
-    stream: &mut Streaming<pb::StartTurnResponse>,
+    feed: &mut Feed,
     approval: &pb::PendingApproval,
 ) -> PromptResult {
     let text = format_approval_prompt(
@@ -314,14 +323,14 @@ async fn prompt(
                 chat.printer.end_stream();
                 return PromptResult::Decided(false);
             }
-            next = stream.message() => {
-                let message = match next {
-                    Ok(Some(message)) => message,
+            next = feed.next() => {
+                let item = match next {
+                    Ok(Some(item)) => item,
                     Ok(None) => return PromptResult::StreamGone(None),
-                    Err(status) => return PromptResult::StreamGone(Some(status)),
+                    Err(error) => return PromptResult::StreamGone(Some(error)),
                 };
-                let resolved_here = resolves(&message, &approval.approval_id);
-                state.backlog.push_back(message);
+                let resolved_here = item.resolves(&approval.approval_id);
+                state.backlog.push_back(item);
                 if resolved_here {
                     chat.printer.end_stream();
                     return PromptResult::Resolved;
@@ -335,7 +344,7 @@ async fn prompt(
 /// hub's answer.
 async fn decide(
     chat: &mut Chat,
-    state: &TurnState,
+    attachment: &str,
     approval: &pb::PendingApproval,
     approve: bool,
 ) -> bool {
@@ -347,7 +356,7 @@ async fn decide(
     let request = pb::DecideApprovalRequest {
         approval_id: approval.approval_id.clone(),
         decision: decision as i32,
-        attachment_id: state.attachment.clone(),
+        attachment_id: attachment.to_owned(),
     };
     let outcome = match call(
         &mut chat.interrupts,

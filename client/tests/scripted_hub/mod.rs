@@ -1,6 +1,7 @@
 //! The scripted hub of the `tau chat` tests: a `tau.v1.Tau` server in the test process, on the
-//! socket where `tau chat` looks for the hub, whose turns the test feeds event by event, and the
-//! fixture that runs the real `tau` on a pseudo-terminal against it.
+//! socket where `tau chat` looks for the hub, whose turns the test feeds event by event (and may
+//! cut off as lagging, then feed on the Subscribe that resumes them), and the fixture that runs the
+//! real `tau` on a pseudo-terminal against it.
 //!
 //! Invariant: everything lives under one temporary directory (home, TAU_HOME, TAU_DATA_DIR, the
 //! socket); nothing touches the real home or the network.
@@ -23,12 +24,15 @@ use tonic::{Request, Response, Status};
 
 pub type EventSender = mpsc::Sender<Result<pb::StartTurnResponse, Status>>;
 
+pub type SubscribeSender = mpsc::Sender<Result<pb::SubscribeResponse, Status>>;
+
 /// What the scripted hub tells the test.
 pub struct Notices {
     pub turns: std_mpsc::Receiver<(pb::StartTurnRequest, EventSender)>,
     pub cancels: std_mpsc::Receiver<pb::CancelTurnRequest>,
     pub decisions: std_mpsc::Receiver<pb::DecideApprovalRequest>,
     pub opens: std_mpsc::Receiver<pb::OpenSessionRequest>,
+    pub subscribes: std_mpsc::Receiver<(pb::SubscribeRequest, SubscribeSender)>,
 }
 
 pub struct ScriptedHub {
@@ -36,6 +40,7 @@ pub struct ScriptedHub {
     pub cancels: std_mpsc::Sender<pb::CancelTurnRequest>,
     pub decisions: std_mpsc::Sender<pb::DecideApprovalRequest>,
     pub opens: std_mpsc::Sender<pb::OpenSessionRequest>,
+    pub subscribes: std_mpsc::Sender<(pb::SubscribeRequest, SubscribeSender)>,
     pub script: Script,
 }
 
@@ -200,9 +205,13 @@ impl tau_server::Tau for ScriptedHub {
 
     async fn subscribe(
         &self,
-        _: Request<pb::SubscribeRequest>,
+        request: Request<pb::SubscribeRequest>,
     ) -> Result<Response<Self::SubscribeStream>, Status> {
-        Err(Status::unimplemented("not scripted"))
+        let (sender, receiver) = mpsc::channel(32);
+        self.subscribes
+            .send((request.into_inner(), sender))
+            .map_err(|_| Status::unavailable("test gone"))?;
+        Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
     }
 
     async fn list_pending_approvals(
@@ -307,11 +316,16 @@ impl Fixture {
         let (request, events) = self.notices.turns.recv_timeout(WAIT).unwrap();
         assert_eq!(request.text, text);
         assert_eq!(request.channel, "terminal");
-        let turn = Turn { events, seq: 0 };
+        let turn = Turn {
+            events,
+            resumed: None,
+            seq: 0,
+        };
         turn.send(start_turn_response::Kind::Accepted(pb::TurnAccepted {
             session_id: session().session_id,
             turn_id: "turn-1".into(),
             attachment_id: "attachment-7".into(),
+            stream_id: STREAM.into(),
             ..Default::default()
         }));
         turn
@@ -337,11 +351,13 @@ pub fn scripted_hub(script: Script) -> (tempfile::TempDir, tokio::runtime::Runti
     let (cancels_tx, cancels) = std_mpsc::channel();
     let (decisions_tx, decisions) = std_mpsc::channel();
     let (opens_tx, opens) = std_mpsc::channel();
+    let (subscribes_tx, subscribes) = std_mpsc::channel();
     let hub = ScriptedHub {
         turns: turns_tx,
         cancels: cancels_tx,
         decisions: decisions_tx,
         opens: opens_tx,
+        subscribes: subscribes_tx,
         script,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -363,6 +379,7 @@ pub fn scripted_hub(script: Script) -> (tempfile::TempDir, tokio::runtime::Runti
         cancels,
         decisions,
         opens,
+        subscribes,
     };
     (root, runtime, notices)
 }
@@ -408,8 +425,14 @@ impl See for PtySession {
     }
 }
 
+/// The event stream every scripted turn is accepted on.
+pub const STREAM: &str = "stream-1";
+
 pub struct Turn {
+    /// The turn's StartTurn stream.
     pub events: EventSender,
+    /// The Subscribe that resumed the turn after a cut-off: events go there from then on.
+    pub resumed: Option<SubscribeSender>,
     pub seq: u64,
 }
 
@@ -422,13 +445,56 @@ impl Turn {
 
     pub fn event(&mut self, kind: pb::session_event::Kind) {
         self.seq += 1;
-        self.send(start_turn_response::Kind::Event(pb::SessionEvent {
-            seq: self.seq,
+        self.event_at(self.seq, kind);
+    }
+
+    /// Sends an event numbered `seq` (an earlier one when replaying) on the live stream.
+    pub fn event_at(&self, seq: u64, kind: pb::session_event::Kind) {
+        let event = pb::SessionEvent {
+            seq,
             session_id: session().session_id,
             turn_id: "turn-1".into(),
             kind: Some(kind),
             ..Default::default()
-        }));
+        };
+        match &self.resumed {
+            Some(resumed) => resumed
+                .blocking_send(Ok(pb::SubscribeResponse {
+                    kind: Some(pb::subscribe_response::Kind::Event(event)),
+                }))
+                .unwrap(),
+            None => self.send(start_turn_response::Kind::Event(event)),
+        }
+    }
+
+    /// Cuts the turn's stream off as lagging, as the hub does, naming `after_seq` in the trailer.
+    pub fn cut_off(&self, after_seq: u64) {
+        let mut status = Status::resource_exhausted("lagged behind the turn's events");
+        status.metadata_mut().insert(
+            "tau-resume-after-seq",
+            after_seq.to_string().parse().unwrap(),
+        );
+        self.events.blocking_send(Err(status)).unwrap();
+    }
+
+    /// Waits for the Subscribe that resumes the turn and answers it with a snapshot naming the
+    /// new `attachment_id`; later events go to it. Returns the request.
+    pub fn resume(&mut self, notices: &Notices, attachment_id: &str) -> pb::SubscribeRequest {
+        let (request, sender) = notices.subscribes.recv_timeout(WAIT).unwrap();
+        sender
+            .blocking_send(Ok(pb::SubscribeResponse {
+                kind: Some(pb::subscribe_response::Kind::Snapshot(
+                    pb::SessionSnapshot {
+                        last_seq: self.seq,
+                        attachment_id: attachment_id.into(),
+                        stream_id: STREAM.into(),
+                        ..Default::default()
+                    },
+                )),
+            }))
+            .unwrap();
+        self.resumed = Some(sender);
+        request
     }
 
     pub fn text(&mut self, text: &str) {

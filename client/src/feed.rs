@@ -1,7 +1,8 @@
-//! The events of one `tau ask` turn: its StartTurn stream and, when the hub cuts that stream off
-//! for falling behind (RESOURCE_EXHAUSTED), a Subscribe on the same session, channel and event
-//! stream resuming after the last seq (the `tau-resume-after-seq` trailer, else the last seq
-//! seen), until the turn ends.
+//! The events of one turn of `tau ask` or `tau chat`: its StartTurn stream and, when the hub cuts
+//! that stream off for falling behind (RESOURCE_EXHAUSTED), a Subscribe on the same session,
+//! channel and event stream resuming after the last seq (the `tau-resume-after-seq` trailer, else
+//! the last seq seen), until the turn ends. Also recognises the item that resolves an approval
+//! elsewhere ([`Item::resolves`]), for a prompt left open while the feed is read.
 //!
 //! Invariants: an event is yielded at most once and in seq order (nothing is printed twice); after
 //! a resumption only the turn's own events are yielded; [`TurnFeed::attachment`] is the
@@ -10,9 +11,10 @@
 //! between ends it with an error instead of a loop; `next` is cancel-safe (a resumption cancelled
 //! half-way is retried by the next call).
 
-use tau_api::proto::v1::{self as pb, start_turn_response, subscribe_response};
+use tau_api::proto::v1::{self as pb, session_event, start_turn_response, subscribe_response};
 use tonic::Streaming;
-use tonic::transport::Channel;
+use tonic::client::GrpcService;
+use tonic::codegen::{Body, Bytes, StdError};
 
 /// The trailer naming the seq a cut-off stream resumes after.
 pub const RESUME_TRAILER: &str = "tau-resume-after-seq";
@@ -20,13 +22,61 @@ pub const RESUME_TRAILER: &str = "tau-resume-after-seq";
 /// Cut-offs in a row, with no new event in between, after which the feed gives up.
 pub const MAX_FRUITLESS_RESUMES: u32 = 3;
 
-type Client = pb::tau_client::TauClient<Channel>;
-
 /// What the feed yields.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Item {
     Accepted(pb::TurnAccepted),
     Event(Box<pb::SessionEvent>),
+}
+
+impl Item {
+    /// Whether this is the event that resolves the approval `approval_id` (decided elsewhere,
+    /// timed out, cancelled, its channel closed).
+    pub fn resolves(&self, approval_id: &str) -> bool {
+        matches!(
+            self,
+            Item::Event(event) if matches!(
+                &event.kind,
+                Some(session_event::Kind::ApprovalResolved(resolved))
+                    if resolved.approval_id == approval_id
+            )
+        )
+    }
+}
+
+/// Why a feed ended before the turn did.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FeedError {
+    /// The stream failed with an error other than a cut-off.
+    #[error("the turn's stream failed: {0}")]
+    Failed(String),
+    /// Cut off before the turn was accepted: there is no turn to resume.
+    #[error("the turn's stream was cut off before the turn was accepted: {0}")]
+    CutBeforeAccepted(String),
+    /// Cut off [`MAX_FRUITLESS_RESUMES`] times in a row with nothing new in between.
+    #[error("the turn's stream was cut off {MAX_FRUITLESS_RESUMES} times in a row: {0}")]
+    GaveUp(String),
+    /// The Subscribe that would resume it was refused.
+    #[error("the turn's stream was cut off and cannot be resumed: {0}")]
+    CannotResume(String),
+}
+
+impl FeedError {
+    /// Why, without naming the stream (for a line that already says the stream was lost).
+    pub fn reason(&self) -> String {
+        match self {
+            FeedError::Failed(message) => message.clone(),
+            FeedError::CutBeforeAccepted(message) => {
+                format!("cut off before the turn was accepted: {message}")
+            }
+            FeedError::GaveUp(message) => {
+                format!("cut off {MAX_FRUITLESS_RESUMES} times in a row: {message}")
+            }
+            FeedError::CannotResume(message) => {
+                format!("cut off and cannot be resumed: {message}")
+            }
+        }
+    }
 }
 
 enum Source {
@@ -43,9 +93,9 @@ enum Raw {
     Nothing,
 }
 
-/// One turn's events, resumed across cut-offs.
-pub struct TurnFeed {
-    client: Client,
+/// One turn's events, resumed across cut-offs, read through the hub client `C` (any transport).
+pub struct TurnFeed<C> {
+    client: pb::tau_client::TauClient<C>,
     channel: String,
     session_id: String,
     source: Source,
@@ -56,10 +106,16 @@ pub struct TurnFeed {
     fruitless: u32,
 }
 
-impl TurnFeed {
+impl<C> TurnFeed<C>
+where
+    C: GrpcService<tonic::body::Body>,
+    C::Error: Into<StdError>,
+    C::ResponseBody: Body<Data = Bytes> + Send + 'static,
+    <C::ResponseBody as Body>::Error: Into<StdError> + Send,
+{
     /// The feed of the turn `stream` (a StartTurn on `session_id` and `channel`) started.
     pub fn new(
-        client: Client,
+        client: pb::tau_client::TauClient<C>,
         session_id: &str,
         channel: &str,
         stream: Streaming<pb::StartTurnResponse>,
@@ -83,7 +139,7 @@ impl TurnFeed {
     }
 
     /// The next item; `Ok(None)` when the hub ended the stream.
-    pub async fn next(&mut self) -> anyhow::Result<Option<Item>> {
+    pub async fn next(&mut self) -> Result<Option<Item>, FeedError> {
         loop {
             let raw = match &mut self.source {
                 Source::Turn(stream) => stream.message().await.map(|m| {
@@ -113,9 +169,7 @@ impl TurnFeed {
                     self.cut_off(&status)?;
                     continue;
                 }
-                Err(status) => {
-                    anyhow::bail!("the turn's stream failed: {}", status.message());
-                }
+                Err(status) => return Err(FeedError::Failed(status.message().to_owned())),
             };
             match raw {
                 Raw::Accepted(accepted) => {
@@ -148,26 +202,21 @@ impl TurnFeed {
     }
 
     /// Notes a cut-off; the next call resumes.
-    fn cut_off(&mut self, status: &tonic::Status) -> anyhow::Result<()> {
+    fn cut_off(&mut self, status: &tonic::Status) -> Result<(), FeedError> {
+        let message = || status.message().to_owned();
         if self.turn_id.is_none() {
-            anyhow::bail!(
-                "the turn's stream was cut off before the turn was accepted: {}",
-                status.message()
-            );
+            return Err(FeedError::CutBeforeAccepted(message()));
         }
         self.fruitless += 1;
         if self.fruitless > MAX_FRUITLESS_RESUMES {
-            anyhow::bail!(
-                "the hub cut the turn's stream off {MAX_FRUITLESS_RESUMES} times in a row: {}",
-                status.message()
-            );
+            return Err(FeedError::GaveUp(message()));
         }
         let after_seq = resume_after(status).unwrap_or(self.last_seq);
         self.source = Source::Cut(after_seq);
         Ok(())
     }
 
-    async fn resume(&mut self, after_seq: u64) -> anyhow::Result<()> {
+    async fn resume(&mut self, after_seq: u64) -> Result<(), FeedError> {
         let stream = self
             .client
             .subscribe(pb::SubscribeRequest {
@@ -177,12 +226,7 @@ impl TurnFeed {
                 stream_id: self.stream_id.clone(),
             })
             .await
-            .map_err(|s| {
-                anyhow::anyhow!(
-                    "the turn's stream was cut off and cannot be resumed: {}",
-                    s.message()
-                )
-            })?
+            .map_err(|s| FeedError::CannotResume(s.message().to_owned()))?
             .into_inner();
         self.source = Source::Events(stream);
         Ok(())
@@ -217,5 +261,40 @@ mod tests {
             .metadata_mut()
             .insert(RESUME_TRAILER, "x".parse().unwrap());
         assert_eq!(resume_after(&status), None);
+    }
+
+    #[test]
+    fn only_the_resolution_of_this_approval_counts() {
+        let resolved = |id: &str| {
+            Item::Event(Box::new(pb::SessionEvent {
+                kind: Some(session_event::Kind::ApprovalResolved(
+                    pb::ApprovalResolved {
+                        approval_id: id.into(),
+                        ..Default::default()
+                    },
+                )),
+                ..Default::default()
+            }))
+        };
+        assert!(resolved("a1").resolves("a1"));
+        assert!(!resolved("a2").resolves("a1"));
+        assert!(!Item::Event(Box::default()).resolves("a1"));
+        assert!(!Item::Accepted(pb::TurnAccepted::default()).resolves("a1"));
+    }
+
+    #[test]
+    fn a_reason_does_not_name_the_stream_again() {
+        let errors = [
+            FeedError::Failed("boom".into()),
+            FeedError::CutBeforeAccepted("boom".into()),
+            FeedError::GaveUp("boom".into()),
+            FeedError::CannotResume("boom".into()),
+        ];
+        for error in errors {
+            let reason = error.reason();
+            assert!(reason.ends_with("boom"), "{reason}");
+            assert!(!reason.contains("stream"), "{reason}");
+            assert!(error.to_string().ends_with(&reason), "{error}");
+        }
     }
 }
