@@ -10,10 +10,11 @@ if ! command -v hyperfine >/dev/null 2>&1; then
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get install -y hyperfine >/dev/null
 fi
+bin="${CARGO_TARGET_DIR:-target}/release"
 export TAU_HOME="$(mktemp -d)" TAU_DATA_DIR="$(mktemp -d)"
-hyperfine --warmup 20 --runs 300 -N './target/release/tau version'
+hyperfine --warmup 20 --runs 300 -N "$bin/tau version"
 if [ -x /usr/bin/time ]; then
-  /usr/bin/time -f 'peak RSS: %M KiB' ./target/release/tau version >/dev/null
+  /usr/bin/time -f 'peak RSS: %M KiB' "$bin/tau" version >/dev/null
 else
   echo "peak RSS: /usr/bin/time is not installed (apt-get install time)"
 fi

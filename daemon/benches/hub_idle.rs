@@ -30,6 +30,12 @@ fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&home)?;
     std::fs::create_dir_all(tmp.path().join("user"))?;
     std::fs::write(home.join("tau.toml"), "[hub]\nheartbeat_seconds = 30\n")?;
+    // An installation with a tau.toml needs its persona, or taud refuses to start (exit 78).
+    std::fs::create_dir_all(home.join("persona"))?;
+    std::fs::write(
+        home.join("persona/persona.md"),
+        include_str!("../../persona/persona.md"),
+    )?;
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let data = tmp.path().join("data");
 
@@ -49,6 +55,10 @@ fn main() -> anyhow::Result<()> {
     let socket = data.join("hub/taud.sock");
     poll("/health", || {
         (socket.exists() && health(port).is_ok()).then_some(())
+    })
+    .map_err(|e| match hub.0.try_wait() {
+        Ok(Some(status)) => anyhow::anyhow!("taud exited ({status}) before it answered"),
+        _ => e,
     })?;
     let ready = started.elapsed();
 

@@ -112,6 +112,12 @@ fn spawn_hub(root: &std::path::Path, backend: &str) -> BenchResult<Hub> {
         home.join("tau.toml"),
         format!("[sessions]\nbackend = \"{backend}\"\n"),
     )?;
+    // An installation with a tau.toml needs its persona, or taud refuses to start (exit 78).
+    std::fs::create_dir_all(home.join("persona"))?;
+    std::fs::write(
+        home.join("persona/persona.md"),
+        include_str!("../../persona/persona.md"),
+    )?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
@@ -127,10 +133,13 @@ fn spawn_hub(root: &std::path::Path, backend: &str) -> BenchResult<Hub> {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()?;
-    let hub = Hub(child);
+    let mut hub = Hub(child);
     let socket = root.join("data/hub/taud.sock");
     let started = Instant::now();
     while !(socket.exists() && root.join("data/hub/state.json").exists()) {
+        if let Ok(Some(status)) = hub.0.try_wait() {
+            return Err(format!("taud exited ({status}) before it came up").into());
+        }
         if started.elapsed() > Duration::from_secs(20) {
             return Err("the hub did not come up".into());
         }
