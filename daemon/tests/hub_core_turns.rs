@@ -533,3 +533,35 @@ async fn a_held_attachment_ends_when_the_hub_stops() {
     }
     assert!(f.core.registry().resolution_of(&approval).is_some());
 }
+
+#[tokio::test]
+async fn an_approval_nobody_answers_times_out_with_the_configured_deadline() {
+    let mut options = options();
+    options.approval_timeout = Some(Duration::from_millis(300));
+    let f = fixture_with("file", vec![lamp(), FakeReply::text("Not done.")], options).await;
+    let id = f.new_session().await;
+    let mut stream = f.turn(&id, "turn on the lamp", "terminal").await;
+    let approval = until_approval(&mut stream).await;
+    // Nobody answers: the deadline refuses the call and the turn goes on to its end.
+    let rest = drain(&mut stream).await;
+    let call = rest
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolCall(call) => Some(call.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(call.status, taud::gate::ToolCallStatus::Refused, "{call:?}");
+    assert_eq!(ended_text(&rest), "Not done.");
+    let stored = f.core.read_events(&id).await.unwrap();
+    let statuses: Vec<_> = stored
+        .iter()
+        .filter(|e| e["type"] == "approval" && e["approval_id"] == approval.as_str())
+        .map(|e| e["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        statuses,
+        vec!["pending".to_owned(), Decision::Timeout.as_str().to_owned()]
+    );
+    assert!(f.core.list_pending(None).unwrap().is_empty());
+}

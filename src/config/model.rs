@@ -127,6 +127,10 @@ pub struct AgentConfig {
     pub window_size: u32,
     /// Optional per-turn token budget.
     pub max_total_tokens: Option<u64>,
+    /// Optional deadline on a tier-2 approval: when it runs out the question is cancelled and the
+    /// decision is timeout (the call is refused). `None`: wait until a person answers or the
+    /// channel that would answer goes away.
+    pub approval_timeout_seconds: Option<u32>,
 }
 
 impl Default for AgentConfig {
@@ -136,6 +140,7 @@ impl Default for AgentConfig {
             context: ContextMode::default(),
             window_size: DEFAULT_WINDOW_SIZE,
             max_total_tokens: None,
+            approval_timeout_seconds: None,
         }
     }
 }

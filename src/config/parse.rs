@@ -35,7 +35,13 @@ pub(crate) const KNOWN_TABLES: &[&str] = &[
 const ROLE_KEYS: &[&str] = &["provider", "model_id", "max_tokens", "cache", "fallback"];
 const CACHE_KEYS: &[&str] = &["strategy", "ttl", "system_prompt_ttl", "tools_ttl"];
 const FALLBACK_KEYS: &[&str] = &["provider", "model_id", "max_tokens"];
-const AGENT_KEYS: &[&str] = &["max_turns", "context", "window_size", "max_total_tokens"];
+const AGENT_KEYS: &[&str] = &[
+    "max_turns",
+    "context",
+    "window_size",
+    "max_total_tokens",
+    "approval_timeout_seconds",
+];
 
 /// Why `context = "auto"` / `"agentic"` is refused.
 const SDK_PRESET_WHY: &str = "\"auto\" and \"agentic\" are SDK presets that register untiered tools, which the tier gate would refuse";
@@ -242,6 +248,7 @@ fn agent(doc: &Section<'_>) -> Result<AgentConfig, ConfigError> {
             "a whole number of tokens, at least 1",
         )?
         .and_then(|n| u64::try_from(n).ok());
+    out.approval_timeout_seconds = agent.positive_u32("approval_timeout_seconds")?;
     Ok(out)
 }
 

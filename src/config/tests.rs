@@ -44,6 +44,7 @@ max_turns = 3
 context = "summarize"
 window_size = 10
 max_total_tokens = 200000
+approval_timeout_seconds = 600
 
 [ui]
 language = "tr"
@@ -98,6 +99,7 @@ nested = { a = 1 }
             context: ContextMode::Summarize,
             window_size: 10,
             max_total_tokens: Some(200_000),
+            approval_timeout_seconds: Some(600),
         }
     );
     assert_eq!(c.ui.language, Lang::Tr);
@@ -312,7 +314,11 @@ fn error_texts() {
         ),
         (
             "[agent]\nmax_turn = 5\n",
-            "agent.max_turn = 5: unknown key (expected max_turns, context, window_size or max_total_tokens)",
+            "agent.max_turn = 5: unknown key (expected max_turns, context, window_size, max_total_tokens or approval_timeout_seconds)",
+        ),
+        (
+            "[agent]\napproval_timeout_seconds = 0\n",
+            "agent.approval_timeout_seconds = 0: expected a whole number from 1 to 4294967295",
         ),
         (
             "[agent]\nmax_turns = 0\n",
@@ -328,7 +334,7 @@ fn error_texts() {
         ),
         (
             "agent = 5\n",
-            "agent = 5: expected a table with keys max_turns, context, window_size or max_total_tokens",
+            "agent = 5: expected a table with keys max_turns, context, window_size, max_total_tokens or approval_timeout_seconds",
         ),
         // [models]
         (

@@ -200,6 +200,10 @@ impl CoreOptions {
             profile: installation.settings.profile.as_str().to_owned(),
             host_role: installation.settings.role.as_str().to_owned(),
             approval_scan_mark: Some(installation.paths.data_dir.join(APPROVAL_SCAN_MARK_FILE)),
+            approval_timeout: config
+                .agent
+                .approval_timeout_seconds
+                .map(|s| Duration::from_secs(u64::from(s))),
             ..Self::default()
         }
     }
@@ -291,7 +295,7 @@ mod tests {
         std::fs::write(home.join("persona/persona.md"), "You are tau.").unwrap();
         std::fs::write(
             home.join("tau.toml"),
-            "[models.roles.fast]\nprovider = \"fake\"\nmodel_id = \"m\"\n\n[agent]\nmax_turns = 3\nwindow_size = 8\n\n[components.tools]\ndisabled = [\"demo_physical_action\"]\n",
+            "[models.roles.fast]\nprovider = \"fake\"\nmodel_id = \"m\"\n\n[agent]\nmax_turns = 3\nwindow_size = 8\napproval_timeout_seconds = 90\n\n[components.tools]\ndisabled = [\"demo_physical_action\"]\n",
         )
         .unwrap();
         let env: tau_api::env::Env = [
@@ -306,6 +310,7 @@ mod tests {
         assert_eq!(options.default_role, "fast");
         assert_eq!(options.limits.turns, Some(3));
         assert_eq!(options.window_size, 8);
+        assert_eq!(options.approval_timeout, Some(Duration::from_secs(90)));
         assert_eq!(options.disabled_tools, vec!["demo_physical_action"]);
         assert_eq!(options.persona_dir, Some(home.join("persona")));
         options.check_persona().unwrap();
