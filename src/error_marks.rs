@@ -22,6 +22,10 @@ pub const SESSION_ID_KEY: &str = "tau-session-id";
 /// The metadata key with the recorded context mode of a [`CONTEXT_MISMATCH`].
 pub const CONTEXT_MODE_KEY: &str = "tau-context-mode";
 
+/// The kind of a decision refused because the stream of its attachment was cut off for falling
+/// behind: the client resumes its stream (Subscribe) and decides again with the new attachment.
+pub const CUT_OFF: &str = "cut-off";
+
 /// A session was recorded under another `[agent] context` mode than the hub runs with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContextMismatch {
@@ -58,6 +62,21 @@ pub fn context_mismatch(status: &tonic::Status) -> Option<ContextMismatch> {
     })
 }
 
+/// Marks `status` as a [`CUT_OFF`] refusal (it has no details).
+pub fn mark_cut_off(status: &mut tonic::Status) {
+    status
+        .metadata_mut()
+        .insert(KIND_KEY, MetadataValue::from_static(CUT_OFF));
+}
+
+/// Whether `status` is marked as a [`CUT_OFF`] refusal.
+pub fn is_cut_off(status: &tonic::Status) -> bool {
+    status
+        .metadata()
+        .get(KIND_KEY)
+        .is_some_and(|kind| kind.to_str().ok() == Some(CUT_OFF))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +103,19 @@ mod tests {
         mark_context_mismatch(&mut odd, "s1", "weird\nmode");
         assert_eq!(context_mismatch(&odd), None);
         assert!(odd.metadata().get(KIND_KEY).is_none());
+    }
+
+    #[test]
+    fn a_marked_cut_off_reads_back_and_is_no_mismatch() {
+        let mut status = tonic::Status::failed_precondition("attachment \"a1\" was cut off");
+        assert!(!is_cut_off(&status));
+        mark_cut_off(&mut status);
+        assert!(is_cut_off(&status));
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+        assert_eq!(status.message(), "attachment \"a1\" was cut off");
+        assert_eq!(context_mismatch(&status), None);
+        let mut mismatch = tonic::Status::failed_precondition("x");
+        mark_context_mismatch(&mut mismatch, "s1", "summarize");
+        assert!(!is_cut_off(&mismatch));
     }
 }

@@ -13,7 +13,9 @@
 //! typed after the prompt was shown (`crate::approve` discards earlier input); `tau` never decides
 //! an approval by itself, it relays the person's answer (or the rejection) to the hub. A turn
 //! stream the hub cuts off for falling behind is resumed with Subscribe ([`crate::feed`]), so a
-//! slow terminal never loses or repeats an event.
+//! slow terminal never loses or repeats an event; a decision the hub refuses because it had
+//! already cut that stream off (marked `cut-off`) is sent once more with the attachment of the
+//! resumed stream ([`crate::feed::TurnFeed::reattach`], within the call deadline).
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -23,6 +25,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use tau_api::env::Env;
+use tau_api::error_marks;
 use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt, is_approval_answer};
 use tau_api::installation::Installation;
 use tau_api::lang::Lang;
@@ -33,7 +36,7 @@ use crate::approve;
 use crate::chat::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
 use crate::cli::Context;
 use crate::event_json;
-use crate::feed::{Item, TurnFeed};
+use crate::feed::{Item, Reattached, TurnFeed};
 use crate::grpc;
 
 /// The channel `tau ask` speaks for.
@@ -204,7 +207,7 @@ impl Ask {
                     };
                     let answer = self.answer(&approval, feed, &mut backlog).await?;
                     if let Some(approve) = answer {
-                        self.decide(client, &approval, approve, feed.attachment())
+                        self.decide(client, &approval, approve, feed, &mut backlog)
                             .await?;
                     }
                 }
@@ -272,13 +275,52 @@ impl Ask {
         }
     }
 
+    /// Sends the decision with the attachment of the live stream; refused as cut off, sends it
+    /// once more with the attachment of the resumed stream (what is read meanwhile goes to
+    /// `backlog`).
     async fn decide(
         &self,
         client: &mut Client,
         approval: &pb::PendingApproval,
         approve: bool,
-        attachment: &str,
+        feed: &mut TurnFeed<Channel>,
+        backlog: &mut VecDeque<Item>,
     ) -> anyhow::Result<()> {
+        let what = "cannot send the decision";
+        let refused = feed.attachment().to_owned();
+        let outcome = match self.send(client, approval, approve, &refused).await {
+            Err(CallError::Hub(status)) if error_marks::is_cut_off(&status) => {
+                match feed.reattach(&refused, backlog, self.deadline).await {
+                    Ok(Reattached::Attached(resumed)) => {
+                        self.send(client, approval, approve, &resumed).await
+                    }
+                    Ok(Reattached::Ended | Reattached::TimedOut) => Err(CallError::Hub(status)),
+                    Err(lost) => {
+                        anyhow::bail!("{what}: {} ({lost})", status.message())
+                    }
+                }
+            }
+            sent => sent,
+        }
+        .map_err(|e| call_error(what, e))?;
+        let applied = outcome.outcome == pb::DecideOutcome::Applied as i32;
+        if !applied && !self.json {
+            eprintln!(
+                "(the approval was already {}; the decision changed nothing)",
+                event_json::resolution_name(outcome.resolution)
+            );
+        }
+        Ok(())
+    }
+
+    /// One DecideApproval with `attachment`, within the deadline.
+    async fn send(
+        &self,
+        client: &mut Client,
+        approval: &pb::PendingApproval,
+        approve: bool,
+        attachment: &str,
+    ) -> Result<pb::DecideApprovalResponse, CallError> {
         let decision = if approve {
             pb::ApprovalDecision::Approved
         } else {
@@ -289,17 +331,7 @@ impl Ask {
             decision: decision as i32,
             attachment_id: attachment.to_owned(),
         });
-        let outcome = within(self.deadline, request)
-            .await
-            .map_err(|e| call_error("cannot send the decision", e))?;
-        let applied = outcome.outcome == pb::DecideOutcome::Applied as i32;
-        if !applied && !self.json {
-            eprintln!(
-                "(the approval was already {}; the decision changed nothing)",
-                event_json::resolution_name(outcome.resolution)
-            );
-        }
-        Ok(())
+        within(self.deadline, request).await
     }
 }
 

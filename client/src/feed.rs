@@ -10,6 +10,14 @@
 //! approvals for a grace period); a hub that cuts the feed off again and again with nothing new in
 //! between ends it with an error instead of a loop; `next` is cancel-safe (a resumption cancelled
 //! half-way is retried by the next call).
+//!
+//! A decision sent with the attachment of a stream the hub has already cut off (the person
+//! answered before the client read the cut-off) is refused, marked `cut-off`
+//! (`tau_api::error_marks`); [`TurnFeed::reattach`] reads on, keeping the items for the caller,
+//! until the resumed stream names its new attachment, so the caller can decide again with it.
+
+use std::collections::VecDeque;
+use std::time::Duration;
 
 use tau_api::proto::v1::{self as pb, session_event, start_turn_response, subscribe_response};
 use tonic::Streaming;
@@ -79,6 +87,25 @@ impl FeedError {
     }
 }
 
+/// What [`TurnFeed::reattach`] came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reattached {
+    /// The live stream has this attachment, another than the refused one.
+    Attached(String),
+    /// The hub ended the stream first.
+    Ended,
+    /// No new attachment within the deadline.
+    TimedOut,
+}
+
+/// What one read of the feed came to.
+enum Step {
+    Item(Item),
+    /// A resumed stream named its attachment.
+    Attached,
+    Ended,
+}
+
 enum Source {
     Turn(Streaming<pb::StartTurnResponse>),
     /// Cut off; resume after this seq.
@@ -141,6 +168,41 @@ where
     /// The next item; `Ok(None)` when the hub ended the stream.
     pub async fn next(&mut self) -> Result<Option<Item>, FeedError> {
         loop {
+            match self.step().await? {
+                Step::Item(item) => return Ok(Some(item)),
+                Step::Ended => return Ok(None),
+                Step::Attached => {}
+            }
+        }
+    }
+
+    /// Reads on until the live stream's attachment is no longer `refused` (a decision sent with
+    /// it was refused as cut off), at most `deadline`, appending what it reads to `backlog` for
+    /// the caller to handle as usual. Cancel-safe: an item read is in `backlog` at once.
+    pub async fn reattach(
+        &mut self,
+        refused: &str,
+        backlog: &mut VecDeque<Item>,
+        deadline: Duration,
+    ) -> Result<Reattached, FeedError> {
+        let wait = async {
+            while self.attachment == refused {
+                match self.step().await? {
+                    Step::Item(item) => backlog.push_back(item),
+                    Step::Ended => return Ok(Reattached::Ended),
+                    Step::Attached => {}
+                }
+            }
+            Ok(Reattached::Attached(self.attachment.clone()))
+        };
+        tokio::time::timeout(deadline, wait)
+            .await
+            .unwrap_or(Ok(Reattached::TimedOut))
+    }
+
+    /// One item, the attachment of a resumed stream, or the end.
+    async fn step(&mut self) -> Result<Step, FeedError> {
+        loop {
             let raw = match &mut self.source {
                 Source::Turn(stream) => stream.message().await.map(|m| {
                     m.map(|m| match m.kind {
@@ -164,7 +226,7 @@ where
             };
             let raw = match raw {
                 Ok(Some(raw)) => raw,
-                Ok(None) => return Ok(None),
+                Ok(None) => return Ok(Step::Ended),
                 Err(status) if status.code() == tonic::Code::ResourceExhausted => {
                     self.cut_off(&status)?;
                     continue;
@@ -179,10 +241,11 @@ where
                     if !accepted.session_id.is_empty() {
                         self.session_id.clone_from(&accepted.session_id);
                     }
-                    return Ok(Some(Item::Accepted(accepted)));
+                    return Ok(Step::Item(Item::Accepted(accepted)));
                 }
                 Raw::Snapshot(snapshot) => {
                     self.attachment = snapshot.attachment_id;
+                    return Ok(Step::Attached);
                 }
                 Raw::Event(event) => {
                     if event.seq != 0 && event.seq <= self.last_seq {
@@ -194,7 +257,7 @@ where
                         continue;
                     }
                     self.fruitless = 0;
-                    return Ok(Some(Item::Event(Box::new(event))));
+                    return Ok(Step::Item(Item::Event(Box::new(event))));
                 }
                 Raw::Nothing => {}
             }

@@ -1,7 +1,9 @@
 //! `tau ask` against a scripted hub (a `tau.v1.Tau` server in this test process, on the socket
 //! where `tau ask` looks for the hub) that cuts the turn's stream off as lagging: `tau ask`
 //! resumes with Subscribe after the right seq, on the turn's event stream and channel, prints
-//! every event of its turn once, none of another turn, and decides with the new attachment.
+//! every event of its turn once, none of another turn, and decides with the new attachment. When
+//! the hub cuts the stream off just before the decision arrives and refuses it as coming from the
+//! cut-off attachment, `tau ask` resumes and sends the decision again with the new attachment.
 
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,8 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tau_api::proto::v1::{self as pb, session_event::Kind, tau_server};
+use tokio::sync::mpsc;
 use tokio_stream::Stream;
-use tokio_stream::wrappers::UnixListenerStream;
+use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
 use tonic::{Request, Response, Status};
 
 const SESSION: &str = "20261130-010203-abcd";
@@ -30,6 +33,17 @@ struct ScriptedHub {
     /// The trailer the cut-off carries (`None`: no trailer).
     trailer: Option<&'static str>,
     seen: Arc<Mutex<Seen>>,
+    /// The turn asks its approval at once; the stream is cut off when the first decision
+    /// arrives, which is refused as cut off; the turn goes on on the resumed stream.
+    cut_at_decision: bool,
+    /// The live streams of `cut_at_decision`.
+    live: Mutex<Live>,
+}
+
+#[derive(Default)]
+struct Live {
+    turn: Option<mpsc::Sender<Result<pb::StartTurnResponse, Status>>>,
+    resumed: Option<mpsc::Sender<Result<pb::SubscribeResponse, Status>>>,
 }
 
 fn event(seq: u64, turn_id: &str, kind: Kind) -> pb::SessionEvent {
@@ -48,6 +62,58 @@ fn delta(seq: u64, turn_id: &str, text: &str) -> pb::SessionEvent {
         turn_id,
         Kind::TextDelta(pb::TextDelta { text: text.into() }),
     )
+}
+
+fn approval_requested(seq: u64) -> pb::SessionEvent {
+    let approval = pb::PendingApproval {
+        approval_id: "apr-1".into(),
+        session_id: SESSION.into(),
+        turn_id: "turn-1".into(),
+        channel: "cli".into(),
+        tool: "demo_physical_action".into(),
+        tier: 2,
+        ..Default::default()
+    };
+    event(
+        seq,
+        "turn-1",
+        Kind::ApprovalRequested(pb::ApprovalRequested {
+            approval: Some(approval),
+        }),
+    )
+}
+
+fn ended(seq: u64) -> pb::SessionEvent {
+    event(
+        seq,
+        "turn-1",
+        Kind::TurnEnded(pb::TurnEnded {
+            stop_reason: "end_turn".into(),
+            text: "Hello".into(),
+            ..Default::default()
+        }),
+    )
+}
+
+fn rejected(seq: u64) -> pb::SessionEvent {
+    event(
+        seq,
+        "turn-1",
+        Kind::ApprovalResolved(pb::ApprovalResolved {
+            approval_id: "apr-1".into(),
+            resolution: pb::ApprovalResolution::Rejected as i32,
+            ..Default::default()
+        }),
+    )
+}
+
+fn cut_off(trailer: Option<&str>) -> Status {
+    let mut cut = Status::resource_exhausted("lagged; resume with after_seq = 4");
+    if let Some(trailer) = trailer {
+        cut.metadata_mut()
+            .insert("tau-resume-after-seq", trailer.parse().unwrap());
+    }
+    cut
 }
 
 fn unscripted<T>() -> Result<T, Status> {
@@ -135,6 +201,25 @@ impl tau_server::Tau for ScriptedHub {
             text: "hi".into(),
             accepted_at: "2026-11-30T01:02:03Z".into(),
         };
+        if self.cut_at_decision {
+            let (sender, receiver) = mpsc::channel(16);
+            let messages = [
+                K::Accepted(accepted),
+                K::Event(event(
+                    1,
+                    "turn-1",
+                    Kind::TurnStarted(pb::TurnStarted { turn: Some(turn) }),
+                )),
+                K::Event(approval_requested(2)),
+            ];
+            for kind in messages {
+                sender
+                    .try_send(Ok(pb::StartTurnResponse { kind: Some(kind) }))
+                    .unwrap();
+            }
+            self.live.lock().unwrap().turn = Some(sender);
+            return Ok(Response::new(Box::pin(ReceiverStream::new(receiver))));
+        }
         let mut messages: Vec<Result<pb::StartTurnResponse, Status>> = vec![
             K::Accepted(accepted),
             K::Event(event(
@@ -155,12 +240,7 @@ impl tau_server::Tau for ScriptedHub {
         .into_iter()
         .map(|kind| Ok(pb::StartTurnResponse { kind: Some(kind) }))
         .collect();
-        let mut cut = Status::resource_exhausted("lagged; resume with after_seq = 4");
-        if let Some(trailer) = self.trailer {
-            cut.metadata_mut()
-                .insert("tau-resume-after-seq", trailer.parse().unwrap());
-        }
-        messages.push(Err(cut));
+        messages.push(Err(cut_off(self.trailer)));
         Ok(Response::new(Box::pin(tokio_stream::iter(messages))))
     }
 
@@ -185,15 +265,23 @@ impl tau_server::Tau for ScriptedHub {
             .unwrap()
             .subscribes
             .push(request.into_inner());
-        let approval = pb::PendingApproval {
-            approval_id: "apr-1".into(),
-            session_id: SESSION.into(),
-            turn_id: "turn-1".into(),
-            channel: "cli".into(),
-            tool: "demo_physical_action".into(),
-            tier: 2,
-            ..Default::default()
-        };
+        if self.cut_at_decision {
+            let (sender, receiver) = mpsc::channel(16);
+            let snapshot = K::Snapshot(pb::SessionSnapshot {
+                last_seq: 2,
+                attachment_id: "att-2".into(),
+                stream_id: "stream-a".into(),
+                ..Default::default()
+            });
+            sender
+                .try_send(Ok(pb::SubscribeResponse {
+                    kind: Some(snapshot),
+                }))
+                .unwrap();
+            // The rest of the turn waits for the decision.
+            self.live.lock().unwrap().resumed = Some(sender);
+            return Ok(Response::new(Box::pin(ReceiverStream::new(receiver))));
+        }
         let messages: Vec<Result<pb::SubscribeResponse, Status>> = vec![
             K::Snapshot(pb::SessionSnapshot {
                 last_seq: 8,
@@ -204,31 +292,9 @@ impl tau_server::Tau for ScriptedHub {
             K::Event(delta(3, "turn-1", "Hel")),
             K::Event(delta(4, "turn-0", "another turn")),
             K::Event(delta(5, "turn-1", "lo")),
-            K::Event(event(
-                6,
-                "turn-1",
-                Kind::ApprovalRequested(pb::ApprovalRequested {
-                    approval: Some(approval),
-                }),
-            )),
-            K::Event(event(
-                7,
-                "turn-1",
-                Kind::ApprovalResolved(pb::ApprovalResolved {
-                    approval_id: "apr-1".into(),
-                    resolution: pb::ApprovalResolution::Rejected as i32,
-                    ..Default::default()
-                }),
-            )),
-            K::Event(event(
-                8,
-                "turn-1",
-                Kind::TurnEnded(pb::TurnEnded {
-                    stop_reason: "end_turn".into(),
-                    text: "Hello".into(),
-                    ..Default::default()
-                }),
-            )),
+            K::Event(approval_requested(6)),
+            K::Event(rejected(7)),
+            K::Event(ended(8)),
         ]
         .into_iter()
         .map(|kind| Ok(pb::SubscribeResponse { kind: Some(kind) }))
@@ -247,11 +313,33 @@ impl tau_server::Tau for ScriptedHub {
         &self,
         request: Request<pb::DecideApprovalRequest>,
     ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
-        self.seen
-            .lock()
-            .unwrap()
-            .decisions
-            .push(request.into_inner());
+        let request = request.into_inner();
+        let attachment = request.attachment_id.clone();
+        let count = {
+            let mut seen = self.seen.lock().unwrap();
+            seen.decisions.push(request);
+            seen.decisions.len()
+        };
+        if self.cut_at_decision {
+            let mut live = self.live.lock().unwrap();
+            if count == 1 {
+                // Cut off first, then refused as coming from the cut-off attachment.
+                let turn = live.turn.take().unwrap();
+                turn.try_send(Err(cut_off(Some("2")))).unwrap();
+                let mut status = Status::failed_precondition(format!(
+                    "attachment {attachment:?} was cut off for falling behind"
+                ));
+                tau_api::error_marks::mark_cut_off(&mut status);
+                return Err(status);
+            }
+            let resumed = live.resumed.take().unwrap();
+            for event in [rejected(3), ended(4)] {
+                let kind = pb::subscribe_response::Kind::Event(event);
+                resumed
+                    .try_send(Ok(pb::SubscribeResponse { kind: Some(kind) }))
+                    .unwrap();
+            }
+        }
         Ok(Response::new(pb::DecideApprovalResponse {
             outcome: pb::DecideOutcome::Applied as i32,
             resolution: pb::ApprovalResolution::Rejected as i32,
@@ -276,6 +364,16 @@ impl tau_server::Tau for ScriptedHub {
 /// Runs `tau ask <args>` against the scripted hub, which must succeed; returns its stdout and what
 /// the hub saw.
 fn ask(trailer: Option<&'static str>, args: &[&str]) -> (String, Arc<Mutex<Seen>>) {
+    run_ask(trailer, false, args)
+}
+
+/// Runs `tau ask <args>` against the scripted hub (cutting the stream off at the first decision
+/// when `cut_at_decision`), which must succeed; returns its stdout and what the hub saw.
+fn run_ask(
+    trailer: Option<&'static str>,
+    cut_at_decision: bool,
+    args: &[&str],
+) -> (String, Arc<Mutex<Seen>>) {
     let root = tempfile::tempdir().unwrap();
     let hub_dir = root.path().join("data/hub");
     std::fs::create_dir_all(&hub_dir).unwrap();
@@ -284,6 +382,8 @@ fn ask(trailer: Option<&'static str>, args: &[&str]) -> (String, Arc<Mutex<Seen>
     let hub = ScriptedHub {
         trailer,
         seen: Arc::clone(&seen),
+        cut_at_decision,
+        live: Mutex::new(Live::default()),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -355,4 +455,32 @@ fn without_a_trailer_it_resumes_after_the_last_seq_it_printed() {
     let seen = seen.lock().unwrap();
     assert_eq!(seen.subscribes.len(), 1);
     assert_eq!(seen.subscribes[0].after_seq, Some(3));
+}
+
+#[test]
+fn a_decision_refused_as_cut_off_is_sent_again_with_the_resumed_attachment() {
+    let (stdout, seen) = run_ask(None, true, &["--json", "hi"]);
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seqs: Vec<u64> = lines[1..]
+        .iter()
+        .map(|l| l["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, vec![1, 2, 3, 4], "{stdout}");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.subscribes.len(), 1);
+    assert_eq!(seen.subscribes[0].after_seq, Some(2));
+    let decisions: Vec<(&str, &str, i32)> = seen
+        .decisions
+        .iter()
+        .map(|d| (d.approval_id.as_str(), d.attachment_id.as_str(), d.decision))
+        .collect();
+    let rejected = pb::ApprovalDecision::Rejected as i32;
+    assert_eq!(
+        decisions,
+        vec![("apr-1", "att-1", rejected), ("apr-1", "att-2", rejected)],
+        "refused with the cut-off attachment, then sent again with the resumed one"
+    );
 }

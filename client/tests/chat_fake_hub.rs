@@ -3,7 +3,7 @@
 //! binary runs on a pseudo-terminal, so these tests see exactly what a person sees and pin down
 //! the timing the real hub's fake model is too fast for: Ctrl-C during a reply, input typed while
 //! a reply streams, an approval resolved elsewhere while its prompt is open, a turn stream the hub
-//! cuts off for lagging.
+//! cuts off for lagging (also just before a decision arrives, which it then refuses).
 
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -223,6 +223,43 @@ fn an_open_prompt_follows_its_approval_across_a_cut_off() {
     let shown = fixture.chat.see("The lamp is on.").unwrap();
     assert!(!shown.contains("Lost the turn's stream"), "{shown:?}");
     // The prompt closed by the resolution sent nothing.
+    assert!(fixture.notices.decisions.try_recv().is_err());
+    fixture.quit();
+}
+
+#[test]
+fn a_decision_refused_as_cut_off_is_sent_again_with_the_resumed_attachment() {
+    let script = Script {
+        cut_off_first_decision: true,
+        ..Script::default()
+    };
+    let mut fixture = Fixture::start_with(script, &[]);
+    let mut turn = fixture.turn("turn on the lamp");
+    turn.approval("approval-8", "terminal");
+    fixture.chat.see("Approve? [y/N]").unwrap();
+    fixture.chat.send_line("y").unwrap();
+    let first = fixture.notices.decisions.recv_timeout(WAIT).unwrap();
+    assert_eq!(first.attachment_id, "attachment-7");
+    // The hub had cut the stream off before the decision arrived, and refuses it.
+    turn.cut_off(1);
+    fixture.notices.refusal.notify_one();
+    let resumed = turn.resume(&fixture.notices, "attachment-9");
+    assert_eq!(resumed.after_seq, Some(1));
+    let second = fixture.notices.decisions.recv_timeout(WAIT).unwrap();
+    assert_eq!(second.approval_id, "approval-8");
+    assert_eq!(second.decision, pb::ApprovalDecision::Approved as i32);
+    assert_eq!(second.attachment_id, "attachment-9");
+    let shown = fixture
+        .chat
+        .see("✓ demo_physical_action: approved")
+        .unwrap();
+    assert!(
+        !shown.contains("cut off"),
+        "the refusal is not shown: {shown:?}"
+    );
+    turn.end("end_turn", "The lamp is on.");
+    let shown = fixture.chat.see("The lamp is on.").unwrap();
+    assert!(!shown.contains("Lost the turn's stream"), "{shown:?}");
     assert!(fixture.notices.decisions.try_recv().is_err());
     fixture.quit();
 }

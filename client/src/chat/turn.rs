@@ -12,11 +12,15 @@
 //!   Ctrl-C while a decision is on its way cancels the turn.
 //! - The turn's events are read through a [`TurnFeed`]: a stream the hub cuts off for falling
 //!   behind is resumed with Subscribe, every event is rendered once, and a decision carries the
-//!   attachment of the stream live when it is sent (a resumed stream has its own). Only a failure
-//!   the feed cannot resume from is reported as a lost stream.
+//!   attachment of the stream live when it is sent (a resumed stream has its own). A decision
+//!   refused because the hub had already cut its stream off (marked `cut-off`) is sent once more,
+//!   with the attachment of the resumed stream ([`TurnFeed::reattach`], within the call deadline,
+//!   Ctrl-C honoured; what is read meanwhile is rendered after). Only a failure the feed cannot
+//!   resume from is reported as a lost stream.
 
 use std::collections::VecDeque;
 
+use tau_api::error_marks;
 use tau_api::i18n::{ApprovalPrompt, format_approval_prompt, is_approval_answer};
 use tau_api::proto::v1::{self as pb, session_event::Kind};
 use tonic::service::interceptor::InterceptedService;
@@ -27,7 +31,7 @@ use super::render::{self, ToolLine};
 use super::state::{CHANNEL, Chat};
 use crate::approve::{self, PendingAnswer};
 use crate::connect::BearerAuth;
-use crate::feed::{FeedError, Item, TurnFeed};
+use crate::feed::{FeedError, Item, Reattached, TurnFeed};
 
 /// The feed of a turn started through the chat's hub client.
 type Feed = TurnFeed<InterceptedService<Channel, BearerAuth>>;
@@ -51,6 +55,16 @@ enum PromptResult {
     Resolved,
     /// The turn's stream ended or failed while the prompt was open.
     StreamGone(Option<FeedError>),
+}
+
+/// What sending a decision came to.
+enum Sent {
+    /// The hub answered (or refused, which is reported).
+    Done,
+    /// Ctrl-C while the decision was on its way.
+    Interrupted,
+    /// The turn's stream failed while waiting for its resumption to decide again.
+    StreamGone(FeedError),
 }
 
 struct TurnState {
@@ -256,16 +270,17 @@ async fn approval_requested(
     };
     match result {
         PromptResult::Decided(approve) => {
-            // The attachment of the stream live now: a stream resumed while the prompt was open
-            // has its own.
-            if decide(chat, feed.attachment(), approval, approve).await {
-                return None;
-            }
-            // Ctrl-C while the decision was on its way cancels the turn, as during a reply.
-            if cancel(chat, state).await {
-                None
-            } else {
-                Some(detached(chat))
+            match decide(chat, state, feed, approval, approve).await {
+                Sent::Done => None,
+                // Ctrl-C while the decision was on its way cancels the turn, as during a reply.
+                Sent::Interrupted => {
+                    if cancel(chat, state).await {
+                        None
+                    } else {
+                        Some(detached(chat))
+                    }
+                }
+                Sent::StreamGone(error) => Some(stream_lost(chat, &error.reason())),
             }
         }
         PromptResult::Resolved => None,
@@ -340,36 +355,63 @@ async fn prompt(
     }
 }
 
-/// Sends the decision and says what became of it; `false` when Ctrl-C stopped the wait for the
-/// hub's answer.
+/// Sends the decision with the attachment of the stream live now (a stream resumed while the
+/// prompt was open has its own) and says what became of it; refused as cut off, it is sent once
+/// more with the attachment of the resumed stream.
 async fn decide(
     chat: &mut Chat,
-    attachment: &str,
+    state: &mut TurnState,
+    feed: &mut Feed,
     approval: &pb::PendingApproval,
     approve: bool,
-) -> bool {
+) -> Sent {
     let decision = if approve {
         pb::ApprovalDecision::Approved
     } else {
         pb::ApprovalDecision::Rejected
     };
-    let request = pb::DecideApprovalRequest {
-        approval_id: approval.approval_id.clone(),
-        decision: decision as i32,
-        attachment_id: attachment.to_owned(),
-    };
-    let outcome = match call(
-        &mut chat.interrupts,
-        chat.deadlines.call,
-        chat.hub.decide_approval(request),
-    )
-    .await
-    {
-        Ok(outcome) => outcome,
-        Err(CallError::Interrupted) => return false,
-        Err(error) => {
+    let mut attachment = feed.attachment().to_owned();
+    let mut retried = false;
+    let outcome = loop {
+        let request = pb::DecideApprovalRequest {
+            approval_id: approval.approval_id.clone(),
+            decision: decision as i32,
+            attachment_id: attachment.clone(),
+        };
+        let error = match call(
+            &mut chat.interrupts,
+            chat.deadlines.call,
+            chat.hub.decide_approval(request),
+        )
+        .await
+        {
+            Ok(outcome) => break outcome,
+            Err(CallError::Interrupted) => return Sent::Interrupted,
+            Err(error) => error,
+        };
+        let cut_off = matches!(&error, CallError::Hub(status) if error_marks::is_cut_off(status));
+        if retried || !cut_off {
             chat.report(&error);
-            return true;
+            return Sent::Done;
+        }
+        retried = true;
+        // The hub cut the stream off before the decision arrived: read on to the resumed stream.
+        let reattached = tokio::select! {
+            reattached = feed.reattach(&attachment, &mut state.backlog, chat.deadlines.call) => {
+                reattached
+            }
+            () = chat.interrupts.next() => return Sent::Interrupted,
+        };
+        match reattached {
+            Ok(Reattached::Attached(resumed)) => attachment = resumed,
+            Ok(Reattached::Ended | Reattached::TimedOut) => {
+                chat.report(&error);
+                return Sent::Done;
+            }
+            Err(lost) => {
+                chat.report(&error);
+                return Sent::StreamGone(lost);
+            }
         }
     };
     let tool = render::one_line(&approval.tool, 80);
@@ -394,5 +436,5 @@ async fn decide(
             chat.printer.dim(&text);
         }
     }
-    true
+    Sent::Done
 }

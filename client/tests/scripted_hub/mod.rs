@@ -1,7 +1,8 @@
 //! The scripted hub of the `tau chat` tests: a `tau.v1.Tau` server in the test process, on the
 //! socket where `tau chat` looks for the hub, whose turns the test feeds event by event (and may
-//! cut off as lagging, then feed on the Subscribe that resumes them), and the fixture that runs the
-//! real `tau` on a pseudo-terminal against it.
+//! cut off as lagging, then feed on the Subscribe that resumes them; it may refuse the first
+//! decision as coming from a cut-off attachment), and the fixture that runs the real `tau` on a
+//! pseudo-terminal against it.
 //!
 //! Invariant: everything lives under one temporary directory (home, TAU_HOME, TAU_DATA_DIR, the
 //! socket); nothing touches the real home or the network.
@@ -11,13 +12,14 @@
 
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::mpsc as std_mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc as std_mpsc};
 use std::time::Duration;
 
 use rexpect::session::PtySession;
 use tau_api::error_marks;
 use tau_api::proto::v1::{self as pb, open_session_request, start_turn_response, tau_server};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
 use tonic::{Request, Response, Status};
@@ -33,6 +35,8 @@ pub struct Notices {
     pub decisions: std_mpsc::Receiver<pb::DecideApprovalRequest>,
     pub opens: std_mpsc::Receiver<pb::OpenSessionRequest>,
     pub subscribes: std_mpsc::Receiver<(pb::SubscribeRequest, SubscribeSender)>,
+    /// Lets the refusal of a [`Script::cut_off_first_decision`] go out.
+    pub refusal: Arc<Notify>,
 }
 
 pub struct ScriptedHub {
@@ -42,6 +46,10 @@ pub struct ScriptedHub {
     pub opens: std_mpsc::Sender<pb::OpenSessionRequest>,
     pub subscribes: std_mpsc::Sender<(pb::SubscribeRequest, SubscribeSender)>,
     pub script: Script,
+    /// Released by the test: the held first decision is refused.
+    pub refusal: Arc<Notify>,
+    /// Whether the first decision was refused already.
+    pub refused_one: AtomicBool,
 }
 
 /// An earlier session that was recorded under `[agent] context = "summarize"`: opening it fails.
@@ -57,6 +65,9 @@ pub struct Script {
     pub stall: bool,
     /// `OpenSession` never answers.
     pub stall_open: bool,
+    /// The first `DecideApproval` is held until the test releases [`Notices::refusal`], then
+    /// refused as coming from an attachment cut off for lagging (marked `cut-off`).
+    pub cut_off_first_decision: bool,
 }
 
 pub fn session() -> pb::SessionInfo {
@@ -227,9 +238,18 @@ impl tau_server::Tau for ScriptedHub {
     ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
         let request = request.into_inner();
         let approved = request.decision == pb::ApprovalDecision::Approved as i32;
+        let attachment = request.attachment_id.clone();
         self.decisions
             .send(request)
             .map_err(|_| Status::unavailable("test gone"))?;
+        if self.script.cut_off_first_decision && !self.refused_one.swap(true, Ordering::SeqCst) {
+            self.refusal.notified().await;
+            let mut status = Status::failed_precondition(format!(
+                "attachment {attachment:?} was cut off for falling behind; subscribe again and decide with the new attachment id"
+            ));
+            error_marks::mark_cut_off(&mut status);
+            return Err(status);
+        }
         Ok(Response::new(pb::DecideApprovalResponse {
             outcome: pb::DecideOutcome::Applied as i32,
             resolution: if approved {
@@ -352,6 +372,7 @@ pub fn scripted_hub(script: Script) -> (tempfile::TempDir, tokio::runtime::Runti
     let (decisions_tx, decisions) = std_mpsc::channel();
     let (opens_tx, opens) = std_mpsc::channel();
     let (subscribes_tx, subscribes) = std_mpsc::channel();
+    let refusal = Arc::new(Notify::new());
     let hub = ScriptedHub {
         turns: turns_tx,
         cancels: cancels_tx,
@@ -359,6 +380,8 @@ pub fn scripted_hub(script: Script) -> (tempfile::TempDir, tokio::runtime::Runti
         opens: opens_tx,
         subscribes: subscribes_tx,
         script,
+        refusal: Arc::clone(&refusal),
+        refused_one: AtomicBool::new(false),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -380,6 +403,7 @@ pub fn scripted_hub(script: Script) -> (tempfile::TempDir, tokio::runtime::Runti
         decisions,
         opens,
         subscribes,
+        refusal,
     };
     (root, runtime, notices)
 }

@@ -560,6 +560,6 @@ impl HubCore {
         check_len("attachment_id", attachment_id, MAX_REF_ID_LEN)?;
         self.registry()
             .decide(approval_id, answer, attachment_id)
-            .map_err(|e| CoreError::FailedPrecondition(e.to_string()))
+            .map_err(CoreError::from)
     }
 }

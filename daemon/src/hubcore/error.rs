@@ -4,6 +4,7 @@
 //! Invariants: messages are one line, carry no secret, and show ids taken from a request escaped
 //! (`{:?}`); a store failure is `Unavailable` (the caller may retry), never a panic.
 
+use super::DecideError;
 use crate::session::{SessionContextMismatch, SessionError};
 
 /// A hub call that failed.
@@ -28,6 +29,10 @@ pub enum CoreError {
     /// that clients recognise by its mark, `tau_api::error_marks`).
     #[error(transparent)]
     ContextMismatch(SessionContextMismatch),
+    /// A decision from an attachment whose stream was cut off for falling behind (a failed
+    /// precondition that clients recognise by its mark and retry with their new attachment).
+    #[error("{0}")]
+    CutOff(String),
 }
 
 impl CoreError {
@@ -48,6 +53,17 @@ impl From<SessionError> for CoreError {
             SessionError::ContextMismatch(mismatch) => Self::ContextMismatch(mismatch),
             SessionError::UnsupportedFormat { .. } => Self::FailedPrecondition(error.to_string()),
             other => Self::Unavailable(format!("session store: {other}")),
+        }
+    }
+}
+
+impl From<DecideError> for CoreError {
+    fn from(error: DecideError) -> Self {
+        match error {
+            DecideError::CutOff(_) => Self::CutOff(error.to_string()),
+            DecideError::NotAttached(_) | DecideError::WrongChannel { .. } => {
+                Self::FailedPrecondition(error.to_string())
+            }
         }
     }
 }
@@ -81,5 +97,15 @@ mod tests {
         assert!(mapped.to_string().contains("different [agent] context"));
         let io = SessionError::Random("no entropy".into());
         assert!(matches!(CoreError::from(io), CoreError::Unavailable(_)));
+    }
+
+    #[test]
+    fn only_a_cut_off_attachment_is_a_cut_off_refusal() {
+        let cut = CoreError::from(DecideError::CutOff("att-1".into()));
+        assert!(matches!(&cut, CoreError::CutOff(m) if m.contains("\"att-1\" was cut off")));
+        assert!(matches!(
+            CoreError::from(DecideError::NotAttached("att-1".into())),
+            CoreError::FailedPrecondition(_)
+        ));
     }
 }

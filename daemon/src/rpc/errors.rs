@@ -4,9 +4,11 @@
 //! fine); authentication failures are UNAUTHENTICATED, a wrong peer is PERMISSION_DENIED; each
 //! [`CoreError`] kind has one code; a lagged subscriber gets RESOURCE_EXHAUSTED with the seq to
 //! resume after, in the message and in the `tau-resume-after-seq` trailer; a context mismatch is
-//! FAILED_PRECONDITION marked for clients (`tau_api::error_marks`).
+//! FAILED_PRECONDITION marked for clients (`tau_api::error_marks`), and so is a decision from an
+//! attachment cut off for falling behind (marked `cut-off`: the client decides again with the
+//! attachment of its resumed stream).
 
-use tau_api::error_marks::mark_context_mismatch;
+use tau_api::error_marks::{mark_context_mismatch, mark_cut_off};
 
 use super::auth::AuthError;
 use crate::hubcore::{CoreError, Lagged};
@@ -26,6 +28,11 @@ impl From<CoreError> for tonic::Status {
             CoreError::ContextMismatch(mismatch) => {
                 let mut status = tonic::Status::failed_precondition(message);
                 mark_context_mismatch(&mut status, &mismatch.session_id, &mismatch.recorded);
+                status
+            }
+            CoreError::CutOff(_) => {
+                let mut status = tonic::Status::failed_precondition(message);
+                mark_cut_off(&mut status);
                 status
             }
         }
@@ -98,6 +105,53 @@ mod tests {
         assert_eq!(status.code(), tonic::Code::ResourceExhausted);
         assert_eq!(status.message(), "lagged; resume with after_seq = 41");
         assert_eq!(status.metadata().get(RESUME_TRAILER).unwrap(), "41");
+    }
+
+    #[tokio::test]
+    async fn a_decision_from_a_cut_off_attachment_is_marked_for_a_retry() {
+        use std::sync::Arc;
+        use std::time::Duration;
+
+        use tau_api::error_marks::is_cut_off;
+        use tokio_util::sync::CancellationToken;
+
+        use crate::hubcore::{ApprovalAnswer, ApprovalRegistry, EventBus, PendingInfo};
+
+        let registry = ApprovalRegistry::new();
+        let bus = Arc::new(EventBus::new("s1"));
+        let cut = registry.attach(&bus, "terminal");
+        let cut_id = cut.id().to_owned();
+        let info = PendingInfo {
+            approval_id: "a1".into(),
+            session_id: "s1".into(),
+            turn_id: "turn-1".into(),
+            channel: "terminal".into(),
+            tool: "demo_physical_action".into(),
+            tier: 2,
+            arguments: "{}".into(),
+            effect: "moves nothing".into(),
+            tool_use_id: "tu-1".into(),
+            asked_at: "now".into(),
+            deadline: None,
+        };
+        let _ticket = registry.register(&bus, info, None);
+        let stop = CancellationToken::new();
+        cut.hold_after_lag(Duration::from_secs(60), &stop);
+        let refusal = |attachment: &str| {
+            let error = registry
+                .decide("a1", ApprovalAnswer::Approve, attachment)
+                .unwrap_err();
+            tonic::Status::from(CoreError::from(error))
+        };
+        let status = refusal(&cut_id);
+        assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+        assert!(status.message().contains("was cut off"), "{status:?}");
+        assert!(is_cut_off(&status), "{status:?}");
+        let forged = refusal("att-forged");
+        assert_eq!(forged.code(), tonic::Code::FailedPrecondition);
+        assert!(!is_cut_off(&forged), "{forged:?}");
+        assert_eq!(registry.pending_count(), 1);
+        stop.cancel();
     }
 
     #[test]
