@@ -230,3 +230,38 @@ async fn sliding_mode_shows_the_model_only_the_window_across_turns() {
         assert_eq!(stored.len(), 12, "{backend}");
     }
 }
+
+#[tokio::test]
+async fn sliding_mode_keeps_memory_bounded_while_the_store_keeps_everything() {
+    for backend in BACKENDS {
+        let turns = 40;
+        let replies = (0..turns).map(|n| FakeReply::text(format!("a{n}")));
+        let f = fixture_with(
+            backend,
+            replies.collect(),
+            window_options(ContextMode::Sliding, 4),
+        )
+        .await;
+        let id = f.new_session().await;
+        let mut most_held = 0;
+        for n in 0..turns {
+            assert_eq!(say(&f, &id, &format!("q{n}")).await, format!("a{n}"));
+            let detail = f.core.get_session(&id, false).await.unwrap();
+            most_held = most_held.max(detail.in_memory_messages);
+        }
+        // Memory holds about twice the window, however long the session runs.
+        assert!(most_held <= 8, "{backend}: held {most_held}");
+        // The model still sees exactly the window, cut from the same messages.
+        let last = f.model.requests().pop().unwrap();
+        assert_eq!(texts(&last), ["q38", "a38", "q39"], "{backend}");
+        // Every message is stored, with contiguous ids in order.
+        let stored = open_store(&f)
+            .list_messages(&id, DEFAULT_AGENT_ID, None, 0)
+            .unwrap();
+        assert_eq!(stored.len(), 2 * turns, "{backend}");
+        for (n, message) in stored.iter().enumerate() {
+            assert_eq!(message.message_id, n as u64, "{backend}");
+        }
+        assert_eq!(stored.last().unwrap().to_message().text(), "a39");
+    }
+}

@@ -4,6 +4,11 @@
 //! the [`HistoryObserver`] first and keeps it in memory only when the observer accepted it, so memory
 //! never runs ahead of the store; the history is never edited in place (a dangling end is repaired by
 //! appending, see `turn`); the lock is never held across an await or while the observer runs.
+//!
+//! Between turns the oldest messages may leave memory ([`History::forget_before`], when the agent's
+//! window says the model will never see them again): positions stay absolute (`len` and the index an
+//! observer is told count the forgotten messages too), so stored ids and the repair notice's
+//! identity check do not move; only what is held in memory shrinks.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -32,46 +37,73 @@ pub(crate) enum Dangling {
     OnToolUse(Vec<String>),
 }
 
+/// The messages held in memory and how many older ones were forgotten.
+#[derive(Default)]
+struct Held {
+    messages: Vec<Message>,
+    forgotten: usize,
+}
+
 /// The in-memory history plus its observer.
 pub(crate) struct History {
-    messages: Mutex<Vec<Message>>,
+    held: Mutex<Held>,
     observer: Option<Arc<dyn HistoryObserver>>,
 }
 
 impl History {
     pub(crate) fn new(initial: Vec<Message>, observer: Option<Arc<dyn HistoryObserver>>) -> Self {
         Self {
-            messages: Mutex::new(initial),
+            held: Mutex::new(Held {
+                messages: initial,
+                forgotten: 0,
+            }),
             observer,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<Message>> {
-        self.messages.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Appends a message: the observer first, then memory. Returns its index.
+    /// Appends a message: the observer first, then memory. Returns its (absolute) index.
     pub(crate) fn append(&self, message: Message) -> Result<usize, HistoryError> {
-        let index = self.lock().len();
+        let index = self.len();
         if let Some(observer) = &self.observer {
             observer.message_appended(index, &message)?;
         }
-        self.lock().push(message);
+        self.lock().messages.push(message);
         Ok(index)
     }
 
+    /// The length of the whole history, forgotten messages included.
     pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+        let held = self.lock();
+        held.forgotten + held.messages.len()
     }
 
-    /// A copy of every message.
+    /// How many messages are held in memory.
+    pub(crate) fn held_len(&self) -> usize {
+        self.lock().messages.len()
+    }
+
+    /// A copy of the messages held in memory.
     pub(crate) fn snapshot(&self) -> Vec<Message> {
-        self.lock().clone()
+        self.lock().messages.clone()
+    }
+
+    /// Drops the first `count` held messages from memory (they stay in the store); a count past
+    /// the end is cut to what is held. Returns how many were dropped.
+    pub(crate) fn forget_before(&self, count: usize) -> usize {
+        let mut held = self.lock();
+        let count = count.min(held.messages.len());
+        held.messages.drain(..count);
+        held.forgotten += count;
+        count
     }
 
     pub(crate) fn dangling(&self) -> Dangling {
-        let messages = self.lock();
-        match messages.last() {
+        let held = self.lock();
+        match held.messages.last() {
             None => Dangling::No,
             Some(last) if last.role == Role::User => Dangling::OnUser,
             Some(last) => {
@@ -104,6 +136,32 @@ mod tests {
         let history = History::new(vec![], Some(Arc::new(Refuse)));
         assert!(history.append(Message::user_text("hi")).is_err());
         assert_eq!(history.len(), 0);
+    }
+
+    struct Indices(Mutex<Vec<usize>>);
+    impl HistoryObserver for Indices {
+        fn message_appended(&self, index: usize, _message: &Message) -> Result<(), HistoryError> {
+            self.0.lock().unwrap().push(index);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn forgetting_keeps_positions_absolute() {
+        let observer = Arc::new(Indices(Mutex::new(Vec::new())));
+        let history = History::new(
+            vec![Message::user_text("a"), Message::assistant_text("b")],
+            Some(observer.clone()),
+        );
+        history.append(Message::user_text("c")).unwrap();
+        assert_eq!(history.forget_before(2), 2);
+        assert_eq!((history.len(), history.held_len()), (3, 1));
+        assert_eq!(history.snapshot(), vec![Message::user_text("c")]);
+        assert_eq!(history.append(Message::assistant_text("d")).unwrap(), 3);
+        assert_eq!(history.forget_before(10), 2, "cut to what is held");
+        assert_eq!((history.len(), history.held_len()), (4, 0));
+        assert_eq!(history.append(Message::user_text("e")).unwrap(), 4);
+        assert_eq!(*observer.0.lock().unwrap(), vec![2, 3, 4]);
     }
 
     #[test]

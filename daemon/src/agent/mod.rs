@@ -170,14 +170,16 @@ impl TauAgent {
         Arc::clone(&self.inner.model)
     }
 
-    /// A copy of the history.
+    /// A copy of the history held in memory (older messages the window will never show again may
+    /// have left memory; the store keeps them).
     pub fn messages(&self) -> Vec<Message> {
         self.inner.history.snapshot()
     }
 
-    /// How many messages the agent holds in memory (what a window is cut from).
+    /// How many messages the agent holds in memory (what a window is cut from); older ones its
+    /// window will never show again may have left memory (they stay in the store).
     pub fn history_len(&self) -> usize {
-        self.inner.history.len()
+        self.inner.history.held_len()
     }
 
     /// Whether the model's last call was answered by its role's fallback.

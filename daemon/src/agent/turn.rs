@@ -85,6 +85,14 @@ pub(crate) async fn run_turn(
             history_len: inner.history.len(),
         });
     }
+    // A long-lived session must not grow without bound: what the window will never show again
+    // leaves memory (positions stay absolute, so the notice above still applies).
+    let held = inner.history.snapshot();
+    let forgettable = inner.window.forgettable(&held);
+    if forgettable > 0 {
+        inner.history.forget_before(forgettable);
+        debug!(forgotten = forgettable, "older messages left memory");
+    }
     TurnEnd {
         stop_reason,
         text: progress.text,

@@ -35,6 +35,14 @@ pub trait ConversationWindow: Send + Sync {
     fn fallback(&self, history: &[Message]) -> Vec<Message> {
         history.to_vec()
     }
+
+    /// Between turns: how many of the oldest held messages the agent may drop from memory because
+    /// no later view will include them (they stay in the store). The rest must still start with a
+    /// user message and never split a toolUse from its toolResult. Default: none (a window that
+    /// needs the whole history, such as one that summarizes by position, keeps it).
+    fn forgettable(&self, _history: &[Message]) -> usize {
+        0
+    }
 }
 
 /// The default window: the whole history.

@@ -57,6 +57,17 @@ impl ConversationWindow for SlidingWindow {
     fn fallback(&self, history: &[Message]) -> Vec<Message> {
         self.cut(history)
     }
+
+    /// Memory keeps at most about twice the window: once the held history passes that, everything
+    /// before the window of `2 × window_size` goes (a pair-safe start at a user message, so every
+    /// later window is cut from the same messages as before).
+    fn forgettable(&self, history: &[Message]) -> usize {
+        let keep = self.window_size.saturating_mul(2).max(1);
+        if history.len() <= keep {
+            return 0;
+        }
+        sliding_window_start(history, keep)
+    }
 }
 
 /// The recorded summary, then the recent messages; older messages are summarized by the agent's
