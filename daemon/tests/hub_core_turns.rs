@@ -435,7 +435,7 @@ async fn lagged_turn_with_a_pending_approval(f: &Fixture, id: &str) -> (String, 
     assert!(
         matches!(
             f.core.decide(&approval, ApprovalAnswer::Approve, &cut_off),
-            Err(CoreError::FailedPrecondition(_))
+            Err(CoreError::CutOff(_))
         ),
         "a cut-off attachment no longer decides"
     );
