@@ -4,7 +4,8 @@
 //!
 //! Invariants: a message has a role and content blocks; `metadata` (usage, metrics) is stored with the
 //! message but never sent to a model (`Message::for_model` strips it); unknown keys in stored JSON are
-//! ignored so newer records stay readable by older code.
+//! ignored and a block of an unknown kind is kept as it was (`ContentBlock::Other`, never sent to a
+//! model), so newer records stay readable by older code.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -49,7 +50,12 @@ impl Message {
     pub fn for_model(&self) -> Self {
         Self {
             role: self.role,
-            content: self.content.clone(),
+            content: self
+                .content
+                .iter()
+                .filter(|block| !matches!(block, ContentBlock::Other(_)))
+                .cloned()
+                .collect(),
             metadata: None,
         }
     }
@@ -97,6 +103,10 @@ pub enum ContentBlock {
     ReasoningContent(ReasoningContent),
     #[serde(rename = "cachePoint")]
     CachePoint(CachePoint),
+    /// A block this version does not know (a newer tau, another Strands writer): kept exactly as
+    /// stored so the session still opens and is written back unchanged, but never sent to a model.
+    #[serde(untagged)]
+    Other(Value),
 }
 
 /// A tool call the model asked for.
@@ -303,6 +313,29 @@ mod tests {
             })
         );
         assert_eq!(serde_json::from_value::<Message>(value).unwrap(), message);
+    }
+
+    #[test]
+    fn an_unknown_block_is_kept_as_stored_but_never_sent_to_a_model() {
+        let raw = json!({"role": "user", "content": [
+            {"text": "look"},
+            {"image": {"format": "png", "source": {"bytes": "AAAA"}}},
+        ]});
+        let message: Message = serde_json::from_value(raw.clone()).unwrap();
+        assert_eq!(message.content.len(), 2);
+        assert!(
+            matches!(&message.content[1], ContentBlock::Other(v) if v["image"]["format"] == "png")
+        );
+        assert_eq!(
+            serde_json::to_value(&message).unwrap(),
+            raw,
+            "written back unchanged"
+        );
+        assert_eq!(
+            message.for_model().content,
+            vec![ContentBlock::Text("look".into())]
+        );
+        assert_eq!(message.text(), "look");
     }
 
     #[test]

@@ -265,3 +265,52 @@ async fn sliding_mode_keeps_memory_bounded_while_the_store_keeps_everything() {
         assert_eq!(stored.last().unwrap().to_message().text(), "a39");
     }
 }
+
+#[tokio::test]
+async fn a_stored_block_of_an_unknown_kind_is_kept_and_never_sent_to_the_model() {
+    use taud::session::{SessionMessage, now_utc};
+    for backend in BACKENDS {
+        let mut options = window_options(ContextMode::Sliding, 10);
+        options.idle_after = std::time::Duration::ZERO;
+        let f = fixture_with(backend, vec![FakeReply::text("again, ok")], options).await;
+        let id = f.new_session().await;
+        f.core.drop_idle().await;
+        // A newer writer stored a block this version does not know.
+        let looked: Message = serde_json::from_value(serde_json::json!({
+            "role": "user",
+            "content": [{"text": "look"}, {"image": {"format": "png", "source": {"bytes": "AAAA"}}}],
+        }))
+        .unwrap();
+        let store = open_store(&f);
+        for (n, message) in [looked.clone(), Message::assistant_text("seen")]
+            .into_iter()
+            .enumerate()
+        {
+            store
+                .create_message(
+                    &id,
+                    DEFAULT_AGENT_ID,
+                    &SessionMessage::new(n as u64, message, now_utc()),
+                )
+                .unwrap();
+        }
+        drop(store);
+
+        assert_eq!(say(&f, &id, "again").await, "again, ok", "{backend}");
+        let request = f.model.last_request().unwrap();
+        assert_eq!(texts(&request), ["look", "seen", "again"], "{backend}");
+        assert_eq!(
+            request.messages[0].content.len(),
+            1,
+            "only the text block is sent"
+        );
+        // The store still holds the block exactly as it was written.
+        let stored = open_store(&f)
+            .list_messages(&id, DEFAULT_AGENT_ID, None, 0)
+            .unwrap();
+        assert_eq!(stored.len(), 4, "{backend}");
+        assert_eq!(stored[0].to_message(), &looked, "{backend}");
+        let detail = f.core.get_session(&id, true).await.unwrap();
+        assert_eq!(detail.messages.len(), 4, "{backend}");
+    }
+}

@@ -76,7 +76,8 @@ fn content_block(block: &ContentBlock) -> Option<pb::ContentBlock> {
         ContentBlock::ReasoningContent(reasoning) => {
             Block::Reasoning(reasoning.reasoning_text.as_ref()?.text.clone())
         }
-        ContentBlock::CachePoint(_) => return None,
+        // A block this version does not know is stored as it was but not shown.
+        ContentBlock::CachePoint(_) | ContentBlock::Other(_) => return None,
     };
     Some(pb::ContentBlock { block: Some(block) })
 }

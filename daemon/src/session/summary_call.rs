@@ -178,7 +178,9 @@ fn render_block(block: &ContentBlock) -> Option<String> {
                 cut(&parts.join("\n"))
             ))
         }
-        ContentBlock::ReasoningContent(_) | ContentBlock::CachePoint(_) => None,
+        ContentBlock::ReasoningContent(_)
+        | ContentBlock::CachePoint(_)
+        | ContentBlock::Other(_) => None,
     }
 }
 

@@ -158,7 +158,8 @@ fn content_block(block: &ContentBlock) -> Option<Value> {
         })),
         ContentBlock::ToolResult(result) => Some(tool_result(result)),
         ContentBlock::ReasoningContent(reasoning) => thinking(reasoning),
-        ContentBlock::CachePoint(_) => None,
+        // Blocks this version does not know never reach a model.
+        ContentBlock::CachePoint(_) | ContentBlock::Other(_) => None,
     }
 }
 

@@ -100,7 +100,8 @@ fn messages(history: &[Message], cache: CachePlan, budget: &mut usize) -> Vec<Va
                 .iter()
                 .filter(|block| match block {
                     ContentBlock::Text(text) => !text.trim().is_empty(),
-                    ContentBlock::CachePoint(_) => false,
+                    // Blocks this version does not know never reach a model.
+                    ContentBlock::CachePoint(_) | ContentBlock::Other(_) => false,
                     _ => true,
                 })
                 .filter_map(|block| serde_json::to_value(block).ok())
