@@ -155,16 +155,17 @@ impl Ask {
             .await
             .map_err(|e| call_error("cannot open the session", e))?;
         let session_id = opened.session.map(|s| s.session_id).unwrap_or_default();
-        let stream = client
-            .start_turn(pb::StartTurnRequest {
-                session_id: session_id.clone(),
-                text: self.text.clone(),
-                channel: CHANNEL.to_owned(),
-                idempotency_key: idempotency_key(),
-            })
+        // The deadline covers the hub accepting the turn, not the turn itself (which may wait on
+        // a person).
+        let request = client.start_turn(pb::StartTurnRequest {
+            session_id: session_id.clone(),
+            text: self.text.clone(),
+            channel: CHANNEL.to_owned(),
+            idempotency_key: idempotency_key(),
+        });
+        let stream = within(self.deadline, request)
             .await
-            .map_err(|s| status_error("cannot start the turn", &s))?
-            .into_inner();
+            .map_err(|e| call_error("cannot start the turn", e))?;
         let mut feed = TurnFeed::new(client.clone(), &session_id, CHANNEL, stream);
         let code = self.follow(&mut client, &mut feed).await?;
         if self.verbose && !self.json {

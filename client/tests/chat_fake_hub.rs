@@ -474,3 +474,36 @@ fn tau_ask_gives_up_on_a_hub_that_does_not_open_the_session() {
     );
     assert!(notices.opens.try_recv().is_ok());
 }
+
+#[test]
+fn tau_ask_gives_up_on_a_hub_that_does_not_accept_the_turn() {
+    let (root, _runtime, notices) = scripted_hub(Script {
+        stall_start: true,
+        ..Script::default()
+    });
+    let mut ask = tau_command(root.path())
+        .args(["ask", "hello"])
+        .env("TAU_HUB_TIMEOUT", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + WAIT;
+    while ask.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > until {
+            let _ = ask.kill();
+            panic!("tau ask still waits for the hub after {WAIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = ask.wait_with_output().unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("cannot start the turn: the hub did not answer within 1 s"),
+        "{stderr}"
+    );
+    assert!(notices.opens.try_recv().is_ok());
+    assert!(notices.turns.try_recv().is_ok(), "the turn was asked for");
+}

@@ -65,6 +65,8 @@ pub struct Script {
     pub stall: bool,
     /// `OpenSession` never answers.
     pub stall_open: bool,
+    /// `StartTurn` never answers.
+    pub stall_start: bool,
     /// The first `DecideApproval` is held until the test releases [`Notices::refusal`], then
     /// refused as coming from an attachment cut off for lagging (marked `cut-off`).
     pub cut_off_first_decision: bool,
@@ -193,6 +195,9 @@ impl tau_server::Tau for ScriptedHub {
         self.turns
             .send((request.into_inner(), sender))
             .map_err(|_| Status::unavailable("test gone"))?;
+        if self.script.stall_start {
+            std::future::pending::<()>().await;
+        }
         Ok(Response::new(Box::pin(ReceiverStream::new(receiver))))
     }
 
