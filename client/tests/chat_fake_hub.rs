@@ -443,12 +443,10 @@ fn a_discarded_partial_reply_is_marked_and_the_final_reply_is_shown() {
     fixture.quit();
 }
 
-#[test]
-fn tau_ask_gives_up_on_a_hub_that_does_not_open_the_session() {
-    let (root, _runtime, notices) = scripted_hub(Script {
-        stall_open: true,
-        ..Script::default()
-    });
+/// Runs `tau ask hello` with a one-second deadline against a hub scripted to stall, and returns
+/// its stderr once it gave up (failing the test if it waits on).
+fn tau_ask_against_a_stalled_hub(script: Script) -> (String, Notices) {
+    let (root, _runtime, notices) = scripted_hub(script);
     let mut ask = tau_command(root.path())
         .args(["ask", "hello"])
         .env("TAU_HUB_TIMEOUT", "1")
@@ -467,7 +465,15 @@ fn tau_ask_gives_up_on_a_hub_that_does_not_open_the_session() {
     }
     let output = ask.wait_with_output().unwrap();
     assert!(!output.status.success(), "{output:?}");
-    let stderr = String::from_utf8(output.stderr).unwrap();
+    (String::from_utf8(output.stderr).unwrap(), notices)
+}
+
+#[test]
+fn tau_ask_gives_up_on_a_hub_that_does_not_open_the_session() {
+    let (stderr, notices) = tau_ask_against_a_stalled_hub(Script {
+        stall_open: true,
+        ..Script::default()
+    });
     assert!(
         stderr.contains("cannot open the session: the hub did not answer within 1 s"),
         "{stderr}"
@@ -477,29 +483,10 @@ fn tau_ask_gives_up_on_a_hub_that_does_not_open_the_session() {
 
 #[test]
 fn tau_ask_gives_up_on_a_hub_that_does_not_accept_the_turn() {
-    let (root, _runtime, notices) = scripted_hub(Script {
+    let (stderr, notices) = tau_ask_against_a_stalled_hub(Script {
         stall_start: true,
         ..Script::default()
     });
-    let mut ask = tau_command(root.path())
-        .args(["ask", "hello"])
-        .env("TAU_HUB_TIMEOUT", "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let until = std::time::Instant::now() + WAIT;
-    while ask.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > until {
-            let _ = ask.kill();
-            panic!("tau ask still waits for the hub after {WAIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let output = ask.wait_with_output().unwrap();
-    assert!(!output.status.success(), "{output:?}");
-    let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(
         stderr.contains("cannot start the turn: the hub did not answer within 1 s"),
         "{stderr}"
