@@ -7,7 +7,8 @@ mod provider_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use provider_support::{MockServer, Recorded, Reply, assemble, call, hello};
+use provider_support::sigv4_check::assert_signed_as_sent;
+use provider_support::{MockServer, Reply, assemble, call, hello};
 use serde_json::json;
 use tau_api::config::{CacheConfig, CacheStrategy, CacheTtl, FallbackConfig, RoleConfig};
 use tau_api::env::Env;
@@ -15,9 +16,8 @@ use taud::agent::{StaticSystemPrompt, StopReason, TauAgent};
 use taud::gate::Decision;
 use taud::message::{CachePoint, SystemContentBlock};
 use taud::model::{Model, ModelError, ModelEvent};
+use taud::provider::bedrock::endpoint;
 use taud::provider::bedrock::eventstream::encode_frame;
-use taud::provider::bedrock::{endpoint, sigv4};
-use taud::provider::credentials::{AwsKeys, Secret};
 use taud::provider::{
     ProviderError, ProviderOptions, RetryPolicy, build_model, build_model_with, check_credentials,
 };
@@ -80,51 +80,6 @@ fn frame_cuts(body: &[u8]) -> Vec<usize> {
         body.len() / 2,
         body.len() - 2,
     ]
-}
-
-/// Checks that the request was signed as it was sent: recomputes the signature over the recorded
-/// method, target, headers and body.
-#[allow(clippy::unwrap_used)] // a test helper: a missing header fails the test
-fn assert_signed_as_sent(sent: &Recorded, host: &str) {
-    let authorization = sent.header("authorization").unwrap();
-    assert!(
-        authorization.starts_with("AWS4-HMAC-SHA256 Credential=AKIDTEST/"),
-        "{authorization}"
-    );
-    assert!(authorization.contains("/eu-central-1/bedrock/aws4_request, "));
-    assert!(
-        authorization
-            .contains("SignedHeaders=accept;content-type;host;x-amz-date;x-amz-security-token, ")
-    );
-    assert_eq!(
-        sent.header("x-amz-security-token"),
-        Some("session-token-test")
-    );
-    let url = reqwest::Url::parse(&format!("http://{host}{}", sent.target)).unwrap();
-    let amz_date = sent.header("x-amz-date").unwrap();
-    let keys = AwsKeys {
-        access_key_id: "AKIDTEST".into(),
-        secret_access_key: Secret::new("secret-test"),
-        session_token: Some(Secret::new("session-token-test")),
-    };
-    let scope = sigv4::Scope {
-        region: "eu-central-1",
-        service: "bedrock",
-        amz_date,
-    };
-    let expected = sigv4::sign(
-        "POST",
-        &url,
-        &[
-            ("content-type", sent.header("content-type").unwrap()),
-            ("accept", sent.header("accept").unwrap()),
-        ],
-        &sent.body,
-        scope,
-        &keys,
-    )
-    .unwrap();
-    assert_eq!(authorization, expected.authorization);
 }
 
 #[tokio::test]

@@ -1,8 +1,11 @@
 //! A tiny HTTP/1.1 mock server for the provider tests: it records each request and answers with a
 //! scripted response whose body is written in the given pieces (chunked encoding, one flush per
-//! piece), so decoders meet bodies split at awkward points over a real socket.
+//! piece), so decoders meet bodies split at awkward points over a real socket. A server can also
+//! answer each request from what it carries (a clock check, say).
 // Test-only helpers: a broken mock server should fail the test loudly.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod sigv4_check;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -96,6 +99,9 @@ impl Recorded {
     }
 }
 
+/// Makes the reply to one request.
+type Responder = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
+
 /// The running server.
 pub struct MockServer {
     pub addr: SocketAddr,
@@ -112,11 +118,25 @@ impl Drop for MockServer {
 impl MockServer {
     /// Serves `replies` in order, one connection each; after the last it answers 500.
     pub async fn start(replies: Vec<Reply>) -> Self {
+        let replies = Mutex::new(VecDeque::from(replies));
+        Self::respond(move |_| {
+            replies.lock().unwrap().pop_front().unwrap_or_else(|| {
+                Reply::status(
+                    500,
+                    r#"{"type":"error","error":{"type":"api_error","message":"no more replies"}}"#,
+                )
+            })
+        })
+        .await
+    }
+
+    /// Answers each request (one connection each) with what `respond` makes of it.
+    pub async fn respond(respond: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let requests = Arc::new(Mutex::new(Vec::new()));
         let stop = CancellationToken::new();
-        let replies = Arc::new(Mutex::new(VecDeque::from(replies)));
+        let respond: Responder = Arc::new(respond);
         let (rec, token) = (Arc::clone(&requests), stop.clone());
         tokio::spawn(async move {
             loop {
@@ -125,12 +145,9 @@ impl MockServer {
                     a = listener.accept() => a,
                 };
                 let Ok((socket, _)) = accepted else { return };
-                let reply = replies.lock().unwrap().pop_front().unwrap_or_else(|| {
-                    Reply::status(500, r#"{"type":"error","error":{"type":"api_error","message":"no more replies"}}"#)
-                });
-                let rec = Arc::clone(&rec);
+                let (rec, respond) = (Arc::clone(&rec), Arc::clone(&respond));
                 tokio::spawn(async move {
-                    let _ = serve(socket, reply, rec).await;
+                    let _ = serve(socket, respond, rec).await;
                 });
             }
         });
@@ -152,7 +169,7 @@ impl MockServer {
 
 async fn serve(
     socket: tokio::net::TcpStream,
-    reply: Reply,
+    respond: Responder,
     requests: Arc<Mutex<Vec<Recorded>>>,
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(socket);
@@ -180,12 +197,14 @@ async fn serve(
         .unwrap_or(0);
     let mut body = vec![0; length];
     reader.read_exact(&mut body).await?;
-    requests.lock().unwrap().push(Recorded {
+    let recorded = Recorded {
         method,
         target,
         headers,
         body,
-    });
+    };
+    let reply = respond(&recorded);
+    requests.lock().unwrap().push(recorded);
     let mut socket = reader.into_inner();
     let mut head = format!("HTTP/1.1 {} Mock\r\n", reply.status);
     for (name, value) in &reply.headers {

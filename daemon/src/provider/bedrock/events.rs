@@ -114,6 +114,14 @@ pub fn http_failure(
     body: &str,
     hint: Option<Duration>,
 ) -> Failure {
+    let (code, message) = error_parts(error_type, body);
+    error_failure(&code, &message, Some(status), hint)
+}
+
+/// The error code and message of a non-200 response: the code from `x-amzn-ErrorType` (before the
+/// first `:`), else the body's `__type` / `code`; the body's `message`, else its first 300
+/// characters.
+pub fn error_parts(error_type: Option<&str>, body: &str) -> (String, String) {
     let parsed: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let from_body = parsed
         .get("__type")
@@ -130,7 +138,7 @@ pub fn http_failure(
         .and_then(Value::as_str)
         .map(str::to_owned)
         .unwrap_or_else(|| body.chars().take(300).collect());
-    error_failure(code, &message, Some(status), hint)
+    (code.to_owned(), message)
 }
 
 fn protocol(message: impl Into<String>) -> Failure {

@@ -2,7 +2,10 @@
 //! with SigV4 (service `bedrock`) or carrying a Bedrock API key, answered with an AWS event stream.
 //!
 //! Invariants: the model id is percent-encoded as one path segment (`:` → `%3A`) and that exact URL
-//! is both signed and sent; each attempt is signed afresh (a new `x-amz-date`); the endpoint is
+//! is both signed and sent; each attempt is signed afresh (a new `x-amz-date`, the transport's
+//! clock plus the offset it learned from AWS); a signature AWS rejects as expired or not yet
+//! current is re-signed with the clock of the rejection's `Date` header and sent once more, and
+//! that offset is kept for the transport's later requests (see [`skew`]); the endpoint is
 //! tau.toml's, else AWS_ENDPOINT_URL_BEDROCK_RUNTIME, else AWS_ENDPOINT_URL, else the region's
 //! public endpoint; secrets travel only in headers.
 
@@ -10,14 +13,20 @@ pub mod events;
 pub mod eventstream;
 pub mod request;
 pub mod sigv4;
+pub mod skew;
+
+use std::sync::Arc;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use tau_api::env::Env;
+use tracing::warn;
 
 use super::cache::CachePlan;
 use super::credentials::{BedrockAuth, BedrockCredentials};
 use super::http::{decode_body, error_body, retry_after, transport_failure};
 use super::retry::{AttemptStream, Failure, Transport};
+use crate::clock::{Clock, SystemClock};
 use crate::model::{ModelError, ModelRequest};
 
 /// The signing name of Bedrock Runtime.
@@ -51,10 +60,12 @@ pub struct BedrockTransport {
     settings: BedrockSettings,
     url: reqwest::Url,
     name: String,
+    clock: Arc<dyn Clock>,
+    offset: skew::ClockOffset,
 }
 
 impl BedrockTransport {
-    /// Fails when the endpoint and model id do not make a URL.
+    /// Fails when the endpoint and model id do not make a URL. Signs with the system clock.
     pub fn new(client: reqwest::Client, settings: BedrockSettings) -> Result<Self, String> {
         let raw = format!(
             "{}/model/{}/converse-stream",
@@ -69,7 +80,54 @@ impl BedrockTransport {
             settings,
             url,
             name,
+            clock: Arc::new(SystemClock),
+            offset: skew::ClockOffset::default(),
         })
+    }
+
+    /// Signs with `clock` instead of the system clock (tests fix the time).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Sends `body`, signed (with SigV4) as of `now` plus the learned offset.
+    async fn send(&self, body: &[u8], now: SystemTime) -> Result<reqwest::Response, Failure> {
+        let mut builder = self
+            .client
+            .post(self.url.clone())
+            .header("content-type", CONTENT_TYPE)
+            .header("accept", ACCEPT);
+        match &self.settings.credentials.auth {
+            BedrockAuth::Bearer(token) => builder = builder.bearer_auth(token.expose()),
+            BedrockAuth::SigV4(keys) => {
+                let time = skew::signing_time(now, self.offset.get()).map_err(Failure::fatal)?;
+                let amz_date = sigv4::amz_date(time);
+                let scope = sigv4::Scope {
+                    region: &self.settings.credentials.region,
+                    service: SERVICE,
+                    amz_date: &amz_date,
+                };
+                let signed = sigv4::sign(
+                    "POST",
+                    &self.url,
+                    &[("content-type", CONTENT_TYPE), ("accept", ACCEPT)],
+                    body,
+                    scope,
+                    keys,
+                )
+                .map_err(|e| Failure::fatal(ModelError::Request(e.to_string())))?;
+                for (name, value) in signed.headers {
+                    builder = builder.header(name, value);
+                }
+            }
+        }
+        builder
+            .body(body.to_vec())
+            .send()
+            .await
+            .map_err(|e| transport_failure(&e))
     }
 }
 
@@ -83,55 +141,50 @@ impl Transport for BedrockTransport {
         let body = request::body(request, self.settings.max_tokens, self.settings.cache);
         let body = serde_json::to_vec(&body)
             .map_err(|e| Failure::fatal(ModelError::Request(e.to_string())))?;
-        let mut builder = self
-            .client
-            .post(self.url.clone())
-            .header("content-type", CONTENT_TYPE)
-            .header("accept", ACCEPT);
-        match &self.settings.credentials.auth {
-            BedrockAuth::Bearer(token) => builder = builder.bearer_auth(token.expose()),
-            BedrockAuth::SigV4(keys) => {
-                let amz_date = sigv4::amz_date_now();
-                let scope = sigv4::Scope {
-                    region: &self.settings.credentials.region,
-                    service: SERVICE,
-                    amz_date: &amz_date,
-                };
-                let signed = sigv4::sign(
-                    "POST",
-                    &self.url,
-                    &[("content-type", CONTENT_TYPE), ("accept", ACCEPT)],
-                    &body,
-                    scope,
-                    keys,
-                )
-                .map_err(|e| Failure::fatal(ModelError::Request(e.to_string())))?;
-                for (name, value) in signed.headers {
-                    builder = builder.header(name, value);
+        let signed = matches!(self.settings.credentials.auth, BedrockAuth::SigV4(_));
+        let mut resigned = false;
+        loop {
+            let response = self.send(&body, self.clock.now()).await?;
+            let status = response.status();
+            if status.is_success() {
+                return Ok(decode_body(response, events::BedrockDecoder::new()));
+            }
+            let headers = response.headers();
+            let hint = retry_after(headers);
+            let error_type = headers
+                .get("x-amzn-errortype")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let offset = skew::offset_from(headers, self.clock.now());
+            let text = error_body(response).await;
+            let (code, message) = events::error_parts(error_type.as_deref(), &text);
+            if !(signed && skew::is_skew(status.as_u16(), &code, &message)) {
+                return Err(events::error_failure(
+                    &code,
+                    &message,
+                    Some(status.as_u16()),
+                    hint,
+                ));
+            }
+            match offset {
+                Some(offset) if !resigned => {
+                    warn!(
+                        offset_secs = offset.as_secs(),
+                        "Bedrock rejected the signature's time; re-signing with AWS's clock \
+                         (this machine's clock looks wrong; check NTP)"
+                    );
+                    self.offset.set(offset);
+                    resigned = true;
+                }
+                offset => {
+                    return Err(Failure::fatal(skew::error(
+                        offset,
+                        status.as_u16(),
+                        &code,
+                        &message,
+                    )));
                 }
             }
         }
-        let response = builder
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| transport_failure(&e))?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(decode_body(response, events::BedrockDecoder::new()));
-        }
-        let hint = retry_after(response.headers());
-        let error_type = response
-            .headers()
-            .get("x-amzn-errortype")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let text = error_body(response).await;
-        Err(events::http_failure(
-            status.as_u16(),
-            error_type.as_deref(),
-            &text,
-            hint,
-        ))
     }
 }

@@ -90,9 +90,12 @@ pub struct SignError;
 
 /// The current time as `YYYYMMDDTHHMMSSZ`.
 pub fn amz_date_now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y%m%dT%H%M%SZ")
-        .to_string()
+    amz_date(jiff::Timestamp::now())
+}
+
+/// `time` as `YYYYMMDDTHHMMSSZ` (UTC), the form of `x-amz-date`.
+pub fn amz_date(time: jiff::Timestamp) -> String {
+    time.strftime("%Y%m%dT%H%M%SZ").to_string()
 }
 
 /// Signs a request to `url` with `headers` (besides host, x-amz-date and the security token, which
@@ -333,5 +336,7 @@ mod tests {
                 .starts_with("POST\n/model/a%253Ab/converse-stream\n")
         );
         assert_eq!(amz_date_now().len(), 16);
+        let time: jiff::Timestamp = "2026-01-01T01:02:03.9Z".parse().unwrap();
+        assert_eq!(amz_date(time), "20260101T010203Z");
     }
 }
