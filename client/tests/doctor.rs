@@ -230,8 +230,17 @@ fn persona_problems() {
     assert_eq!(run.code, 1);
     assert!(checks(&json, "persona")[0].1.contains("is missing"));
 
-    // No persona directory at all: the hub uses the shipped persona.
+    // No persona directory with a tau.toml: taud would refuse to start.
     std::fs::remove_dir_all(sandbox.home().join("persona")).unwrap();
+    let (run, json) = doctor(&sandbox);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let (s, message, fix) = checks(&json, "persona")[0];
+    assert_eq!(s, "fail");
+    assert!(message.contains("refuses to start"), "{message}");
+    assert!(fix.unwrap().contains("tau init"));
+
+    // Neither a tau.toml nor a persona: the hub runs on the shipped persona.
+    std::fs::remove_file(sandbox.home().join("tau.toml")).unwrap();
     let (run, json) = doctor(&sandbox);
     assert_eq!(run.code, 0, "{}", run.stdout);
     assert_eq!(status(&json, "persona"), ["warn"]);

@@ -73,6 +73,19 @@ pub fn sessions(config: &Config, paths: &Paths) -> Check {
 /// persona.md and user.md.
 pub fn persona(paths: &Paths) -> Vec<Check> {
     let dir = &paths.persona_dir;
+    if !dir.is_dir() && paths.config_file.is_file() {
+        // An installation with a tau.toml must have its own persona: taud refuses to start.
+        return vec![
+            Check::fail(
+                "persona",
+                format!(
+                    "no persona directory at {}: taud refuses to start an installation with a tau.toml but no persona.md",
+                    dir.display()
+                ),
+            )
+            .fix("run `tau init` to write the persona files (it keeps your tau.toml)"),
+        ];
+    }
     if !dir.is_dir() {
         return vec![
             Check::warn(
