@@ -233,7 +233,7 @@ fn demo_agent(approver: ScriptedApprover) -> (TauAgent, Arc<FakeModel>, Arc<Memo
     let instant =
         jiff::Timestamp::from_second(1_790_685_000).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
     let clock = Arc::new(FixedClock::from(instant));
-    let model = Arc::new(FakeModel::demo());
+    let model = Arc::new(FakeModel::demo_recording());
     let sink = Arc::new(MemorySink::new());
     let catalog = shipped_catalog(clock, &[]).unwrap_or_default();
     assert_eq!(catalog.len(), 2);

@@ -1,9 +1,12 @@
 //! [`FakeModel`]: a model that answers from a script (tests) or from a tiny rule set (the offline
-//! demo), and records every request it received so tests can assert what the model read.
+//! demo). A scripted model records every request it received so tests can assert what the model
+//! read.
 //!
 //! Invariants: it never touches the network; a scripted model that runs out of replies fails the
 //! call (it never invents one); usage is reported either as scripted or as a deterministic estimate
-//! (characters / 4), so token budgets can be tested.
+//! (characters / 4), so token budgets can be tested. The demo model ([`FakeModel::demo`]) answers a
+//! hub for as long as it runs, so it keeps nothing per call: its memory stays flat however many
+//! turns it serves ([`FakeModel::demo_recording`] is the demo for tests that inspect requests).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -274,7 +277,8 @@ enum Mode {
 /// The fake model: scripted (tests) or demo (offline use).
 pub struct FakeModel {
     mode: Mode,
-    requests: Mutex<Vec<ModelRequest>>,
+    /// Every request received, when this model records them (scripted and test demo models).
+    requests: Option<Mutex<Vec<ModelRequest>>>,
     calls: AtomicUsize,
 }
 
@@ -295,18 +299,29 @@ impl FakeModel {
     pub fn scripted(replies: impl IntoIterator<Item = FakeReply>) -> Self {
         Self {
             mode: Mode::Scripted(Mutex::new(replies.into_iter().collect())),
-            requests: Mutex::new(Vec::new()),
+            requests: Some(Mutex::new(Vec::new())),
             calls: AtomicUsize::new(0),
         }
     }
 
     /// The offline demo: a short friendly reply; `current_time` when asked the time ("time",
     /// "saat"); `demo_physical_action` when asked to switch something ("turn on/off", "switch",
-    /// "aç", "kapat"); after a tool result it says what happened.
+    /// "aç", "kapat"); after a tool result it says what happened. It records no requests
+    /// ([`FakeModel::requests`] stays empty), so a hub can run on it for months.
     pub fn demo() -> Self {
         Self {
             mode: Mode::Demo,
-            requests: Mutex::new(Vec::new()),
+            requests: None,
+            calls: AtomicUsize::new(0),
+        }
+    }
+
+    /// The demo model, recording every request like a scripted one (tests only: the log grows
+    /// with every call).
+    pub fn demo_recording() -> Self {
+        Self {
+            mode: Mode::Demo,
+            requests: Some(Mutex::new(Vec::new())),
             calls: AtomicUsize::new(0),
         }
     }
@@ -318,14 +333,19 @@ impl FakeModel {
         }
     }
 
-    /// Every request received, in order.
+    /// Every request received, in order (empty for [`FakeModel::demo`], which records none).
     pub fn requests(&self) -> Vec<ModelRequest> {
-        lock(&self.requests).clone()
+        self.requests
+            .as_ref()
+            .map(|requests| lock(requests).clone())
+            .unwrap_or_default()
     }
 
-    /// The last request received.
+    /// The last request received (`None` for [`FakeModel::demo`], which records none).
     pub fn last_request(&self) -> Option<ModelRequest> {
-        lock(&self.requests).last().cloned()
+        self.requests
+            .as_ref()
+            .and_then(|requests| lock(requests).last().cloned())
     }
 
     /// How many model calls were made.
@@ -374,7 +394,9 @@ impl Model for FakeModel {
             Mode::Demo => Some(demo_reply(&request)),
         };
         let input_tokens = estimate_input_tokens(&request);
-        lock(&self.requests).push(request);
+        if let Some(requests) = &self.requests {
+            lock(requests).push(request);
+        }
         let reply = reply
             .ok_or_else(|| ModelError::Request("FakeModel: no scripted reply left".to_owned()))?;
         if let Some(error) = reply.open_error.clone() {
@@ -386,5 +408,50 @@ impl Model for FakeModel {
         } else {
             Ok(events.boxed())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+
+    fn request(text: &str) -> ModelRequest {
+        ModelRequest {
+            system: Vec::new(),
+            messages: vec![Message::user_text(text)],
+            tools: Vec::new(),
+        }
+    }
+
+    async fn call(model: &FakeModel, text: &str) {
+        let stream = model.stream(request(text), CancellationToken::new()).await;
+        assert!(stream.is_ok(), "the demo answers every call");
+    }
+
+    /// The hub's offline model serves turns for as long as the hub runs: it must not keep them.
+    #[tokio::test]
+    async fn the_demo_model_keeps_nothing_per_call() {
+        let model = FakeModel::demo();
+        for i in 0..50 {
+            call(&model, &format!("hello {i}")).await;
+        }
+        assert_eq!(model.call_count(), 50);
+        assert!(model.requests().is_empty());
+        assert!(model.last_request().is_none());
+    }
+
+    #[tokio::test]
+    async fn the_recording_demo_and_scripted_models_keep_every_request() {
+        let model = FakeModel::demo_recording();
+        call(&model, "one").await;
+        call(&model, "two").await;
+        assert_eq!(model.requests().len(), 2);
+        let scripted = FakeModel::scripted([FakeReply::text("a")]);
+        call(&scripted, "three").await;
+        assert_eq!(
+            scripted.last_request().map(|r| r.messages[0].text()),
+            Some("three".to_owned())
+        );
     }
 }

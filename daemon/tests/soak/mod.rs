@@ -1,0 +1,248 @@
+//! The soak driver shared by the `hub_soak` benchmark and the short `hub_soak` test: starts the real
+//! `taud` with the fake model on a temporary installation, drives turns over its Unix socket and
+//! samples the hub's resident memory (VmRSS) as it goes.
+//!
+//! The figure that matters is the slope after warm-up: RSS growth from turn `warmup` to the last turn,
+//! scaled to 10,000 turns. A hub that runs for months must keep it near zero.
+//!
+//! `MALLOC_ARENA_MAX=1` is set on the hub so glibc keeps one arena: growth then means memory the hub
+//! holds, not arenas the allocator spreads over threads.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tau_api::proto::v1::{self as pb, tau_client::TauClient};
+use tonic::transport::{Channel, Endpoint, Uri};
+
+pub type SoakResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// What one soak run does.
+#[derive(Debug, Clone)]
+pub struct SoakPlan {
+    /// `file` or `sqlite`.
+    pub backend: &'static str,
+    /// The user text of every turn: `hello` is a text turn, `what time is it` a tool turn.
+    pub text: String,
+    /// Turns in all.
+    pub turns: usize,
+    /// Turns before the baseline sample.
+    pub warmup: usize,
+    /// Sessions the turns are spread over, round robin.
+    pub sessions: usize,
+    /// Samples taken after warm-up (evenly spaced).
+    pub samples: usize,
+}
+
+/// What a soak run measured.
+#[derive(Debug, Clone)]
+pub struct SoakReport {
+    /// (turns done, VmRSS in KiB).
+    pub rss: Vec<(usize, u64)>,
+    /// VmRSS before the first turn.
+    pub idle_kib: u64,
+    /// Each turn's time.
+    pub turn_times: Vec<Duration>,
+    /// The hub's threads at the end.
+    pub threads: u64,
+}
+
+impl SoakReport {
+    /// RSS growth after warm-up, scaled to 10,000 turns, in MiB.
+    pub fn slope_mib_per_10k(&self) -> f64 {
+        let (Some(first), Some(last)) = (self.rss.first(), self.rss.last()) else {
+            return 0.0;
+        };
+        let turns = last.0.saturating_sub(first.0);
+        if turns == 0 {
+            return 0.0;
+        }
+        let grown = last.1 as f64 - first.1 as f64;
+        grown / 1024.0 * 10_000.0 / turns as f64
+    }
+
+    /// RSS growth after warm-up, in MiB.
+    pub fn growth_mib(&self) -> f64 {
+        match (self.rss.first(), self.rss.last()) {
+            (Some(first), Some(last)) => (last.1 as f64 - first.1 as f64) / 1024.0,
+            _ => 0.0,
+        }
+    }
+
+    /// The p-th percentile of the turn times, in milliseconds.
+    pub fn percentile_ms(&self, p: f64) -> f64 {
+        let mut sorted = self.turn_times.clone();
+        sorted.sort();
+        if sorted.is_empty() {
+            return 0.0;
+        }
+        let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+        sorted[rank.min(sorted.len() - 1)].as_secs_f64() * 1e3
+    }
+}
+
+/// The hub under test; killed on drop.
+pub struct SoakHub {
+    child: Child,
+    root: tempfile::TempDir,
+}
+
+impl Drop for SoakHub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl SoakHub {
+    /// Starts `taud` (the binary at `taud`) on a fresh installation using `backend`.
+    pub fn start(taud: &Path, backend: &str) -> SoakResult<Self> {
+        let root = tempfile::tempdir()?;
+        let home = root.path().join("home");
+        std::fs::create_dir_all(home.join("persona"))?;
+        std::fs::create_dir_all(root.path().join("user"))?;
+        std::fs::write(
+            home.join("tau.toml"),
+            format!("[sessions]\nbackend = \"{backend}\"\n"),
+        )?;
+        // An installation with a tau.toml needs its persona, or taud refuses to start (exit 78).
+        std::fs::write(
+            home.join("persona/persona.md"),
+            include_str!("../../../persona/persona.md"),
+        )?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let child = Command::new(taud)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", root.path().join("user"))
+            .env("TAU_HOME", &home)
+            .env("TAU_DATA_DIR", root.path().join("data"))
+            .env("TAU_HUB_PORT", port.to_string())
+            .env("MALLOC_ARENA_MAX", "1")
+            .current_dir(root.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut hub = Self { child, root };
+        let started = Instant::now();
+        while !(hub.socket().exists() && hub.root.path().join("data/hub/state.json").exists()) {
+            if let Ok(Some(status)) = hub.child.try_wait() {
+                return Err(format!("taud exited ({status}) before it came up").into());
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                return Err("the hub did not come up within 30 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(hub)
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.root.path().join("data/hub/taud.sock")
+    }
+
+    /// The hub's VmRSS in KiB.
+    pub fn rss_kib(&self) -> SoakResult<u64> {
+        self.status_field("VmRSS:")
+    }
+
+    /// How many threads the hub runs.
+    pub fn threads(&self) -> SoakResult<u64> {
+        self.status_field("Threads:")
+    }
+
+    fn status_field(&self, name: &str) -> SoakResult<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .ok_or_else(|| format!("no {name} in /proc/<pid>/status").into())
+    }
+
+    /// Runs `plan` against this hub.
+    pub async fn run(&self, plan: &SoakPlan) -> SoakResult<SoakReport> {
+        let mut client = connect(self.socket()).await?;
+        // Let the hub settle after start before the idle sample.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let idle_kib = self.rss_kib()?;
+        let mut sessions = Vec::with_capacity(plan.sessions);
+        for _ in 0..plan.sessions.max(1) {
+            let opened = client
+                .open_session(pb::OpenSessionRequest {
+                    target: Some(pb::open_session_request::Target::NewSession(true)),
+                    channel: "soak".into(),
+                    ..Default::default()
+                })
+                .await?
+                .into_inner();
+            sessions.push(
+                opened
+                    .session
+                    .map(|s| s.session_id)
+                    .ok_or("OpenSession returned no session")?,
+            );
+        }
+        let after_warmup = plan.turns.saturating_sub(plan.warmup);
+        let every = (after_warmup / plan.samples.max(1)).max(1);
+        let mut rss = Vec::new();
+        let mut turn_times = Vec::with_capacity(plan.turns);
+        for i in 0..plan.turns {
+            if i >= plan.warmup && (i - plan.warmup) % every == 0 {
+                rss.push((i, self.rss_kib()?));
+            }
+            let session = &sessions[i % sessions.len()];
+            let started = Instant::now();
+            turn(&mut client, session, &plan.text).await?;
+            turn_times.push(started.elapsed());
+        }
+        rss.push((plan.turns, self.rss_kib()?));
+        Ok(SoakReport {
+            rss,
+            idle_kib,
+            turn_times,
+            threads: self.threads()?,
+        })
+    }
+}
+
+async fn connect(socket: PathBuf) -> SoakResult<TauClient<Channel>> {
+    let channel = Endpoint::from_static("http://localhost")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let socket = socket.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(socket).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        }))
+        .await?;
+    Ok(TauClient::new(channel))
+}
+
+async fn turn(client: &mut TauClient<Channel>, session: &str, text: &str) -> SoakResult<()> {
+    let mut stream = client
+        .start_turn(pb::StartTurnRequest {
+            session_id: session.to_owned(),
+            text: text.to_owned(),
+            channel: "soak".into(),
+            idempotency_key: String::new(),
+        })
+        .await?
+        .into_inner();
+    let mut ended = false;
+    while let Some(message) = stream.message().await? {
+        if let Some(pb::start_turn_response::Kind::Event(event)) = message.kind {
+            ended |= matches!(event.kind, Some(pb::session_event::Kind::TurnEnded(_)));
+        }
+    }
+    if ended {
+        Ok(())
+    } else {
+        Err("a turn's stream closed before TurnEnded".into())
+    }
+}
