@@ -18,7 +18,6 @@ use async_trait::async_trait;
 use tau_api::proto::v1 as pb;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 
@@ -27,6 +26,7 @@ use super::tau_service::TauApi;
 use super::uds;
 use crate::hub::{Hub, HubService, ServiceError, token};
 use crate::hubcore::{CoreSetup, HubCore};
+use crate::listen::{self, Protocols};
 
 /// The gRPC service's name.
 pub const GRPC: &str = "grpc";
@@ -162,20 +162,16 @@ impl HubService for GrpcService {
             return Err(ServiceError::Failed(e.to_string()));
         }
         let (shutdown, signal) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let served = tonic::transport::Server::builder()
-                .serve_with_incoming_shutdown(
-                    over_socket,
-                    UnixListenerStream::new(listener),
-                    async move {
-                        let _ = signal.await;
-                    },
-                )
-                .await;
-            if let Err(e) = served {
-                tracing::error!("gRPC socket server failed: {e}");
-            }
-        });
+        let task = tokio::spawn(listen::serve(
+            GRPC,
+            uds::SocketAcceptor(listener),
+            over_socket,
+            hub.options().connections,
+            Protocols::Http2Only,
+            async move {
+                let _ = signal.await;
+            },
+        ));
         tracing::info!(socket = %socket.display(), "gRPC listening");
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) = Some(Running {
             hub: hub.clone(),
