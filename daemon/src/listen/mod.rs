@@ -14,6 +14,8 @@ pub mod accept;
 pub mod limits;
 pub mod nofile;
 pub mod slots;
+#[cfg(test)]
+mod tests;
 
 use std::future::Future;
 use std::sync::Arc;
