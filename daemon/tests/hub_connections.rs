@@ -86,7 +86,10 @@ fn silent_and_partial_connections_are_closed_by_the_deadline() {
     let mut tcp_cases = [
         ("TCP: silent", tcp(port, b"")),
         ("TCP: partial request line", tcp(port, b"GET /health HT")),
-        ("TCP: partial headers", tcp(port, b"GET /health HTTP/1.1\r\nHost: 127.")),
+        (
+            "TCP: partial headers",
+            tcp(port, b"GET /health HTTP/1.1\r\nHost: 127."),
+        ),
         ("TCP: bare HTTP/2 preface", tcp(port, PREFACE)),
     ];
     let mut unix_cases = [
@@ -101,7 +104,10 @@ fn silent_and_partial_connections_are_closed_by_the_deadline() {
         outcomes.push((*what, closed_within(stream, Duration::from_secs(6))));
     }
     for (what, took) in outcomes {
-        assert!(took.is_some(), "{what}: still open 6 s after a 1 s deadline");
+        assert!(
+            took.is_some(),
+            "{what}: still open 6 s after a 1 s deadline"
+        );
     }
     // The hub still answers.
     assert_eq!(http_get(port, "/health", "127.0.0.1").unwrap().0, 200);
@@ -181,8 +187,8 @@ async fn a_flood_of_silent_connections_under_1024_files_leaves_the_hub_serving()
     wait_for("every silent connection to be closed", || {
         let open = silent_tcp
             .iter_mut()
-            .map(|s| is_closed(s))
-            .chain(silent_unix.iter_mut().map(|s| is_closed(s)))
+            .map(is_closed)
+            .chain(silent_unix.iter_mut().map(is_closed))
             .filter(|closed| !closed)
             .count();
         (open == 0).then_some(())
@@ -230,7 +236,10 @@ async fn a_quiet_subscribe_stream_outlives_the_deadlines() {
     for (what, subscription) in [("socket", &mut over_socket), ("TCP", &mut over_tcp)] {
         let events = events_until_end(subscription).await;
         assert!(
-            matches!(events.last().and_then(|e| e.kind.as_ref()), Some(Kind::TurnEnded(_))),
+            matches!(
+                events.last().and_then(|e| e.kind.as_ref()),
+                Some(Kind::TurnEnded(_))
+            ),
             "{what}: {events:?}"
         );
     }

@@ -141,10 +141,7 @@ fn sigterm_stops_cleanly_and_the_next_start_finds_no_crash() {
     let hub = install.spawn();
     install.wait_ready(hub.pid());
     assert!(install.crash_reports().is_empty());
-    assert_eq!(
-        get_status(&install)["last_crash"],
-        serde_json::Value::Null
-    );
+    assert_eq!(get_status(&install)["last_crash"], serde_json::Value::Null);
 }
 
 #[test]
@@ -278,7 +275,11 @@ fn status_without_the_token_shows_only_liveness() {
     let install = Install::new();
     let hub = install.spawn();
     install.wait_ready(hub.pid());
-    for authorization in ["", "Authorization: Bearer 0123\r\n", "Authorization: Basic x\r\n"] {
+    for authorization in [
+        "",
+        "Authorization: Bearer 0123\r\n",
+        "Authorization: Basic x\r\n",
+    ] {
         let request = format!(
             "GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\n{authorization}Connection: close\r\n\r\n"
         );
@@ -521,10 +522,7 @@ async fn sigterm_with_a_turn_waiting_on_an_approval_stops_cleanly_and_records_it
     let hub = install.spawn();
     install.wait_ready(hub.pid());
     assert!(install.crash_reports().is_empty());
-    assert_eq!(
-        get_status(&install)["last_crash"],
-        serde_json::Value::Null
-    );
+    assert_eq!(get_status(&install)["last_crash"], serde_json::Value::Null);
     let events = socket_client(&install)
         .await
         .read_events(pb::ReadEventsRequest { session_id: id })

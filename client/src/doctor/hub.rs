@@ -366,7 +366,11 @@ mod tests {
     fn without_a_token_file_the_hub_says_too_little() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("token");
-        match services(serve_status_to_the_token(), &missing, Duration::from_secs(5)) {
+        match services(
+            serve_status_to_the_token(),
+            &missing,
+            Duration::from_secs(5),
+        ) {
             HubServices::Unexpected(why) => {
                 assert!(why.starts_with("cannot read the hub token"), "{why}");
             }

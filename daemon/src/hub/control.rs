@@ -87,7 +87,11 @@ impl HubService for ControlApi {
         hub.add_route(Method::GET, "/status", move |headers: HeaderMap| {
             let hub = for_status.clone();
             let authorized = token
-                .check_authorization(headers.get(header::AUTHORIZATION).map(HeaderValue::as_bytes))
+                .check_authorization(
+                    headers
+                        .get(header::AUTHORIZATION)
+                        .map(HeaderValue::as_bytes),
+                )
                 .is_ok();
             async move {
                 if authorized {
@@ -290,7 +294,10 @@ mod tests {
     fn host_header_decides() {
         assert!(host_allowed(&req(Some("127.0.0.1:1"))));
         assert!(!host_allowed(&req(Some("attacker.example:1"))));
-        assert!(!host_allowed(&req(None)), "no Host is refused like a wrong one");
+        assert!(
+            !host_allowed(&req(None)),
+            "no Host is refused like a wrong one"
+        );
         let h2_local = Request::builder()
             .uri("http://127.0.0.1:7877/health")
             .body(Body::empty())

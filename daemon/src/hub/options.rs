@@ -185,6 +185,29 @@ mod tests {
     }
 
     #[test]
+    fn the_connection_deadline_knob_is_read_from_the_environment() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let with = |value: &str| {
+            let env: tau_api::env::Env = [
+                ("HOME", tmp.path().join("user").to_str().unwrap()),
+                ("TAU_HOME", home.to_str().unwrap()),
+                ("TAU_DATA_DIR", tmp.path().join("data").to_str().unwrap()),
+                (CONNECTION_DEADLINE_ENV, value),
+            ]
+            .into_iter()
+            .collect();
+            HubOptions::from_installation(&Installation::discover(env, tmp.path()).unwrap())
+        };
+        assert_eq!(
+            with("750").connections,
+            ConnLimits::with_deadline(Duration::from_millis(750))
+        );
+        assert_eq!(with("soon").connections, ConnLimits::default());
+    }
+
+    #[test]
     fn empty_service_list_enables_all() {
         let mut o = HubOptions::new(PathBuf::from("/d"));
         assert!(o.service_enabled("grpc"));

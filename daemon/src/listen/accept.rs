@@ -100,7 +100,9 @@ mod tests {
     #[test]
     fn resource_errors_pause_with_a_doubling_bounded_backoff() {
         let mut backoff = Backoff::default();
-        let pauses: Vec<_> = (0..8).map(|_| backoff.after("t", &emfile()).unwrap()).collect();
+        let pauses: Vec<_> = (0..8)
+            .map(|_| backoff.after("t", &emfile()).unwrap())
+            .collect();
         assert_eq!(pauses[0], FIRST_PAUSE);
         assert_eq!(pauses[1], FIRST_PAUSE * 2);
         assert!(pauses.windows(2).all(|w| w[0] <= w[1]));
@@ -114,7 +116,11 @@ mod tests {
     #[test]
     fn a_failed_connection_is_retried_at_once() {
         let mut backoff = Backoff::default();
-        for errno in [nix::libc::ECONNABORTED, nix::libc::ECONNRESET, nix::libc::EINTR] {
+        for errno in [
+            nix::libc::ECONNABORTED,
+            nix::libc::ECONNRESET,
+            nix::libc::EINTR,
+        ] {
             let e = io::Error::from_raw_os_error(errno);
             assert!(is_connection_error(&e), "{e}");
             assert_eq!(backoff.after("t", &e), None);

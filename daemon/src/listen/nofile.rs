@@ -38,7 +38,8 @@ pub fn raise() -> Result<NofileLimits, NofileError> {
         });
     }
     let mut last = None;
-    let candidates = std::iter::once(hard_u64).chain(FALLBACKS.into_iter().filter(|f| *f < hard_u64));
+    let candidates =
+        std::iter::once(hard_u64).chain(FALLBACKS.into_iter().filter(|f| *f < hard_u64));
     for target in candidates.filter(|t| *t > before) {
         match setrlimit(Resource::RLIMIT_NOFILE, target, hard_u64) {
             Ok(()) => {

@@ -129,7 +129,10 @@ async fn a_full_listener_closes_a_silent_connection_to_serve_a_new_one() {
     assert!(answer.ends_with("alive"), "{answer}");
     // The oldest silent connection made room and was closed.
     let first = closed_within(&mut silent[0], Duration::from_secs(2)).await;
-    assert!(first.is_some(), "the oldest silent connection is still open");
+    assert!(
+        first.is_some(),
+        "the oldest silent connection is still open"
+    );
     assert!(
         closed_within(&mut silent[2], Duration::from_millis(200))
             .await
