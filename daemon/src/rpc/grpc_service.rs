@@ -1,6 +1,7 @@
 //! The gRPC hub service (`grpc`): `tau.v1.Tau`, `grpc.health.v1.Health` and server reflection,
 //! served on the Unix socket `hub/taud.sock` (same uid only) and mounted on the control API's
-//! TCP port (bearer token only).
+//! TCP port (bearer token only). The socket's connections get the hub's deadlines and cap
+//! ([`crate::listen`], HTTP/2 only).
 //!
 //! It also starts the session service (the [`HubCore`]) when it has a [`CoreSetup`]; a session
 //! service that fails to start is logged, status still answers and the other calls say why.
