@@ -11,6 +11,7 @@
 //! `tau.toml` does not stop the listing (it is shown as planned).
 
 use std::fmt::Write as _;
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -47,7 +48,7 @@ struct HubLine {
 }
 
 /// Asks the hub on `port` for its services and merges them into `states`.
-fn merge_from_hub(states: &mut Vec<ComponentState>, port: u16) -> HubLine {
+fn merge_from_hub(states: &mut Vec<ComponentState>, port: u16, token_file: &Path) -> HubLine {
     let not_running = |message: String| HubLine {
         answered: false,
         message,
@@ -55,7 +56,7 @@ fn merge_from_hub(states: &mut Vec<ComponentState>, port: u16) -> HubLine {
     if port == 0 {
         return not_running(format!("{} (the control port is 0)", hub::NO_HUB));
     }
-    match hub::services(port, HUB_DEADLINE) {
+    match hub::services(port, token_file, HUB_DEADLINE) {
         HubServices::Answered(reports) => {
             merge_hub_report(states, &reports);
             HubLine {
@@ -93,7 +94,11 @@ pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     }
     let config = &installation.config;
     let mut states = component_states(config);
-    let hub_line = merge_from_hub(&mut states, installation.settings.hub_port);
+    let hub_line = merge_from_hub(
+        &mut states,
+        installation.settings.hub_port,
+        &installation.paths.hub.token_file,
+    );
     let unknown = unknown_names(&config.components);
     let config_file = config.source().file().map(|f| f.display().to_string());
     if args.json {

@@ -123,7 +123,7 @@ fn a_broken_config_is_one_line_and_exit_1() {
 #[test]
 fn a_running_hub_reports_a_failed_service_as_its_load_error() {
     let mut sandbox = common::configured("", "");
-    let (port, server) = common::serve_hub(common::status_with_failed_grpc(), 2);
+    let (port, server) = common::serve_hub(&sandbox, common::status_with_failed_grpc(), 2);
     sandbox.set_port(port);
     let run = sandbox.run(&["components"]);
     assert_eq!(run.code, 0, "{}", run.stderr);

@@ -448,7 +448,7 @@ fn a_fallback_without_credentials_is_only_a_warning() {
 #[test]
 fn a_hub_service_that_failed_to_start_fails_the_components_check() {
     let mut sandbox = Sandbox::healthy();
-    let (port, server) = common::serve_hub(common::status_with_failed_grpc(), 2);
+    let (port, server) = common::serve_hub(&sandbox, common::status_with_failed_grpc(), 2);
     sandbox.set_port(port);
     let (run, json) = doctor(&sandbox);
     assert_eq!(run.code, 1, "{}", run.stdout);

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod gate;
 pub mod hub;
 pub mod hubcore;
+pub mod listen;
 pub mod message;
 pub mod model;
 pub mod persona;

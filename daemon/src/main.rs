@@ -1,6 +1,8 @@
 //! The `taud` binary: discovers the installation (TAU_HOME, `.env`, `tau.toml`), takes the hub lock
 //! (before any heavy start-up work), then runs the hub in the foreground until SIGTERM or SIGINT.
 //!
+//! The soft open-files limit is raised to the hard one at start (logged at INFO).
+//!
 //! The async runtime is shut down explicitly with a deadline ([`RUNTIME_SHUTDOWN`]) after the hub
 //! stopped, so blocking work still running cannot hold the exit.
 //!
@@ -95,6 +97,7 @@ fn main() -> ExitCode {
         tracing::warn!("{warning}");
     }
     hub::crash::install_panic_hook(paths.crash_file.clone());
+    raise_open_files_limit();
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(worker_threads())
@@ -135,6 +138,23 @@ fn start_logging(installation: &Installation, verbose: bool) -> Option<LoggingGu
             tracing::warn!("logging to stderr only: {file_error}");
             guard
         }
+    }
+}
+
+/// Raises the soft open-files limit to the hard one (connections, session files and logs need
+/// more than the usual 1,024), logging both values; a refusal is logged and the hub runs on.
+fn raise_open_files_limit() {
+    match taud::listen::nofile::raise() {
+        Ok(limits) => tracing::info!(
+            soft_before = limits.before,
+            soft = limits.after,
+            hard = limits.hard,
+            "open files limit: soft {} -> {} (hard {})",
+            limits.before,
+            limits.after,
+            limits.hard
+        ),
+        Err(e) => tracing::warn!("{e}"),
     }
 }
 

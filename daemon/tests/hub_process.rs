@@ -8,7 +8,10 @@ use hub_common as common;
 
 use std::os::unix::fs::PermissionsExt;
 
-use common::{Install, get_json, http_get, tcp_channel, uds_channel, wait_for, with_token};
+use common::{
+    Install, get_json, get_status, http_get, http_request, tcp_channel, uds_channel, wait_for,
+    with_token,
+};
 use nix::sys::signal::Signal;
 use tau_api::hub_files::{CrashNote, FORMAT_VERSION, UNEXPECTED_EXIT_REASON, exit};
 use tau_api::proto::v1::GetStatusRequest;
@@ -138,10 +141,7 @@ fn sigterm_stops_cleanly_and_the_next_start_finds_no_crash() {
     let hub = install.spawn();
     install.wait_ready(hub.pid());
     assert!(install.crash_reports().is_empty());
-    assert_eq!(
-        get_json(install.port, "/status")["last_crash"],
-        serde_json::Value::Null
-    );
+    assert_eq!(get_status(&install)["last_crash"], serde_json::Value::Null);
 }
 
 #[test]
@@ -177,7 +177,7 @@ fn kill_9_then_restart_records_an_unexpected_exit() {
         serde_json::from_str(&std::fs::read_to_string(install.paths().last_crash_file).unwrap())
             .unwrap();
     assert_eq!(last, reports[0]);
-    let status = get_json(install.port, "/status");
+    let status = get_status(&install);
     assert_eq!(status["last_crash"]["reason"], UNEXPECTED_EXIT_REASON);
     assert_eq!(status["last_crash"]["pid"], dead_pid);
 }
@@ -224,7 +224,7 @@ fn health_status_and_the_host_check() {
     assert_eq!(health["pid"], hub.pid());
     assert!(health["uptime_s"].is_u64());
 
-    let status = get_json(install.port, "/status");
+    let status = get_status(&install);
     for key in [
         "role",
         "profile",
@@ -261,6 +261,39 @@ fn health_status_and_the_host_check() {
         assert_eq!(code, 403, "{host}: {body}");
     }
     assert_eq!(http_get(install.port, "/nope", "localhost").unwrap().0, 404);
+
+    // No Host header at all is refused like a wrong one (HTTP/1.0 allows leaving it out).
+    for path in ["/health", "/status"] {
+        let (code, body) =
+            http_request(install.port, &format!("GET {path} HTTP/1.0\r\n\r\n")).unwrap();
+        assert_eq!(code, 403, "{path} without Host: {body}");
+    }
+}
+
+#[test]
+fn status_without_the_token_shows_only_liveness() {
+    let install = Install::new();
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    for authorization in [
+        "",
+        "Authorization: Bearer 0123\r\n",
+        "Authorization: Basic x\r\n",
+    ] {
+        let request = format!(
+            "GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\n{authorization}Connection: close\r\n\r\n"
+        );
+        let (code, body) = http_request(install.port, &request).unwrap();
+        assert_eq!(code, 200, "{authorization:?}: {body}");
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["ok", "pid", "uptime_s"], "{authorization:?}: {body}");
+        assert_eq!(json["pid"], hub.pid());
+    }
+    let full = get_status(&install);
+    assert_eq!(full["pid"], hub.pid());
+    assert!(full["services"].is_array(), "{full}");
+    assert!(full.get("heartbeat_at").is_some(), "{full}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,7 +409,7 @@ async fn a_service_that_fails_to_start_is_skipped_and_the_hub_runs_on() {
     });
     // /status reports it as failed, with the error, for tau components and tau doctor.
     let grpc = wait_for("gRPC's report in /status", || {
-        let status = get_json(install.port, "/status");
+        let status = get_status(&install);
         status["services"]
             .as_array()?
             .iter()
@@ -489,10 +522,7 @@ async fn sigterm_with_a_turn_waiting_on_an_approval_stops_cleanly_and_records_it
     let hub = install.spawn();
     install.wait_ready(hub.pid());
     assert!(install.crash_reports().is_empty());
-    assert_eq!(
-        get_json(install.port, "/status")["last_crash"],
-        serde_json::Value::Null
-    );
+    assert_eq!(get_status(&install)["last_crash"], serde_json::Value::Null);
     let events = socket_client(&install)
         .await
         .read_events(pb::ReadEventsRequest { session_id: id })

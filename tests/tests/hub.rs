@@ -72,6 +72,17 @@ fn run_status_stop_round_trip() {
         "tau hub run execs taud in place: {json}"
     );
 
+    // `tau components` reads the hub's services from its /status, sending the hub token.
+    let components = sandbox
+        .command("tau")
+        .unwrap()
+        .env("TAU_HUB_PORT", port.to_string())
+        .args(["components", "--json"])
+        .output()
+        .unwrap();
+    let components: serde_json::Value = serde_json::from_slice(&components.stdout).unwrap();
+    assert_eq!(components["hub"]["answered"], true, "{components}");
+
     let stop = sandbox
         .command("tau")
         .unwrap()

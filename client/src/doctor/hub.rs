@@ -4,10 +4,12 @@
 //!
 //! Invariants: only 127.0.0.1 is contacted; the whole probe ends by its deadline; at most
 //! [`MAX_RESPONSE`] bytes are read; nothing but a 200 response whose JSON body has `"ok": true`
-//! counts as a tau hub.
+//! counts as a tau hub; `GET /status` carries the hub token from `<TAU_DATA_DIR>/hub/token` (the
+//! hub shows its services only to a caller with it), and the token is never shown.
 
 use std::io::{ErrorKind, Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tau_api::components::{HubServiceReport, reports_from_status};
@@ -33,7 +35,7 @@ pub enum Probe {
 
 /// Probes `http://127.0.0.1:<port>/health`, giving up after `deadline`.
 pub fn probe(port: u16, deadline: Duration) -> Probe {
-    let body = match get(port, "/health", deadline) {
+    let body = match get(port, "/health", "", deadline) {
         Ok(body) => body,
         Err(probe) => return probe,
     };
@@ -63,9 +65,16 @@ pub enum HubServices {
 /// The line `tau components` and `tau doctor` show when no hub answered.
 pub const NO_HUB: &str = "hub not running: built-in table only";
 
-/// Asks `http://127.0.0.1:<port>/status` for the hub's services, giving up after `deadline`.
-pub fn services(port: u16, deadline: Duration) -> HubServices {
-    let body = match get(port, "/status", deadline) {
+/// Asks `http://127.0.0.1:<port>/status` for the hub's services with the token in `token_file`,
+/// giving up after `deadline`. Without a readable token the hub is still asked (to tell a hub that
+/// is not running from one that will not list its services to us).
+pub fn services(port: u16, token_file: &Path, deadline: Duration) -> HubServices {
+    let token = read_token(token_file);
+    let authorization = match &token {
+        Ok(token) => format!("Authorization: Bearer {token}\r\n"),
+        Err(_) => String::new(),
+    };
+    let body = match get(port, "/status", &authorization, deadline) {
         Ok(body) => body,
         Err(Probe::NotRunning) => return HubServices::NotRunning,
         Err(Probe::Unexpected(why)) => return HubServices::Unexpected(why),
@@ -76,15 +85,29 @@ pub fn services(port: u16, deadline: Duration) -> HubServices {
     let Ok(json) = serde_json::from_slice::<serde_json::Value>(&body) else {
         return HubServices::Unexpected("GET /status did not answer JSON".to_string());
     };
-    match reports_from_status(&json) {
-        Some(reports) => HubServices::Answered(reports),
-        None => HubServices::Unexpected("GET /status does not list the hub's services".to_string()),
+    match (reports_from_status(&json), token) {
+        (Some(reports), _) => HubServices::Answered(reports),
+        (None, Err(why)) => HubServices::Unexpected(why),
+        (None, Ok(_)) => {
+            HubServices::Unexpected("GET /status does not list the hub's services".to_string())
+        }
     }
 }
 
-/// `GET <path>` on the loopback port: the body of a 200 answer, or what went wrong as a
-/// [`Probe::NotRunning`] or [`Probe::Unexpected`].
-fn get(port: u16, path: &str, deadline: Duration) -> Result<Vec<u8>, Probe> {
+/// The hub token in `file`, trimmed; an error names the file, never its content.
+fn read_token(file: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read the hub token {}: {e}", file.display()))?;
+    let token = text.trim();
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(format!("the hub token {} is not a token", file.display()));
+    }
+    Ok(token.to_owned())
+}
+
+/// `GET <path>` on the loopback port with `headers` (each line ending in CRLF): the body of a 200
+/// answer, or what went wrong as a [`Probe::NotRunning`] or [`Probe::Unexpected`].
+fn get(port: u16, path: &str, headers: &str, deadline: Duration) -> Result<Vec<u8>, Probe> {
     let until = Instant::now() + deadline;
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut stream = match TcpStream::connect_timeout(&addr, deadline) {
@@ -94,7 +117,7 @@ fn get(port: u16, path: &str, deadline: Duration) -> Result<Vec<u8>, Probe> {
         Err(e) => return Err(Probe::Unexpected(format!("cannot connect: {e}"))),
     };
     let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: application/json\r\n{headers}Connection: close\r\n\r\n"
     );
     if let Err(e) =
         with_deadline(&stream, until).and_then(|()| stream.write_all(request.as_bytes()))
@@ -294,20 +317,65 @@ mod tests {
         drop(listener);
     }
 
+    /// A token file holding `tok3n`.
+    fn token_file() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "tok3n\n").unwrap();
+        (dir, file)
+    }
+
+    /// Answers like the hub: the services only to a request carrying `Bearer tok3n`.
+    fn serve_status_to_the_token() -> u16 {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 1024];
+            let n = stream.read(&mut buf).unwrap();
+            let request = String::from_utf8_lossy(&buf[..n]).to_string();
+            let body = if request.contains("\r\nAuthorization: Bearer tok3n\r\n") {
+                r#"{"services":[{"name":"grpc","state":"failed","error":"no socket"}],"pid":1}"#
+            } else {
+                r#"{"ok":true,"pid":1,"uptime_s":3}"#
+            };
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(answer.as_bytes()).unwrap();
+        });
+        port
+    }
+
     #[test]
-    fn status_lists_the_services() {
-        let port = serve_once(
-            b"HTTP/1.1 200 OK\r\ncontent-length: 88\r\n\r\n{\"services\":[{\"name\":\"grpc\",\"state\":\"failed\",\"error\":\"no socket\"}],\"role\":\"hub\",\"pid\":1}",
-        );
+    fn status_lists_the_services_to_the_token() {
+        let (_dir, token) = token_file();
         assert_eq!(
-            services(port, Duration::from_secs(5)),
+            services(serve_status_to_the_token(), &token, Duration::from_secs(5)),
             HubServices::Answered(vec![HubServiceReport::failed("grpc", "no socket")])
         );
         let port = serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 15\r\n\r\n{\"role\":\"hub\"}");
         assert_eq!(
-            services(port, Duration::from_secs(5)),
+            services(port, &token, Duration::from_secs(5)),
             HubServices::Unexpected("GET /status does not list the hub's services".to_string())
         );
+    }
+
+    #[test]
+    fn without_a_token_file_the_hub_says_too_little() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("token");
+        match services(
+            serve_status_to_the_token(),
+            &missing,
+            Duration::from_secs(5),
+        ) {
+            HubServices::Unexpected(why) => {
+                assert!(why.starts_with("cannot read the hub token"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -317,8 +385,9 @@ mod tests {
             listener.local_addr().unwrap().port()
         };
         assert_eq!(probe(port, Duration::from_secs(1)), Probe::NotRunning);
+        let (_dir, token) = token_file();
         assert_eq!(
-            services(port, Duration::from_secs(1)),
+            services(port, &token, Duration::from_secs(1)),
             HubServices::NotRunning
         );
     }

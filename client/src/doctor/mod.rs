@@ -111,7 +111,7 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
             .flatten()
             .unwrap_or(DEFAULT_CONTROL_PORT),
     };
-    let (hub_line, services) = hub_check(port);
+    let (hub_line, services) = hub_check(port, &paths.hub.token_file);
     if let Some(config) = &config {
         component_checks(&mut report, config, services);
     }
@@ -290,7 +290,7 @@ fn component_checks(
 
 /// The hub line, and the services a hub that answers reports (within the same one-second
 /// deadline).
-fn hub_check(port: u16) -> (Check, Result<Vec<HubServiceReport>, String>) {
+fn hub_check(port: u16, token_file: &Path) -> (Check, Result<Vec<HubServiceReport>, String>) {
     if port == 0 {
         let check = Check::ok(
             "hub",
@@ -333,7 +333,7 @@ fn hub_check(port: u16) -> (Check, Result<Vec<HubServiceReport>, String>) {
         return (check, Err(hub::NO_HUB.to_string()));
     }
     let left = until.saturating_duration_since(Instant::now());
-    let services = match hub::services(port, left) {
+    let services = match hub::services(port, token_file, left) {
         hub::HubServices::Answered(reports) => Ok(reports),
         hub::HubServices::NotRunning => Err(hub::NO_HUB.to_string()),
         hub::HubServices::Unexpected(why) => Err(format!(

@@ -148,6 +148,7 @@ mod tests {
             "a user unit names no user"
         );
         assert_eq!(line(&unit, "WantedBy"), "default.target");
+        assert_eq!(line(&unit, "LimitNOFILE"), "8192");
         assert!(unit.contains("Environment=\"TAU_DATA_DIR=/home/pi/.local/share/tau\""));
     }
 
@@ -175,6 +176,15 @@ mod tests {
             "{keep_alive}"
         );
         assert!(plist.contains("<key>ThrottleInterval</key>"));
+        for limits in ["SoftResourceLimits", "HardResourceLimits"] {
+            let files = plist.split(&format!("<key>{limits}</key>")).nth(1).unwrap();
+            assert!(
+                files.trim_start().starts_with(
+                    "<dict>\n    <key>NumberOfFiles</key>\n    <integer>8192</integer>"
+                ),
+                "{limits}: {files}"
+            );
+        }
         // XML comments may not contain "--".
         for comment in plist.split("<!--").skip(1) {
             let body = comment.split("-->").next().unwrap();

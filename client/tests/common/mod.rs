@@ -223,10 +223,24 @@ pub fn serve_once(answer: String) -> (u16, std::thread::JoinHandle<String>) {
     (port, handle)
 }
 
+/// The hub token [`serve_hub`] writes to the sandbox and expects.
+pub const HUB_TOKEN: &str = "0123abcd";
+
 /// A stand-in hub on a new loopback port: answers `count` connections, `GET /health` with
-/// `{"ok": true}` and `GET /status` with `status`, anything else with 404. Returns the port and
-/// a thread that yields the request lines it read (it stops after ten seconds without a caller).
-pub fn serve_hub(status: Value, count: usize) -> (u16, std::thread::JoinHandle<Vec<String>>) {
+/// `{"ok": true}` and, like taud, `GET /status` with `status` only to a request carrying the token
+/// it writes to the sandbox's `data/hub/token` (liveness only without it), anything else with 404.
+/// Returns the port and a thread that yields the request lines it read (it stops after ten
+/// seconds without a caller).
+pub fn serve_hub(
+    sandbox: &Sandbox,
+    status: Value,
+    count: usize,
+) -> (u16, std::thread::JoinHandle<Vec<String>>) {
+    std::fs::create_dir_all(sandbox.data().join("hub")).unwrap();
+    sandbox.chmod("data/hub", 0o700);
+    sandbox.write("data/hub/token", &format!("{HUB_TOKEN}\n"));
+    sandbox.chmod("data/hub/token", 0o600);
+    let authorization = format!("\r\nauthorization: bearer {HUB_TOKEN}\r\n");
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
     listener.set_nonblocking(true).unwrap();
@@ -261,8 +275,15 @@ pub fn serve_hub(status: Value, count: usize) -> (u16, std::thread::JoinHandle<V
                     "200 OK",
                     r#"{"ok": true, "pid": 7, "uptime_s": 1}"#.to_string(),
                 )
-            } else if line.starts_with("GET /status ") {
+            } else if line.starts_with("GET /status ")
+                && request.to_ascii_lowercase().contains(&authorization)
+            {
                 ("200 OK", status.to_string())
+            } else if line.starts_with("GET /status ") {
+                (
+                    "200 OK",
+                    r#"{"ok": true, "pid": 7, "uptime_s": 1}"#.to_string(),
+                )
             } else {
                 ("404 Not Found", "{}".to_string())
             };

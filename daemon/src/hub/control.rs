@@ -1,12 +1,14 @@
 //! The control API service (`control-api`): the hub's TCP listener on 127.0.0.1:<control_port>.
 //! It answers `GET /health` and `GET /status` in JSON, serves the routes other services add, and
 //! hands gRPC requests (`content-type: application/grpc…`) to the router the gRPC service
-//! mounted, so gRPC and JSON share one port.
+//! mounted, so gRPC and JSON share one port. Connections get the hub's deadlines and cap
+//! ([`crate::listen`]).
 //!
 //! Invariants: binds loopback only (checked again here, not just in the options); JSON requests
-//! whose Host (or HTTP/2 authority) is not a loopback name get 403 before any route runs; the
-//! router is built once and dispatches through the hub's route table, whose lock is never held
-//! across an `.await`.
+//! whose Host (or HTTP/2 authority) is missing or not a loopback name get 403 before any route
+//! runs; `GET /status` shows the full status only with the hub token (`authorization: Bearer`),
+//! otherwise only what `GET /health` shows; the router is built once and dispatches through the
+//! hub's route table, whose lock is never held across an `.await`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Mutex, PoisonError};
@@ -15,9 +17,9 @@ use async_trait::async_trait;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderValue, Method, Request, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
@@ -25,6 +27,8 @@ use tower::ServiceExt;
 use super::core::Hub;
 use super::options::OptionsError;
 use super::service::{HubService, ServiceError};
+use super::token;
+use crate::listen::{self, Protocols};
 
 /// The control API's service name.
 pub const CONTROL_API: &str = "control-api";
@@ -71,31 +75,48 @@ impl HubService for ControlApi {
             .local_addr()
             .map_err(|e| ServiceError::io("cannot read the bound address", e))?;
 
+        // Without a token nobody sees more than liveness; /health itself needs none.
+        let token = token::ensure(&hub.paths().token_file)
+            .inspect_err(|e| tracing::warn!("GET /status will show liveness only: {e}"))
+            .ok();
+
         let for_health = hub.clone();
         hub.add_route(Method::GET, "/health", move || {
             let hub = for_health.clone();
-            async move { Json(json!({"ok": true, "pid": hub.pid(), "uptime_s": hub.uptime_s()})) }
+            async move { Json(health_json(&hub)) }
         })?;
         let for_status = hub.clone();
-        hub.add_route(Method::GET, "/status", move || {
+        hub.add_route(Method::GET, "/status", move |headers: HeaderMap| {
             let hub = for_status.clone();
-            async move { Json(hub.status_json()) }
+            let authorization = headers
+                .get(header::AUTHORIZATION)
+                .map(HeaderValue::as_bytes);
+            let authorized = token
+                .as_ref()
+                .is_some_and(|t| t.check_authorization(authorization).is_ok());
+            async move {
+                if authorized {
+                    Json(hub.status_json())
+                } else {
+                    Json(health_json(&hub))
+                }
+            }
         })?;
 
         let app = axum::Router::new()
             .fallback(dispatch)
             .with_state(hub.clone());
         let (shutdown, signal) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = signal.await;
-                })
-                .await;
-            if let Err(e) = served {
-                tracing::error!("control API server failed: {e}");
-            }
-        });
+        let task = tokio::spawn(listen::serve(
+            CONTROL_API,
+            listener,
+            app,
+            options.connections,
+            Protocols::Http1And2,
+            async move {
+                let _ = signal.await;
+            },
+        ));
         hub.set_listening_port(Some(bound.port()));
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) =
             Some(Running { shutdown, task });
@@ -140,7 +161,10 @@ async fn dispatch(State(hub): State<Hub>, req: Request<Body>) -> Response {
         };
     }
     if !host_allowed(&req) {
-        return json_error(StatusCode::FORBIDDEN, "forbidden: non-loopback Host header");
+        return json_error(
+            StatusCode::FORBIDDEN,
+            "forbidden: missing or non-loopback Host header",
+        );
     }
     match hub.route(req.method(), req.uri().path()) {
         Some(handler) => handler.call(req).await,
@@ -149,6 +173,11 @@ async fn dispatch(State(hub): State<Hub>, req: Request<Body>) -> Response {
         }
         None => json_error(StatusCode::NOT_FOUND, "not found"),
     }
+}
+
+/// What `GET /health` shows, and `GET /status` without the token: liveness only.
+fn health_json(hub: &Hub) -> Value {
+    json!({"ok": true, "pid": hub.pid(), "uptime_s": hub.uptime_s()})
 }
 
 fn json_error(status: StatusCode, message: &str) -> Response {
@@ -177,17 +206,17 @@ fn grpc_unavailable() -> Response {
     response
 }
 
-/// Whether the request's Host header (or HTTP/2 authority) names the loopback interface. A
-/// request with neither is allowed: browsers, the reason for the check, always send one.
+/// Whether the request's Host header (or HTTP/2 authority) names the loopback interface; a
+/// request with neither is refused too (HTTP/1.1 requires Host, and no client of the hub omits
+/// it).
 fn host_allowed(req: &Request<Body>) -> bool {
-    let host = match req.headers().get(header::HOST) {
-        Some(value) => match value.to_str() {
-            Ok(text) => Some(text.to_owned()),
-            Err(_) => return false,
-        },
-        None => req.uri().authority().map(|a| a.as_str().to_owned()),
-    };
-    host.is_none_or(|h| is_loopback_host(&h))
+    match req.headers().get(header::HOST) {
+        Some(value) => value.to_str().is_ok_and(is_loopback_host),
+        None => req
+            .uri()
+            .authority()
+            .is_some_and(|a| is_loopback_host(a.as_str())),
+    }
 }
 
 /// `localhost`, `127.x.y.z` or `[::1]`, with an optional port.
@@ -266,7 +295,15 @@ mod tests {
     fn host_header_decides() {
         assert!(host_allowed(&req(Some("127.0.0.1:1"))));
         assert!(!host_allowed(&req(Some("attacker.example:1"))));
-        assert!(host_allowed(&req(None)));
+        assert!(
+            !host_allowed(&req(None)),
+            "no Host is refused like a wrong one"
+        );
+        let h2_local = Request::builder()
+            .uri("http://127.0.0.1:7877/health")
+            .body(Body::empty())
+            .unwrap();
+        assert!(host_allowed(&h2_local));
         let h2 = Request::builder()
             .uri("http://evil.example/health")
             .body(Body::empty())

@@ -10,6 +10,12 @@ use std::time::Duration;
 use tau_api::hub_files::HubPaths;
 use tau_api::installation::Installation;
 
+use crate::listen::ConnLimits;
+
+/// Test knob: every connection deadline of the hub's listeners, in milliseconds (50..=15,000), so
+/// tests need not wait for the defaults. Not a setting: a value that does not parse is ignored.
+pub const CONNECTION_DEADLINE_ENV: &str = "TAU_HUB_CONNECTION_DEADLINE_MS";
+
 /// The default TCP port of the control API and gRPC (`TAU_HUB_PORT` overrides).
 pub const DEFAULT_CONTROL_PORT: u16 = tau_api::config::DEFAULT_CONTROL_PORT;
 
@@ -36,6 +42,8 @@ pub struct HubOptions {
     /// ([`tau_api::components::CORE_HUB_SERVICES`]: the control API and gRPC) run whatever this
     /// says.
     pub services: Vec<String>,
+    /// The deadlines and cap of the hub's listeners (TCP and the Unix socket).
+    pub connections: ConnLimits,
 }
 
 /// A [`HubOptions`] the hub refuses to start with (a configuration error: exit 78).
@@ -63,12 +71,13 @@ impl HubOptions {
             profile: "home".to_owned(),
             role: "hub".to_owned(),
             services: Vec::new(),
+            connections: ConnLimits::default(),
         }
     }
 
     /// The options of a discovered installation: TAU_DATA_DIR, `[hub] heartbeat_seconds`, the hub
     /// port (TAU_HUB_PORT over `[hub] control_port`), profile, role and `[components.hub]
-    /// services`.
+    /// services`; connection deadlines from [`CONNECTION_DEADLINE_ENV`] when it is set.
     pub fn from_installation(installation: &Installation) -> Self {
         let mut options = Self::new(installation.paths.data_dir.clone());
         options.heartbeat = Duration::from_secs(installation.config.hub.heartbeat_seconds);
@@ -76,6 +85,13 @@ impl HubOptions {
         options.profile = installation.settings.profile.as_str().to_owned();
         options.role = installation.settings.role.as_str().to_owned();
         options.services = installation.config.components.hub.services.clone();
+        if let Some(limits) = installation
+            .env
+            .non_empty(CONNECTION_DEADLINE_ENV)
+            .and_then(ConnLimits::from_deadline_ms)
+        {
+            options.connections = limits;
+        }
         options
     }
 
@@ -165,6 +181,30 @@ mod tests {
         assert_eq!(o.control_port, 9100);
         assert_eq!((o.profile.as_str(), o.role.as_str()), ("home", "node"));
         assert_eq!(o.services, vec!["grpc".to_owned()]);
+        assert_eq!(o.connections, ConnLimits::default());
+    }
+
+    #[test]
+    fn the_connection_deadline_knob_is_read_from_the_environment() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let with = |value: &str| {
+            let env: tau_api::env::Env = [
+                ("HOME", tmp.path().join("user").to_str().unwrap()),
+                ("TAU_HOME", home.to_str().unwrap()),
+                ("TAU_DATA_DIR", tmp.path().join("data").to_str().unwrap()),
+                (CONNECTION_DEADLINE_ENV, value),
+            ]
+            .into_iter()
+            .collect();
+            HubOptions::from_installation(&Installation::discover(env, tmp.path()).unwrap())
+        };
+        assert_eq!(
+            with("750").connections,
+            ConnLimits::with_deadline(Duration::from_millis(750))
+        );
+        assert_eq!(with("soon").connections, ConnLimits::default());
     }
 
     #[test]

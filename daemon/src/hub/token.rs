@@ -45,7 +45,35 @@ impl std::fmt::Debug for BearerToken {
     }
 }
 
+/// Why an `authorization` header does not carry the hub token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BearerRefused {
+    /// No `authorization: Bearer …` header.
+    #[error("missing bearer token")]
+    Missing,
+    /// A bearer token that is not this one.
+    #[error("invalid bearer token")]
+    Wrong,
+}
+
 impl BearerToken {
+    /// Checks an `authorization` header's value (`Bearer <token>`, scheme in any case).
+    pub fn check_authorization(&self, value: Option<&[u8]>) -> Result<(), BearerRefused> {
+        let value = value.ok_or(BearerRefused::Missing)?;
+        let (scheme, candidate) = match value.iter().position(|b| *b == b' ') {
+            Some(i) => (&value[..i], &value[i + 1..]),
+            None => return Err(BearerRefused::Missing),
+        };
+        if !scheme.eq_ignore_ascii_case(b"bearer") {
+            return Err(BearerRefused::Missing);
+        }
+        if self.matches(candidate.trim_ascii()) {
+            Ok(())
+        } else {
+            Err(BearerRefused::Wrong)
+        }
+    }
+
     /// Whether `candidate` is this token (constant time in the token's length).
     pub fn matches(&self, candidate: &[u8]) -> bool {
         self.0.as_bytes().ct_eq(candidate).into()

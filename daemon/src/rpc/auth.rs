@@ -12,6 +12,7 @@ use axum::response::Response;
 use tonic::transport::server::UdsConnectInfo;
 
 use crate::hub::BearerToken;
+use crate::hub::token::BearerRefused;
 
 /// Why a caller was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,19 +38,12 @@ pub enum AuthError {
 
 /// Checks an `authorization` header against the token.
 pub fn check_bearer(token: &BearerToken, header: Option<&HeaderValue>) -> Result<(), AuthError> {
-    let value = header.ok_or(AuthError::MissingToken)?.as_bytes();
-    let (scheme, candidate) = match value.iter().position(|b| *b == b' ') {
-        Some(i) => (&value[..i], &value[i + 1..]),
-        None => return Err(AuthError::MissingToken),
-    };
-    if !scheme.eq_ignore_ascii_case(b"bearer") {
-        return Err(AuthError::MissingToken);
-    }
-    if token.matches(candidate.trim_ascii()) {
-        Ok(())
-    } else {
-        Err(AuthError::WrongToken)
-    }
+    token
+        .check_authorization(header.map(HeaderValue::as_bytes))
+        .map_err(|refused| match refused {
+            BearerRefused::Missing => AuthError::MissingToken,
+            BearerRefused::Wrong => AuthError::WrongToken,
+        })
 }
 
 /// Checks a Unix socket peer's uid.
@@ -78,8 +72,8 @@ pub async fn require_bearer(
     }
 }
 
-/// axum middleware for gRPC over the Unix socket (served by tonic's transport, which records
-/// `UdsConnectInfo`).
+/// axum middleware for gRPC over the Unix socket (whose listener records `UdsConnectInfo` on
+/// every request).
 pub async fn require_same_uid(
     State(expected_uid): State<u32>,
     req: Request<Body>,

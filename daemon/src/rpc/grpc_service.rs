@@ -1,6 +1,7 @@
 //! The gRPC hub service (`grpc`): `tau.v1.Tau`, `grpc.health.v1.Health` and server reflection,
 //! served on the Unix socket `hub/taud.sock` (same uid only) and mounted on the control API's
-//! TCP port (bearer token only).
+//! TCP port (bearer token only). The socket's connections get the hub's deadlines and cap
+//! ([`crate::listen`], HTTP/2 only).
 //!
 //! It also starts the session service (the [`HubCore`]) when it has a [`CoreSetup`]; a session
 //! service that fails to start is logged, status still answers and the other calls say why.
@@ -18,7 +19,6 @@ use async_trait::async_trait;
 use tau_api::proto::v1 as pb;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 
@@ -27,6 +27,7 @@ use super::tau_service::TauApi;
 use super::uds;
 use crate::hub::{Hub, HubService, ServiceError, token};
 use crate::hubcore::{CoreSetup, HubCore};
+use crate::listen::{self, Protocols};
 
 /// The gRPC service's name.
 pub const GRPC: &str = "grpc";
@@ -162,20 +163,16 @@ impl HubService for GrpcService {
             return Err(ServiceError::Failed(e.to_string()));
         }
         let (shutdown, signal) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let served = tonic::transport::Server::builder()
-                .serve_with_incoming_shutdown(
-                    over_socket,
-                    UnixListenerStream::new(listener),
-                    async move {
-                        let _ = signal.await;
-                    },
-                )
-                .await;
-            if let Err(e) = served {
-                tracing::error!("gRPC socket server failed: {e}");
-            }
-        });
+        let task = tokio::spawn(listen::serve(
+            GRPC,
+            uds::SocketAcceptor(listener),
+            over_socket,
+            hub.options().connections,
+            Protocols::Http2Only,
+            async move {
+                let _ = signal.await;
+            },
+        ));
         tracing::info!(socket = %socket.display(), "gRPC listening");
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) = Some(Running {
             hub: hub.clone(),

@@ -1,5 +1,6 @@
 //! The hub's Unix socket file: bound 0600 inside the 0700 hub directory, a stale socket from a
-//! dead hub replaced, removed on a clean stop.
+//! dead hub replaced, removed on a clean stop; and its [`Acceptor`], which records each peer's
+//! credentials (`UdsConnectInfo`) on its requests for the same-uid check.
 //!
 //! Invariants: only a socket is ever removed (a regular file, directory or symlink at the path is
 //! refused, never deleted); the caller holds the hub lock, so no live hub owns a socket found here.
@@ -9,7 +10,24 @@ use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::Path;
 
-use tokio::net::UnixListener;
+use tokio::net::{UnixListener, UnixStream};
+use tonic::transport::server::{Connected, UdsConnectInfo};
+
+use crate::listen::Acceptor;
+
+/// The hub socket's listener, served by [`crate::listen::serve`].
+pub struct SocketAcceptor(pub UnixListener);
+
+impl Acceptor for SocketAcceptor {
+    type Io = UnixStream;
+    type Info = UdsConnectInfo;
+
+    async fn accept(&mut self) -> io::Result<(Self::Io, Self::Info)> {
+        let (stream, _) = self.0.accept().await?;
+        let info = stream.connect_info();
+        Ok((stream, info))
+    }
+}
 
 /// Binds the socket at `path`, replacing a stale one, and makes it 0600.
 pub fn bind(path: &Path) -> io::Result<UnixListener> {

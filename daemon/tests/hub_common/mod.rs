@@ -43,6 +43,8 @@ pub struct Install {
     pub data: PathBuf,
     pub port: u16,
     pub extra_env: Vec<(String, String)>,
+    /// `ulimit` arguments the hub starts under (e.g. `-n 1024`), through `/bin/sh`.
+    pub ulimit: Option<String>,
 }
 
 impl Install {
@@ -64,6 +66,7 @@ impl Install {
             data,
             port: free_port(),
             extra_env: Vec::new(),
+            ulimit: None,
             tmp,
         }
     }
@@ -73,7 +76,18 @@ impl Install {
     }
 
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_taud"));
+        let taud = env!("CARGO_BIN_EXE_taud");
+        let mut cmd = match &self.ulimit {
+            // `exec` keeps the pid: the shell becomes taud.
+            Some(limits) => {
+                let mut sh = Command::new("/bin/sh");
+                sh.arg("-c")
+                    .arg(format!("ulimit {limits} && exec \"$0\" \"$@\""))
+                    .arg(taud);
+                sh
+            }
+            None => Command::new(taud),
+        };
         cmd.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.tmp.path().join("user"))
@@ -180,12 +194,17 @@ impl Drop for Hub {
 
 /// A raw HTTP/1.1 GET with the given Host header: (status code, body).
 pub fn http_get(port: u16, path: &str, host: &str) -> std::io::Result<(u16, String)> {
+    http_request(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+/// Sends `request` as is and reads the answer: (status code, body).
+pub fn http_request(port: u16, request: &str) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )?;
+    stream.write_all(request.as_bytes())?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
     let status = response
@@ -204,6 +223,18 @@ pub fn http_get(port: u16, path: &str, host: &str) -> std::io::Result<(u16, Stri
 pub fn get_json(port: u16, path: &str) -> serde_json::Value {
     let (status, body) = http_get(port, path, "127.0.0.1").unwrap();
     assert_eq!(status, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// `GET /status` with the hub's token, as JSON (status must be 200).
+pub fn get_status(install: &Install) -> serde_json::Value {
+    let token = std::fs::read_to_string(install.paths().token_file).unwrap();
+    let request = format!(
+        "GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        token.trim()
+    );
+    let (status, body) = http_request(install.port, &request).unwrap();
+    assert_eq!(status, 200, "/status: {body}");
     serde_json::from_str(&body).unwrap()
 }
 

@@ -1,0 +1,177 @@
+//! The hub's HTTP listeners (the control API's TCP port, the gRPC Unix socket): an accept loop
+//! that serves an axum router over HTTP/1.1 and HTTP/2 with connection deadlines and a cap
+//! ([`ConnLimits`]), and raises the open-files limit at start ([`nofile`]).
+//!
+//! Invariants: a connection that has not sent the headers of a request within
+//! [`ConnLimits::first_request`] is closed; HTTP/1.1 headers have [`ConnLimits::header_read`];
+//! an HTTP/2 connection is closed only when its peer stops answering pings (a quiet stream is
+//! never cut); at most [`ConnLimits::max_connections`] connections are open per listener
+//! ([`slots`]); a failed accept pauses and retries, never ends the loop ([`accept`]); on shutdown
+//! accepting stops, every connection is shut down gracefully, and the loop returns when the last
+//! one has ended. This module knows nothing of tonic: a listener passes its own peer information.
+
+pub mod accept;
+pub mod limits;
+pub mod nofile;
+pub mod slots;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::Request;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+pub use accept::Acceptor;
+pub use limits::ConnLimits;
+use slots::{Slot, Slots};
+
+/// The HTTP versions a listener speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocols {
+    /// HTTP/1.1 and HTTP/2 (prior knowledge), told apart by the first bytes: the control API.
+    Http1And2,
+    /// HTTP/2 only: gRPC on the Unix socket.
+    Http2Only,
+}
+
+/// Serves `app` on the connections of `acceptor` until `shutdown` resolves, then shuts every
+/// connection down gracefully and returns when the last one has ended (the caller bounds that).
+pub async fn serve<A, F>(
+    name: &'static str,
+    mut acceptor: A,
+    app: axum::Router,
+    limits: ConnLimits,
+    protocols: Protocols,
+    shutdown: F,
+) where
+    A: Acceptor,
+    F: Future<Output = ()> + Send,
+{
+    let builder = Arc::new(http_builder(&limits, protocols));
+    let slots = Slots::new(name, limits.max_connections);
+    let stop = CancellationToken::new();
+    let mut connections = JoinSet::new();
+    let mut backoff = accept::Backoff::default();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            Some(ended) = connections.join_next(), if !connections.is_empty() => {
+                if let Err(e) = ended {
+                    tracing::error!(listener = name, "a connection task failed: {e}");
+                }
+            }
+            accepted = acceptor.accept() => match accepted {
+                Ok((io, info)) => {
+                    backoff.reset();
+                    // Refused (full of connections that sent requests): dropping `io` closes it.
+                    if let Some((slot, _)) = slots.admit() {
+                        connections.spawn(connection(
+                            io,
+                            info,
+                            app.clone(),
+                            Arc::clone(&builder),
+                            limits.first_request,
+                            slot,
+                            stop.clone(),
+                        ));
+                    }
+                }
+                Err(e) => {
+                    if let Some(pause) = backoff.after(name, &e) {
+                        tokio::select! {
+                            () = &mut shutdown => break,
+                            () = tokio::time::sleep(pause) => {}
+                        }
+                    }
+                }
+            },
+        }
+    }
+    drop(acceptor);
+    stop.cancel();
+    while connections.join_next().await.is_some() {}
+}
+
+fn http_builder(limits: &ConnLimits, protocols: Protocols) -> Builder<TokioExecutor> {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.keepalive_interval)
+        .keep_alive_timeout(limits.keepalive_timeout);
+    match protocols {
+        Protocols::Http1And2 => builder,
+        Protocols::Http2Only => builder.http2_only(),
+    }
+}
+
+/// Serves one connection until it ends, misses its first-request deadline, is evicted by a newer
+/// connection (only while it has sent no request), or is shut down with the listener.
+async fn connection<Io, Info>(
+    io: Io,
+    info: Info,
+    app: axum::Router,
+    builder: Arc<Builder<TokioExecutor>>,
+    first_request: Duration,
+    slot: Slot,
+    stop: CancellationToken,
+) where
+    Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    Info: Clone + Send + Sync + 'static,
+{
+    let prover = slot.prover();
+    let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+        prover.prove();
+        req.extensions_mut().insert(info.clone());
+        app.clone().oneshot(req)
+    });
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    let first = tokio::time::sleep(first_request);
+    tokio::pin!(first);
+    let mut awaiting_first = true;
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            served = conn.as_mut() => {
+                if let Err(e) = served {
+                    tracing::debug!("connection ended: {e}");
+                }
+                return;
+            }
+            () = &mut first, if awaiting_first => {
+                if !slot.is_proven() {
+                    tracing::debug!(
+                        "closing a connection that sent no request within {} ms",
+                        first_request.as_millis()
+                    );
+                    return;
+                }
+                awaiting_first = false;
+            }
+            () = slot.evicted() => {
+                tracing::debug!("closing a connection that sent no request: a newer one needs its place");
+                return;
+            }
+            () = stop.cancelled(), if !stopping => {
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
