@@ -382,14 +382,18 @@ impl HubCore {
         let max_queued = self.options().max_queued_turns;
         for _ in 0..2 {
             let runtime = self.runtime(&request.session_id, None).await?;
-            // Attach first: an approval the turn asks at once must find its channel attached.
-            let attachment = self.registry().attach(&runtime.bus, &channel);
+            // Attach first, to the turn about to be made: an approval the turn asks at once must
+            // find its stream attached.
+            let fresh_id = self.new_turn_id();
+            let attachment = self
+                .registry()
+                .attach_turn(&runtime.bus, &channel, &fresh_id)?;
             let accepted = match runtime.accept(
                 request.text.clone(),
                 channel.clone(),
                 key.clone(),
                 max_queued,
-                || self.new_turn_id(),
+                || fresh_id.clone(),
             ) {
                 Ok(accepted) => accepted,
                 Err(AcceptError::Closed) => continue,
@@ -399,6 +403,10 @@ impl HubCore {
                     )));
                 }
             };
+            if accepted.turn_id != fresh_id {
+                // A repeat: the stream replays the earlier turn from its start.
+                attachment.show_turn(&accepted.turn_id);
+            }
             let after = accepted.first_seq.saturating_sub(1);
             let (subscription, ready) = match runtime.bus.subscribe(Some(after)) {
                 Ok(subscription) => (Some(subscription), VecDeque::new()),
@@ -503,7 +511,7 @@ impl HubCore {
         }
         let runtime = self.runtime(session_id, None).await?;
         let session = self.summary(session_id).await?;
-        let attachment = self.registry().attach(&runtime.bus, &channel);
+        let attachment = self.registry().attach(&runtime.bus, &channel)?;
         let registry = Arc::clone(self.registry());
         let attachment_id = attachment.id().to_owned();
         let role = runtime.role();
