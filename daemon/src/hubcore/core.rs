@@ -37,9 +37,9 @@ use super::event::{EventKind, PendingInfo, SessionEvent};
 use super::ids::new_id;
 use super::limits::{MAX_REF_ID_LEN, MAX_TEXT_BYTES, check_len};
 use super::options::{CoreOptions, ModelFactory};
-use super::restart::{ExpiredApproval, expire_stale_approvals};
+use super::restart::{ExpiredApproval, expire_stale_approvals, stored_resolution};
 use super::runtime::{AgentParts, SessionRuntime};
-use super::scan_mark::{record_scan, scan_since};
+use super::scan_mark::{ScanJournal, ScanPlan};
 use super::streams::{EventStream, Snapshot, TurnStream};
 use super::turns::AcceptError;
 use crate::agent::SystemPromptSource;
@@ -169,6 +169,10 @@ impl HubCore {
                 clock,
             )),
         };
+        let options_journal = options
+            .approval_scan_mark
+            .as_ref()
+            .map(|path| Arc::new(ScanJournal::new(path, store.backend_name())));
         Ok(Self {
             inner: Arc::new(CoreInner {
                 parts: AgentParts {
@@ -177,6 +181,7 @@ impl HubCore {
                     factory,
                     persona,
                     registry: ApprovalRegistry::new(),
+                    journal: options_journal,
                 },
                 stream_id: new_id("stream", 0),
                 open: tokio::sync::Mutex::new(HashMap::new()),
@@ -199,14 +204,13 @@ impl HubCore {
     /// was expired.
     pub async fn start(&self) -> Result<Vec<ExpiredApproval>, CoreError> {
         let store = Arc::clone(&self.inner.parts.store);
-        let mark = self.options().approval_scan_mark.clone();
+        let journal = self.inner.parts.journal.clone();
         let expired = tokio::task::spawn_blocking(move || {
             let started = jiff::Timestamp::now();
-            let backend = store.backend_name().to_owned();
-            let since = mark.as_deref().and_then(|m| scan_since(m, &backend));
-            let expired = expire_stale_approvals(store.as_ref(), since)?;
-            if let Some(mark) = &mark {
-                record_scan(mark, &backend, started);
+            let plan = journal.as_ref().map_or(ScanPlan::All, |j| j.plan());
+            let expired = expire_stale_approvals(store.as_ref(), &plan)?;
+            if let Some(journal) = &journal {
+                journal.record_scan(started);
             }
             Ok::<_, CoreError>(expired)
         })
@@ -566,8 +570,33 @@ impl HubCore {
         }
         check_len("approval_id", approval_id, MAX_REF_ID_LEN)?;
         check_len("attachment_id", attachment_id, MAX_REF_ID_LEN)?;
-        self.registry()
+        let outcome = self
+            .registry()
             .decide(approval_id, answer, attachment_id)
-            .map_err(CoreError::from)
+            .map_err(CoreError::from)?;
+        if outcome != DecideOutcome::NotFound {
+            return Ok(outcome);
+        }
+        Ok(self.stored_outcome(approval_id, attachment_id))
+    }
+
+    /// For an approval this hub does not remember: how it ended according to the stored events of
+    /// the attachment's session (an earlier hub asked it), read back once and then remembered.
+    fn stored_outcome(&self, approval_id: &str, attachment_id: &str) -> DecideOutcome {
+        let Some(session_id) = self.registry().session_of(attachment_id) else {
+            return DecideOutcome::NotFound;
+        };
+        let events = match super::blocking::store_io(|| self.store().read_events(&session_id)) {
+            Ok(events) => events,
+            Err(error) => {
+                warn!(%session_id, %approval_id, "cannot read the session's events to look the approval up: {error}");
+                return DecideOutcome::NotFound;
+            }
+        };
+        let Some(resolution) = stored_resolution(&events, approval_id) else {
+            return DecideOutcome::NotFound;
+        };
+        self.registry().remember_resolved(approval_id, resolution);
+        DecideOutcome::settled(Some(resolution))
     }
 }

@@ -9,6 +9,8 @@
 //!   accepted it; a failed write is logged and the question is then refused. The gate records an
 //!   `approved` decision through [`EventSink::record`], which reports the store's answer, so a
 //!   decision that is not durable issues no permit.
+//! - With a scan journal, the session is noted in it (durably) before an approval's `pending` event
+//!   is stored, so a start after a crash reads this session; a note that fails refuses the question.
 //! - `tool_call` records are kept for the turn worker, which publishes them in turn order; `error`
 //!   events are published at once.
 //! - Writes are synchronous (the store's contract); they run on the turn's task, through
@@ -23,6 +25,7 @@ use super::approver::{ApprovalReadiness, TurnSlot};
 use super::blocking::store_io;
 use super::bus::EventBus;
 use super::event::EventKind;
+use super::scan_mark::ScanJournal;
 use crate::agent::{HistoryError, HistoryObserver};
 use crate::gate::{AgentEvent, ApprovalState, EventSink, SinkError, ToolCallEvent};
 use crate::message::Message;
@@ -37,6 +40,7 @@ pub struct SessionRecorder {
     readiness: Arc<ApprovalReadiness>,
     turn: Arc<TurnSlot>,
     tool_calls: Mutex<HashMap<String, ToolCallEvent>>,
+    journal: Option<Arc<ScanJournal>>,
 }
 
 impl std::fmt::Debug for SessionRecorder {
@@ -66,7 +70,14 @@ impl SessionRecorder {
             readiness,
             turn,
             tool_calls: Mutex::new(HashMap::new()),
+            journal: None,
         }
+    }
+
+    /// Notes this session in the approval scan journal before any `pending` approval is stored.
+    pub fn with_journal(mut self, journal: Option<Arc<ScanJournal>>) -> Self {
+        self.journal = journal;
+        self
     }
 
     /// The stored id of the agent's first history message.
@@ -98,6 +109,14 @@ impl HistoryObserver for SessionRecorder {
 impl SessionRecorder {
     /// Stores one agent event; `Err` says why it is not stored.
     fn store_event(&self, event: &AgentEvent) -> Result<(), SinkError> {
+        if let (AgentEvent::Approval(approval), Some(journal)) = (event, &self.journal)
+            && approval.status == ApprovalState::Pending
+        {
+            store_io(|| journal.note(&self.session_id)).map_err(|error| {
+                warn!(session_id = %self.session_id, approval_id = %approval.approval_id, "cannot note the session in the approval scan mark, so the approval is not asked: {error}");
+                SinkError(error.to_string())
+            })?;
+        }
         let value = serde_json::to_value(event).map_err(|error| {
             warn!(session_id = %self.session_id, kind = event.kind(), "cannot serialize an agent event: {error}");
             SinkError(error.to_string())
