@@ -13,12 +13,14 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use taud::hubcore::scan_mark::{SCAN_MARGIN, ScanJournal};
 use taud::hubcore::{
-    ApprovalAnswer, CoreOptions, DecideOutcome, DemoModelFactory, HubCore, Resolution,
+    ApprovalAnswer, CoreOptions, DecideOutcome, DemoModelFactory, EventKind, HubCore, ModelFactory,
+    Resolution, SharedModelFactory, StartTurn,
 };
 use taud::session::{
     Durability, FileSessionStore, Session, SessionAgent, SessionError, SessionInfo, SessionMessage,
     SessionMeta, SessionStore, create_fresh_session,
 };
+use taud::testing::{FakeModel, FakeReply};
 
 /// A file store whose `list_sessions` shows the `aged` sessions as updated `age` ago, and which
 /// counts `read_events` per session.
@@ -168,6 +170,10 @@ fn stored() -> Stored {
 }
 
 fn core(stored: &Stored) -> HubCore {
+    core_with(stored, Arc::new(DemoModelFactory))
+}
+
+fn core_with(stored: &Stored, factory: Arc<dyn ModelFactory>) -> HubCore {
     let options = CoreOptions {
         approval_scan_mark: Some(stored.mark.clone()),
         ..CoreOptions::default()
@@ -175,7 +181,7 @@ fn core(stored: &Stored) -> HubCore {
     HubCore::new(
         Arc::clone(&stored.store) as Arc<dyn SessionStore>,
         options,
-        Arc::new(DemoModelFactory),
+        factory,
     )
     .unwrap()
 }
@@ -298,4 +304,46 @@ async fn an_approval_expired_by_restart_answers_expired_after_any_number_of_rest
         drop(stream);
         core.shutdown().await;
     }
+}
+
+#[tokio::test]
+async fn an_approval_a_hub_left_pending_is_found_though_its_clock_was_stepped_back() {
+    let stored = stored();
+    let lamp = FakeReply::tool_call(
+        "demo_physical_action",
+        json!({"action": "turn on the lamp"}),
+    );
+    let model = Arc::new(FakeModel::scripted([lamp]));
+    let first = core_with(&stored, Arc::new(SharedModelFactory(model as _)));
+    assert_eq!(first.start().await.unwrap().len(), 2, "no mark yet: all");
+    // A turn in `old` (listed as updated three hours ago: the hub's clock was stepped back) asks
+    // an approval, and the hub dies with it pending (it is never shut down).
+    let mut turn = first
+        .start_turn(StartTurn {
+            session_id: stored.old.clone(),
+            text: "turn on the lamp".into(),
+            channel: "terminal".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap();
+    let approval = loop {
+        let event = tokio::time::timeout(std::time::Duration::from_secs(10), turn.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let EventKind::ApprovalRequested(info) = &event.kind {
+            break info.approval_id.clone();
+        }
+    };
+    let expired: Vec<String> = {
+        let next = core(&stored);
+        let expired = next.start().await.unwrap();
+        next.shutdown().await;
+        expired.into_iter().map(|e| e.approval_id).collect()
+    };
+    assert_eq!(expired, vec![approval], "found at the next start");
+    drop(turn);
+    first.shutdown().await;
 }
