@@ -29,6 +29,8 @@ struct AgingStore {
     aged: HashSet<String>,
     age: SignedDuration,
     reads: Mutex<HashMap<String, usize>>,
+    /// Sessions whose events cannot be read (a failing disk).
+    unreadable: Mutex<HashSet<String>>,
 }
 
 impl AgingStore {
@@ -119,6 +121,12 @@ impl SessionStore for AgingStore {
             .unwrap()
             .entry(session_id.to_owned())
             .or_insert(0) += 1;
+        if self.unreadable.lock().unwrap().contains(session_id) {
+            return Err(SessionError::Io {
+                path: "events.jsonl".into(),
+                source: std::io::Error::other("bad sector"),
+            });
+        }
         self.inner.read_events(session_id)
     }
     fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError> {
@@ -159,6 +167,7 @@ fn stored() -> Stored {
         aged: HashSet::from([old.clone()]),
         age: SignedDuration::from_hours(3),
         reads: Mutex::new(HashMap::new()),
+        unreadable: Mutex::new(HashSet::new()),
     });
     Stored {
         mark: dir.path().join("approval-scan.json"),
@@ -268,7 +277,7 @@ async fn a_clock_stepped_back_hides_no_session_an_approval_was_asked_in() {
     // The last hub noted both sessions when it asked their approvals; `old` shows as updated three
     // hours before the mark's scan (its clock was stepped back by more than the margin).
     let journal = ScanJournal::new(&stored.mark, "file");
-    journal.record_scan(Timestamp::now());
+    journal.record_scan(Timestamp::now(), &[]);
     journal.note(&stored.old).unwrap();
     let mut expired = start(&stored).await;
     expired.sort();
@@ -346,4 +355,25 @@ async fn an_approval_a_hub_left_pending_is_found_though_its_clock_was_stepped_ba
     assert_eq!(expired, vec![approval], "found at the next start");
     drop(turn);
     first.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_session_the_scan_could_not_read_is_read_again_at_the_next_start() {
+    let stored = stored();
+    let journal = ScanJournal::new(&stored.mark, "file");
+    journal.record_scan(Timestamp::now(), &[]);
+    journal.note(&stored.old).unwrap();
+    stored
+        .store
+        .unreadable
+        .lock()
+        .unwrap()
+        .insert(stored.old.clone());
+    assert!(
+        start(&stored).await.is_empty(),
+        "unreadable: nothing expired"
+    );
+    stored.store.unreadable.lock().unwrap().clear();
+    assert_eq!(start(&stored).await, vec!["apr-0".to_owned()]);
+    assert_eq!(stored.store.reads_of(&stored.new), 0);
 }

@@ -208,11 +208,11 @@ impl HubCore {
         let expired = tokio::task::spawn_blocking(move || {
             let started = jiff::Timestamp::now();
             let plan = journal.as_ref().map_or(ScanPlan::All, |j| j.plan());
-            let expired = expire_stale_approvals(store.as_ref(), &plan)?;
+            let outcome = expire_stale_approvals(store.as_ref(), &plan)?;
             if let Some(journal) = &journal {
-                journal.record_scan(started);
+                journal.record_scan(started, &outcome.unfinished);
             }
-            Ok::<_, CoreError>(expired)
+            Ok::<_, CoreError>(outcome.expired)
         })
         .await
         .map_err(|e| CoreError::Unavailable(e.to_string()))??;

@@ -28,6 +28,15 @@ use crate::session::SessionStore;
 /// The status an approval expired by a restart is recorded with.
 pub const EXPIRED_BY_RESTART: &str = "expired_by_restart";
 
+/// What a start-up scan did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanOutcome {
+    /// The approvals it expired.
+    pub expired: Vec<ExpiredApproval>,
+    /// Sessions it could not read or write, so the next start must read them again.
+    pub unfinished: Vec<String>,
+}
+
 /// One approval expired at start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpiredApproval {
@@ -100,14 +109,16 @@ fn planned_sessions(store: &dyn SessionStore, plan: &ScanPlan) -> Result<Vec<Str
 pub fn expire_stale_approvals(
     store: &dyn SessionStore,
     plan: &ScanPlan,
-) -> Result<Vec<ExpiredApproval>, CoreError> {
+) -> Result<ScanOutcome, CoreError> {
     let mut expired = Vec::new();
+    let mut unfinished = Vec::new();
     for session_id in planned_sessions(store, plan)? {
         let events = match store.read_events(&session_id) {
             Ok(events) => events,
             Err(crate::session::SessionError::SessionNotFound(_)) => continue,
             Err(error) => {
                 warn!(%session_id, "cannot read the session's events to expire its approvals: {error}");
+                unfinished.push(session_id);
                 continue;
             }
         };
@@ -128,6 +139,9 @@ pub fn expire_stale_approvals(
             }
             if let Err(error) = store.append_event(&session_id, &record) {
                 warn!(%session_id, %approval_id, "cannot record an approval as expired by restart: {error}");
+                if !unfinished.contains(&session_id) {
+                    unfinished.push(session_id.clone());
+                }
             }
             warn!(
                 %session_id,
@@ -142,7 +156,10 @@ pub fn expire_stale_approvals(
             });
         }
     }
-    Ok(expired)
+    Ok(ScanOutcome {
+        expired,
+        unfinished,
+    })
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 //!   hub that wrote it expected. A fixture of it is kept in `tests/fixtures/approval-scan-v1.json`.
 //!
 //! Invariants: the mark is replaced only after a scan completed, and then names the sessions noted
-//! since that scan began; a session is in the mark before any approval's `pending` event of it is
+//! since that scan began plus those the scan could not read or write (read again next time); a session is in the mark before any approval's `pending` event of it is
 //! stored in this hub's life (a note that cannot be written refuses the question); a mark of
 //! another backend, an unknown version, or one that cannot be read or parsed counts as no mark (a
 //! full scan); a mark that cannot be written after a scan is logged, never fatal.
@@ -143,10 +143,12 @@ impl ScanJournal {
     }
 
     /// Records that a scan which began at `started` completed: the mark now names the sessions
-    /// noted since (normally none: the scan runs before any turn).
-    pub fn record_scan(&self, started: Timestamp) {
+    /// noted since (normally none: the scan runs before any turn) and the `unfinished` ones the
+    /// scan could not read or write, which the next start reads again.
+    pub fn record_scan(&self, started: Timestamp, unfinished: &[String]) {
         let mut journal = self.lock();
         journal.scan_started_at = started.to_string();
+        journal.asked_in.extend(unfinished.iter().cloned());
         if let Err(error) = self.write(&journal) {
             warn!(path = %self.path.display(), "cannot record the approval scan mark; the next start scans more sessions: {error}");
         }
@@ -236,7 +238,7 @@ mod tests {
         let path = dir.path().join("approval-scan.json");
         let journal = ScanJournal::new(&path, "file");
         // A start far in the "future" (a clock later stepped back) changes nothing.
-        journal.record_scan("2099-01-01T00:00:00Z".parse().unwrap());
+        journal.record_scan("2099-01-01T00:00:00Z".parse().unwrap(), &[]);
         assert_eq!(
             scan_plan(&path, "file"),
             ScanPlan::Sessions(BTreeSet::new())
@@ -257,10 +259,16 @@ mod tests {
         assert_eq!(scan_plan(&path, "sqlite"), ScanPlan::All, "another store");
         // The next hub's completed scan starts a new list.
         let next = ScanJournal::new(&path, "file");
-        next.record_scan(Timestamp::now());
+        next.record_scan(Timestamp::now(), &[]);
         assert_eq!(
             scan_plan(&path, "file"),
             ScanPlan::Sessions(BTreeSet::new())
+        );
+        // A session the scan could not finish is read again by the start after.
+        next.record_scan(Timestamp::now(), &["s-c".to_owned()]);
+        assert_eq!(
+            scan_plan(&path, "file"),
+            ScanPlan::Sessions(BTreeSet::from(["s-c".to_owned()]))
         );
     }
 

@@ -412,10 +412,10 @@ impl ApprovalRegistry {
     /// Remembers how an approval of an earlier hub ended (expired by restart at start-up, or read
     /// back from the session's stored events).
     pub fn remember_resolved(&self, approval_id: &str, resolution: Resolution) {
-        if self.lock().pending.contains_key(approval_id) {
-            return;
+        let mut state = self.lock();
+        if !state.pending.contains_key(approval_id) {
+            state.remember(approval_id, resolution);
         }
-        self.lock().remember(approval_id, resolution);
     }
 
     /// Remembers an approval found pending in a stored session at start-up as expired by restart.
