@@ -138,7 +138,6 @@ impl PendingApproval {
                 reason: RefusalReason::NotApproved(decision),
             });
         }
-        self.log_decided(decision);
         let event = approval_event(
             &self.request,
             self.gate.approver.name(),
@@ -160,12 +159,15 @@ impl PendingApproval {
                 tool_use_id: Some(self.call.tool_use_id.clone()),
                 session_id: self.ctx.session_id.clone(),
             }));
+            // Best effort: the question ends as an error rather than staying `pending`.
+            self.emit_decided(Decision::Error, Some(duration_ms));
             return Verdict::Refused(Refusal {
                 call,
                 tier: Some(self.request.tier),
                 reason: RefusalReason::NotRecorded,
             });
         }
+        self.log_decided(decision);
         Verdict::Allowed(Permit {
             tool: Arc::clone(&self.tool),
             call,
@@ -185,7 +187,6 @@ impl PendingApproval {
     }
 
     fn emit_decided(&self, decision: Decision, duration_ms: Option<u64>) {
-        self.log_decided(decision);
         let event = approval_event(
             &self.request,
             self.gate.approver.name(),

@@ -185,4 +185,10 @@ async fn an_approval_that_cannot_be_recorded_issues_no_permit() {
     let errors = sink.0.errors();
     assert_eq!(errors.len(), 1);
     assert!(errors[0].message.contains("No space left"), "{errors:?}");
+    let statuses: Vec<ApprovalState> = sink.0.approvals().iter().map(|a| a.status).collect();
+    assert_eq!(
+        statuses,
+        vec![ApprovalState::Pending, ApprovalState::Error],
+        "the question still ends"
+    );
 }
