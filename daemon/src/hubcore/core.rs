@@ -30,14 +30,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::approvals::{ApprovalAnswer, ApprovalRegistry, DecideOutcome};
+use super::approvals::ApprovalRegistry;
 use super::bus::EventBus;
 use super::error::CoreError;
 use super::event::{EventKind, PendingInfo, SessionEvent};
 use super::ids::new_id;
 use super::limits::{MAX_REF_ID_LEN, MAX_TEXT_BYTES, check_len};
 use super::options::{CoreOptions, ModelFactory};
-use super::restart::{ExpiredApproval, expire_stale_approvals, stored_resolution};
+use super::restart::{ExpiredApproval, expire_stale_approvals};
 use super::runtime::{AgentParts, SessionRuntime};
 use super::scan_mark::{ScanJournal, ScanPlan};
 use super::streams::{EventStream, Snapshot, TurnStream};
@@ -549,54 +549,5 @@ impl HubCore {
             check_session_id(id)?;
         }
         Ok(self.registry().list_pending(session_id))
-    }
-
-    /// A person's decision, from the client holding `attachment_id`.
-    pub fn decide(
-        &self,
-        approval_id: &str,
-        answer: ApprovalAnswer,
-        attachment_id: &str,
-    ) -> Result<DecideOutcome, CoreError> {
-        if approval_id.is_empty() {
-            return Err(CoreError::InvalidArgument(
-                "approval_id is empty".to_owned(),
-            ));
-        }
-        if attachment_id.is_empty() {
-            return Err(CoreError::InvalidArgument(
-                "attachment_id is empty; a decision counts only from a client attached with Subscribe or StartTurn".to_owned(),
-            ));
-        }
-        check_len("approval_id", approval_id, MAX_REF_ID_LEN)?;
-        check_len("attachment_id", attachment_id, MAX_REF_ID_LEN)?;
-        let outcome = self
-            .registry()
-            .decide(approval_id, answer, attachment_id)
-            .map_err(CoreError::from)?;
-        if outcome != DecideOutcome::NotFound {
-            return Ok(outcome);
-        }
-        Ok(self.stored_outcome(approval_id, attachment_id))
-    }
-
-    /// For an approval this hub does not remember: how it ended according to the stored events of
-    /// the attachment's session (an earlier hub asked it), read back once and then remembered.
-    fn stored_outcome(&self, approval_id: &str, attachment_id: &str) -> DecideOutcome {
-        let Some(session_id) = self.registry().session_of(attachment_id) else {
-            return DecideOutcome::NotFound;
-        };
-        let events = match super::blocking::store_io(|| self.store().read_events(&session_id)) {
-            Ok(events) => events,
-            Err(error) => {
-                warn!(%session_id, %approval_id, "cannot read the session's events to look the approval up: {error}");
-                return DecideOutcome::NotFound;
-            }
-        };
-        let Some(resolution) = stored_resolution(&events, approval_id) else {
-            return DecideOutcome::NotFound;
-        };
-        self.registry().remember_resolved(approval_id, resolution);
-        DecideOutcome::settled(Some(resolution))
     }
 }
