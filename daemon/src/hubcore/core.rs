@@ -169,7 +169,7 @@ impl HubCore {
                 clock,
             )),
         };
-        let options_journal = options
+        let journal = options
             .approval_scan_mark
             .as_ref()
             .map(|path| Arc::new(ScanJournal::new(path, store.backend_name())));
@@ -181,7 +181,7 @@ impl HubCore {
                     factory,
                     persona,
                     registry: ApprovalRegistry::new(),
-                    journal: options_journal,
+                    journal,
                 },
                 stream_id: new_id("stream", 0),
                 open: tokio::sync::Mutex::new(HashMap::new()),
@@ -198,8 +198,8 @@ impl HubCore {
         })
     }
 
-    /// Start-up: marks approvals left pending by an earlier hub as expired by restart (events and
-    /// log), reading only the sessions updated since the last completed scan when
+    /// Start-up, before any turn: marks approvals left pending by an earlier hub as expired by
+    /// restart (events and log), reading only the sessions the approval scan mark names when
     /// [`CoreOptions::approval_scan_mark`] is set, then starts dropping idle sessions. Returns what
     /// was expired.
     pub async fn start(&self) -> Result<Vec<ExpiredApproval>, CoreError> {
