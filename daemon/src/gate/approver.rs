@@ -3,8 +3,9 @@
 //!
 //! Invariants: no approver in this crate approves on its own (the scripted one in `testing` only
 //! replays decisions a test wrote down); the gate treats an approver error, a panic, an invalid
-//! answer, a timeout and a cancelled wait as refusals. The gate cancels a question by dropping the
-//! `decide` future, so an approver that keeps state per question must clean it up on drop.
+//! answer, a timeout and a cancelled wait as refusals. The gate ends a question it stops waiting for
+//! with [`Approver::conclude`] (which names the decision that stands) and then drops the `decide`
+//! future, so an approver that keeps state per question cleans it up there or on drop.
 
 use std::time::Duration;
 
@@ -60,6 +61,16 @@ pub trait Approver: Send + Sync {
 
     /// Asks for a decision. Anything but `Ok(Decision::Approved)` refuses the call.
     async fn decide(&self, request: &ApprovalRequest) -> Result<Decision, ApproverError>;
+
+    /// Ends the question as `proposed` (the gate's timeout, a cancel, a failure) unless a decision
+    /// for it already won, and returns the decision that stands: the gate records and acts on that
+    /// one. The gate calls it when it stops waiting, while the `decide` future is still alive (it
+    /// is dropped right after and never polled again), and also for a question it never asked, so
+    /// an approver can forget its per-question state. The default keeps `proposed`.
+    fn conclude(&self, request: &ApprovalRequest, proposed: Decision) -> Decision {
+        let _ = request;
+        proposed
+    }
 }
 
 /// Rejects every request: the approver when a channel passes none.

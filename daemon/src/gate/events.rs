@@ -230,7 +230,20 @@ impl AgentEvent {
 /// makes approvals durable).
 pub trait EventSink: Send + Sync {
     fn emit(&self, event: AgentEvent);
+
+    /// Records `event` and answers whether it is durably stored. The gate records an `approved`
+    /// decision this way and issues the permit only on `Ok`. The default emits and reports success:
+    /// a sink that does not persist has nothing that could fail.
+    fn record(&self, event: AgentEvent) -> Result<(), SinkError> {
+        self.emit(event);
+        Ok(())
+    }
 }
+
+/// An event that could not be stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the event could not be stored: {0}")]
+pub struct SinkError(pub String);
 
 /// A sink that drops every event (an agent nobody records).
 #[derive(Debug, Clone, Copy, Default)]

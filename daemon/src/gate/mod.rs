@@ -9,7 +9,10 @@
 //! checked call (the executor runs it immediately; nothing sits between check and execution); only
 //! `Decision::Approved` approves and silence never does; every question emits an `approval` event
 //! (`pending`, before the approver is asked) and exactly one decided event; prompts are asked one at a
-//! time; logs: tier 0 at DEBUG, tiers 1-2 at INFO with arguments, result summary and approval, an
+//! time; the decision recorded is the approver's winner (a timeout or cancel is settled with the
+//! approver, see [`Approver::conclude`], so a decision that won first is not overwritten); an
+//! `approved` decision is durably recorded before the permit is issued, and a call whose approval
+//! cannot be recorded is refused; logs: tier 0 at DEBUG, tiers 1-2 at INFO with arguments, result summary and approval, an
 //! unknown tool at WARN.
 
 mod approver;
@@ -21,6 +24,8 @@ mod verdict;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_decisions;
 
 use std::collections::hash_map::RandomState;
 use std::fmt::Display;
@@ -36,14 +41,14 @@ use tracing::{debug, info, warn};
 pub use approver::{ApprovalRequest, Approver, ApproverError, AutoRejectApprover};
 pub use events::{
     AgentEvent, ApprovalEvent, ApprovalState, ApprovalStatus, Decision, ErrorEvent, EventSink,
-    NullSink, ToolCallEvent, ToolCallStatus,
+    NullSink, SinkError, ToolCallEvent, ToolCallStatus,
 };
 pub use exemption::ExemptionHandle;
 pub use format::format_approval_arguments;
 pub use pending::PendingApproval;
 pub use verdict::{
     CANCEL_GRACE, CallContext, GateCall, Permit, Refusal, RefusalReason, ToolCallRecord, Verdict,
-    refusal_text, unknown_tool_text,
+    not_recorded_text, refusal_text, unknown_tool_text,
 };
 
 use crate::tool::{Tier, ToolCatalog};

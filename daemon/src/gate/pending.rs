@@ -3,8 +3,11 @@
 //! Invariants: the `pending` approval event was emitted before this value exists (so a store that
 //! persists events has the question before anyone is asked); questions of one gate are asked one at
 //! a time; the wait ends on a decision, the timeout (gate's, else approver's) or the cancellation
-//! token, and only an explicit `Approved` yields a permit; a pending approval dropped without being
-//! waited on is recorded as `cancelled`, so every question gets exactly one decided event.
+//! token; a timeout, cancel or failure is settled with the approver ([`super::Approver::conclude`])
+//! and the decision it names is the one recorded and acted on; only an explicit `Approved` that was
+//! durably recorded ([`super::EventSink::record`]) yields a permit; a pending approval dropped
+//! without being waited on is settled as `cancelled`, so every question gets exactly one decided
+//! event.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -56,37 +59,55 @@ impl PendingApproval {
         let cancel = self.ctx.cancel.clone();
         let turn = tokio::select! {
             biased;
-            () = cancel.cancelled() => return Decision::Cancelled,
+            () = cancel.cancelled() => return self.conclude(Decision::Cancelled),
             turn = self.gate.prompts.acquire() => turn,
         };
         let Ok(_turn) = turn else {
-            return Decision::Error;
+            return self.conclude(Decision::Error);
         };
         let deciding = AssertUnwindSafe(self.gate.approver.decide(&self.request)).catch_unwind();
+        tokio::pin!(deciding);
         let timeout = self.request.timeout;
-        let answered = async move {
+        let expired = async move {
             match timeout {
-                Some(limit) => tokio::time::timeout(limit, deciding).await.ok(),
-                None => Some(deciding.await),
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
             }
         };
+        // An answer that is ready wins over a cancel or the timeout seen in the same poll; either
+        // of those is settled with the approver while its `decide` is still alive, so a decision
+        // that won first stands.
         let outcome = tokio::select! {
             biased;
-            () = cancel.cancelled() => return Decision::Cancelled,
-            outcome = answered => outcome,
+            outcome = &mut deciding => outcome,
+            () = cancel.cancelled() => return self.conclude(Decision::Cancelled),
+            () = expired => return self.conclude(Decision::Timeout),
         };
         match outcome {
-            None => Decision::Timeout,
-            Some(Ok(Ok(decision))) => decision,
-            Some(Ok(Err(error))) => {
+            Ok(Ok(decision)) => decision,
+            Ok(Err(error)) => {
                 self.report_failure(&error.to_string());
-                Decision::Error
+                self.conclude(Decision::Error)
             }
-            Some(Err(_panic)) => {
+            Err(_panic) => {
                 self.report_failure("the approver panicked");
-                Decision::Error
+                self.conclude(Decision::Error)
             }
         }
+    }
+
+    /// The decision that stands when the gate stops waiting with `proposed`.
+    fn conclude(&self, proposed: Decision) -> Decision {
+        let decision = self.gate.approver.conclude(&self.request, proposed);
+        if decision != proposed {
+            info!(
+                approval_id = %self.request.approval_id,
+                proposed = proposed.as_str(),
+                decision = decision.as_str(),
+                "the approval was decided before the gate stopped waiting; that decision stands"
+            );
+        }
+        decision
     }
 
     fn report_failure(&self, message: &str) {
@@ -108,25 +129,54 @@ impl PendingApproval {
     fn finish(&mut self, decision: Decision, started: Instant) -> Verdict {
         self.decided = true;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.emit_decided(decision, Some(duration_ms));
         let call = self.call.clone();
-        if decision.is_approved() {
-            Verdict::Allowed(Permit {
-                tool: Arc::clone(&self.tool),
-                call,
-                tier: self.request.tier,
-                approval: ApprovalStatus::Approved,
-            })
-        } else {
-            Verdict::Refused(Refusal {
+        if !decision.is_approved() {
+            self.emit_decided(decision, Some(duration_ms));
+            return Verdict::Refused(Refusal {
                 call,
                 tier: Some(self.request.tier),
                 reason: RefusalReason::NotApproved(decision),
-            })
+            });
         }
+        let event = approval_event(
+            &self.request,
+            self.gate.approver.name(),
+            decision.into(),
+            Some(duration_ms),
+        );
+        if let Err(error) = self.gate.sink.record(AgentEvent::Approval(event)) {
+            warn!(
+                tool = %self.call.tool,
+                approval_id = %self.request.approval_id,
+                "the approval could not be recorded, so the tool does not run: {error}"
+            );
+            self.gate.sink.emit(AgentEvent::Error(ErrorEvent {
+                location: "tier_gate".into(),
+                message: format!(
+                    "the approval could not be recorded, so the call was refused: {error}"
+                ),
+                tool: Some(self.call.tool.clone()),
+                tool_use_id: Some(self.call.tool_use_id.clone()),
+                session_id: self.ctx.session_id.clone(),
+            }));
+            // Best effort: the question ends as an error rather than staying `pending`.
+            self.emit_decided(Decision::Error, Some(duration_ms));
+            return Verdict::Refused(Refusal {
+                call,
+                tier: Some(self.request.tier),
+                reason: RefusalReason::NotRecorded,
+            });
+        }
+        self.log_decided(decision);
+        Verdict::Allowed(Permit {
+            tool: Arc::clone(&self.tool),
+            call,
+            tier: self.request.tier,
+            approval: ApprovalStatus::Approved,
+        })
     }
 
-    fn emit_decided(&self, decision: Decision, duration_ms: Option<u64>) {
+    fn log_decided(&self, decision: Decision) {
         info!(
             tool = %self.call.tool,
             approval_id = %self.request.approval_id,
@@ -134,6 +184,9 @@ impl PendingApproval {
             decision = decision.as_str(),
             "approval decided"
         );
+    }
+
+    fn emit_decided(&self, decision: Decision, duration_ms: Option<u64>) {
         let event = approval_event(
             &self.request,
             self.gate.approver.name(),
@@ -148,7 +201,17 @@ impl Drop for PendingApproval {
     fn drop(&mut self) {
         if !self.decided {
             self.decided = true;
-            self.emit_decided(Decision::Cancelled, None);
+            // Never waited on, or its wait was dropped: settle it as cancelled with the approver.
+            // A decision that won first is what is recorded, though the call no longer runs.
+            let decision = self.conclude(Decision::Cancelled);
+            if decision.is_approved() {
+                warn!(
+                    tool = %self.call.tool,
+                    approval_id = %self.request.approval_id,
+                    "the approval was approved, but its call was dropped before it could run; the tool did not run"
+                );
+            }
+            self.emit_decided(decision, None);
         }
     }
 }

@@ -30,6 +30,14 @@ pub fn refusal_text(tool: &str) -> String {
     )
 }
 
+/// The text the model reads when an approved call was refused because its approval could not be
+/// recorded.
+pub fn not_recorded_text(tool: &str) -> String {
+    format!(
+        "The approval of this action could not be recorded, so it was not performed: {tool}. Tell the user briefly."
+    )
+}
+
 /// The text the model reads when it called a tool that is not in the catalog.
 pub fn unknown_tool_text(tool: &str) -> String {
     format!("Tool '{tool}' is not registered; it was not run.")
@@ -246,6 +254,8 @@ pub enum RefusalReason {
     UnknownTool,
     /// A tier-2 call that was not approved.
     NotApproved(Decision),
+    /// A tier-2 call that was approved, but its approval could not be recorded durably.
+    NotRecorded,
 }
 
 /// A refused call: it did not run.
@@ -274,6 +284,7 @@ impl Refusal {
         match self.reason {
             RefusalReason::UnknownTool => unknown_tool_text(&self.call.tool),
             RefusalReason::NotApproved(_) => refusal_text(&self.call.tool),
+            RefusalReason::NotRecorded => not_recorded_text(&self.call.tool),
         }
     }
 
@@ -282,6 +293,7 @@ impl Refusal {
         match self.reason {
             RefusalReason::UnknownTool => ApprovalStatus::NotRequired,
             RefusalReason::NotApproved(decision) => decision.approval_status(),
+            RefusalReason::NotRecorded => ApprovalStatus::Error,
         }
     }
 

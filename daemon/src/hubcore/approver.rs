@@ -10,8 +10,12 @@
 //!   `approval_requested` after the tool call that caused it. That wait is bounded by
 //!   [`FLUSH_WAIT`].
 //! - Only `Resolution::Approved` becomes `Decision::Approved`; a closed channel is a rejection.
-//! - Cancellation-safe: the gate cancels by dropping `decide`, which drops the ticket, which
-//!   resolves the approval (`Timeout` or `Cancelled`) and publishes that.
+//! - The registry chooses the winner: when the gate stops waiting (timeout, cancel) it settles the
+//!   approval through [`HubApprover`]'s `conclude`, which resolves it as that only if nothing won
+//!   first and returns the winner, so the gate records what the registry and DecideApproval say.
+//!   Dropping `decide` without that resolves the approval as `Cancelled`.
+//! - Readiness entries live from the `pending` record until the question is asked or concluded
+//!   (cancelled or timed out before it was asked): none outlives its question.
 //! - It has no timeout of its own: the gate's (from the hub's configuration) applies.
 
 use std::collections::HashMap;
@@ -49,7 +53,8 @@ impl ApprovalReadiness {
         self.ids.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The `pending` event of `approval_id` is durably recorded.
+    /// The `pending` event of `approval_id` is durably recorded (the gate emits it before the
+    /// question can be asked, so this comes first).
     pub fn mark_recorded(&self, approval_id: &str) {
         self.lock()
             .entry(approval_id.to_owned())
@@ -58,24 +63,42 @@ impl ApprovalReadiness {
         self.changed.notify_waiters();
     }
 
-    /// Every event before the question `approval_id` is published.
+    /// Every event before the question `approval_id` is published. Only a recorded question is
+    /// tracked: a mark for one that was never recorded, or was already taken or forgotten, is
+    /// dropped, so a late mark cannot leave an entry behind.
     pub fn mark_flushed(&self, approval_id: &str) {
-        self.lock()
-            .entry(approval_id.to_owned())
-            .or_default()
-            .flushed = true;
+        if let Some(ready) = self.lock().get_mut(approval_id) {
+            ready.flushed = true;
+        }
         self.changed.notify_waiters();
     }
 
+    /// Forgets a question that will not be asked (cancelled or timed out first).
+    pub fn forget(&self, approval_id: &str) {
+        self.lock().remove(approval_id);
+    }
+
+    /// How many questions are tracked (recorded, not yet asked or forgotten).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no question is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
     /// Waits (at most `limit`) until the question is flushed, then returns whether it was
-    /// recorded, and forgets it.
+    /// recorded, and forgets it. A question that was never recorded answers `false` at once.
     pub async fn take_when_flushed(&self, approval_id: &str, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let ready = self.lock().get(approval_id).copied().unwrap_or_default();
+            let Some(ready) = self.lock().get(approval_id).copied() else {
+                return false;
+            };
             if ready.flushed {
                 break;
             }
@@ -179,13 +202,33 @@ impl Approver for HubApprover {
             asked_at: now_rfc3339(),
             deadline,
         };
-        let mut ticket = self.registry.register(&self.bus, info, request.timeout);
-        Ok(match ticket.wait().await {
-            Resolution::Approved => Decision::Approved,
-            Resolution::Rejected | Resolution::ChannelClosed => Decision::Rejected,
-            Resolution::Timeout => Decision::Timeout,
-            Resolution::Cancelled | Resolution::ExpiredByRestart => Decision::Cancelled,
-        })
+        let mut ticket = self.registry.register(&self.bus, info);
+        Ok(decision_of(ticket.wait().await))
+    }
+
+    fn conclude(&self, request: &ApprovalRequest, proposed: Decision) -> Decision {
+        self.readiness.forget(&request.approval_id);
+        let resolution = match proposed {
+            Decision::Timeout => Resolution::Timeout,
+            Decision::Rejected => Resolution::Rejected,
+            Decision::Approved | Decision::Cancelled | Decision::Error | Decision::Invalid => {
+                Resolution::Cancelled
+            }
+        };
+        match self.registry.settle(&request.approval_id, resolution) {
+            Some(winner) => decision_of(winner),
+            None => proposed,
+        }
+    }
+}
+
+/// The gate's decision for how an approval ended; only `Approved` approves.
+pub fn decision_of(resolution: Resolution) -> Decision {
+    match resolution {
+        Resolution::Approved => Decision::Approved,
+        Resolution::Rejected | Resolution::ChannelClosed => Decision::Rejected,
+        Resolution::Timeout => Decision::Timeout,
+        Resolution::Cancelled | Resolution::ExpiredByRestart => Decision::Cancelled,
     }
 }
 
@@ -249,7 +292,7 @@ mod tests {
     #[tokio::test]
     async fn an_unrecorded_approval_is_never_asked() {
         let f = fixture();
-        let _terminal = f.registry.attach(&f.bus, "terminal");
+        let _terminal = f.registry.attach(&f.bus, "terminal").unwrap();
         f.readiness.mark_flushed("a1");
         let answer = f.approver.decide(&request("a1", None)).await;
         assert!(answer.is_err());
@@ -260,7 +303,7 @@ mod tests {
     #[tokio::test]
     async fn the_question_waits_until_earlier_events_are_published() {
         let f = fixture();
-        let _terminal = f.registry.attach(&f.bus, "terminal");
+        let _terminal = f.registry.attach(&f.bus, "terminal").unwrap();
         f.readiness.mark_recorded("a1");
         let approver = Arc::clone(&f.approver);
         let waiting = tokio::spawn(async move { approver.decide(&request("a1", None)).await });
@@ -291,7 +334,7 @@ mod tests {
             (ApprovalAnswer::Reject, Decision::Rejected),
         ] {
             let f = fixture();
-            let terminal = f.registry.attach(&f.bus, "terminal");
+            let terminal = f.registry.attach(&f.bus, "terminal").unwrap();
             f.readiness.mark_recorded("a1");
             f.readiness.mark_flushed("a1");
             let approver = Arc::clone(&f.approver);
@@ -312,7 +355,7 @@ mod tests {
     #[tokio::test]
     async fn a_closed_dialog_rejects() {
         let f = fixture();
-        let terminal = f.registry.attach(&f.bus, "terminal");
+        let terminal = f.registry.attach(&f.bus, "terminal").unwrap();
         f.readiness.mark_recorded("a1");
         f.readiness.mark_flushed("a1");
         let approver = Arc::clone(&f.approver);
@@ -325,7 +368,7 @@ mod tests {
     #[tokio::test]
     async fn a_dropped_question_is_resolved_and_shows_a_deadline() {
         let f = fixture();
-        let terminal = f.registry.attach(&f.bus, "terminal");
+        let terminal = f.registry.attach(&f.bus, "terminal").unwrap();
         f.readiness.mark_recorded("a1");
         f.readiness.mark_flushed("a1");
         let approver = Arc::clone(&f.approver);
@@ -343,5 +386,112 @@ mod tests {
                 .decide("a1", ApprovalAnswer::Approve, terminal.id()),
             Ok(DecideOutcome::Expired(Resolution::Cancelled))
         );
+    }
+
+    /// Marks a `pending` approval recorded, as the session's recorder does.
+    struct Recording(Arc<ApprovalReadiness>);
+
+    impl crate::gate::EventSink for Recording {
+        fn emit(&self, event: crate::gate::AgentEvent) {
+            if let crate::gate::AgentEvent::Approval(a) = event
+                && a.status == crate::gate::ApprovalState::Pending
+            {
+                self.0.mark_recorded(&a.approval_id);
+            }
+        }
+    }
+
+    fn gate_over(f: &Fixture, timeout: Option<Duration>) -> crate::gate::TierGate {
+        let catalog = crate::tools::shipped_catalog(Arc::new(crate::clock::SystemClock), &[])
+            .expect("the shipped catalog");
+        crate::gate::TierGate::builder(Arc::new(catalog))
+            .approver(Arc::clone(&f.approver) as _)
+            .sink(Arc::new(Recording(Arc::clone(&f.readiness))))
+            .timeout(timeout)
+            .build()
+    }
+
+    fn lamp_call() -> crate::gate::GateCall {
+        crate::gate::GateCall {
+            tool_use_id: "tu".into(),
+            tool: "demo_physical_action".into(),
+            arguments: json!({"action": "lamp"}),
+        }
+    }
+
+    fn call_ctx(cancel: tokio_util::sync::CancellationToken) -> crate::gate::CallContext {
+        crate::gate::CallContext {
+            session_id: "s1".into(),
+            channel: "terminal".into(),
+            cancel,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_question_that_times_out_before_it_is_asked_leaves_no_readiness_entry() {
+        let f = fixture();
+        let _terminal = f.registry.attach(&f.bus, "terminal").unwrap();
+        let gate = gate_over(&f, Some(Duration::from_millis(50)));
+        let ctx = call_ctx(tokio_util::sync::CancellationToken::new());
+        let crate::gate::Checked::Pending(pending) = gate.begin(lamp_call(), &ctx) else {
+            panic!("a tier-2 call waits");
+        };
+        let id = pending.request().approval_id.clone();
+        assert_eq!(f.readiness.len(), 1, "recorded");
+        // The flush never comes before the gate's timeout.
+        assert!(matches!(
+            pending.wait().await,
+            crate::gate::Verdict::Refused(ref r)
+                if r.reason() == crate::gate::RefusalReason::NotApproved(Decision::Timeout)
+        ));
+        assert!(f.readiness.is_empty(), "forgotten when the gate gave up");
+        f.readiness.mark_flushed(&id);
+        assert!(
+            f.readiness.is_empty(),
+            "a late flush mark leaves nothing behind"
+        );
+        assert_eq!(f.registry.pending_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_question_cancelled_before_it_is_asked_leaves_no_readiness_entry() {
+        let f = fixture();
+        let gate = gate_over(&f, None);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let ctx = call_ctx(cancel.clone());
+        let crate::gate::Checked::Pending(pending) = gate.begin(lamp_call(), &ctx) else {
+            panic!("a tier-2 call waits");
+        };
+        cancel.cancel();
+        let _ = pending.wait().await;
+        assert!(f.readiness.is_empty());
+        let crate::gate::Checked::Pending(never_waited) = gate.begin(lamp_call(), &ctx) else {
+            panic!("a tier-2 call waits");
+        };
+        drop(never_waited);
+        assert!(f.readiness.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_late_timeout_or_cancel_learns_the_decision_that_won() {
+        let f = fixture();
+        let terminal = f.registry.attach(&f.bus, "terminal").unwrap();
+        f.readiness.mark_recorded("a1");
+        f.readiness.mark_flushed("a1");
+        let approver = Arc::clone(&f.approver);
+        let waiting = tokio::spawn(async move { approver.decide(&request("a1", None)).await });
+        wait_pending(&f.registry).await;
+        assert_eq!(
+            f.registry
+                .decide("a1", ApprovalAnswer::Approve, terminal.id()),
+            Ok(DecideOutcome::Applied(Resolution::Approved))
+        );
+        for proposed in [Decision::Timeout, Decision::Cancelled] {
+            assert_eq!(
+                f.approver.conclude(&request("a1", None), proposed),
+                Decision::Approved
+            );
+        }
+        assert_eq!(waiting.await.unwrap(), Ok(Decision::Approved));
     }
 }

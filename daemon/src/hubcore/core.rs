@@ -30,7 +30,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::approvals::{ApprovalAnswer, ApprovalRegistry, DecideOutcome};
+use super::approvals::ApprovalRegistry;
 use super::bus::EventBus;
 use super::error::CoreError;
 use super::event::{EventKind, PendingInfo, SessionEvent};
@@ -39,7 +39,7 @@ use super::limits::{MAX_REF_ID_LEN, MAX_TEXT_BYTES, check_len};
 use super::options::{CoreOptions, ModelFactory};
 use super::restart::{ExpiredApproval, expire_stale_approvals};
 use super::runtime::{AgentParts, SessionRuntime};
-use super::scan_mark::{record_scan, scan_since};
+use super::scan_mark::{ScanJournal, ScanPlan};
 use super::streams::{EventStream, Snapshot, TurnStream};
 use super::turns::AcceptError;
 use crate::agent::SystemPromptSource;
@@ -169,6 +169,10 @@ impl HubCore {
                 clock,
             )),
         };
+        let journal = options
+            .approval_scan_mark
+            .as_ref()
+            .map(|path| Arc::new(ScanJournal::new(path, store.backend_name())));
         Ok(Self {
             inner: Arc::new(CoreInner {
                 parts: AgentParts {
@@ -177,6 +181,7 @@ impl HubCore {
                     factory,
                     persona,
                     registry: ApprovalRegistry::new(),
+                    journal,
                 },
                 stream_id: new_id("stream", 0),
                 open: tokio::sync::Mutex::new(HashMap::new()),
@@ -193,22 +198,21 @@ impl HubCore {
         })
     }
 
-    /// Start-up: marks approvals left pending by an earlier hub as expired by restart (events and
-    /// log), reading only the sessions updated since the last completed scan when
+    /// Start-up, before any turn: marks approvals left pending by an earlier hub as expired by
+    /// restart (events and log), reading only the sessions the approval scan mark names when
     /// [`CoreOptions::approval_scan_mark`] is set, then starts dropping idle sessions. Returns what
     /// was expired.
     pub async fn start(&self) -> Result<Vec<ExpiredApproval>, CoreError> {
         let store = Arc::clone(&self.inner.parts.store);
-        let mark = self.options().approval_scan_mark.clone();
+        let journal = self.inner.parts.journal.clone();
         let expired = tokio::task::spawn_blocking(move || {
             let started = jiff::Timestamp::now();
-            let backend = store.backend_name().to_owned();
-            let since = mark.as_deref().and_then(|m| scan_since(m, &backend));
-            let expired = expire_stale_approvals(store.as_ref(), since)?;
-            if let Some(mark) = &mark {
-                record_scan(mark, &backend, started);
+            let plan = journal.as_ref().map_or(ScanPlan::All, |j| j.plan());
+            let outcome = expire_stale_approvals(store.as_ref(), &plan)?;
+            if let Some(journal) = &journal {
+                journal.record_scan(started, &outcome.unfinished);
             }
-            Ok::<_, CoreError>(expired)
+            Ok::<_, CoreError>(outcome.expired)
         })
         .await
         .map_err(|e| CoreError::Unavailable(e.to_string()))??;
@@ -382,14 +386,18 @@ impl HubCore {
         let max_queued = self.options().max_queued_turns;
         for _ in 0..2 {
             let runtime = self.runtime(&request.session_id, None).await?;
-            // Attach first: an approval the turn asks at once must find its channel attached.
-            let attachment = self.registry().attach(&runtime.bus, &channel);
+            // Attach first, to the turn about to be made: an approval the turn asks at once must
+            // find its stream attached.
+            let fresh_id = self.new_turn_id();
+            let attachment = self
+                .registry()
+                .attach_turn(&runtime.bus, &channel, &fresh_id)?;
             let accepted = match runtime.accept(
                 request.text.clone(),
                 channel.clone(),
                 key.clone(),
                 max_queued,
-                || self.new_turn_id(),
+                || fresh_id.clone(),
             ) {
                 Ok(accepted) => accepted,
                 Err(AcceptError::Closed) => continue,
@@ -399,6 +407,10 @@ impl HubCore {
                     )));
                 }
             };
+            if accepted.turn_id != fresh_id {
+                // A repeat: the stream replays the earlier turn from its start.
+                attachment.show_turn(&accepted.turn_id);
+            }
             let after = accepted.first_seq.saturating_sub(1);
             let (subscription, ready) = match runtime.bus.subscribe(Some(after)) {
                 Ok(subscription) => (Some(subscription), VecDeque::new()),
@@ -503,7 +515,7 @@ impl HubCore {
         }
         let runtime = self.runtime(session_id, None).await?;
         let session = self.summary(session_id).await?;
-        let attachment = self.registry().attach(&runtime.bus, &channel);
+        let attachment = self.registry().attach(&runtime.bus, &channel)?;
         let registry = Arc::clone(self.registry());
         let attachment_id = attachment.id().to_owned();
         let role = runtime.role();
@@ -537,29 +549,5 @@ impl HubCore {
             check_session_id(id)?;
         }
         Ok(self.registry().list_pending(session_id))
-    }
-
-    /// A person's decision, from the client holding `attachment_id`.
-    pub fn decide(
-        &self,
-        approval_id: &str,
-        answer: ApprovalAnswer,
-        attachment_id: &str,
-    ) -> Result<DecideOutcome, CoreError> {
-        if approval_id.is_empty() {
-            return Err(CoreError::InvalidArgument(
-                "approval_id is empty".to_owned(),
-            ));
-        }
-        if attachment_id.is_empty() {
-            return Err(CoreError::InvalidArgument(
-                "attachment_id is empty; a decision counts only from a client attached with Subscribe or StartTurn".to_owned(),
-            ));
-        }
-        check_len("approval_id", approval_id, MAX_REF_ID_LEN)?;
-        check_len("attachment_id", attachment_id, MAX_REF_ID_LEN)?;
-        self.registry()
-            .decide(approval_id, answer, attachment_id)
-            .map_err(CoreError::from)
     }
 }

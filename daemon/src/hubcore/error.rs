@@ -5,6 +5,7 @@
 //! (`{:?}`); a store failure is `Unavailable` (the caller may retry), never a panic.
 
 use super::DecideError;
+use super::approvals::AttachError;
 use crate::session::{SessionContextMismatch, SessionError};
 
 /// A hub call that failed.
@@ -61,9 +62,17 @@ impl From<DecideError> for CoreError {
     fn from(error: DecideError) -> Self {
         match error {
             DecideError::CutOff(_) => Self::CutOff(error.to_string()),
-            DecideError::NotAttached(_) | DecideError::WrongChannel { .. } => {
-                Self::FailedPrecondition(error.to_string())
-            }
+            DecideError::NotAttached(_)
+            | DecideError::WrongChannel { .. }
+            | DecideError::NotShown { .. } => Self::FailedPrecondition(error.to_string()),
+        }
+    }
+}
+
+impl From<AttachError> for CoreError {
+    fn from(error: AttachError) -> Self {
+        match error {
+            AttachError::TooMany { .. } => Self::ResourceExhausted(error.to_string()),
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The hub's domain core: sessions, turns, live events and pending approvals, as the rpc layer
 //! serves them; free of tonic and prost types.
 //!
-//! - [`core`]: [`HubCore`], the handle (open sessions, turns, subscriptions, decisions, idle drop,
-//!   shutdown); [`sessions`]: list, get, open, switch role, read events.
+//! - [`core`]: [`HubCore`], the handle (open sessions, turns, subscriptions, idle drop,
+//!   shutdown); [`decide`]: decisions on approvals (an earlier hub's read back from the store);
+//!   [`sessions`]: list, get, open, switch role, read events.
 //! - [`runtime`]: one open session (its agent and turn table); [`turns`]: the turn queue and the
 //!   worker that runs turns and publishes their events; [`recorder`]: the store-backed history
 //!   observer and event sink of an agent; [`window`]: what the model sees of a session under
@@ -26,6 +27,7 @@ pub mod approver;
 mod blocking;
 pub mod bus;
 pub mod core;
+mod decide;
 pub mod error;
 pub mod event;
 pub mod ids;

@@ -140,8 +140,8 @@ pub struct CoreOptions {
     /// Events kept per session for `after_seq` replays, and how far a subscriber may fall behind.
     pub replay_buffer: usize,
     pub subscriber_lag: usize,
-    /// Where the start-up scan for approvals left pending records when it last ran (see
-    /// `hubcore::scan_mark`); `None`: every start reads every session.
+    /// Where the start-up scan for approvals left pending records which sessions the next start
+    /// must read (see `hubcore::scan_mark`); `None`: every start reads every session.
     pub approval_scan_mark: Option<PathBuf>,
 }
 

@@ -6,7 +6,11 @@
 //! - A message's stored id is its position in the full session: the restored window starts at
 //!   `offset`, so ids continue the stored ones and a message is never overwritten.
 //! - An approval's `pending` event is marked recorded (so the approver may ask) only after the store
-//!   accepted it; a failed write is logged and the question is then refused.
+//!   accepted it; a failed write is logged and the question is then refused. The gate records an
+//!   `approved` decision through [`EventSink::record`], which reports the store's answer, so a
+//!   decision that is not durable issues no permit.
+//! - With a scan journal, the session is noted in it (durably) before an approval's `pending` event
+//!   is stored, so a start after a crash reads this session; a note that fails refuses the question.
 //! - `tool_call` records are kept for the turn worker, which publishes them in turn order; `error`
 //!   events are published at once.
 //! - Writes are synchronous (the store's contract); they run on the turn's task, through
@@ -21,8 +25,9 @@ use super::approver::{ApprovalReadiness, TurnSlot};
 use super::blocking::store_io;
 use super::bus::EventBus;
 use super::event::EventKind;
+use super::scan_mark::ScanJournal;
 use crate::agent::{HistoryError, HistoryObserver};
-use crate::gate::{AgentEvent, ApprovalState, EventSink, ToolCallEvent};
+use crate::gate::{AgentEvent, ApprovalState, EventSink, SinkError, ToolCallEvent};
 use crate::message::Message;
 use crate::session::{DEFAULT_AGENT_ID, SessionMessage, SessionStore, now_utc};
 
@@ -35,6 +40,7 @@ pub struct SessionRecorder {
     readiness: Arc<ApprovalReadiness>,
     turn: Arc<TurnSlot>,
     tool_calls: Mutex<HashMap<String, ToolCallEvent>>,
+    journal: Option<Arc<ScanJournal>>,
 }
 
 impl std::fmt::Debug for SessionRecorder {
@@ -64,7 +70,14 @@ impl SessionRecorder {
             readiness,
             turn,
             tool_calls: Mutex::new(HashMap::new()),
+            journal: None,
         }
+    }
+
+    /// Notes this session in the approval scan journal before any `pending` approval is stored.
+    pub fn with_journal(mut self, journal: Option<Arc<ScanJournal>>) -> Self {
+        self.journal = journal;
+        self
     }
 
     /// The stored id of the agent's first history message.
@@ -93,21 +106,30 @@ impl HistoryObserver for SessionRecorder {
     }
 }
 
-impl EventSink for SessionRecorder {
-    fn emit(&self, event: AgentEvent) {
-        let stored = match serde_json::to_value(&event) {
-            Ok(value) => match store_io(|| self.store.append_event(&self.session_id, &value)) {
-                Ok(()) => true,
-                Err(error) => {
-                    warn!(session_id = %self.session_id, kind = event.kind(), "cannot record an agent event: {error}");
-                    false
-                }
-            },
-            Err(error) => {
-                warn!(session_id = %self.session_id, kind = event.kind(), "cannot serialize an agent event: {error}");
-                false
-            }
-        };
+impl SessionRecorder {
+    /// Stores one agent event; `Err` says why it is not stored.
+    fn store_event(&self, event: &AgentEvent) -> Result<(), SinkError> {
+        if let (AgentEvent::Approval(approval), Some(journal)) = (event, &self.journal)
+            && approval.status == ApprovalState::Pending
+        {
+            store_io(|| journal.note(&self.session_id)).map_err(|error| {
+                warn!(session_id = %self.session_id, approval_id = %approval.approval_id, "cannot note the session in the approval scan mark, so the approval is not asked: {error}");
+                SinkError(error.to_string())
+            })?;
+        }
+        let value = serde_json::to_value(event).map_err(|error| {
+            warn!(session_id = %self.session_id, kind = event.kind(), "cannot serialize an agent event: {error}");
+            SinkError(error.to_string())
+        })?;
+        store_io(|| self.store.append_event(&self.session_id, &value)).map_err(|error| {
+            warn!(session_id = %self.session_id, kind = event.kind(), "cannot record an agent event: {error}");
+            SinkError(error.to_string())
+        })
+    }
+
+    /// After an event was stored (or not): marks a recorded question ready, keeps a `tool_call`
+    /// for the turn worker, publishes an `error`.
+    fn route(&self, event: AgentEvent, stored: bool) {
         match event {
             AgentEvent::Approval(approval) => {
                 if stored && approval.status == ApprovalState::Pending {
@@ -125,5 +147,18 @@ impl EventSink for SessionRecorder {
                     .publish(self.turn.get().as_deref(), EventKind::Error(error));
             }
         }
+    }
+}
+
+impl EventSink for SessionRecorder {
+    fn emit(&self, event: AgentEvent) {
+        let stored = self.store_event(&event).is_ok();
+        self.route(event, stored);
+    }
+
+    fn record(&self, event: AgentEvent) -> Result<(), SinkError> {
+        let stored = self.store_event(&event);
+        self.route(event, stored.is_ok());
+        stored
     }
 }

@@ -45,6 +45,8 @@ pub(crate) struct AgentParts {
     pub factory: Arc<dyn ModelFactory>,
     pub persona: Arc<dyn SystemPromptSource>,
     pub registry: Arc<ApprovalRegistry>,
+    /// Notes the sessions approvals are asked in, for the next start's scan.
+    pub journal: Option<Arc<super::scan_mark::ScanJournal>>,
 }
 
 /// The agent of an open session, with the role it runs on.
@@ -273,14 +275,17 @@ fn build_agent(
     };
     let catalog = shipped_catalog(Arc::new(SystemClock), &options.disabled_tools)
         .map_err(|e| CoreError::Unavailable(format!("tool catalog: {e}")))?;
-    let recorder = Arc::new(SessionRecorder::new(
-        Arc::clone(store),
-        session_id,
-        offset,
-        Arc::clone(bus),
-        Arc::clone(readiness),
-        Arc::clone(turn_slot),
-    ));
+    let recorder = Arc::new(
+        SessionRecorder::new(
+            Arc::clone(store),
+            session_id,
+            offset,
+            Arc::clone(bus),
+            Arc::clone(readiness),
+            Arc::clone(turn_slot),
+        )
+        .with_journal(parts.journal.clone()),
+    );
     let approver = Arc::new(HubApprover::new(
         Arc::clone(&parts.registry),
         Arc::clone(bus),

@@ -119,7 +119,7 @@ mod tests {
 
         let registry = ApprovalRegistry::new();
         let bus = Arc::new(EventBus::new("s1"));
-        let cut = registry.attach(&bus, "terminal");
+        let cut = registry.attach(&bus, "terminal").unwrap();
         let cut_id = cut.id().to_owned();
         let info = PendingInfo {
             approval_id: "a1".into(),
@@ -134,7 +134,7 @@ mod tests {
             asked_at: "now".into(),
             deadline: None,
         };
-        let _ticket = registry.register(&bus, info, None);
+        let _ticket = registry.register(&bus, info);
         let stop = CancellationToken::new();
         cut.hold_after_lag(Duration::from_secs(60), &stop);
         let refusal = |attachment: &str| {

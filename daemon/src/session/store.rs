@@ -259,6 +259,13 @@ impl StoreEventSink {
 }
 
 impl EventSink for StoreEventSink {
+    fn record(&self, event: AgentEvent) -> Result<(), crate::gate::SinkError> {
+        let value =
+            serde_json::to_value(&event).map_err(|e| crate::gate::SinkError(e.to_string()))?;
+        self.emit_json(value)
+            .map_err(|e| crate::gate::SinkError(e.to_string()))
+    }
+
     fn emit(&self, event: AgentEvent) {
         let kind = event.kind();
         let written = match serde_json::to_value(&event) {

@@ -1,38 +1,50 @@
 //! [`ApprovalRegistry`]: the hub's pending tier-2 approvals as entities with ids, and the clients'
-//! attachments that may decide them.
+//! attachments that may decide them. The registry is the one place where an approval's winner is
+//! chosen; every report of it (the DecideApproval answer, the live `ApprovalResolved` event, the
+//! gate's verdict and stored `approval` event, the logs) reads that winner.
 //!
-//! An attachment is one live client stream (Subscribe or StartTurn) on a session and a channel; its
-//! [`Attachment`] guard ends it on drop.
+//! An attachment is one live client stream on a session and a channel; its [`Attachment`] guard
+//! ends it on drop ([`attach`]). What an attachment was *shown* decides what it may decide:
+//! - a Subscribe stream is shown every approval pending on its session in its snapshot and every
+//!   one published on the session afterwards, so it is shown every approval of its session that
+//!   was pending while it was attached;
+//! - a StartTurn stream carries only its own turn's events, so it is shown only the approvals its
+//!   turn asks (a queued turn's stream, attached before its turn runs, is never shown an earlier
+//!   turn's approval); a repeated StartTurn (same idempotency key) replays its turn from the
+//!   start and so is shown that turn's approvals pending when it attached.
 //!
 //! Invariants:
-//! - A decision counts only when it names a live attachment on the approval's session and channel.
-//!   An attachment cut off as lagging is held for a grace period ([`grace`]): it still counts as
-//!   attached (its channel's approvals stay pending for the client to resubscribe) but no longer
-//!   decides.
-//! - When the last attachment on a (session, channel) goes, every approval pending there ends as
-//!   [`Resolution::ChannelClosed`] (a closed dialog never approves); an approval asked where nobody is
-//!   attached ends the same way at once.
-//! - Every approval is resolved exactly once; its waiter gets that resolution, every later decision
-//!   learns it (`AlreadyDecided` or `Expired`) for as long as the id is remembered.
-//! - A waiter that goes away (the gate's timeout or a cancelled turn dropped it) resolves its
-//!   approval as `Timeout` or `Cancelled`, so nothing stays pending without a waiter.
+//! - Each pending approval keeps the set of live attachments on its session and channel that were
+//!   shown it (its *viewers*). A decision counts only from a viewer. An attachment cut off as
+//!   lagging is held for a grace period ([`grace`]): it stays a viewer (the approval stays pending
+//!   for the client to resubscribe, which shows it again) but no longer decides.
+//! - When the last viewer of an approval goes, the approval ends as [`Resolution::ChannelClosed`]
+//!   (a closed dialog never approves); an approval asked where nobody is shown it ends the same way
+//!   at once.
+//! - Every approval is resolved exactly once, under the registry lock: the first resolution wins
+//!   (a decision, a closed channel, the gate's timeout or a cancel, see
+//!   [`ApprovalRegistry::settle`]); its waiter gets that resolution, every later resolution learns
+//!   it (`AlreadyDecided` or `Expired`) for as long as the id is remembered.
+//! - A waiter that goes away without settling (its task was dropped) resolves its approval as
+//!   `Cancelled`, so nothing stays pending without a waiter.
+//! - Live attachments are bounded per session and overall ([`AttachLimits`]); one more is refused.
 //! - State changes that publish an event run inside the session bus's `publish_with` (bus lock,
 //!   then the registry lock), so snapshots and events agree; the registry lock is a std mutex never
 //!   held across an `.await` and never held while taking a bus lock.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 use tracing::info;
 
 use super::bus::EventBus;
 use super::event::{EventKind, PendingInfo, Resolution};
-use super::ids::new_id;
 
+pub mod attach;
 pub mod grace;
+pub use attach::{AttachError, AttachLimits, Attachment};
 pub use grace::LAG_GRACE;
 
 /// How many resolved approval ids are remembered for late decisions.
@@ -58,6 +70,18 @@ pub enum DecideOutcome {
     NotFound,
 }
 
+impl DecideOutcome {
+    /// The outcome of a decision on an approval that already ended as `resolution` (`None`: the
+    /// id is unknown).
+    pub fn settled(resolution: Option<Resolution>) -> Self {
+        match resolution {
+            None => Self::NotFound,
+            Some(r) if r.is_decision() => Self::AlreadyDecided(r),
+            Some(r) => Self::Expired(r),
+        }
+    }
+}
+
 /// A decision that does not count.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecideError {
@@ -81,6 +105,14 @@ pub enum DecideError {
         attached_session: String,
         attached_on: String,
     },
+    /// The attachment's stream never showed this approval (a StartTurn stream of another turn).
+    #[error(
+        "attachment {attachment_id:?} was never shown approval {approval_id:?} (a StartTurn stream shows only its own turn's approvals); decide from a client that showed it, or subscribe to see it"
+    )]
+    NotShown {
+        approval_id: String,
+        attachment_id: String,
+    },
 }
 
 struct PendingEntry {
@@ -88,6 +120,38 @@ struct PendingEntry {
     bus: Arc<EventBus>,
     responder: Option<oneshot::Sender<Resolution>>,
     asked: u64,
+    /// Live attachments on the approval's session and channel that were shown it.
+    viewers: HashSet<String>,
+}
+
+/// What an attachment is shown (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// A Subscribe stream: every approval of its session.
+    Session,
+    /// A StartTurn stream: the approvals of this turn.
+    Turn(String),
+}
+
+impl Scope {
+    fn shows(&self, info: &PendingInfo) -> bool {
+        match self {
+            Self::Session => true,
+            Self::Turn(turn_id) => *turn_id == info.turn_id,
+        }
+    }
+}
+
+pub(crate) struct AttachmentEntry {
+    session_id: String,
+    channel: String,
+    scope: Scope,
+}
+
+impl AttachmentEntry {
+    fn shows(&self, info: &PendingInfo) -> bool {
+        self.session_id == info.session_id && self.channel == info.channel && self.scope.shows(info)
+    }
 }
 
 #[derive(Default)]
@@ -96,8 +160,9 @@ struct State {
     asked: u64,
     resolved: HashMap<String, Resolution>,
     resolved_order: VecDeque<String>,
-    attachments: HashMap<String, (String, String)>,
-    attached: HashMap<(String, String), usize>,
+    attachments: HashMap<String, AttachmentEntry>,
+    /// Live attachments per session.
+    per_session: HashMap<String, usize>,
     /// Attachments held for a grace period after a lag: attached, but not deciding.
     held: HashSet<String>,
 }
@@ -116,13 +181,6 @@ impl State {
         {
             self.resolved_order.push_back(approval_id.to_owned());
         }
-    }
-
-    fn attached_count(&self, session_id: &str, channel: &str) -> usize {
-        self.attached
-            .get(&(session_id.to_owned(), channel.to_owned()))
-            .copied()
-            .unwrap_or(0)
     }
 
     /// Removes and resolves a pending approval; returns the event to publish.
@@ -166,12 +224,14 @@ impl State {
 pub struct ApprovalRegistry {
     state: Mutex<State>,
     ids: AtomicU64,
+    limits: AttachLimits,
 }
 
 impl std::fmt::Debug for ApprovalRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApprovalRegistry")
             .field("pending", &self.pending_count())
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -181,90 +241,29 @@ impl ApprovalRegistry {
         Arc::new(Self::default())
     }
 
+    /// A registry that allows at most `limits` live attachments.
+    pub fn with_limits(limits: AttachLimits) -> Arc<Self> {
+        Arc::new(Self {
+            limits,
+            ..Self::default()
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Attaches a client to `bus`'s session on `channel`; the attachment ends when the guard drops.
-    pub fn attach(self: &Arc<Self>, bus: &Arc<EventBus>, channel: &str) -> Attachment {
-        let id = new_id("att", self.ids.fetch_add(1, Ordering::Relaxed));
-        let session_id = bus.session_id().to_owned();
-        let mut state = self.lock();
-        state
-            .attachments
-            .insert(id.clone(), (session_id.clone(), channel.to_owned()));
-        *state
-            .attached
-            .entry((session_id.clone(), channel.to_owned()))
-            .or_insert(0) += 1;
-        Attachment {
-            registry: Arc::clone(self),
-            bus: Arc::clone(bus),
-            id,
-            session_id,
-            channel: channel.to_owned(),
-        }
-    }
-
-    /// Marks a live attachment as held after a lag: it stays attached but no longer decides.
-    fn hold(&self, attachment_id: &str) {
-        let mut state = self.lock();
-        if state.attachments.contains_key(attachment_id) {
-            state.held.insert(attachment_id.to_owned());
-        }
-    }
-
-    /// Whether any client is attached on `(session_id, channel)`.
-    pub fn is_attached(&self, session_id: &str, channel: &str) -> bool {
-        self.lock().attached_count(session_id, channel) > 0
-    }
-
-    /// Live attachments on a session, over all channels.
-    pub fn attachments_on(&self, session_id: &str) -> usize {
-        self.lock()
-            .attached
-            .iter()
-            .filter(|((session, _), _)| session == session_id)
-            .map(|(_, n)| *n)
-            .sum()
-    }
-
-    fn detach(&self, bus: &EventBus, attachment_id: &str, session_id: &str, channel: &str) {
-        let last = {
-            let mut state = self.lock();
-            if state.attachments.remove(attachment_id).is_none() {
-                return;
-            }
-            state.held.remove(attachment_id);
-            let key = (session_id.to_owned(), channel.to_owned());
-            let left = state.attached.get_mut(&key).map(|n| {
-                *n = n.saturating_sub(1);
-                *n
-            });
-            if left == Some(0) {
-                state.attached.remove(&key);
-            }
-            left.unwrap_or(0) == 0
-        };
-        if last {
-            self.close_channel(bus, session_id, channel);
-        }
-    }
-
-    /// Resolves every approval pending on `(session_id, channel)` as `ChannelClosed`, as long as
-    /// nobody is attached there.
-    fn close_channel(&self, bus: &EventBus, session_id: &str, channel: &str) {
-        let ids: Vec<String> = self
-            .lock()
-            .pending
-            .values()
-            .filter(|e| e.info.session_id == session_id && e.info.channel == channel)
-            .map(|e| e.info.approval_id.clone())
-            .collect();
-        for id in ids {
+    /// Resolves, one at a time and each inside its bus's `publish_with`, every approval in `ids`
+    /// that is still pending and no longer shown to any live attachment.
+    fn close_unwatched(&self, ids: Vec<(String, Arc<EventBus>)>) {
+        for (id, bus) in ids {
             bus.publish_with(|_| {
                 let mut state = self.lock();
-                if state.attached_count(session_id, channel) > 0 {
+                let unwatched = state
+                    .pending
+                    .get(&id)
+                    .is_some_and(|entry| entry.viewers.is_empty());
+                if !unwatched {
                     return (None, ());
                 }
                 (state.resolve(&id, Resolution::ChannelClosed, None), ())
@@ -273,20 +272,22 @@ impl ApprovalRegistry {
     }
 
     /// Registers an approval about to be asked and publishes `ApprovalRequested`; the ticket waits
-    /// for its resolution. Asked where nobody is attached, it is resolved as `ChannelClosed` at once.
-    pub fn register(
-        self: &Arc<Self>,
-        bus: &Arc<EventBus>,
-        info: PendingInfo,
-        timeout: Option<Duration>,
-    ) -> PendingTicket {
+    /// for its resolution. Its viewers are the live attachments on its session and channel whose
+    /// streams carry it; asked where there are none, it is resolved as `ChannelClosed` at once.
+    pub fn register(self: &Arc<Self>, bus: &Arc<EventBus>, info: PendingInfo) -> PendingTicket {
         let (responder, receiver) = oneshot::channel();
         let approval_id = info.approval_id.clone();
-        let (session_id, channel) = (info.session_id.clone(), info.channel.clone());
-        bus.publish_with(|_| {
+        let unwatched = bus.publish_with(|_| {
             let mut state = self.lock();
             state.asked += 1;
             let asked = state.asked;
+            let viewers: HashSet<String> = state
+                .attachments
+                .iter()
+                .filter(|(_, a)| a.shows(&info))
+                .map(|(id, _)| id.clone())
+                .collect();
+            let unwatched = viewers.is_empty();
             let turn_id = (!info.turn_id.is_empty()).then(|| info.turn_id.clone());
             let event = EventKind::ApprovalRequested(info.clone());
             state.pending.insert(
@@ -296,20 +297,19 @@ impl ApprovalRegistry {
                     bus: Arc::clone(bus),
                     responder: Some(responder),
                     asked,
+                    viewers,
                 },
             );
-            (Some((turn_id, event)), ())
+            (Some((turn_id, event)), unwatched)
         });
-        if !self.is_attached(&session_id, &channel) {
-            info!(%approval_id, %channel, "no client is attached on the approval's channel; rejecting");
-            self.close_channel(bus, &session_id, &channel);
+        if unwatched {
+            info!(%approval_id, "no client attached on the approval's channel is shown it; rejecting");
+            self.close_unwatched(vec![(approval_id.clone(), Arc::clone(bus))]);
         }
         PendingTicket {
             registry: Arc::clone(self),
             approval_id,
             receiver,
-            timeout,
-            registered: Instant::now(),
             done: false,
         }
     }
@@ -325,16 +325,20 @@ impl ApprovalRegistry {
             let state = self.lock();
             match state.pending.get(approval_id) {
                 Some(entry) => Arc::clone(&entry.bus),
-                None => return Ok(settled(state.resolved.get(approval_id).copied())),
+                None => {
+                    return Ok(DecideOutcome::settled(
+                        state.resolved.get(approval_id).copied(),
+                    ));
+                }
             }
         };
         bus.publish_with(|_| {
             let mut state = self.lock();
             let Some(entry) = state.pending.get(approval_id) else {
-                let outcome = settled(state.resolved.get(approval_id).copied());
+                let outcome = DecideOutcome::settled(state.resolved.get(approval_id).copied());
                 return (None, Ok(outcome));
             };
-            let Some((session, channel)) = state.attachments.get(attachment_id) else {
+            let Some(attached) = state.attachments.get(attachment_id) else {
                 return (
                     None,
                     Err(DecideError::NotAttached(attachment_id.to_owned())),
@@ -343,16 +347,25 @@ impl ApprovalRegistry {
             if state.held.contains(attachment_id) {
                 return (None, Err(DecideError::CutOff(attachment_id.to_owned())));
             }
-            if *session != entry.info.session_id || *channel != entry.info.channel {
+            if attached.session_id != entry.info.session_id
+                || attached.channel != entry.info.channel
+            {
                 let error = DecideError::WrongChannel {
                     session_id: entry.info.session_id.clone(),
                     asked_on: entry.info.channel.clone(),
-                    attached_session: session.clone(),
-                    attached_on: channel.clone(),
+                    attached_session: attached.session_id.clone(),
+                    attached_on: attached.channel.clone(),
                 };
                 return (None, Err(error));
             }
-            let channel = channel.clone();
+            if !entry.viewers.contains(attachment_id) {
+                let error = DecideError::NotShown {
+                    approval_id: approval_id.to_owned(),
+                    attachment_id: attachment_id.to_owned(),
+                };
+                return (None, Err(error));
+            }
+            let channel = attached.channel.clone();
             let resolution = match answer {
                 ApprovalAnswer::Approve => Resolution::Approved,
                 ApprovalAnswer::Reject => Resolution::Rejected,
@@ -362,13 +375,24 @@ impl ApprovalRegistry {
         })
     }
 
-    /// Resolves an approval whose waiter went away.
-    fn abandon(&self, approval_id: &str, resolution: Resolution) {
-        let bus = match self.lock().pending.get(approval_id) {
-            Some(entry) => Arc::clone(&entry.bus),
-            None => return,
+    /// Ends an approval as `resolution` unless it ended already, and returns how it ended: the
+    /// first resolution wins. `None` for an id the registry does not know (never asked, or
+    /// forgotten). The gate settles with its timeout or a cancel this way, so what it records is
+    /// what every other report says.
+    pub fn settle(&self, approval_id: &str, resolution: Resolution) -> Option<Resolution> {
+        let bus = {
+            let state = self.lock();
+            match state.pending.get(approval_id) {
+                Some(entry) => Arc::clone(&entry.bus),
+                None => return state.resolved.get(approval_id).copied(),
+            }
         };
-        bus.publish_with(|_| (self.lock().resolve(approval_id, resolution, None), ()));
+        bus.publish_with(|_| {
+            let mut state = self.lock();
+            let event = state.resolve(approval_id, resolution, None);
+            let winner = state.resolved.get(approval_id).copied();
+            (event, winner)
+        })
     }
 
     /// Resolves every approval pending in a session as `Cancelled` (the hub is stopping).
@@ -385,10 +409,18 @@ impl ApprovalRegistry {
         }
     }
 
+    /// Remembers how an approval of an earlier hub ended (expired by restart at start-up, or read
+    /// back from the session's stored events).
+    pub fn remember_resolved(&self, approval_id: &str, resolution: Resolution) {
+        let mut state = self.lock();
+        if !state.pending.contains_key(approval_id) {
+            state.remember(approval_id, resolution);
+        }
+    }
+
     /// Remembers an approval found pending in a stored session at start-up as expired by restart.
     pub fn remember_expired(&self, approval_id: &str) {
-        self.lock()
-            .remember(approval_id, Resolution::ExpiredByRestart);
+        self.remember_resolved(approval_id, Resolution::ExpiredByRestart);
     }
 
     /// Pending approvals, oldest first; of one session when `session_id` is given.
@@ -412,65 +444,24 @@ impl ApprovalRegistry {
     pub fn resolution_of(&self, approval_id: &str) -> Option<Resolution> {
         self.lock().resolved.get(approval_id).copied()
     }
-}
 
-fn settled(resolution: Option<Resolution>) -> DecideOutcome {
-    match resolution {
-        None => DecideOutcome::NotFound,
-        Some(r) if r.is_decision() => DecideOutcome::AlreadyDecided(r),
-        Some(r) => DecideOutcome::Expired(r),
+    /// The session a live attachment is on.
+    pub fn session_of(&self, attachment_id: &str) -> Option<String> {
+        self.lock()
+            .attachments
+            .get(attachment_id)
+            .map(|a| a.session_id.clone())
     }
 }
 
-/// One client's attachment on a session and channel; dropping it detaches.
-pub struct Attachment {
-    registry: Arc<ApprovalRegistry>,
-    bus: Arc<EventBus>,
-    id: String,
-    session_id: String,
-    channel: String,
-}
-
-impl std::fmt::Debug for Attachment {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Attachment")
-            .field("id", &self.id)
-            .field("session_id", &self.session_id)
-            .field("channel", &self.channel)
-            .finish()
-    }
-}
-
-impl Attachment {
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    pub fn channel(&self) -> &str {
-        &self.channel
-    }
-}
-
-impl Drop for Attachment {
-    fn drop(&mut self) {
-        self.registry
-            .detach(&self.bus, &self.id, &self.session_id, &self.channel);
-    }
-}
-
-/// Waits for one approval's resolution; dropping it before then resolves the approval as `Timeout`
-/// (when its timeout has run out) or `Cancelled`.
+/// Waits for one approval's resolution; dropping it before then resolves the approval as
+/// `Cancelled` (unless it ended already).
 pub struct PendingTicket {
     registry: Arc<ApprovalRegistry>,
     approval_id: String,
     receiver: oneshot::Receiver<Resolution>,
-    timeout: Option<Duration>,
-    registered: Instant,
     done: bool,
 }
-
-/// The gate's timer may fire a little before the registry's own reckoning of the deadline.
-const TIMEOUT_SLACK: Duration = Duration::from_millis(100);
 
 impl PendingTicket {
     pub fn approval_id(&self) -> &str {
@@ -487,18 +478,10 @@ impl PendingTicket {
 
 impl Drop for PendingTicket {
     fn drop(&mut self) {
-        if self.done {
-            return;
+        if !self.done {
+            self.registry
+                .settle(&self.approval_id, Resolution::Cancelled);
         }
-        let timed_out = self
-            .timeout
-            .is_some_and(|limit| self.registered.elapsed() + TIMEOUT_SLACK >= limit);
-        let resolution = if timed_out {
-            Resolution::Timeout
-        } else {
-            Resolution::Cancelled
-        };
-        self.registry.abandon(&self.approval_id, resolution);
     }
 }
 

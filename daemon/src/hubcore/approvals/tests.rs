@@ -1,4 +1,5 @@
-//! Tests of the approval registry: decisions, attachments, closed channels, expiry.
+//! Tests of the approval registry: decisions, attachments and what they were shown, closed
+//! channels, the first resolution winning, expiry, attachment limits.
 
 use super::*;
 
@@ -34,8 +35,8 @@ fn kinds(bus: &EventBus) -> Vec<String> {
 async fn an_attached_client_decides_once() {
     let registry = ApprovalRegistry::new();
     let bus = Arc::new(EventBus::new("s1"));
-    let terminal = registry.attach(&bus, "terminal");
-    let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"), None);
+    let terminal = registry.attach(&bus, "terminal").unwrap();
+    let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"));
     assert_eq!(registry.pending_count(), 1);
     assert_eq!(registry.list_pending(Some("s1")).len(), 1);
     assert!(registry.list_pending(Some("other")).is_empty());
@@ -61,10 +62,10 @@ async fn decisions_from_elsewhere_do_not_count() {
     let registry = ApprovalRegistry::new();
     let bus = Arc::new(EventBus::new("s1"));
     let other_bus = Arc::new(EventBus::new("s2"));
-    let terminal = registry.attach(&bus, "terminal");
-    let telegram = registry.attach(&bus, "telegram");
-    let elsewhere = registry.attach(&other_bus, "terminal");
-    let _ticket = registry.register(&bus, info("a1", "s1", "terminal"), None);
+    let terminal = registry.attach(&bus, "terminal").unwrap();
+    let telegram = registry.attach(&bus, "telegram").unwrap();
+    let elsewhere = registry.attach(&other_bus, "terminal").unwrap();
+    let _ticket = registry.register(&bus, info("a1", "s1", "terminal"));
     assert!(matches!(
         registry.decide("a1", ApprovalAnswer::Approve, telegram.id()),
         Err(DecideError::WrongChannel { .. })
@@ -89,11 +90,11 @@ async fn decisions_from_elsewhere_do_not_count() {
 async fn the_last_attachment_going_rejects_its_pending_approvals() {
     let registry = ApprovalRegistry::new();
     let bus = Arc::new(EventBus::new("s1"));
-    let first = registry.attach(&bus, "terminal");
-    let second = registry.attach(&bus, "terminal");
-    let telegram = registry.attach(&bus, "telegram");
-    let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"), None);
-    let _other = registry.register(&bus, info("a2", "s1", "telegram"), None);
+    let first = registry.attach(&bus, "terminal").unwrap();
+    let second = registry.attach(&bus, "terminal").unwrap();
+    let telegram = registry.attach(&bus, "telegram").unwrap();
+    let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"));
+    let _other = registry.register(&bus, info("a2", "s1", "telegram"));
     drop(first);
     assert_eq!(registry.pending_count(), 2, "one terminal client is left");
     drop(second);
@@ -107,7 +108,7 @@ async fn the_last_attachment_going_rejects_its_pending_approvals() {
 async fn asked_where_nobody_is_attached_is_rejected_at_once() {
     let registry = ApprovalRegistry::new();
     let bus = Arc::new(EventBus::new("s1"));
-    let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"), None);
+    let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"));
     assert_eq!(ticket.wait().await, Resolution::ChannelClosed);
     assert_eq!(
         kinds(&bus),
@@ -119,17 +120,13 @@ async fn asked_where_nobody_is_attached_is_rejected_at_once() {
 async fn a_dropped_waiter_expires_its_approval() {
     let registry = ApprovalRegistry::new();
     let bus = Arc::new(EventBus::new("s1"));
-    let terminal = registry.attach(&bus, "terminal");
-    let ticket = registry.register(&bus, info("a1", "s1", "terminal"), None);
+    let terminal = registry.attach(&bus, "terminal").unwrap();
+    let ticket = registry.register(&bus, info("a1", "s1", "terminal"));
     drop(ticket);
     assert_eq!(
         registry.decide("a1", ApprovalAnswer::Approve, terminal.id()),
         Ok(DecideOutcome::Expired(Resolution::Cancelled))
     );
-    // A waiter dropped when its timeout has run out: a timeout, not a cancel.
-    let ticket = registry.register(&bus, info("a2", "s1", "terminal"), Some(Duration::ZERO));
-    drop(ticket);
-    assert_eq!(registry.resolution_of("a2"), Some(Resolution::Timeout));
     registry.remember_expired("old");
     assert_eq!(
         registry.decide("old", ApprovalAnswer::Approve, terminal.id()),
@@ -141,8 +138,8 @@ async fn a_dropped_waiter_expires_its_approval() {
 async fn cancelling_a_session_resolves_its_approvals() {
     let registry = ApprovalRegistry::new();
     let bus = Arc::new(EventBus::new("s1"));
-    let _terminal = registry.attach(&bus, "terminal");
-    let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"), None);
+    let _terminal = registry.attach(&bus, "terminal").unwrap();
+    let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"));
     registry.cancel_session("s1");
     assert_eq!(ticket.wait().await, Resolution::Cancelled);
 }
@@ -156,4 +153,154 @@ fn resolutions_are_remembered_up_to_a_bound() {
     assert_eq!(state.resolved.len(), REMEMBERED_RESOLUTIONS);
     assert!(!state.resolved.contains_key("a0"));
     assert!(state.resolved.contains_key("a1"));
+}
+
+fn turn_info(id: &str, turn_id: &str) -> PendingInfo {
+    PendingInfo {
+        turn_id: turn_id.into(),
+        ..info(id, "s1", "terminal")
+    }
+}
+
+#[tokio::test]
+async fn a_queued_turns_stream_neither_keeps_nor_decides_an_earlier_turns_approval() {
+    let registry = ApprovalRegistry::new();
+    let bus = Arc::new(EventBus::new("s1"));
+    let turn_a = registry.attach_turn(&bus, "terminal", "turn-a").unwrap();
+    let mut ticket = registry.register(&bus, turn_info("a1", "turn-a"));
+    let turn_b = registry.attach_turn(&bus, "terminal", "turn-b").unwrap();
+    assert_eq!(
+        registry.decide("a1", ApprovalAnswer::Approve, turn_b.id()),
+        Err(DecideError::NotShown {
+            approval_id: "a1".into(),
+            attachment_id: turn_b.id().to_owned(),
+        })
+    );
+    drop(turn_a);
+    assert_eq!(ticket.wait().await, Resolution::ChannelClosed);
+    assert_eq!(
+        kinds(&bus),
+        vec!["approval_requested", "resolved:channel_closed"]
+    );
+    drop(turn_b);
+}
+
+#[tokio::test]
+async fn a_turn_asked_while_only_another_turns_stream_is_attached_is_rejected() {
+    let registry = ApprovalRegistry::new();
+    let bus = Arc::new(EventBus::new("s1"));
+    let _turn_b = registry.attach_turn(&bus, "terminal", "turn-b").unwrap();
+    let mut ticket = registry.register(&bus, turn_info("a1", "turn-a"));
+    assert_eq!(ticket.wait().await, Resolution::ChannelClosed);
+}
+
+#[tokio::test]
+async fn a_subscriber_is_shown_what_is_pending_when_it_attaches_and_what_comes_later() {
+    let registry = ApprovalRegistry::new();
+    let bus = Arc::new(EventBus::new("s1"));
+    let turn_a = registry.attach_turn(&bus, "terminal", "turn-a").unwrap();
+    let _first = registry.register(&bus, turn_info("a1", "turn-a"));
+    let watcher = registry.attach(&bus, "terminal").unwrap();
+    let _second = registry.register(&bus, turn_info("a2", "turn-x"));
+    drop(turn_a);
+    assert_eq!(registry.pending_count(), 2, "the subscriber was shown both");
+    for id in ["a1", "a2"] {
+        assert_eq!(
+            registry.decide(id, ApprovalAnswer::Reject, watcher.id()),
+            Ok(DecideOutcome::Applied(Resolution::Rejected))
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_repeated_turn_stream_is_shown_its_turns_pending_approval() {
+    let registry = ApprovalRegistry::new();
+    let bus = Arc::new(EventBus::new("s1"));
+    let first = registry.attach_turn(&bus, "terminal", "turn-a").unwrap();
+    let _ticket = registry.register(&bus, turn_info("a1", "turn-a"));
+    let repeat = registry
+        .attach_turn(&bus, "terminal", "turn-fresh")
+        .unwrap();
+    repeat.show_turn("turn-a");
+    drop(first);
+    assert_eq!(
+        registry.decide("a1", ApprovalAnswer::Approve, repeat.id()),
+        Ok(DecideOutcome::Applied(Resolution::Approved))
+    );
+}
+
+#[tokio::test]
+async fn the_first_resolution_wins_and_every_later_one_learns_it() {
+    let registry = ApprovalRegistry::new();
+    let bus = Arc::new(EventBus::new("s1"));
+    let terminal = registry.attach(&bus, "terminal").unwrap();
+    let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"));
+    assert_eq!(
+        registry.decide("a1", ApprovalAnswer::Approve, terminal.id()),
+        Ok(DecideOutcome::Applied(Resolution::Approved))
+    );
+    assert_eq!(
+        registry.settle("a1", Resolution::Cancelled),
+        Some(Resolution::Approved),
+        "a cancel after the decision learns the decision"
+    );
+    assert_eq!(ticket.wait().await, Resolution::Approved);
+    let _ticket = registry.register(&bus, info("a2", "s1", "terminal"));
+    assert_eq!(
+        registry.settle("a2", Resolution::Timeout),
+        Some(Resolution::Timeout)
+    );
+    assert_eq!(
+        registry.decide("a2", ApprovalAnswer::Approve, terminal.id()),
+        Ok(DecideOutcome::Expired(Resolution::Timeout))
+    );
+    assert_eq!(registry.settle("never-asked", Resolution::Timeout), None);
+    assert_eq!(
+        kinds(&bus),
+        vec![
+            "approval_requested",
+            "resolved:approved",
+            "approval_requested",
+            "resolved:timeout"
+        ],
+        "one resolved event per approval, with the winner"
+    );
+}
+
+#[tokio::test]
+async fn a_pending_approval_is_not_overwritten_by_a_remembered_one() {
+    let registry = ApprovalRegistry::new();
+    let bus = Arc::new(EventBus::new("s1"));
+    let terminal = registry.attach(&bus, "terminal").unwrap();
+    let _ticket = registry.register(&bus, info("a1", "s1", "terminal"));
+    registry.remember_resolved("a1", Resolution::ExpiredByRestart);
+    assert_eq!(
+        registry.decide("a1", ApprovalAnswer::Approve, terminal.id()),
+        Ok(DecideOutcome::Applied(Resolution::Approved))
+    );
+}
+
+#[tokio::test]
+async fn attachments_are_bounded_per_session_and_overall() {
+    let registry = ApprovalRegistry::with_limits(AttachLimits {
+        per_session: 2,
+        total: 3,
+    });
+    let s1 = Arc::new(EventBus::new("s1"));
+    let s2 = Arc::new(EventBus::new("s2"));
+    let a = registry.attach(&s1, "terminal").unwrap();
+    let _b = registry.attach_turn(&s1, "terminal", "t").unwrap();
+    assert!(matches!(
+        registry.attach(&s1, "terminal"),
+        Err(AttachError::TooMany { limit: 2, .. })
+    ));
+    let _c = registry.attach(&s2, "terminal").unwrap();
+    assert!(matches!(
+        registry.attach(&s2, "terminal"),
+        Err(AttachError::TooMany { limit: 3, .. })
+    ));
+    assert_eq!(registry.attachment_count(), 3);
+    drop(a);
+    assert_eq!(registry.attachments_on("s1"), 1);
+    assert!(registry.attach(&s1, "terminal").is_ok(), "room again");
 }

@@ -1,0 +1,194 @@
+//! Which decision the gate acts on: the one that won at the approver (a timeout or cancel does not
+//! overwrite a decision that came first), and an `approved` decision only once it is recorded.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::testing::{MemorySink, ScriptedApprover};
+use crate::tool::{ToolCatalog, ToolContext, ToolError, ToolOutput, ToolSpec};
+
+struct Lamp(ToolSpec);
+
+#[async_trait]
+impl crate::tool::Tool for Lamp {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    async fn call(&self, input: Value, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::json(input))
+    }
+}
+
+fn catalog() -> Arc<ToolCatalog> {
+    let mut catalog = ToolCatalog::new();
+    let spec = ToolSpec::builder("lamp", "The lamp.")
+        .effect("Turns the lamp on.")
+        .tier(Tier::Physical)
+        .build();
+    assert_eq!(catalog.add(Arc::new(Lamp(spec))), Ok(()));
+    Arc::new(catalog)
+}
+
+fn ctx(cancel: CancellationToken) -> CallContext {
+    CallContext {
+        session_id: "s1".into(),
+        channel: "terminal".into(),
+        cancel,
+    }
+}
+
+fn call() -> GateCall {
+    GateCall {
+        tool_use_id: "use-1".into(),
+        tool: "lamp".into(),
+        arguments: json!({"on": true}),
+    }
+}
+
+/// Never answers; its `conclude` says a decision (`won`) was already there, and counts calls.
+struct DecidedElsewhere {
+    won: Option<Decision>,
+    concluded: AtomicUsize,
+}
+
+#[async_trait]
+impl Approver for DecidedElsewhere {
+    fn name(&self) -> &str {
+        "elsewhere"
+    }
+
+    async fn decide(&self, _request: &ApprovalRequest) -> Result<Decision, ApproverError> {
+        std::future::pending().await
+    }
+
+    fn conclude(&self, _request: &ApprovalRequest, proposed: Decision) -> Decision {
+        self.concluded.fetch_add(1, Ordering::SeqCst);
+        self.won.unwrap_or(proposed)
+    }
+}
+
+fn decided_statuses(sink: &MemorySink) -> Vec<ApprovalState> {
+    sink.approvals()
+        .iter()
+        .map(|a| a.status)
+        .filter(|s| *s != ApprovalState::Pending)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_timeout_does_not_overwrite_a_decision_that_won_first() {
+    for won in [Decision::Approved, Decision::Rejected] {
+        let sink = Arc::new(MemorySink::new());
+        let approver = Arc::new(DecidedElsewhere {
+            won: Some(won),
+            concluded: AtomicUsize::new(0),
+        });
+        let gate = TierGate::builder(catalog())
+            .approver(Arc::clone(&approver) as _)
+            .sink(Arc::clone(&sink) as _)
+            .timeout(Some(Duration::from_millis(50)))
+            .build();
+        let verdict = gate.check(call(), &ctx(CancellationToken::new())).await;
+        assert_eq!(matches!(verdict, Verdict::Allowed(_)), won.is_approved());
+        assert_eq!(decided_statuses(&sink), vec![ApprovalState::from(won)]);
+        assert_eq!(approver.concluded.load(Ordering::SeqCst), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_does_not_overwrite_a_decision_that_won_first() {
+    let sink = Arc::new(MemorySink::new());
+    let approver = Arc::new(DecidedElsewhere {
+        won: Some(Decision::Approved),
+        concluded: AtomicUsize::new(0),
+    });
+    let gate = TierGate::builder(catalog())
+        .approver(Arc::clone(&approver) as _)
+        .sink(Arc::clone(&sink) as _)
+        .build();
+    let cancel = CancellationToken::new();
+    let Checked::Pending(pending) = gate.begin(call(), &ctx(cancel.clone())) else {
+        panic!("a tier-2 call waits for a decision");
+    };
+    let waiting = tokio::spawn(pending.wait());
+    tokio::task::yield_now().await;
+    cancel.cancel();
+    let verdict = waiting.await.unwrap();
+    assert!(matches!(verdict, Verdict::Allowed(_)), "{verdict:?}");
+    assert_eq!(decided_statuses(&sink), vec![ApprovalState::Approved]);
+}
+
+#[tokio::test]
+async fn a_question_cancelled_before_it_is_asked_is_concluded_with_the_approver() {
+    let approver = Arc::new(DecidedElsewhere {
+        won: None,
+        concluded: AtomicUsize::new(0),
+    });
+    let gate = TierGate::builder(catalog())
+        .approver(Arc::clone(&approver) as _)
+        .build();
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let verdict = gate.check(call(), &ctx(cancel)).await;
+    assert!(matches!(
+        verdict,
+        Verdict::Refused(ref r) if r.reason() == RefusalReason::NotApproved(Decision::Cancelled)
+    ));
+    assert_eq!(approver.concluded.load(Ordering::SeqCst), 1);
+    // Dropped without a wait: concluded too.
+    let Checked::Pending(pending) = gate.begin(call(), &ctx(CancellationToken::new())) else {
+        panic!("a tier-2 call waits for a decision");
+    };
+    drop(pending);
+    assert_eq!(approver.concluded.load(Ordering::SeqCst), 2);
+}
+
+/// Keeps events in memory, but cannot durably record anything.
+#[derive(Default)]
+struct NoDisk(MemorySink);
+
+impl EventSink for NoDisk {
+    fn emit(&self, event: AgentEvent) {
+        self.0.emit(event);
+    }
+
+    fn record(&self, _event: AgentEvent) -> Result<(), SinkError> {
+        Err(SinkError("No space left on device".into()))
+    }
+}
+
+#[tokio::test]
+async fn an_approval_that_cannot_be_recorded_issues_no_permit() {
+    let sink = Arc::new(NoDisk::default());
+    let gate = TierGate::builder(catalog())
+        .approver(Arc::new(ScriptedApprover::decisions([Decision::Approved])))
+        .sink(Arc::clone(&sink) as _)
+        .build();
+    let verdict = gate.check(call(), &ctx(CancellationToken::new())).await;
+    let Verdict::Refused(refusal) = verdict else {
+        panic!("an approval that is not durable must not run the tool: {verdict:?}");
+    };
+    assert_eq!(refusal.reason(), RefusalReason::NotRecorded);
+    assert_eq!(refusal.approval(), ApprovalStatus::Error);
+    assert!(
+        refusal.message().contains("could not be recorded"),
+        "{}",
+        refusal.message()
+    );
+    let errors = sink.0.errors();
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].message.contains("No space left"), "{errors:?}");
+    let statuses: Vec<ApprovalState> = sink.0.approvals().iter().map(|a| a.status).collect();
+    assert_eq!(
+        statuses,
+        vec![ApprovalState::Pending, ApprovalState::Error],
+        "the question still ends"
+    );
+}

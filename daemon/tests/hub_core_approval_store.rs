@@ -1,0 +1,200 @@
+//! An approved decision that the store cannot record issues no permit: through the in-process hub
+//! core over a file store that refuses to append `approved` approval events (a full disk at the
+//! wrong moment), the tool does not run, the model is told why, the stored question ends as an
+//! error, and a restart finds nothing left pending.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use taud::hubcore::{
+    ApprovalAnswer, CoreOptions, DecideOutcome, EventKind, HubCore, Resolution, SharedModelFactory,
+    StartTurn,
+};
+use taud::session::{
+    Durability, FileSessionStore, Session, SessionAgent, SessionError, SessionInfo, SessionMessage,
+    SessionMeta, SessionStore, create_fresh_session,
+};
+use taud::testing::{FakeModel, FakeReply};
+
+/// A file store whose disk is full for `approved` approval events.
+struct NoRoomForApprovals(FileSessionStore);
+
+impl SessionStore for NoRoomForApprovals {
+    fn backend_name(&self) -> &str {
+        self.0.backend_name()
+    }
+    fn create_session(&self, session: &Session) -> Result<(), SessionError> {
+        self.0.create_session(session)
+    }
+    fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError> {
+        self.0.read_session(session_id)
+    }
+    fn create_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
+        self.0.create_agent(session_id, agent)
+    }
+    fn read_agent(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+    ) -> Result<Option<SessionAgent>, SessionError> {
+        self.0.read_agent(session_id, agent_id)
+    }
+    fn update_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
+        self.0.update_agent(session_id, agent)
+    }
+    fn create_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message: &SessionMessage,
+    ) -> Result<(), SessionError> {
+        self.0.create_message(session_id, agent_id, message)
+    }
+    fn read_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message_id: u64,
+    ) -> Result<Option<SessionMessage>, SessionError> {
+        self.0.read_message(session_id, agent_id, message_id)
+    }
+    fn update_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message: &SessionMessage,
+    ) -> Result<(), SessionError> {
+        self.0.update_message(session_id, agent_id, message)
+    }
+    fn list_messages(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        limit: Option<usize>,
+        offset: usize,
+    ) -> Result<Vec<SessionMessage>, SessionError> {
+        self.0.list_messages(session_id, agent_id, limit, offset)
+    }
+    fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        self.0.list_sessions()
+    }
+    fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError> {
+        if event["type"] == "approval" && event["status"] == "approved" {
+            return Err(SessionError::Io {
+                path: "events.jsonl".into(),
+                source: std::io::Error::other("No space left on device"),
+            });
+        }
+        self.0.append_event(session_id, event)
+    }
+    fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError> {
+        self.0.read_events(session_id)
+    }
+    fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError> {
+        self.0.write_meta(session_id, meta)
+    }
+    fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
+        self.0.read_meta(session_id)
+    }
+}
+
+#[tokio::test]
+async fn an_approval_the_store_cannot_record_runs_no_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = FileSessionStore::open(dir.path().join("sessions"), Durability::NoSync).unwrap();
+    let session_id = create_fresh_session(&files).unwrap().session_id;
+    let store: Arc<dyn SessionStore> = Arc::new(NoRoomForApprovals(files));
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::tool_call(
+            "demo_physical_action",
+            json!({"action": "turn on the lamp"}),
+        ),
+        FakeReply::text("I could not."),
+    ]));
+    let options = CoreOptions {
+        approval_scan_mark: Some(dir.path().join("approval-scan.json")),
+        ..CoreOptions::default()
+    };
+    let factory = Arc::new(SharedModelFactory(Arc::clone(&model) as _));
+    let core = HubCore::new(Arc::clone(&store), options.clone(), factory).unwrap();
+    core.start().await.unwrap();
+    let mut turn = core
+        .start_turn(StartTurn {
+            session_id: session_id.clone(),
+            text: "turn on the lamp".into(),
+            channel: "terminal".into(),
+            idempotency_key: String::new(),
+        })
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(10), turn.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("the turn ends");
+        if let EventKind::ApprovalRequested(info) = &event.kind {
+            assert_eq!(
+                core.decide(
+                    &info.approval_id,
+                    ApprovalAnswer::Approve,
+                    turn.attachment_id()
+                )
+                .unwrap(),
+                DecideOutcome::Applied(Resolution::Approved)
+            );
+        }
+        let ended = matches!(event.kind, EventKind::TurnEnded(_));
+        events.push(event);
+        if ended {
+            break;
+        }
+    }
+    let call = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolCall(call) => Some(call.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(call.status, taud::gate::ToolCallStatus::Refused, "{call:?}");
+    assert_eq!(call.approval, taud::gate::ApprovalStatus::Error, "{call:?}");
+    assert!(!call.result_summary.contains("Simulated"), "{call:?}");
+    let read = format!("{:?}", model.requests().last().unwrap().messages.last());
+    assert!(
+        read.contains("could not be recorded"),
+        "the model read {read}"
+    );
+    let errors: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Error(error) => Some(error.message.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        errors.iter().any(|m| m.contains("No space left")),
+        "{errors:?}"
+    );
+    let stored: Vec<String> = core
+        .read_events(&session_id)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "approval")
+        .map(|e| e["status"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(stored, vec!["pending", "error"]);
+    core.shutdown().await;
+    let factory = Arc::new(SharedModelFactory(model as _));
+    let next = HubCore::new(store, options, factory).unwrap();
+    assert!(
+        next.start().await.unwrap().is_empty(),
+        "nothing was left pending"
+    );
+    next.shutdown().await;
+}
