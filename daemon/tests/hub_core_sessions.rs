@@ -582,3 +582,63 @@ async fn a_restarted_hub_keeps_the_pending_repair_notice_until_a_message_follows
         again.shutdown().await;
     }
 }
+
+/// A role switch, a compaction or an open with another role pin asked while a turn waits on a
+/// person is refused at once; it used to wait for the turn, which may never end.
+#[tokio::test]
+async fn session_changes_during_a_turn_are_refused_at_once() {
+    for backend in BACKENDS {
+        let f = fixture(backend, vec![FakeReply::text("hello"), lamp()]).await;
+        let id = f.new_session().await;
+        let mut first = f.turn(&id, "hi", "terminal").await;
+        drain(&mut first).await;
+        let mut stream = f.turn(&id, "turn on the lamp", "terminal").await;
+        until_approval(&mut stream).await;
+        let refused = |result: Result<(), CoreError>, what: &str| match result {
+            Err(CoreError::FailedPrecondition(message)) => {
+                assert!(
+                    message.contains("a turn is running"),
+                    "{backend} {what}: {message}"
+                );
+            }
+            other => panic!("{backend} {what}: {other:?}"),
+        };
+        let switched = tokio::time::timeout(DEADLINE, f.core.switch_role(&id, "fast"))
+            .await
+            .expect("switch_role answers during a turn");
+        refused(switched.map(|_| ()), "switch_role");
+        let compacted = tokio::time::timeout(DEADLINE, f.core.compact_session(&id, "", "terminal"))
+            .await
+            .expect("compact_session answers during a turn");
+        refused(compacted.map(|_| ()), "compact_session");
+        let pinned = tokio::time::timeout(
+            DEADLINE,
+            f.core
+                .open_session(OpenTarget::Id(id.clone()), Some("fast"), "terminal", None),
+        )
+        .await
+        .expect("open_session with a role pin answers during a turn");
+        refused(pinned.map(|_| ()), "open_session with a role pin");
+        f.core.shutdown().await;
+    }
+}
+
+/// A role switch sent as soon as a client reads `TurnEnded` finds the agent free.
+#[tokio::test]
+async fn a_role_switch_right_after_a_turn_ends_is_applied() {
+    for backend in BACKENDS {
+        let replies = (0..20)
+            .map(|i| FakeReply::text(format!("reply {i}")))
+            .collect();
+        let f = fixture(backend, replies).await;
+        let id = f.new_session().await;
+        for round in 0..10 {
+            let mut stream = f.turn(&id, "hi", "terminal").await;
+            drain(&mut stream).await;
+            let role = if round % 2 == 0 { "fast" } else { "brain" };
+            let switched = f.core.switch_role(&id, role).await;
+            assert!(switched.is_ok(), "{backend} round {round}: {switched:?}");
+        }
+        f.core.shutdown().await;
+    }
+}

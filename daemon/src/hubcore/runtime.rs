@@ -118,6 +118,31 @@ impl SessionRuntime {
             .clone()
     }
 
+    /// The agent lock when no turn runs or waits, without waiting for one: a role switch or a
+    /// compaction asked during a turn is refused at once (`what` names it in the error) rather
+    /// than left hanging until the turn, and any approval it waits on, is over.
+    pub(crate) fn quiet_agent(
+        &self,
+        what: &str,
+    ) -> Result<tokio::sync::MutexGuard<'_, ()>, CoreError> {
+        let busy = || {
+            CoreError::FailedPrecondition(format!(
+                "a turn is running or waiting in this session; {what} when it has finished"
+            ))
+        };
+        if self.lock_turns().busy() {
+            return Err(busy());
+        }
+        // The turn worker holds the lock for a whole turn; a failed try means one is starting.
+        let guard = self.agent_lock.try_lock().map_err(|_| busy())?;
+        // A turn accepted in between waits for this guard; refuse rather than delay it behind a
+        // model call.
+        if self.lock_turns().busy() {
+            return Err(busy());
+        }
+        Ok(guard)
+    }
+
     /// Replaces the agent (the caller holds `agent_lock`); returns the previous role.
     pub(crate) fn replace_agent(&self, slot: AgentSlot) -> String {
         let mut current = self.slot.lock().unwrap_or_else(PoisonError::into_inner);

@@ -343,7 +343,7 @@ pub(crate) async fn run_worker(runtime: &SessionRuntime) {
 
 async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     let turn_id = record.info.turn_id.clone();
-    let _agent_guard = runtime.agent_lock.lock().await;
+    let agent_guard = runtime.agent_lock.lock().await;
     let (agent, recorder) = runtime.agent();
     runtime.turn_slot.set(Some(turn_id.clone()));
     runtime.note_first_text(&record.info.text).await;
@@ -415,6 +415,9 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
             notice: Some("The turn ended unexpectedly.".to_owned()),
         }
     });
+    // Free the agent before the turn is seen to end: a role switch or compaction sent as soon as
+    // a client reads `TurnEnded` must find it free (it is refused, not queued, while busy).
+    drop(agent_guard);
     runtime.finish(&turn_id, end);
 }
 
