@@ -642,3 +642,50 @@ async fn a_role_switch_right_after_a_turn_ends_is_applied() {
         f.core.shutdown().await;
     }
 }
+
+/// However many sessions a client opens, at most `max_open_sessions` stay in memory: opening one
+/// more drops the least recently used one nobody uses, and is refused while every one is in use.
+#[tokio::test]
+async fn open_sessions_in_memory_are_bounded() {
+    for backend in BACKENDS {
+        let mut options = options();
+        options.max_open_sessions = 3;
+        let f = fixture_with(backend, vec![], options).await;
+        let mut ids = Vec::new();
+        for _ in 0..6 {
+            ids.push(f.new_session().await);
+            assert!(f.core.open_sessions() <= 3, "{backend}");
+        }
+        assert_eq!(f.core.open_sessions(), 3, "{backend}");
+        // A dropped session comes back from the store.
+        let again = f
+            .core
+            .open_session(OpenTarget::Id(ids[0].clone()), None, "terminal", None)
+            .await;
+        assert!(again.is_ok(), "{backend}: {again:?}");
+        // Three sessions watched by a client fill memory: a fourth is refused, not dropped in.
+        let mut watched = Vec::new();
+        for id in &ids[3..6] {
+            watched.push(f.core.subscribe(id, None, "terminal").await.unwrap());
+        }
+        match f
+            .core
+            .open_session(OpenTarget::Id(ids[1].clone()), None, "terminal", None)
+            .await
+        {
+            Err(CoreError::ResourceExhausted(message)) => {
+                assert!(message.contains("at most 3"), "{backend}: {message}");
+            }
+            other => panic!("{backend}: {other:?}"),
+        }
+        drop(watched);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let reopened = f
+            .core
+            .open_session(OpenTarget::Id(ids[1].clone()), None, "terminal", None)
+            .await;
+        assert!(reopened.is_ok(), "{backend}: {reopened:?}");
+        assert_eq!(f.core.open_sessions(), 3, "{backend}");
+        f.core.shutdown().await;
+    }
+}

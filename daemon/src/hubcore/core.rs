@@ -37,6 +37,7 @@ use super::event::{EventKind, PendingInfo, SessionEvent};
 use super::ids::new_id;
 use super::limits::{MAX_REF_ID_LEN, MAX_TEXT_BYTES, check_len};
 use super::options::{CoreOptions, ModelFactory};
+use super::remembered::Remembered;
 use super::restart::{ExpiredApproval, expire_stale_approvals};
 use super::runtime::{AgentParts, SessionRuntime};
 use super::scan_mark::{ScanJournal, ScanPlan};
@@ -80,6 +81,13 @@ pub struct ToolSummary {
     pub effect: String,
 }
 
+/// Sessions whose last seq is remembered after they leave memory.
+pub const REMEMBERED_SEQS: usize = 4096;
+/// Channels whose last listing is remembered.
+pub const REMEMBERED_LISTINGS: usize = 64;
+/// Session ids remembered per listing (an index past them is listed afresh).
+pub const MAX_LISTED_IDS: usize = 1000;
+
 pub(crate) struct CoreInner {
     pub(crate) parts: AgentParts,
     /// This process's event numbering (see [`HubCore::stream_id`]).
@@ -87,13 +95,16 @@ pub(crate) struct CoreInner {
     pub(super) open: tokio::sync::Mutex<HashMap<String, Arc<SessionRuntime>>>,
     pub(super) open_count: AtomicUsize,
     pub(super) workers: Mutex<HashMap<String, JoinHandle<()>>>,
-    /// The last seq of sessions that left memory (one number each, for sessions that exist).
-    pub(super) last_seqs: Mutex<HashMap<String, u64>>,
+    /// The last seq of sessions that left memory (one number each, for sessions that exist; the
+    /// oldest forgotten past [`REMEMBERED_SEQS`]).
+    pub(super) last_seqs: Mutex<Remembered<u64>>,
     /// Wakes the idle reaper when a session opens (it sleeps without a timer while none is).
     pub(super) opened: tokio::sync::Notify,
     /// How many times the idle reaper has looked for idle sessions.
     pub(super) reaper_passes: AtomicU64,
-    pub(crate) listings: Mutex<HashMap<String, Vec<String>>>,
+    /// The last listing per channel, for `OpenSession.index` (at most [`REMEMBERED_LISTINGS`]
+    /// channels, each at most [`MAX_LISTED_IDS`] ids).
+    pub(crate) listings: Mutex<Remembered<Vec<String>>>,
     ids: AtomicU64,
     closing: AtomicBool,
     pub(crate) stop: CancellationToken,
@@ -187,10 +198,10 @@ impl HubCore {
                 open: tokio::sync::Mutex::new(HashMap::new()),
                 open_count: AtomicUsize::new(0),
                 workers: Mutex::new(HashMap::new()),
-                last_seqs: Mutex::new(HashMap::new()),
+                last_seqs: Mutex::new(Remembered::new(REMEMBERED_SEQS)),
                 opened: tokio::sync::Notify::new(),
                 reaper_passes: AtomicU64::new(0),
-                listings: Mutex::new(HashMap::new()),
+                listings: Mutex::new(Remembered::new(REMEMBERED_LISTINGS)),
                 ids: AtomicU64::new(0),
                 closing: AtomicBool::new(false),
                 stop: CancellationToken::new(),
@@ -319,6 +330,13 @@ impl HubCore {
         }
         if self.inner.closing.load(Ordering::SeqCst) {
             return Err(CoreError::Unavailable("the hub is stopping".to_owned()));
+        }
+        let max_open = self.options().max_open_sessions;
+        if open.len() >= max_open && !self.retire_least_recent(&mut open) {
+            return Err(CoreError::ResourceExhausted(format!(
+                "{} sessions are open in memory and each has a turn, a client or an approval (at most {max_open}); try again when one is done",
+                open.len()
+            )));
         }
         let last_seq = lock(&self.inner.last_seqs)
             .get(session_id)

@@ -35,6 +35,7 @@ pub mod limits;
 pub mod options;
 mod reaper;
 pub mod recorder;
+mod remembered;
 pub mod restart;
 mod runtime;
 pub mod scan_mark;

@@ -137,6 +137,9 @@ pub struct CoreOptions {
     pub idle_after: Duration,
     /// Turns that may wait behind a running one, per session.
     pub max_queued_turns: usize,
+    /// Sessions held in memory at once; opening one more drops the least recently used one
+    /// nobody uses, or is refused when all are in use.
+    pub max_open_sessions: usize,
     /// Events kept per session for `after_seq` replays, and how far a subscriber may fall behind.
     pub replay_buffer: usize,
     pub subscriber_lag: usize,
@@ -151,6 +154,8 @@ pub const APPROVAL_SCAN_MARK_FILE: &str = "approval-scan.json";
 pub const DEFAULT_IDLE_AFTER: Duration = Duration::from_secs(30 * 60);
 /// Default of [`CoreOptions::max_queued_turns`].
 pub const DEFAULT_MAX_QUEUED_TURNS: usize = 16;
+/// Default of [`CoreOptions::max_open_sessions`].
+pub const DEFAULT_MAX_OPEN_SESSIONS: usize = 256;
 
 impl Default for CoreOptions {
     fn default() -> Self {
@@ -167,6 +172,7 @@ impl Default for CoreOptions {
             approval_timeout: None,
             idle_after: DEFAULT_IDLE_AFTER,
             max_queued_turns: DEFAULT_MAX_QUEUED_TURNS,
+            max_open_sessions: DEFAULT_MAX_OPEN_SESSIONS,
             replay_buffer: super::bus::DEFAULT_REPLAY_BUFFER,
             subscriber_lag: super::bus::DEFAULT_SUBSCRIBER_LAG,
             approval_scan_mark: None,

@@ -7,7 +7,10 @@
 //! - A session leaves memory only when it has been unused for `idle_after`, has no turn running or
 //!   queued, no attachment, subscriber or pending approval, and no call holds its runtime.
 //! - It holds the open map's tokio mutex while it drops, never a std lock across an `.await`.
+//! - When `max_open_sessions` are open, opening another first drops the least recently used
+//!   session nobody uses (same rules, whatever its idle time), or is refused when all are in use.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -15,6 +18,7 @@ use std::time::Duration;
 use tracing::info;
 
 use super::core::{HubCore, lock};
+use super::runtime::SessionRuntime;
 
 /// Starts the reaper of `core`; it ends when the core stops.
 pub(super) fn spawn(core: &HubCore) {
@@ -53,36 +57,68 @@ impl HubCore {
     pub async fn drop_idle(&self) {
         let idle_after = self.options().idle_after;
         let mut open = self.inner.open.lock().await;
-        let registry = self.registry();
         let idle: Vec<String> = open
             .iter()
-            .filter(|(id, runtime)| {
-                // The map and the worker hold it; a call holding it too is about to use it.
-                Arc::strong_count(runtime) <= 2
-                    && runtime.idle_for() >= idle_after
-                    && registry.attachments_on(id) == 0
-                    && registry.list_pending(Some(id)).is_empty()
-                    && runtime.bus.subscriber_count() == 0
-            })
+            .filter(|(id, runtime)| runtime.idle_for() >= idle_after && self.unused(id, runtime))
             .map(|(id, _)| id.clone())
             .collect();
         for id in idle {
-            let Some(runtime) = open.get(&id) else {
-                continue;
-            };
-            {
-                let mut turns = runtime.lock_turns();
-                if turns.busy() {
-                    continue;
-                }
-                turns.closed = true;
+            if self.retire_unused(&mut open, &id) {
+                info!(session_id = %id, "dropped an idle session's agent from memory");
             }
-            runtime.stop.cancel();
-            lock(&self.inner.last_seqs).insert(id.clone(), runtime.bus.last_seq());
-            open.remove(&id);
-            lock(&self.inner.workers).remove(&id);
-            info!(session_id = %id, "dropped an idle session's agent from memory");
         }
         self.inner.open_count.store(open.len(), Ordering::Relaxed);
+    }
+
+    /// Makes room for one more open session by dropping the least recently used one nobody uses;
+    /// false when every open session is in use.
+    pub(super) fn retire_least_recent(
+        &self,
+        open: &mut HashMap<String, Arc<SessionRuntime>>,
+    ) -> bool {
+        let mut candidates: Vec<(std::time::Duration, String)> = open
+            .iter()
+            .filter(|(id, runtime)| self.unused(id, runtime))
+            .map(|(id, runtime)| (runtime.idle_for(), id.clone()))
+            .collect();
+        candidates.sort_by(|a, b| b.0.cmp(&a.0));
+        for (_, id) in candidates {
+            if self.retire_unused(open, &id) {
+                info!(session_id = %id, "dropped the least recently used session's agent from memory to open another");
+                self.inner.open_count.store(open.len(), Ordering::Relaxed);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether nothing uses an open session: no attachment, subscriber or pending approval, and
+    /// no call holding its runtime (the map and the worker hold it; a call holding it too is
+    /// about to use it).
+    fn unused(&self, id: &str, runtime: &Arc<SessionRuntime>) -> bool {
+        let registry = self.registry();
+        Arc::strong_count(runtime) <= 2
+            && registry.attachments_on(id) == 0
+            && registry.list_pending(Some(id)).is_empty()
+            && runtime.bus.subscriber_count() == 0
+    }
+
+    /// Drops `id` from memory unless a turn runs or waits there; whether it was dropped.
+    fn retire_unused(&self, open: &mut HashMap<String, Arc<SessionRuntime>>, id: &str) -> bool {
+        let Some(runtime) = open.get(id) else {
+            return false;
+        };
+        {
+            let mut turns = runtime.lock_turns();
+            if turns.busy() {
+                return false;
+            }
+            turns.closed = true;
+        }
+        runtime.stop.cancel();
+        lock(&self.inner.last_seqs).insert(id.to_owned(), runtime.bus.last_seq());
+        open.remove(id);
+        lock(&self.inner.workers).remove(id);
+        true
     }
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, PoisonError};
 
 use serde_json::Value;
 
-use super::core::{HubCore, check_channel, check_session_id};
+use super::core::{HubCore, MAX_LISTED_IDS, check_channel, check_session_id};
 use super::error::CoreError;
 use super::event::EventKind;
 use super::limits::{MAX_FOCUS_BYTES, MAX_REF_ID_LEN, MAX_ROLE_LEN, check_len};
@@ -201,7 +201,11 @@ impl HubCore {
                 Ok(summaries)
             })
             .await?;
-        let ids = listing.iter().map(|s| s.session_id.clone()).collect();
+        let ids = listing
+            .iter()
+            .take(MAX_LISTED_IDS)
+            .map(|s| s.session_id.clone())
+            .collect();
         self.inner
             .listings
             .lock()

@@ -1,0 +1,93 @@
+//! [`Remembered`]: a map the core keeps for clients' convenience (the last listing per channel,
+//! the last seq of sessions that left memory) with a fixed number of entries, so nothing a client
+//! does, however many channels or sessions it names, grows the hub's memory without bound.
+//!
+//! Invariants: at most `capacity` entries; inserting a new key when full forgets the key inserted
+//! longest ago (an update keeps its place); what is forgotten is only a convenience (a listing
+//! index to list again, an `after_seq` to subscribe afresh), never state.
+
+use std::collections::{HashMap, VecDeque};
+
+/// A bounded map that forgets its oldest entry first.
+#[derive(Debug)]
+pub struct Remembered<V> {
+    entries: HashMap<String, V>,
+    order: VecDeque<String>,
+    capacity: usize,
+}
+
+impl<V> Remembered<V> {
+    /// An empty map of at most `capacity` entries (at least one).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            entries: HashMap::new(),
+            order: VecDeque::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Sets `key` to `value`, forgetting the oldest entry if a new key would exceed the capacity.
+    pub fn insert(&mut self, key: String, value: V) {
+        if let Some(slot) = self.entries.get_mut(&key) {
+            *slot = value;
+            return;
+        }
+        while self.entries.len() >= self.capacity {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            self.entries.remove(&oldest);
+        }
+        self.order.push_back(key.clone());
+        self.entries.insert(key, value);
+    }
+
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.entries.get(key)
+    }
+
+    pub fn remove(&mut self, key: &str) -> Option<V> {
+        let removed = self.entries.remove(key)?;
+        self.order.retain(|k| k != key);
+        Some(removed)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_entry_is_forgotten_first_and_updates_keep_their_place() {
+        let mut map = Remembered::new(3);
+        for key in ["a", "b", "c"] {
+            map.insert(key.to_owned(), key.len());
+        }
+        map.insert("a".to_owned(), 10);
+        assert_eq!(map.len(), 3);
+        map.insert("d".to_owned(), 1);
+        assert_eq!(map.len(), 3);
+        assert_eq!(map.get("a"), None, "a was inserted first");
+        assert_eq!(map.get("b"), Some(&1));
+        assert_eq!(map.remove("b"), Some(1));
+        map.insert("e".to_owned(), 2);
+        map.insert("f".to_owned(), 3);
+        assert_eq!(map.len(), 3);
+        assert_eq!(map.get("c"), None);
+        assert!(map.get("d").is_some() && map.get("e").is_some() && map.get("f").is_some());
+    }
+
+    #[test]
+    fn many_keys_never_grow_it_past_its_capacity() {
+        let mut map = Remembered::new(64);
+        for i in 0..10_000 {
+            map.insert(format!("channel-{i}"), vec![i; 4]);
+        }
+        assert_eq!(map.len(), 64);
+        assert_eq!(map.order.len(), 64);
+    }
+}
