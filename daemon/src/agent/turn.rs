@@ -1,8 +1,8 @@
 //! One user turn: repair a dangling history, append the prompt, then call the model and run its tools
 //! until a terminal stop reason, a limit, a cancel or an error.
 //!
-//! Invariants (DESIGN "Agent loop"): the system prompt is rebuilt before every model call; history
-//! is only appended to (through `History::append`); a dangling end is repaired with the seed's
+//! Invariants (ARCHITECTURE.md, "The path of a turn"): the system prompt is rebuilt before every
+//! model call; history is only appended to (through `History::append`); a dangling end is repaired with the seed's
 //! two-message prompt (an assistant notice in parentheses, then the new user message), after a
 //! "Tool was interrupted." result for a dangling toolUse; a cancel while the model streams stores the
 //! "Cancelled by user" placeholder reply; a cancel around tools still answers every toolUse; limits

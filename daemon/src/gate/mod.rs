@@ -5,8 +5,8 @@
 //! anything else is refused. [`TierGate::record`] emits the `tool_call` event and logs the call.
 //! Neither needs a model, so the reflex engine and an MCP server use the same policy.
 //!
-//! Invariants (DESIGN "Tier gate"): a tool not in the catalog never runs; a permit runs exactly the
-//! checked call (the executor runs it immediately; nothing sits between check and execution); only
+//! Invariants (ARCHITECTURE.md, "Rules that never bend"): a tool not in the catalog never runs;
+//! a permit runs exactly the checked call (the executor runs it immediately; nothing sits between check and execution); only
 //! `Decision::Approved` approves and silence never does; every question emits an `approval` event
 //! (`pending`, before the approver is asked) and exactly one decided event; prompts are asked one at a
 //! time; the decision recorded is the approver's winner (a timeout or cancel is settled with the

@@ -4,8 +4,8 @@
 //! [`UnansweredApprover`] never answers, [`MemorySink`] keeps events in memory, `logs_during` (unit
 //! tests only) captures what is logged.
 //!
-//! Invariants: nothing here approves on its own (DESIGN: "No test approves without a scripted
-//! decision"); nothing here touches the network, the file system or global state.
+//! Invariants: nothing here approves on its own (ARCHITECTURE.md: "no test approves without a
+//! scripted decision"); nothing here touches the network, the file system or global state.
 
 mod approvers;
 mod demo;
