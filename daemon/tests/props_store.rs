@@ -13,130 +13,18 @@
 
 mod props_common;
 
-use std::path::{Path, PathBuf};
-
 use jiff::Timestamp;
-use props_common::{Damage, apply, apply_to_line, damage, runner};
+use props_common::targets::{
+    FileTarget, RowTarget, SqlJunk, damage_file, damage_row, file_target, row_target,
+};
+use props_common::{Damage, ID, MESSAGES, apply, approval_event, damage, fill, runner};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use taud::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, ToolUse};
+use taud::message::Message;
 use taud::session::{
     ContextMode, DEFAULT_AGENT_ID, Durability, FileSessionStore, Session, SessionAgent,
     SessionError, SessionMessage, SessionMeta, SessionStore, SqliteSessionStore,
 };
-
-const ID: &str = "20261201-120000-abcd";
-const MESSAGES: u64 = 4;
-
-fn messages() -> Vec<Message> {
-    vec![
-        Message::user_text("turn on the lamp"),
-        Message {
-            role: Role::Assistant,
-            content: vec![
-                ContentBlock::Text("asking".into()),
-                ContentBlock::ToolUse(ToolUse {
-                    tool_use_id: "tu-1".into(),
-                    name: "demo_physical_action".into(),
-                    input: json!({"device": "lamp", "on": true}),
-                }),
-            ],
-            metadata: None,
-        },
-        Message {
-            role: Role::User,
-            content: vec![ContentBlock::ToolResult(ToolResult::text(
-                "tu-1",
-                ToolResultStatus::Success,
-                "done",
-            ))],
-            metadata: None,
-        },
-        Message::assistant_text("the lamp is on"),
-    ]
-}
-
-fn approval_event(status: &str) -> Value {
-    json!({
-        "type": "approval", "approval_id": "apr-1", "status": status,
-        "tool": "demo_physical_action", "tier": 2, "arguments": {"device": "lamp"},
-        "effect": "switches a device", "tool_use_id": "tu-1", "session_id": ID,
-        "channel": "terminal", "approver": "hub"
-    })
-}
-
-/// One complete session: record, agent, messages, metadata and events.
-fn fill(store: &dyn SessionStore) {
-    let now: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
-    store.create_session(&Session::new(ID, now)).unwrap();
-    store
-        .create_agent(
-            ID,
-            &SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now),
-        )
-        .unwrap();
-    for (id, message) in (0u64..).zip(messages()) {
-        store
-            .create_message(ID, DEFAULT_AGENT_ID, &SessionMessage::new(id, message, now))
-            .unwrap();
-    }
-    store
-        .write_meta(
-            ID,
-            &SessionMeta {
-                channel: Some("terminal".into()),
-                title: Some("turn on the lamp".into()),
-                role: Some("brain".into()),
-                context: Some(ContextMode::Sliding),
-                ..SessionMeta::default()
-            },
-        )
-        .unwrap();
-    store.append_event(ID, &approval_event("pending")).unwrap();
-    store
-        .append_event(
-            ID,
-            &json!({"type": "tool_call", "tool": "demo_physical_action"}),
-        )
-        .unwrap();
-}
-
-/// Which record of the file backend is damaged.
-#[derive(Debug, Clone)]
-enum FileTarget {
-    Session,
-    Meta,
-    Agent,
-    Message(u64),
-    /// A line of `events.jsonl`.
-    Events(usize),
-    /// A line of the listing index.
-    Index(usize),
-}
-
-fn file_target() -> impl Strategy<Value = FileTarget> {
-    prop_oneof![
-        Just(FileTarget::Session),
-        Just(FileTarget::Meta),
-        Just(FileTarget::Agent),
-        (0..MESSAGES).prop_map(FileTarget::Message),
-        any::<usize>().prop_map(FileTarget::Events),
-        any::<usize>().prop_map(FileTarget::Index),
-    ]
-}
-
-fn file_path(root: &Path, target: &FileTarget) -> PathBuf {
-    let dir = root.join(ID);
-    let agent = dir.join("agents").join(DEFAULT_AGENT_ID);
-    match target {
-        FileTarget::Session => dir.join("session.json"),
-        FileTarget::Meta => dir.join("meta.json"),
-        FileTarget::Agent => agent.join("agent.json"),
-        FileTarget::Message(id) => agent.join("messages").join(format!("{id:06}.json")),
-        FileTarget::Events(_) => dir.join("events.jsonl"),
-        FileTarget::Index(_) => root.join(".sessions-index.jsonl"),
-    }
-}
 
 /// `result` is fine when it read, or when `damaged` says the reader read the damaged record and
 /// the error is the store's, naming it by `name`.
@@ -173,16 +61,7 @@ fn file_case(target: &FileTarget, damage: &Damage) -> Result<(), TestCaseError> 
     let root = tmp.path().join("sessions");
     let store = FileSessionStore::open(&root, Durability::NoSync).unwrap();
     fill(&store);
-    let path = file_path(&root, target);
-    let original = std::fs::read(&path).unwrap();
-    let bytes = match target {
-        FileTarget::Events(line) | FileTarget::Index(line) => {
-            apply_to_line(&original, *line, damage)
-        }
-        _ => apply(&original, damage),
-    };
-    std::fs::write(&path, &bytes).unwrap();
-    let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+    let name = damage_file(&root, target, damage);
     let is = |t: fn(&FileTarget) -> bool| t(target);
 
     let session = store.read_session(ID);
@@ -275,119 +154,6 @@ fn the_file_store_reads_or_names_a_damaged_record_and_never_panics() {
         .unwrap();
 }
 
-/// Which row (and column) of the sqlite backend is damaged.
-#[derive(Debug, Clone)]
-enum RowTarget {
-    SessionRecord,
-    AgentRecord,
-    MessageRecord(u64),
-    MetaRecord,
-    EventRecord(u64),
-    /// A column of the sessions table set to a raw SQL value.
-    SessionColumn(&'static str, SqlJunk),
-}
-
-/// A value of any SQL type.
-#[derive(Debug, Clone)]
-enum SqlJunk {
-    Int(i64),
-    Real(f64),
-    Text(String),
-    Blob(Vec<u8>),
-}
-
-impl rusqlite::ToSql for SqlJunk {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        match self {
-            SqlJunk::Int(n) => n.to_sql(),
-            SqlJunk::Real(f) => f.to_sql(),
-            SqlJunk::Text(t) => t.to_sql(),
-            SqlJunk::Blob(b) => b.to_sql(),
-        }
-    }
-}
-
-fn sql_junk() -> impl Strategy<Value = SqlJunk> {
-    prop_oneof![
-        prop_oneof![Just(i64::MIN), Just(i64::MAX), Just(-1i64), any::<i64>()]
-            .prop_map(SqlJunk::Int),
-        any::<f64>().prop_map(SqlJunk::Real),
-        props_common::text().prop_map(SqlJunk::Text),
-        proptest::collection::vec(any::<u8>(), 0..64).prop_map(SqlJunk::Blob),
-    ]
-}
-
-fn row_target() -> impl Strategy<Value = RowTarget> {
-    prop_oneof![
-        Just(RowTarget::SessionRecord),
-        Just(RowTarget::AgentRecord),
-        (0..MESSAGES).prop_map(RowTarget::MessageRecord),
-        Just(RowTarget::MetaRecord),
-        (0u64..2).prop_map(RowTarget::EventRecord),
-        (
-            proptest::sample::select(vec![
-                "created_at",
-                "updated_at",
-                "updated_us",
-                "message_count",
-                "record"
-            ]),
-            sql_junk()
-        )
-            .prop_map(|(column, junk)| RowTarget::SessionColumn(column, junk)),
-    ]
-}
-
-fn damage_row(db: &Path, target: &RowTarget, damage: &Damage) {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let (select, update): (&str, &str) = match target {
-        RowTarget::SessionRecord => (
-            "SELECT record FROM sessions WHERE session_id = ?1",
-            "UPDATE sessions SET record = ?2 WHERE session_id = ?1",
-        ),
-        RowTarget::AgentRecord => (
-            "SELECT record FROM agents WHERE session_id = ?1",
-            "UPDATE agents SET record = ?2 WHERE session_id = ?1",
-        ),
-        RowTarget::MetaRecord => (
-            "SELECT record FROM meta WHERE session_id = ?1",
-            "UPDATE meta SET record = ?2 WHERE session_id = ?1",
-        ),
-        RowTarget::MessageRecord(id) | RowTarget::EventRecord(id) => {
-            let (table, column, key) = match target {
-                RowTarget::MessageRecord(_) => ("messages", "record", "message_id"),
-                _ => ("events", "event", "seq"),
-            };
-            let text: String = conn
-                .query_row(
-                    &format!("SELECT {column} FROM {table} WHERE session_id = ?1 AND {key} = ?2"),
-                    rusqlite::params![ID, *id as i64],
-                    |row| row.get(0),
-                )
-                .unwrap();
-            let damaged = String::from_utf8_lossy(&apply(text.as_bytes(), damage)).into_owned();
-            conn.execute(
-                &format!("UPDATE {table} SET {column} = ?3 WHERE session_id = ?1 AND {key} = ?2"),
-                rusqlite::params![ID, *id as i64, damaged],
-            )
-            .unwrap();
-            return;
-        }
-        RowTarget::SessionColumn(column, junk) => {
-            conn.execute(
-                &format!("UPDATE sessions SET {column} = ?2 WHERE session_id = ?1"),
-                rusqlite::params![ID, junk],
-            )
-            .unwrap();
-            return;
-        }
-    };
-    let text: String = conn.query_row(select, [ID], |row| row.get(0)).unwrap();
-    let damaged = String::from_utf8_lossy(&apply(text.as_bytes(), damage)).into_owned();
-    conn.execute(update, rusqlite::params![ID, damaged])
-        .unwrap();
-}
-
 /// A sqlite reader's result: read, or the store's error (a record that does not parse names its
 /// session; a value of the wrong SQL type is the database's own error).
 fn check_row<T: std::fmt::Debug>(
@@ -455,7 +221,8 @@ fn sqlite_case(target: &RowTarget, damage: &Damage) -> Result<(), TestCaseError>
         &store.read_events(ID),
         matches!(target, RowTarget::EventRecord(_)),
     )?;
-    check_row("list_sessions", &store.list_sessions(), session_row)?;
+    // A listing skips a row it cannot read; it never fails for one.
+    check_row("list_sessions", &store.list_sessions(), false)?;
     let now = taud::session::now_utc();
     let next = SessionMessage::new(MESSAGES, Message::user_text("again"), now);
     check_row(
@@ -716,4 +483,39 @@ fn a_message_count_at_the_top_of_its_range_does_not_overflow_the_next_append() {
             .len(),
         5
     );
+}
+
+#[test]
+fn a_sqlite_session_row_that_cannot_be_read_is_left_out_of_the_listing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("sessions.db");
+    let store = SqliteSessionStore::open(&db, Durability::NoSync).unwrap();
+    fill(&store);
+    let other = "20261201-130000-beef";
+    store
+        .create_session(&Session::new(other, taud::session::now_utc()))
+        .unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute(
+        "UPDATE sessions SET created_at = 'not a time' WHERE session_id = ?1",
+        [ID],
+    )
+    .unwrap();
+    let listed = store.list_sessions().unwrap();
+    let ids: Vec<&str> = listed.iter().map(|s| s.session_id.as_str()).collect();
+    assert_eq!(ids, [other]);
+    conn.execute(
+        "UPDATE sessions SET message_count = 'many' WHERE session_id = ?1",
+        [other],
+    )
+    .unwrap();
+    assert!(store.list_sessions().unwrap().is_empty());
+    // The damaged session itself still fails naming it.
+    conn.execute(
+        "UPDATE sessions SET updated_at = 'never' WHERE session_id = ?1",
+        [ID],
+    )
+    .unwrap();
+    let err = store.read_session(ID).unwrap_err();
+    assert!(err.to_string().contains(ID), "{err}");
 }

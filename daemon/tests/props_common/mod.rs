@@ -6,9 +6,16 @@
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod targets;
+
+use jiff::Timestamp;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use serde_json::Value;
+use serde_json::{Value, json};
+use taud::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, ToolUse};
+use taud::session::{
+    ContextMode, DEFAULT_AGENT_ID, Session, SessionAgent, SessionMessage, SessionMeta, SessionStore,
+};
 
 /// A runner of `default_cases` cases, or of `PROPTEST_CASES` when it is set; failures are shrunk
 /// and reported, never written to a regressions file.
@@ -255,4 +262,81 @@ pub fn apply_to_line(file: &[u8], line: usize, damage: &Damage) -> Vec<u8> {
         out.push(b'\n');
     }
     out
+}
+
+/// The session every store property starts from.
+pub const ID: &str = "20261201-120000-abcd";
+pub const MESSAGES: u64 = 4;
+
+pub fn messages() -> Vec<Message> {
+    vec![
+        Message::user_text("turn on the lamp"),
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                ContentBlock::Text("asking".into()),
+                ContentBlock::ToolUse(ToolUse {
+                    tool_use_id: "tu-1".into(),
+                    name: "demo_physical_action".into(),
+                    input: json!({"device": "lamp", "on": true}),
+                }),
+            ],
+            metadata: None,
+        },
+        Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult(ToolResult::text(
+                "tu-1",
+                ToolResultStatus::Success,
+                "done",
+            ))],
+            metadata: None,
+        },
+        Message::assistant_text("the lamp is on"),
+    ]
+}
+
+pub fn approval_event(status: &str) -> Value {
+    json!({
+        "type": "approval", "approval_id": "apr-1", "status": status,
+        "tool": "demo_physical_action", "tier": 2, "arguments": {"device": "lamp"},
+        "effect": "switches a device", "tool_use_id": "tu-1", "session_id": ID,
+        "channel": "terminal", "approver": "hub"
+    })
+}
+
+/// One complete session: record, agent, messages, metadata and events.
+pub fn fill(store: &dyn SessionStore) {
+    let now: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
+    store.create_session(&Session::new(ID, now)).unwrap();
+    store
+        .create_agent(
+            ID,
+            &SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now),
+        )
+        .unwrap();
+    for (id, message) in (0u64..).zip(messages()) {
+        store
+            .create_message(ID, DEFAULT_AGENT_ID, &SessionMessage::new(id, message, now))
+            .unwrap();
+    }
+    store
+        .write_meta(
+            ID,
+            &SessionMeta {
+                channel: Some("terminal".into()),
+                title: Some("turn on the lamp".into()),
+                role: Some("brain".into()),
+                context: Some(ContextMode::Sliding),
+                ..SessionMeta::default()
+            },
+        )
+        .unwrap();
+    store.append_event(ID, &approval_event("pending")).unwrap();
+    store
+        .append_event(
+            ID,
+            &json!({"type": "tool_call", "tool": "demo_physical_action"}),
+        )
+        .unwrap();
 }
