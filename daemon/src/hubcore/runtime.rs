@@ -13,6 +13,8 @@
 //!   [`RepairNotice`]) after every turn that leaves one, so an agent rebuilt from the store (an idle
 //!   session reopened, a hub restart) takes it over while no message was stored since.
 //! - Std locks here are short and never held across an `.await`.
+//! - A role switch or compaction never waits behind a turn (which may wait for a person): it takes
+//!   `agent_lock` only while no turn runs or waits ([`SessionRuntime::lock_agent_idle`]).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -95,6 +97,27 @@ impl SessionRuntime {
             last_used: Mutex::new(Instant::now()),
             store: Arc::clone(&parts.store),
         })
+    }
+
+    /// Takes `agent_lock` for a change of the agent (a role switch, a compaction), refused with
+    /// `refusal` as FAILED_PRECONDITION while a turn runs or waits: a turn holds the lock for its
+    /// whole length, approvals included. While the lock is held by something else (a worker
+    /// finishing a turn, another switch), it waits, checking again every few milliseconds.
+    pub(crate) async fn lock_agent_idle(
+        &self,
+        refusal: &str,
+    ) -> Result<tokio::sync::MutexGuard<'_, ()>, CoreError> {
+        const POLL: std::time::Duration = std::time::Duration::from_millis(5);
+        loop {
+            if self.lock_turns().busy() {
+                return Err(CoreError::FailedPrecondition(refusal.to_owned()));
+            }
+            if let Ok(guard) = self.agent_lock.try_lock() {
+                // A turn accepted in between waits for this guard; it is not running yet.
+                return Ok(guard);
+            }
+            tokio::time::sleep(POLL).await;
+        }
     }
 
     pub(crate) fn lock_turns(&self) -> MutexGuard<'_, TurnTable> {
