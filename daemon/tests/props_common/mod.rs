@@ -208,7 +208,7 @@ pub fn apply(record: &[u8], damage: &Damage) -> Vec<u8> {
         (Damage::Remove(pick), Some(mut value)) => {
             let mut all = Vec::new();
             pointers(&value, "", &mut all);
-            all.retain(|p| !p.rsplit('/').next().unwrap_or("").parse::<usize>().is_ok());
+            all.retain(|p| p.rsplit('/').next().unwrap_or("").parse::<usize>().is_err());
             if let Some(target) = all.get(pick % all.len().max(1)) {
                 let (parent, key) = target.rsplit_once('/').unwrap();
                 let key = key.replace("~1", "/").replace("~0", "~");
