@@ -33,11 +33,13 @@ async fn within<T>(what: &str, call: impl Future<Output = T>) -> Result<T, TestC
         .map_err(|_| TestCaseError::fail(format!("{what} hung")))
 }
 
-/// A refusal of a call on the damaged session: the store's error, never NotFound (it exists) or
-/// InvalidArgument (the request is fine).
+/// A refusal of a call on the damaged session: the store's error naming the damaged record (or,
+/// for a sqlite value of the wrong type, the database's own error), never NotFound (it exists)
+/// or InvalidArgument (the request is fine).
 fn clean<T: std::fmt::Debug>(
     what: &str,
     result: &Result<T, CoreError>,
+    name: &str,
 ) -> Result<(), TestCaseError> {
     if let Err(error) = result {
         prop_assert!(
@@ -49,7 +51,11 @@ fn clean<T: std::fmt::Debug>(
             ),
             "{what}: {error:?}"
         );
-        prop_assert!(!error.to_string().is_empty(), "{what}: an empty message");
+        let message = error.to_string();
+        prop_assert!(
+            message.contains(name) || message.contains("session database:"),
+            "{what}: the refusal does not name {name}: {message}"
+        );
     }
     Ok(())
 }
@@ -69,10 +75,10 @@ async fn turn(core: &HubCore, session_id: &str) -> Result<Vec<&'static str>, Cor
 
 async fn hub_case(
     backend: &'static str,
-    damage_store: impl FnOnce(&std::path::Path),
+    damage_store: impl FnOnce(&std::path::Path) -> String,
 ) -> Result<(), TestCaseError> {
     let tmp = tempfile::tempdir().unwrap();
-    damage_store(tmp.path());
+    let name = damage_store(tmp.path());
     let model = Arc::new(FakeModel::scripted(
         (0..4).map(|i| FakeReply::text(format!("reply {i}"))),
     ));
@@ -82,22 +88,23 @@ async fn hub_case(
         .map_err(|e| TestCaseError::fail(format!("the session service did not start: {e}")))?;
 
     let listed = within("ListSessions", core.list_sessions(10, "terminal", None)).await?;
-    clean("ListSessions", &listed)?;
+    clean("ListSessions", &listed, &name)?;
     let detail = within("GetSession", core.get_session(ID, true)).await?;
-    clean("GetSession", &detail)?;
+    clean("GetSession", &detail, &name)?;
     clean(
         "ReadEvents",
         &within("ReadEvents", core.read_events(ID)).await?,
+        &name,
     )?;
     let opened = within(
         "OpenSession",
         core.open_session(OpenTarget::Id(ID.into()), None, "terminal", None),
     )
     .await?;
-    clean("OpenSession", &opened)?;
+    clean("OpenSession", &opened, &name)?;
     if opened.is_ok() {
         let ended = within("a turn on it", turn(&core, ID)).await?;
-        clean("StartTurn", &ended)?;
+        clean("StartTurn", &ended, &name)?;
         if let Ok(names) = ended {
             prop_assert_eq!(names.last().copied(), Some("turn_ended"));
         }
@@ -120,20 +127,21 @@ async fn hub_case(
     Ok(())
 }
 
-fn file_store(root: &std::path::Path, target: &FileTarget, damage: &Damage) {
+fn file_store(root: &std::path::Path, target: &FileTarget, damage: &Damage) -> String {
     let sessions = root.join("sessions");
     let store = FileSessionStore::open(&sessions, Durability::NoSync).unwrap();
     fill(&store);
-    damage_file(&sessions, target, damage);
+    damage_file(&sessions, target, damage)
 }
 
-fn sqlite_store(root: &std::path::Path, target: &RowTarget, damage: &Damage) {
+fn sqlite_store(root: &std::path::Path, target: &RowTarget, damage: &Damage) -> String {
     let db = root.join("sessions.db");
     {
         let store = SqliteSessionStore::open(&db, Durability::NoSync).unwrap();
         fill(&store);
     }
     damage_row(&db, target, damage);
+    ID.to_owned()
 }
 
 fn tokio_runtime() -> tokio::runtime::Runtime {
