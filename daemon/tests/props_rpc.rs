@@ -515,8 +515,9 @@ async fn execute(client: &mut Client, known: &Known, call: &Call) -> Result<(), 
 
 /// The codes a refusal may carry: the client's mistake or the hub's state, never the hub's own
 /// failure.
-const REFUSALS: [Code; 5] = [
+const REFUSALS: [Code; 6] = [
     Code::InvalidArgument,
+    Code::OutOfRange,
     Code::NotFound,
     Code::FailedPrecondition,
     Code::ResourceExhausted,
@@ -593,4 +594,30 @@ fn every_call_with_hostile_fields_is_answered_or_refused_cleanly_on_the_file_sto
 #[test]
 fn every_call_with_hostile_fields_is_answered_or_refused_cleanly_on_the_sqlite_store() {
     run("sqlite", 384);
+}
+
+#[test]
+fn a_request_over_the_message_size_limit_is_refused_and_the_hub_goes_on() {
+    panics();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut f = fixture("file").await;
+        let before = f.disk();
+        let busy = f.known.as_ref().unwrap().busy.clone();
+        let err = f
+            .client
+            .start_turn(api_common::turn(&busy, &"z".repeat(5 << 20), "terminal"))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::OutOfRange, "{err}");
+        assert!(err.message().contains("too large"), "{err}");
+        assert_eq!(f.disk(), before);
+        f.client.get_status(pb::GetStatusRequest {}).await.unwrap();
+        f.known = None;
+        f.service.stop().await.unwrap();
+    });
 }
