@@ -519,3 +519,59 @@ fn a_sqlite_session_row_that_cannot_be_read_is_left_out_of_the_listing() {
     let err = store.read_session(ID).unwrap_err();
     assert!(err.to_string().contains(ID), "{err}");
 }
+
+/// A file where a directory belongs, a directory where a file belongs, a symbolic link or a
+/// missing entry, in every place of a session: no reader or write panics, the session record
+/// still reads and lists, and an error names the entry.
+#[test]
+fn a_reshaped_session_tree_never_panics_a_reader_or_a_write() {
+    use props_common::targets::{reshape, shapes};
+    for shape in shapes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("sessions");
+        let store = FileSessionStore::open(&root, Durability::NoSync).unwrap();
+        fill(&store);
+        let Some(name) = reshape(&root, shape) else {
+            continue;
+        };
+        let named = |what: &str, result: Result<(), SessionError>| {
+            if let Err(error) = result {
+                let text = error.to_string();
+                assert!(
+                    text.contains(&name) || text.contains(DEFAULT_AGENT_ID),
+                    "{shape:?} {what}: {text}"
+                );
+            }
+        };
+        assert!(store.read_session(ID).unwrap().is_some(), "{shape:?}");
+        let listed = store.list_sessions().unwrap();
+        assert!(listed.iter().any(|s| s.session_id == ID), "{shape:?}");
+        named(
+            "read_agent",
+            store.read_agent(ID, DEFAULT_AGENT_ID).map(drop),
+        );
+        named("read_meta", store.read_meta(ID).map(drop));
+        named(
+            "list_messages",
+            store.list_messages(ID, DEFAULT_AGENT_ID, None, 0).map(drop),
+        );
+        named(
+            "read_message",
+            store.read_message(ID, DEFAULT_AGENT_ID, 1).map(drop),
+        );
+        named("read_events", store.read_events(ID).map(drop));
+        let now = taud::session::now_utc();
+        let next = SessionMessage::new(MESSAGES, Message::user_text("again"), now);
+        named(
+            "create_message",
+            store.create_message(ID, DEFAULT_AGENT_ID, &next),
+        );
+        named(
+            "append_event",
+            store.append_event(ID, &approval_event("approved")),
+        );
+        named("write_meta", store.write_meta(ID, &SessionMeta::default()));
+        let fresh = SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now);
+        named("update_agent", store.update_agent(ID, &fresh));
+    }
+}

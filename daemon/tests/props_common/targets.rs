@@ -171,3 +171,82 @@ pub fn damage_file(root: &Path, target: &FileTarget, damage: &Damage) -> String 
     std::fs::write(&path, &bytes).unwrap();
     path.file_name().unwrap().to_str().unwrap().to_owned()
 }
+
+/// A change to the file store's tree instead of a record's content.
+#[derive(Debug, Clone, Copy)]
+pub enum Shape {
+    /// A file where the directory was.
+    FileForDir(&'static str),
+    /// A directory where the file was.
+    DirForFile(&'static str),
+    /// A symbolic link (to a copy of the original) where the entry was.
+    Symlink(&'static str),
+    /// The entry removed.
+    Gone(&'static str),
+}
+
+/// Entries of a session, relative to the sessions directory's `ID` directory.
+pub const SHAPED: [&str; 7] = [
+    "agents",
+    "agents/tau",
+    "agents/tau/messages",
+    "agents/tau/agent.json",
+    "agents/tau/messages/000001.json",
+    "meta.json",
+    "events.jsonl",
+];
+
+/// Every shape change of every entry in [`SHAPED`].
+pub fn shapes() -> Vec<Shape> {
+    SHAPED
+        .iter()
+        .flat_map(|p| {
+            [
+                Shape::FileForDir(p),
+                Shape::DirForFile(p),
+                Shape::Symlink(p),
+                Shape::Gone(p),
+            ]
+        })
+        .collect()
+}
+
+/// Reshapes the session `ID` under `sessions`; false when the shape does not apply (a file for
+/// a file). Returns the entry's name.
+pub fn reshape(sessions: &Path, shape: Shape) -> Option<String> {
+    let session = sessions.join(ID);
+    let (rel, is_dir_now) = match shape {
+        Shape::FileForDir(p) | Shape::DirForFile(p) | Shape::Symlink(p) | Shape::Gone(p) => {
+            (p, session.join(p).is_dir())
+        }
+    };
+    let path = session.join(rel);
+    let remove = |path: &Path| {
+        if path.is_dir() {
+            std::fs::remove_dir_all(path).unwrap();
+        } else {
+            std::fs::remove_file(path).unwrap();
+        }
+    };
+    match shape {
+        Shape::FileForDir(_) if is_dir_now => {
+            remove(&path);
+            std::fs::write(&path, b"{}").unwrap();
+        }
+        Shape::DirForFile(_) if !is_dir_now => {
+            remove(&path);
+            std::fs::create_dir(&path).unwrap();
+        }
+        Shape::Symlink(_) => {
+            let aside = sessions
+                .parent()
+                .unwrap()
+                .join(format!("aside-{}", rel.replace('/', "-")));
+            std::fs::rename(&path, &aside).unwrap();
+            std::os::unix::fs::symlink(&aside, &path).unwrap();
+        }
+        Shape::Gone(_) => remove(&path),
+        _ => return None,
+    }
+    Some(rel.rsplit('/').next().unwrap().to_owned())
+}
