@@ -621,3 +621,58 @@ fn a_request_over_the_message_size_limit_is_refused_and_the_hub_goes_on() {
         f.service.stop().await.unwrap();
     });
 }
+
+/// The TCP route's `authorization` check over any header value: only `Bearer <token>` (scheme
+/// in any case, surrounding blanks trimmed) passes; the rest is refused as missing or wrong,
+/// never a panic.
+#[test]
+fn the_bearer_check_lets_only_the_token_through_whatever_the_header() {
+    use axum::http::HeaderValue;
+    use taud::rpc::auth::{AuthError, check_bearer};
+    let tmp = tempfile::tempdir().unwrap();
+    let token = taud::hub::token::ensure(&tmp.path().join("token")).unwrap();
+    let secret = token.expose().to_owned();
+    let header = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..80),
+        (
+            proptest::sample::select(vec!["Bearer", "bearer", "BEARER", "Basic", "Bearer:", ""]),
+            "[ \t]{0,3}",
+            any::<bool>(),
+            proptest::collection::vec(any::<u8>(), 0..4),
+        )
+            .prop_map(move |(scheme, pad, real, noise)| {
+                let mut value = format!("{scheme} {pad}").into_bytes();
+                if real {
+                    value.extend_from_slice(secret.as_bytes());
+                }
+                value.extend(noise);
+                value
+            }),
+    ];
+    let passed = std::cell::Cell::new(0usize);
+    runner(512)
+        .run(&header, |bytes| {
+            let Ok(value) = HeaderValue::from_bytes(&bytes) else {
+                return Ok(());
+            };
+            let result = check_bearer(&token, Some(&value));
+            let expected = match bytes.iter().position(|b| *b == b' ') {
+                Some(i) if bytes[..i].eq_ignore_ascii_case(b"bearer") => {
+                    bytes[i + 1..].trim_ascii() == token.expose().as_bytes()
+                }
+                _ => false,
+            };
+            prop_assert_eq!(result.is_ok(), expected, "{:?}", value);
+            passed.set(passed.get() + usize::from(expected));
+            if let Err(error) = result {
+                prop_assert!(
+                    matches!(error, AuthError::MissingToken | AuthError::WrongToken),
+                    "{error:?}"
+                );
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert!(passed.get() > 0, "no case carried the token");
+    assert!(check_bearer(&token, None).is_err());
+}
