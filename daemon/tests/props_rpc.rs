@@ -22,11 +22,11 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use props_common::runner;
+use props_common::{panics, runner};
 use proptest::prelude::*;
 use tau_api::proto::v1::{self as pb, tau_client::TauClient};
 use taud::hub::{Hub, HubOptions, HubService};
@@ -38,20 +38,6 @@ use tonic::{Code, Status, Streaming};
 type Client = TauClient<Channel>;
 
 const DEADLINE: Duration = Duration::from_secs(10);
-
-/// Panics anywhere in this test process (handlers, session workers, the test itself).
-fn panics() -> &'static AtomicUsize {
-    static PANICS: OnceLock<&'static AtomicUsize> = OnceLock::new();
-    PANICS.get_or_init(|| {
-        let counter: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            previous(info);
-        }));
-        counter
-    })
-}
 
 /// A string field: one of the hub's real ids or names, or hostile text.
 #[derive(Debug, Clone)]

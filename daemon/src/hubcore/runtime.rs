@@ -35,8 +35,8 @@ use crate::agent::{ConversationWindow, SystemPromptSource, TauAgent};
 use crate::clock::SystemClock;
 use crate::message::Message;
 use crate::session::{
-    ContextMode, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionAgent, SessionStore,
-    now_utc, read_agent_for_mode, sliding_window_start,
+    ContextMode, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionAgent, SessionError,
+    SessionStore, now_utc, read_agent_for_mode, sliding_window_start,
 };
 use crate::tools::shipped_catalog;
 
@@ -263,7 +263,16 @@ fn build_agent(
         }
     };
     let stored = store.list_messages(session_id, DEFAULT_AGENT_ID, None, 0)?;
-    let next_id = stored.last().map_or(0, |m| m.message_id + 1);
+    let next_id = match stored.last() {
+        None => 0,
+        // A damaged store may end at the last id there is: no message could follow it.
+        Some(last) => last.message_id.checked_add(1).ok_or_else(|| {
+            SessionError::corrupt(
+                format!("message {} of session {session_id}", last.message_id),
+                "its id is the last one there is",
+            )
+        })?,
+    };
     let notice = carried.or_else(|| record.repair_notice(next_id));
     let messages: Vec<Message> = stored.iter().map(|m| m.to_message().clone()).collect();
     // Sliding: only the window is restored. Summarize: everything, so that history positions are

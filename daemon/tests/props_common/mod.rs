@@ -9,6 +9,9 @@
 pub mod targets;
 
 use jiff::Timestamp;
+use std::sync::Once;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Value, json};
@@ -26,6 +29,21 @@ pub fn runner(default_cases: u32) -> TestRunner {
     }
     config.failure_persistence = None;
     TestRunner::new(config)
+}
+
+/// Panics anywhere in this test process (handlers, session workers, blocking tasks, the test
+/// itself), counted by a hook installed on first use (the previous hook still reports them).
+pub fn panics() -> &'static AtomicUsize {
+    static PANICS: AtomicUsize = AtomicUsize::new(0);
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.fetch_add(1, Ordering::SeqCst);
+            previous(info);
+        }));
+    });
+    &PANICS
 }
 
 /// A value put where a stored field was: the wrong type, out of range, or hostile text. `Raw` is
