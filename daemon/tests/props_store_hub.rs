@@ -19,7 +19,7 @@ use std::time::Duration;
 use props_common::targets::{
     FileTarget, RowTarget, damage_file, damage_row, file_target, row_target,
 };
-use props_common::{Damage, ID, damage, fill, runner};
+use props_common::{Damage, ID, damage, fill, panics, runner};
 use proptest::prelude::*;
 use taud::hubcore::{CoreError, HubCore, OpenTarget, StartTurn};
 use taud::session::{Durability, FileSessionStore, SqliteSessionStore};
@@ -58,8 +58,9 @@ fn clean<T: std::fmt::Debug>(
             "{what}: {error:?}"
         );
         let message = error.to_string();
+        let context = matches!(error, CoreError::ContextMismatch(_)) && message.contains(ID);
         prop_assert!(
-            message.contains(name.as_str()) || message.contains("session database:"),
+            context || message.contains(name.as_str()) || message.contains("session database:"),
             "{what}: the refusal does not name {name}: {message}"
         );
     }
@@ -83,6 +84,7 @@ async fn hub_case(
     backend: &'static str,
     damage_store: impl FnOnce(&std::path::Path) -> (String, bool),
 ) -> Result<(), TestCaseError> {
+    let panics_before = panics().load(std::sync::atomic::Ordering::SeqCst);
     let tmp = tempfile::tempdir().unwrap();
     let name = damage_store(tmp.path());
     let model = Arc::new(FakeModel::scripted(
@@ -130,6 +132,11 @@ async fn hub_case(
     .map_err(|e| TestCaseError::fail(format!("a turn on a new session: {e}")))?;
     prop_assert_eq!(names.last().copied(), Some("turn_ended"));
     within("the shutdown", core.shutdown()).await?;
+    prop_assert_eq!(
+        panics().load(std::sync::atomic::Ordering::SeqCst),
+        panics_before,
+        "something panicked"
+    );
     Ok(())
 }
 
