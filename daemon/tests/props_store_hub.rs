@@ -211,3 +211,25 @@ fn a_hub_over_a_reshaped_session_tree_starts_and_answers_cleanly() {
         }
     }
 }
+
+/// Every number of the last message's and the agent's sqlite records at the edges of the
+/// integer types, through a hub: the cases a random run finds only rarely.
+#[test]
+fn a_hub_over_extreme_numbers_in_sqlite_records_starts_and_answers_cleanly() {
+    let rt = tokio_runtime();
+    for target in [
+        RowTarget::MessageRecord(props_common::MESSAGES - 1),
+        RowTarget::AgentRecord,
+        RowTarget::SessionRecord,
+    ] {
+        for raw in props_common::EXTREME_NUMBERS {
+            for pick in 0..3 {
+                let damage = Damage::Number(pick, raw);
+                rt.block_on(hub_case("sqlite", |root| {
+                    (sqlite_store(root, &target, &damage), false)
+                }))
+                .unwrap_or_else(|e| panic!("{target:?} {damage:?}: {e}"));
+            }
+        }
+    }
+}
