@@ -305,3 +305,63 @@ fn the_bearer_check_lets_only_the_token_through_whatever_the_header() {
     assert!(passed.get() > 0, "no case carried the token");
     assert!(check_bearer(&token, None).is_err());
 }
+
+/// A refusal that quotes a damaged record (a huge value of the wrong type, a manager name with a
+/// line break) reaches the client as one line of bounded length, and the connection goes on: a
+/// status too long for the client's header limit would arrive as a broken HTTP/2 stream.
+#[test]
+fn a_refusal_quoting_a_damaged_record_reaches_the_client_as_one_bounded_line() {
+    use props_common::{ID, fill};
+    use taud::rpc::errors::MAX_STATUS_MESSAGE;
+    use taud::session::{Durability, FileSessionStore};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let huge = format!("{}\nline two", "x".repeat(70_000));
+    let damages: [(&str, &str); 3] = [
+        ("session.json", "/message_count"),
+        (
+            "agents/tau/agent.json",
+            "/conversation_manager_state/__name__",
+        ),
+        ("meta.json", "/context"),
+    ];
+    rt.block_on(async {
+        for (file, pointer) in damages {
+            let f = fixture().await;
+            let sessions = f.store.join("sessions");
+            fill(&FileSessionStore::open(&sessions, Durability::NoSync).unwrap());
+            let path = sessions.join(ID).join(file);
+            let mut record: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            *record.pointer_mut(pointer).unwrap() = huge.clone().into();
+            std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+            let mut client = TauClient::new(f.channel.clone());
+            let err = client
+                .open_session(pb::OpenSessionRequest {
+                    target: Some(pb::open_session_request::Target::SessionId(ID.into())),
+                    channel: "terminal".into(),
+                    ..Default::default()
+                })
+                .await
+                .unwrap_err();
+            assert!(
+                [Code::Unavailable, Code::FailedPrecondition].contains(&err.code()),
+                "{file}: {:?} {}",
+                err.code(),
+                err.message()
+            );
+            assert!(
+                err.message().len() <= MAX_STATUS_MESSAGE,
+                "{file}: {}",
+                err.message().len()
+            );
+            assert!(!err.message().contains('\n'), "{file}: {}", err.message());
+            assert!(err.message().contains(ID), "{file}: {}", err.message());
+            client.get_status(pb::GetStatusRequest {}).await.unwrap();
+            f.service.stop().await.unwrap();
+        }
+    });
+}
