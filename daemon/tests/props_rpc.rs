@@ -5,8 +5,9 @@
 //! attachment, path-traversal ids) and from the hub's real ids, so valid calls mix with refused
 //! ones while a tier-2 approval waits. Properties: nothing panics; every answer is OK or a status
 //! with a code that names the client's mistake or the hub's state (never INTERNAL, UNKNOWN or
-//! UNAVAILABLE) and a message; a stream's first message comes in time; the hub still answers
-//! GetStatus; and a refused request leaves no new session (nor any other file) on disk.
+//! UNAVAILABLE) and a message of one bounded line; a stream's first message comes in time; the
+//! hub still answers GetStatus; and a refused request leaves no new session (nor any other file)
+//! on disk.
 //!
 //! `PROPTEST_CASES=N` runs N cases per property instead of the short default.
 
@@ -531,6 +532,12 @@ async fn case(fixture: &mut Fixture, call: &Call) -> Result<(), TestCaseError> {
             status.message()
         );
         prop_assert!(!status.message().is_empty(), "a refusal without a message");
+        prop_assert!(
+            status.message().len() <= taud::rpc::errors::MAX_STATUS_MESSAGE
+                && !status.message().chars().any(char::is_control),
+            "not one bounded line: {:?}",
+            status.message()
+        );
         let after = fixture.disk();
         prop_assert_eq!(
             &after.0,
