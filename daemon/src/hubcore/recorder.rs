@@ -96,7 +96,16 @@ impl SessionRecorder {
 
 impl HistoryObserver for SessionRecorder {
     fn message_appended(&self, index: usize, message: &Message) -> Result<(), HistoryError> {
-        let id = u64::try_from(self.offset + index).map_err(|e| HistoryError(e.to_string()))?;
+        let id = self
+            .offset
+            .checked_add(index)
+            .and_then(|id| u64::try_from(id).ok())
+            .ok_or_else(|| {
+                HistoryError(format!(
+                    "message {index} after stored message {} has no id left",
+                    self.offset
+                ))
+            })?;
         let record = SessionMessage::new(id, message.clone(), now_utc());
         store_io(|| {
             self.store

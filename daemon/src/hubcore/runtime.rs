@@ -13,6 +13,8 @@
 //!   [`RepairNotice`]) after every turn that leaves one, so an agent rebuilt from the store (an idle
 //!   session reopened, a hub restart) takes it over while no message was stored since.
 //! - Std locks here are short and never held across an `.await`.
+//! - A role switch or compaction never waits behind a turn (which may wait for a person): it takes
+//!   `agent_lock` only while no turn runs or waits ([`SessionRuntime::lock_agent_idle`]).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
@@ -33,8 +35,8 @@ use crate::agent::{ConversationWindow, SystemPromptSource, TauAgent};
 use crate::clock::SystemClock;
 use crate::message::Message;
 use crate::session::{
-    ContextMode, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionAgent, SessionStore,
-    now_utc, read_agent_for_mode, sliding_window_start,
+    ContextMode, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionAgent, SessionError,
+    SessionStore, now_utc, read_agent_for_mode, sliding_window_start,
 };
 use crate::tools::shipped_catalog;
 
@@ -99,6 +101,27 @@ impl SessionRuntime {
         })
     }
 
+    /// Takes `agent_lock` for a change of the agent (a role switch, a compaction), refused with
+    /// `refusal` as FAILED_PRECONDITION while a turn runs or waits: a turn holds the lock for its
+    /// whole length, approvals included. While the lock is held by something else (a worker
+    /// finishing a turn, another switch), it waits, checking again every few milliseconds.
+    pub(crate) async fn lock_agent_idle(
+        &self,
+        refusal: &str,
+    ) -> Result<tokio::sync::MutexGuard<'_, ()>, CoreError> {
+        const POLL: std::time::Duration = std::time::Duration::from_millis(5);
+        loop {
+            if self.lock_turns().busy() {
+                return Err(CoreError::FailedPrecondition(refusal.to_owned()));
+            }
+            if let Ok(guard) = self.agent_lock.try_lock() {
+                // A turn accepted in between waits for this guard; it is not running yet.
+                return Ok(guard);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
     pub(crate) fn lock_turns(&self) -> MutexGuard<'_, TurnTable> {
         self.turns.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -116,31 +139,6 @@ impl SessionRuntime {
             .unwrap_or_else(PoisonError::into_inner)
             .role
             .clone()
-    }
-
-    /// The agent lock when no turn runs or waits, without waiting for one: a role switch or a
-    /// compaction asked during a turn is refused at once (`what` names it in the error) rather
-    /// than left hanging until the turn, and any approval it waits on, is over.
-    pub(crate) fn quiet_agent(
-        &self,
-        what: &str,
-    ) -> Result<tokio::sync::MutexGuard<'_, ()>, CoreError> {
-        let busy = || {
-            CoreError::FailedPrecondition(format!(
-                "a turn is running or waiting in this session; {what} when it has finished"
-            ))
-        };
-        if self.lock_turns().busy() {
-            return Err(busy());
-        }
-        // The turn worker holds the lock for a whole turn; a failed try means one is starting.
-        let guard = self.agent_lock.try_lock().map_err(|_| busy())?;
-        // A turn accepted in between waits for this guard; refuse rather than delay it behind a
-        // model call.
-        if self.lock_turns().busy() {
-            return Err(busy());
-        }
-        Ok(guard)
     }
 
     /// Replaces the agent (the caller holds `agent_lock`); returns the previous role.
@@ -267,7 +265,16 @@ fn build_agent(
         }
     };
     let stored = store.list_messages(session_id, DEFAULT_AGENT_ID, None, 0)?;
-    let next_id = stored.last().map_or(0, |m| m.message_id + 1);
+    let next_id = match stored.last() {
+        None => 0,
+        // A damaged store may end at the last id there is: no message could follow it.
+        Some(last) => last.message_id.checked_add(1).ok_or_else(|| {
+            SessionError::corrupt(
+                format!("message {} of session {session_id}", last.message_id),
+                "its id is the last one there is",
+            )
+        })?,
+    };
     let notice = carried.or_else(|| record.repair_notice(next_id));
     let messages: Vec<Message> = stored.iter().map(|m| m.to_message().clone()).collect();
     // Sliding: only the window is restored. Summarize: everything, so that history positions are

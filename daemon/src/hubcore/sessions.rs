@@ -389,7 +389,11 @@ impl HubCore {
             return Err(unknown_role(role));
         }
         let runtime = self.runtime(session_id, None).await?;
-        let _agent = runtime.quiet_agent("switch the role")?;
+        let _agent = runtime
+            .lock_agent_idle(
+                "a turn is running or waiting in this session; switch the role when it has finished",
+            )
+            .await?;
         let current = runtime.role();
         if current == role {
             return Ok(RoleSwitch {
@@ -440,7 +444,11 @@ impl HubCore {
         let channel = check_channel(channel)?;
         check_len("focus", focus, MAX_FOCUS_BYTES)?;
         let runtime = self.runtime(session_id, None).await?;
-        let _agent = runtime.quiet_agent("compact it")?;
+        let _agent = runtime
+            .lock_agent_idle(
+                "a turn is running or waiting in this session; compact it when it has finished",
+            )
+            .await?;
         let (agent, _) = runtime.agent();
         let model = agent.model();
         let call = SummaryCall::new(model.as_ref(), self.inner.stop.child_token());

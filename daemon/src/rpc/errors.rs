@@ -6,7 +6,9 @@
 //! resume after, in the message and in the `tau-resume-after-seq` trailer; a context mismatch is
 //! FAILED_PRECONDITION marked for clients (`tau_api::error_marks`), and so is a decision from an
 //! attachment cut off for falling behind (marked `cut-off`: the client decides again with the
-//! attachment of its resumed stream).
+//! attachment of its resumed stream). A status message is one line of at most
+//! [`MAX_STATUS_MESSAGE`] bytes: errors may quote stored data (a damaged record's value), and a
+//! message too long for the client's header limit would reach it as a broken HTTP/2 stream.
 
 use tau_api::error_marks::{mark_context_mismatch, mark_cut_off};
 
@@ -16,9 +18,31 @@ use crate::hubcore::{CoreError, Lagged};
 /// The trailer naming the seq a cut-off subscriber resumes after.
 pub const RESUME_TRAILER: &str = "tau-resume-after-seq";
 
+/// The longest status message, in bytes (before escaping on the wire).
+pub const MAX_STATUS_MESSAGE: usize = 1024;
+
+/// `message` as one line (control characters escaped) of at most [`MAX_STATUS_MESSAGE`] bytes,
+/// cut on a character boundary and marked with `…` when cut.
+pub fn status_message(message: &str) -> String {
+    let mut line = String::with_capacity(message.len().min(MAX_STATUS_MESSAGE));
+    for ch in message.chars() {
+        let piece: String = if ch.is_control() {
+            ch.escape_default().collect()
+        } else {
+            ch.into()
+        };
+        if line.len() + piece.len() > MAX_STATUS_MESSAGE - '…'.len_utf8() {
+            line.push('…');
+            return line;
+        }
+        line.push_str(&piece);
+    }
+    line
+}
+
 impl From<CoreError> for tonic::Status {
     fn from(err: CoreError) -> Self {
-        let message = err.to_string();
+        let message = status_message(&err.to_string());
         match err {
             CoreError::InvalidArgument(_) => tonic::Status::invalid_argument(message),
             CoreError::NotFound(_) => tonic::Status::not_found(message),
@@ -152,6 +176,22 @@ mod tests {
         assert!(!is_cut_off(&forged), "{forged:?}");
         assert_eq!(registry.pending_count(), 1);
         stop.cancel();
+    }
+
+    #[test]
+    fn status_messages_are_one_bounded_line() {
+        assert_eq!(status_message("plain"), "plain");
+        assert_eq!(status_message("a\nb\u{1b}"), "a\\nb\\u{1b}");
+        let long = status_message(&"é".repeat(5000));
+        assert!(long.len() <= MAX_STATUS_MESSAGE, "{}", long.len());
+        assert!(long.ends_with('…'));
+        let status = tonic::Status::from(CoreError::Unavailable(format!(
+            "session store: {}\n",
+            "x".repeat(100_000)
+        )));
+        assert_eq!(status.code(), tonic::Code::Unavailable);
+        assert!(status.message().len() <= MAX_STATUS_MESSAGE);
+        assert!(!status.message().contains('\n'));
     }
 
     #[test]

@@ -308,7 +308,11 @@ impl SessionStore for FileSessionStore {
                 .read_session_file(&session_dir)?
                 .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))?;
             file.session.updated_at = now_utc().max(file.session.updated_at);
-            file.message_count = (file.message_count + 1).max(message.message_id + 1);
+            // Saturating: a damaged count (or id) at the top of the range must not overflow.
+            file.message_count = file
+                .message_count
+                .saturating_add(1)
+                .max(message.message_id.saturating_add(1));
             TempFile::write(
                 &session_dir,
                 SESSION_FILE,

@@ -58,6 +58,27 @@ fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
+/// One row of `list_sessions` from its column values.
+fn listing_row(
+    session_id: &str,
+    created_at: rusqlite::Result<String>,
+    updated_at: rusqlite::Result<String>,
+    count: rusqlite::Result<i64>,
+) -> Result<SessionInfo, SessionError> {
+    let location = format!("session {session_id}");
+    let time = |value: rusqlite::Result<String>| -> Result<jiff::Timestamp, SessionError> {
+        value?
+            .parse()
+            .map_err(|err| SessionError::corrupt(&location, err))
+    };
+    Ok(SessionInfo {
+        created_at: time(created_at)?,
+        updated_at: time(updated_at)?,
+        message_count: to_u64(count?),
+        session_id: session_id.to_owned(),
+    })
+}
+
 /// Sessions in one sqlite database.
 pub struct SqliteSessionStore {
     path: PathBuf,
@@ -441,6 +462,9 @@ impl SessionStore for SqliteSessionStore {
         Ok(messages)
     }
 
+    /// A row whose values cannot be read is skipped with a warning, as the file backend skips an
+    /// unreadable `session.json`: one damaged session never hides the others (nor stops the
+    /// hub's start-up scan).
     fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached(
@@ -450,25 +474,20 @@ impl SessionStore for SqliteSessionStore {
         let rows = stmt.query_map([], |row| {
             Ok((
                 row.get::<_, String>(0)?,
-                row.get::<_, String>(1)?,
-                row.get::<_, String>(2)?,
-                row.get::<_, i64>(3)?,
+                row.get::<_, String>(1),
+                row.get::<_, String>(2),
+                row.get::<_, i64>(3),
             ))
         })?;
         let mut sessions = Vec::new();
         for row in rows {
             let (session_id, created_at, updated_at, count) = row?;
-            let location = format!("session {session_id}");
-            sessions.push(SessionInfo {
-                created_at: created_at
-                    .parse()
-                    .map_err(|err| SessionError::corrupt(&location, err))?,
-                updated_at: updated_at
-                    .parse()
-                    .map_err(|err| SessionError::corrupt(&location, err))?,
-                message_count: to_u64(count),
-                session_id,
-            });
+            match listing_row(&session_id, created_at, updated_at, count) {
+                Ok(info) => sessions.push(info),
+                Err(err) => {
+                    tracing::warn!(%session_id, %err, "skipping an unreadable session");
+                }
+            }
         }
         Ok(sessions)
     }
