@@ -16,6 +16,7 @@ pub mod persona;
 pub mod provider;
 pub mod rpc;
 pub mod session;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tool;
 pub mod tools;

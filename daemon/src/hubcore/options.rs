@@ -17,9 +17,9 @@ use tau_api::installation::Installation;
 use crate::agent::Limits;
 use crate::model::Model;
 use crate::persona::{PERSONA_FILE, PersonaError, PersonaLoader};
+use crate::provider::fake::FakeModel;
 use crate::provider::{ProviderError, ProviderOptions, build_model_with};
 use crate::session::ContextMode;
-use crate::testing::FakeModel;
 
 /// The role a session runs on when nothing pins one and tau.toml has no `brain`.
 pub const DEFAULT_ROLE: &str = "brain";

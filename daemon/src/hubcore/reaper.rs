@@ -81,7 +81,7 @@ impl HubCore {
             .filter(|(id, runtime)| self.unused(id, runtime))
             .map(|(id, runtime)| (runtime.idle_for(), id.clone()))
             .collect();
-        candidates.sort_by(|a, b| b.0.cmp(&a.0));
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
         for (_, id) in candidates {
             if self.retire_unused(open, &id) {
                 info!(session_id = %id, "dropped the least recently used session's agent from memory to open another");

@@ -15,6 +15,7 @@ pub mod anthropic;
 pub mod bedrock;
 pub mod cache;
 pub mod credentials;
+pub mod fake;
 pub mod fallback;
 pub mod http;
 pub mod retry;
@@ -31,7 +32,7 @@ pub use fallback::FallbackModel;
 pub use retry::{RetryPolicy, RetryingModel};
 
 use crate::model::Model;
-use crate::testing::FakeModel;
+use fake::FakeModel;
 
 /// A role's model could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -193,7 +193,7 @@ impl SoakHub {
         let mut rss = Vec::new();
         let mut turn_times = Vec::with_capacity(plan.turns);
         for i in 0..plan.turns {
-            if i >= plan.warmup && (i - plan.warmup) % every == 0 {
+            if i >= plan.warmup && (i - plan.warmup).is_multiple_of(every) {
                 rss.push((i, self.rss_kib()?));
             }
             let session = &sessions[i % sessions.len()];

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::fake_model::FakeReply;
+use super::model::FakeReply;
 use crate::message::{ContentBlock, Message, Role, ToolResultContent, ToolResultStatus};
 use crate::model::ModelRequest;
 use crate::tools::{CurrentTime, DemoPhysicalAction};
