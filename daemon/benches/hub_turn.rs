@@ -5,18 +5,20 @@
 //!
 //! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS]` (default 300).
 
-use std::process::{Child, Command, Stdio};
+#[path = "../tests/soak/mod.rs"]
+mod soak;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tau_api::proto::v1::{self as pb, tau_client::TauClient};
 use taud::hubcore::{
     CoreOptions, CoreSetup, DemoModelFactory, EventKind, HubCore, OpenTarget, StartTurn,
 };
 use taud::session::{Durability, SessionBackends, SessionStoreConfig};
-use tonic::transport::{Channel, Endpoint, Uri};
 
-type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
+use soak::SoakHub;
+
+type BenchResult<T> = soak::SoakResult<T>;
 
 const WARMUP: usize = 30;
 /// Turns per session before a fresh one is opened (so the history stays small).
@@ -93,115 +95,20 @@ async fn in_process(core: &HubCore, text: &str, iterations: usize) -> BenchResul
     Ok(samples)
 }
 
-// ---- over the Unix socket -----------------------------------------------------------------
+// ---- over the Unix socket (the real taud, driven like the soak benchmark) -----------------
 
-struct Hub(Child);
-
-impl Drop for Hub {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_hub(root: &std::path::Path, backend: &str) -> BenchResult<Hub> {
-    let home = root.join("home");
-    std::fs::create_dir_all(&home)?;
-    std::fs::create_dir_all(root.join("user"))?;
-    std::fs::write(
-        home.join("tau.toml"),
-        format!("[sessions]\nbackend = \"{backend}\"\n"),
-    )?;
-    // An installation with a tau.toml needs its persona, or taud refuses to start (exit 78).
-    std::fs::create_dir_all(home.join("persona"))?;
-    std::fs::write(
-        home.join("persona/persona.md"),
-        include_str!("../../persona/persona.md"),
-    )?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_taud"))
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", root.join("user"))
-        .env("TAU_HOME", &home)
-        .env("TAU_DATA_DIR", root.join("data"))
-        .env("TAU_HUB_PORT", port.to_string())
-        .current_dir(root)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut hub = Hub(child);
-    let socket = root.join("data/hub/taud.sock");
-    let started = Instant::now();
-    while !(socket.exists() && root.join("data/hub/state.json").exists()) {
-        if let Ok(Some(status)) = hub.0.try_wait() {
-            return Err(format!("taud exited ({status}) before it came up").into());
-        }
-        if started.elapsed() > Duration::from_secs(20) {
-            return Err("the hub did not come up".into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(hub)
-}
-
-async fn connect(socket: std::path::PathBuf) -> BenchResult<TauClient<Channel>> {
-    let channel = Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(socket).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
-        .await?;
-    Ok(TauClient::new(channel))
-}
-
-async fn over_socket(
-    client: &mut TauClient<Channel>,
-    text: &str,
-    iterations: usize,
-) -> BenchResult<Vec<Duration>> {
+async fn over_socket(hub: &SoakHub, text: &str, iterations: usize) -> BenchResult<Vec<Duration>> {
+    let mut client = hub.client().await?;
     let mut samples = Vec::with_capacity(iterations);
     let mut session = String::new();
     for i in 0..WARMUP + iterations {
         if i % TURNS_PER_SESSION == 0 {
-            let opened = client
-                .open_session(pb::OpenSessionRequest {
-                    target: Some(pb::open_session_request::Target::NewSession(true)),
-                    channel: "bench".into(),
-                    ..Default::default()
-                })
-                .await?
-                .into_inner();
-            session = opened.session.map(|s| s.session_id).unwrap_or_default();
+            session = soak::new_session(&mut client).await?;
         }
         let started = Instant::now();
-        let mut stream = client
-            .start_turn(pb::StartTurnRequest {
-                session_id: session.clone(),
-                text: text.to_owned(),
-                channel: "bench".into(),
-                idempotency_key: String::new(),
-            })
-            .await?
-            .into_inner();
-        let mut ended = false;
-        while let Some(message) = stream.message().await? {
-            if let Some(pb::start_turn_response::Kind::Event(event)) = message.kind {
-                ended |= matches!(event.kind, Some(pb::session_event::Kind::TurnEnded(_)));
-            }
-        }
-        let elapsed = started.elapsed();
-        if !ended {
-            return Err("a turn did not end".into());
-        }
+        soak::turn(&mut client, &session, text).await?;
         if i >= WARMUP {
-            samples.push(elapsed);
+            samples.push(started.elapsed());
         }
     }
     Ok(samples)
@@ -217,13 +124,11 @@ fn main() -> BenchResult<()> {
         .enable_all()
         .build()?;
     for backend in ["file", "sqlite"] {
-        let dir = tempfile::tempdir()?;
-        let hub = spawn_hub(dir.path(), backend)?;
+        let hub = SoakHub::start_plain(std::path::Path::new(env!("CARGO_BIN_EXE_taud")), backend)?;
         runtime.block_on(async {
-            let mut client = connect(dir.path().join("data/hub/taud.sock")).await?;
-            let text = over_socket(&mut client, TEXT, iterations).await?;
+            let text = over_socket(&hub, TEXT, iterations).await?;
             report(&format!("{backend} socket text"), text);
-            let tool = over_socket(&mut client, TOOL, iterations).await?;
+            let tool = over_socket(&hub, TOOL, iterations).await?;
             report(&format!("{backend} socket tool"), tool);
             BenchResult::Ok(())
         })?;

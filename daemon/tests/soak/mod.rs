@@ -97,8 +97,18 @@ impl Drop for SoakHub {
 }
 
 impl SoakHub {
-    /// Starts `taud` (the binary at `taud`) on a fresh installation using `backend`.
+    /// Starts `taud` (the binary at `taud`) on a fresh installation using `backend`, with one
+    /// malloc arena (see the module doc).
     pub fn start(taud: &Path, backend: &str) -> SoakResult<Self> {
+        Self::start_with(taud, backend, true)
+    }
+
+    /// Starts `taud` like [`SoakHub::start`], with the allocator's default arenas (for latency).
+    pub fn start_plain(taud: &Path, backend: &str) -> SoakResult<Self> {
+        Self::start_with(taud, backend, false)
+    }
+
+    fn start_with(taud: &Path, backend: &str, one_arena: bool) -> SoakResult<Self> {
         let root = tempfile::tempdir()?;
         let home = root.path().join("home");
         std::fs::create_dir_all(home.join("persona"))?;
@@ -115,14 +125,18 @@ impl SoakHub {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
-        let child = Command::new(taud)
+        let mut command = Command::new(taud);
+        command
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", root.path().join("user"))
             .env("TAU_HOME", &home)
             .env("TAU_DATA_DIR", root.path().join("data"))
-            .env("TAU_HUB_PORT", port.to_string())
-            .env("MALLOC_ARENA_MAX", "1")
+            .env("TAU_HUB_PORT", port.to_string());
+        if one_arena {
+            command.env("MALLOC_ARENA_MAX", "1");
+        }
+        let child = command
             .current_dir(root.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -140,6 +154,11 @@ impl SoakHub {
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(hub)
+    }
+
+    /// A gRPC client on the hub's Unix socket.
+    pub async fn client(&self) -> SoakResult<TauClient<Channel>> {
+        connect(self.socket()).await
     }
 
     fn socket(&self) -> PathBuf {
@@ -167,26 +186,13 @@ impl SoakHub {
 
     /// Runs `plan` against this hub.
     pub async fn run(&self, plan: &SoakPlan) -> SoakResult<SoakReport> {
-        let mut client = connect(self.socket()).await?;
+        let mut client = self.client().await?;
         // Let the hub settle after start before the idle sample.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let idle_kib = self.rss_kib()?;
         let mut sessions = Vec::with_capacity(plan.sessions);
         for _ in 0..plan.sessions.max(1) {
-            let opened = client
-                .open_session(pb::OpenSessionRequest {
-                    target: Some(pb::open_session_request::Target::NewSession(true)),
-                    channel: "soak".into(),
-                    ..Default::default()
-                })
-                .await?
-                .into_inner();
-            sessions.push(
-                opened
-                    .session
-                    .map(|s| s.session_id)
-                    .ok_or("OpenSession returned no session")?,
-            );
+            sessions.push(new_session(&mut client).await?);
         }
         let after_warmup = plan.turns.saturating_sub(plan.warmup);
         let every = (after_warmup / plan.samples.max(1)).max(1);
@@ -224,7 +230,24 @@ async fn connect(socket: PathBuf) -> SoakResult<TauClient<Channel>> {
     Ok(TauClient::new(channel))
 }
 
-async fn turn(client: &mut TauClient<Channel>, session: &str, text: &str) -> SoakResult<()> {
+/// Opens a new session on channel `soak` and returns its id.
+pub async fn new_session(client: &mut TauClient<Channel>) -> SoakResult<String> {
+    let opened = client
+        .open_session(pb::OpenSessionRequest {
+            target: Some(pb::open_session_request::Target::NewSession(true)),
+            channel: "soak".into(),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    opened
+        .session
+        .map(|s| s.session_id)
+        .ok_or_else(|| "OpenSession returned no session".into())
+}
+
+/// Runs one turn of `text` on `session` (channel `soak`) and reads its stream to `TurnEnded`.
+pub async fn turn(client: &mut TauClient<Channel>, session: &str, text: &str) -> SoakResult<()> {
     let mut stream = client
         .start_turn(pb::StartTurnRequest {
             session_id: session.to_owned(),
