@@ -67,7 +67,6 @@ impl HubCore {
                 info!(session_id = %id, "dropped an idle session's agent from memory");
             }
         }
-        self.inner.open_count.store(open.len(), Ordering::Relaxed);
     }
 
     /// Makes room for one more open session by dropping the least recently used one nobody uses;
@@ -85,7 +84,6 @@ impl HubCore {
         for (_, id) in candidates {
             if self.retire_unused(open, &id) {
                 info!(session_id = %id, "dropped the least recently used session's agent from memory to open another");
-                self.inner.open_count.store(open.len(), Ordering::Relaxed);
                 return true;
             }
         }
@@ -116,9 +114,18 @@ impl HubCore {
             turns.closed = true;
         }
         runtime.stop.cancel();
-        lock(&self.inner.last_seqs).insert(id.to_owned(), runtime.bus.last_seq());
-        open.remove(id);
-        lock(&self.inner.workers).remove(id);
+        self.take_out(open, id);
         true
+    }
+
+    /// Takes `id` out of the open map (its runtime already stopped): remembers its last seq for
+    /// the next opening and forgets its worker. The one way a session leaves memory before the
+    /// hub stops, used by the idle reaper, by making room, and by the worker supervisor.
+    pub(super) fn take_out(&self, open: &mut HashMap<String, Arc<SessionRuntime>>, id: &str) {
+        if let Some(runtime) = open.remove(id) {
+            lock(&self.inner.last_seqs).insert(id.to_owned(), runtime.bus.last_seq());
+        }
+        lock(&self.inner.workers).remove(id);
+        self.inner.open_count.store(open.len(), Ordering::Relaxed);
     }
 }

@@ -13,12 +13,11 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use futures::FutureExt;
 use tracing::error;
 
-use super::core::{HubCore, lock};
+use super::core::HubCore;
 use super::runtime::SessionRuntime;
 use super::turns::run_worker;
 
@@ -54,10 +53,7 @@ impl HubCore {
         self.registry().cancel_session(id);
         runtime.stop.cancel();
         if current {
-            lock(&self.inner.last_seqs).insert(id.to_owned(), runtime.bus.last_seq());
-            open.remove(id);
-            lock(&self.inner.workers).remove(id);
-            self.inner.open_count.store(open.len(), Ordering::Relaxed);
+            self.take_out(&mut open, id);
         }
         error!(
             session_id = %id,
