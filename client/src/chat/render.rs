@@ -145,8 +145,10 @@ impl Printer {
 }
 
 /// Untrusted text made safe to print: newline and tab pass, every other control character (C0,
-/// DEL, C1; so every escape sequence) and every bidirectional control, line separator or
-/// invisible character (`tau_api::display`, the gate's set) is written visibly as `\u{..}`.
+/// DEL, C1; so every escape sequence) and every other character that could hide or reorder text
+/// (format and private-use characters, unassigned code points, line/paragraph separators, default
+/// ignorables such as variation selectors, tags and fillers: `tau_api::display`, the gate's set)
+/// is written visibly as `\u{..}`.
 pub fn sanitize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -396,6 +398,20 @@ mod tests {
         assert_eq!(sanitize("x\x1b[2Jy"), "x\\u{1b}[2Jy");
         assert_eq!(sanitize("\r\u{85}\u{7f}"), "\\u{d}\\u{85}\\u{7f}");
         assert_eq!(sanitize("Merhaba, ışık"), "Merhaba, ışık");
+    }
+
+    #[test]
+    fn sanitize_escapes_the_invisible_characters_of_the_report() {
+        assert_eq!(
+            sanitize("soft\u{ad}hy\u{115f}\u{1160}\u{180e}\u{2061}\u{2064}\u{206a}\u{206f}"),
+            "soft\\u{ad}hy\\u{115f}\\u{1160}\\u{180e}\\u{2061}\\u{2064}\\u{206a}\\u{206f}"
+        );
+        assert_eq!(
+            sanitize("vs\u{fe00}\u{fe0f}\u{fff9}\u{fffb}tag\u{e0000}\u{e0041}\u{e007f}"),
+            "vs\\u{fe00}\\u{fe0f}\\u{fff9}\\u{fffb}tag\\u{e0000}\\u{e0041}\\u{e007f}"
+        );
+        let ordinary = "café ışık İ 漢字 😀 💡\ttab\nline";
+        assert_eq!(sanitize(ordinary), ordinary);
     }
 
     #[test]
