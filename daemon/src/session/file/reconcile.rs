@@ -1,0 +1,373 @@
+//! The file backend's reconciliation after a crash: the stale temporary files a killed write left
+//! are removed, and a `session.json` (and listing index entry) that stayed behind the session's
+//! message files is brought in line with them. Each session is reconciled once per process, when
+//! it is first read, listed or written; the first listing of a process reconciles every session
+//! (and cleans the directories of creations a crash interrupted).
+//!
+//! Invariants:
+//! - The message files are the truth: a session's message count is the number of canonical message
+//!   file names (`NNNNNN.json`) over all its agents' `messages/` directories.
+//! - Only names of the store's own temporary pattern are removed: `.<record>.<8 lowercase hex>.tmp`
+//!   where `<record>` is a record name that belongs in that directory (the index in the sessions
+//!   directory, `session.json` and
+//!   `meta.json` in a session directory, `agent.json` in an agent directory, a canonical message
+//!   name in `messages/`), and only regular files. Nothing else is ever deleted.
+//! - Nothing here follows a symbolic link: agent directories that are links are skipped (the walks
+//!   of the store refuse them when used).
+//! - A session is reconciled while the store's `reconciled` lock is held (taken before the index
+//!   lock, never after), before this process's first write to it; a session this process creates
+//!   is marked reconciled before its directory exists. So no write of this process is under way in
+//!   a session being reconciled, and every temporary file found is stale (one process, the hub,
+//!   writes the store).
+//! - A count is corrected as an append writes: index line first, then `session.json`; its
+//!   `updated_at` moves to the newest message's creation time if that is later.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::{MutexGuard, PoisonError};
+
+use crate::session::error::{IdKind, SessionError};
+use crate::session::file::fsutil::{existing_dir, replace};
+use crate::session::file::index::IndexEntry;
+use crate::session::id::validate_id;
+use crate::session::records::SessionInfo;
+
+use super::{
+    AGENT_FILE, AGENTS_DIR, FileSessionStore, MESSAGES_DIR, META_FILE, SESSION_FILE, index_entry,
+    message_file_name, parse_message_file_name, to_json,
+};
+
+/// Length of the random part of a temporary file name.
+const TEMP_RANDOM_LEN: usize = 8;
+
+/// The record name a temporary file name stands for, if `name` has the store's temporary pattern.
+pub(crate) fn temp_record_name(name: &str) -> Option<&str> {
+    let inner = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    let (record, random) = inner.rsplit_once('.')?;
+    let random_ok = random.len() == TEMP_RANDOM_LEN
+        && random
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    (random_ok && !record.is_empty()).then_some(record)
+}
+
+/// Removes the stale temporary files of `dir` whose record name satisfies `belongs`; returns how
+/// many were removed. A missing directory has none.
+pub(crate) fn remove_temps(
+    dir: &Path,
+    belongs: &dyn Fn(&str) -> bool,
+) -> Result<usize, SessionError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == ErrorKind::NotFound => return Ok(0),
+        Err(err) => return Err(SessionError::io(dir, err)),
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry.map_err(|err| SessionError::io(dir, err))?;
+        let name = entry.file_name();
+        let Some(record) = name.to_str().and_then(temp_record_name) else {
+            continue;
+        };
+        if !belongs(record) {
+            continue;
+        }
+        let file_type = entry
+            .file_type()
+            .map_err(|err| SessionError::io(entry.path(), err))?;
+        if !file_type.is_file() {
+            continue;
+        }
+        match fs::remove_file(entry.path()) {
+            Ok(()) => removed += 1,
+            Err(err) if err.kind() == ErrorKind::NotFound => {}
+            Err(err) => return Err(SessionError::io(entry.path(), err)),
+        }
+    }
+    Ok(removed)
+}
+
+/// The real (not symlinked) agent directories of a session, by agent id.
+fn agent_dirs(session_dir: &Path) -> Result<Vec<(String, PathBuf)>, SessionError> {
+    let Some(agents) = existing_dir(session_dir, &[AGENTS_DIR])? else {
+        return Ok(Vec::new());
+    };
+    let mut dirs = Vec::new();
+    for entry in fs::read_dir(&agents).map_err(|err| SessionError::io(&agents, err))? {
+        let entry = entry.map_err(|err| SessionError::io(&agents, err))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if validate_id(IdKind::Agent, &name).is_err() {
+            continue;
+        }
+        let file_type = entry
+            .file_type()
+            .map_err(|err| SessionError::io(entry.path(), err))?;
+        if file_type.is_dir() {
+            dirs.push((name, entry.path()));
+        }
+    }
+    Ok(dirs)
+}
+
+/// Removes every stale temporary file of a session: in its directory, its agents' directories and
+/// their `messages/` directories. Returns how many were removed.
+pub(crate) fn remove_stale_temps(session_dir: &Path) -> Result<usize, SessionError> {
+    let mut removed = remove_temps(session_dir, &|record| {
+        record == SESSION_FILE || record == META_FILE
+    })?;
+    for (_, agent_dir) in agent_dirs(session_dir)? {
+        removed += remove_temps(&agent_dir, &|record| record == AGENT_FILE)?;
+        if let Some(messages) = existing_dir(&agent_dir, &[MESSAGES_DIR])? {
+            removed += remove_temps(&messages, &|record| {
+                parse_message_file_name(record).is_some()
+            })?;
+        }
+    }
+    Ok(removed)
+}
+
+/// The message files of one agent: how many, and the highest id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AgentMessages {
+    pub agent_id: String,
+    pub messages_dir: PathBuf,
+    pub count: u64,
+    pub last_id: Option<u64>,
+}
+
+/// The message files of every agent of a session.
+pub(crate) fn count_messages(session_dir: &Path) -> Result<Vec<AgentMessages>, SessionError> {
+    let mut agents = Vec::new();
+    for (agent_id, agent_dir) in agent_dirs(session_dir)? {
+        let Some(messages_dir) = existing_dir(&agent_dir, &[MESSAGES_DIR])? else {
+            continue;
+        };
+        let mut count = 0u64;
+        let mut last_id = None;
+        for entry in
+            fs::read_dir(&messages_dir).map_err(|err| SessionError::io(&messages_dir, err))?
+        {
+            let entry = entry.map_err(|err| SessionError::io(&messages_dir, err))?;
+            if let Some(id) = entry.file_name().to_str().and_then(parse_message_file_name) {
+                count += 1;
+                last_id = last_id.max(Some(id));
+            }
+        }
+        agents.push(AgentMessages {
+            agent_id,
+            messages_dir,
+            count,
+            last_id,
+        });
+    }
+    Ok(agents)
+}
+
+impl FileSessionStore {
+    pub(super) fn lock_reconciled(&self) -> MutexGuard<'_, HashSet<String>> {
+        // A panic during a reconciliation leaves the session unmarked: the next access redoes it.
+        self.reconciled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Reconciles the session in `dir` with its files unless this process did already.
+    pub(super) fn ensure_reconciled(
+        &self,
+        session_id: &str,
+        dir: &Path,
+    ) -> Result<(), SessionError> {
+        let mut reconciled = self.lock_reconciled();
+        if reconciled.contains(session_id) {
+            return Ok(());
+        }
+        self.reconcile(session_id, dir)?;
+        reconciled.insert(session_id.to_owned());
+        Ok(())
+    }
+
+    /// Removes the session's stale temporary files and sets its message count to the number of
+    /// its message files where `session.json` says otherwise (index line first, then
+    /// `session.json`, the order of an append). Returns the session's listing values as now stored
+    /// and whether they were rewritten; `None` if the session has no `session.json`. The caller
+    /// holds the reconciliation lock.
+    fn reconcile(
+        &self,
+        session_id: &str,
+        dir: &Path,
+    ) -> Result<Option<(IndexEntry, bool)>, SessionError> {
+        let removed = remove_stale_temps(dir)?;
+        if removed > 0 {
+            tracing::info!(
+                session_id,
+                removed,
+                "removed stale temporary files of a session"
+            );
+        }
+        let agents = count_messages(dir)?;
+        let total: u64 = agents.iter().map(|agent| agent.count).sum();
+        let mut index = self.lock_index();
+        let Some(mut file) = self.read_session_file(dir)? else {
+            return Ok(None);
+        };
+        if file.message_count == total {
+            return Ok(Some((index_entry(&file), false)));
+        }
+        for agent in &agents {
+            let Some(last) = agent.last_id else { continue };
+            let path = agent.messages_dir.join(message_file_name(last));
+            match self.read_message_file(&path, last) {
+                Ok(Some(message)) => {
+                    file.session.updated_at = file.session.updated_at.max(message.created_at);
+                }
+                Ok(None) => {}
+                // The count is still right; the listing order keeps the older time.
+                Err(err) => {
+                    tracing::warn!(session_id, agent_id = %agent.agent_id, %err, "cannot read the newest message")
+                }
+            }
+        }
+        let stored = file.message_count;
+        file.message_count = total;
+        let entry = index_entry(&file);
+        index.record(&entry)?;
+        replace(dir, SESSION_FILE, &to_json(&file)?, self.durability)?;
+        tracing::info!(
+            session_id,
+            stored,
+            files = total,
+            "set the message count to the message files after an interrupted write"
+        );
+        Ok(Some((entry, true)))
+    }
+
+    /// The index's listing (unsorted), with every session this process has not reconciled yet reconciled
+    /// first (the first listing of a process reads every session's files once), and the stale
+    /// temporary files of creations a crash interrupted (directories without `session.json`)
+    /// removed.
+    pub(super) fn reconciled_listing(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        let unfinished = RefCell::new(Vec::new());
+        let read_session = |id: &str| -> Result<Option<IndexEntry>, SessionError> {
+            let file = self.read_session_file(&self.root.join(id))?;
+            if file.is_none() {
+                unfinished.borrow_mut().push(id.to_owned());
+            }
+            Ok(file.map(|file| index_entry(&file)))
+        };
+        let mut reconciled = self.lock_reconciled();
+        let mut sessions = self.lock_index().list(&read_session)?;
+        // A creation of this process under way is marked reconciled before its directory exists.
+        for id in unfinished.into_inner() {
+            if reconciled.contains(&id) {
+                continue;
+            }
+            match remove_stale_temps(&self.root.join(&id)) {
+                Ok(removed) => {
+                    if removed > 0 {
+                        tracing::info!(session_id = %id, removed, "removed stale temporary files of an interrupted session creation");
+                    }
+                    reconciled.insert(id);
+                }
+                Err(err) => {
+                    tracing::warn!(session_id = %id, %err, "cannot clean an interrupted session creation")
+                }
+            }
+        }
+        for info in &mut sessions {
+            if reconciled.contains(&info.session_id) {
+                continue;
+            }
+            let id = info.session_id.clone();
+            match self.reconcile(&id, &self.root.join(&id)) {
+                Ok(Some((entry, rewritten))) => {
+                    let stored = entry.info();
+                    // The index may lag a `session.json` written by an older version (which
+                    // wrote the index line last).
+                    if !rewritten && stored != *info {
+                        self.lock_index().record(&entry)?;
+                    }
+                    *info = stored;
+                    reconciled.insert(id);
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::warn!(session_id = %id, %err, "cannot reconcile a session with its files")
+                }
+            }
+        }
+        Ok(sessions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_stores_own_temporary_names_match() {
+        assert_eq!(
+            temp_record_name(".000001.json.0a1b2c3d.tmp"),
+            Some("000001.json")
+        );
+        assert_eq!(
+            temp_record_name(".session.json.ffffffff.tmp"),
+            Some("session.json")
+        );
+        for other in [
+            "000001.json",
+            ".000001.json.0A1B2C3D.tmp",
+            ".000001.json.0a1b2c3.tmp",
+            ".000001.json.0a1b2c3d4.tmp",
+            ".000001.json.0a1b2c3g.tmp",
+            "000001.json.0a1b2c3d.tmp",
+            "..0a1b2c3d.tmp",
+            ".sessions-index.jsonl",
+            ".000001.json.0a1b2c3d.tmp~",
+        ] {
+            assert_eq!(temp_record_name(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn stale_temporary_files_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = dir.path();
+        let messages = session.join("agents/tau/messages");
+        fs::create_dir_all(&messages).unwrap();
+        let keep = [
+            session.join("session.json"),
+            session.join("notes.txt"),
+            session.join(".other.json.0a1b2c3d.tmp"),
+            session.join("agents/tau/agent.json"),
+            messages.join("000000.json"),
+            messages.join(".meta.json.0a1b2c3d.tmp"),
+        ];
+        let stale = [
+            session.join(".session.json.0a1b2c3d.tmp"),
+            session.join(".meta.json.00000000.tmp"),
+            session.join("agents/tau/.agent.json.12345678.tmp"),
+            messages.join(".000001.json.abcdef01.tmp"),
+            messages.join(".000000.json.abcdef02.tmp"),
+        ];
+        for path in keep.iter().chain(&stale) {
+            fs::write(path, b"{}").unwrap();
+        }
+        fs::create_dir(messages.join(".000002.json.abcdef03.tmp")).unwrap();
+        assert_eq!(remove_stale_temps(session).unwrap(), stale.len());
+        for path in &keep {
+            assert!(path.exists(), "{} removed", path.display());
+        }
+        for path in &stale {
+            assert!(!path.exists(), "{} kept", path.display());
+        }
+        assert!(messages.join(".000002.json.abcdef03.tmp").is_dir());
+        let counted = count_messages(session).unwrap();
+        assert_eq!(counted.len(), 1);
+        assert_eq!((counted[0].count, counted[0].last_id), (1, Some(0)));
+    }
+}
