@@ -8,12 +8,14 @@
 //! after the mark minus [`SCAN_MARGIN`] (clock steps); older ones were scanned already.
 //!
 //! Invariants: the mark is a small versioned JSON file (`{"v":1,"backend":..,"scan_started_at":..}`)
-//! written atomically only after a scan completed; a mark of another backend, another version or
-//! one that cannot be read or parsed counts as no mark (a full scan); a mark that cannot be
-//! written is logged, never fatal (the next start scans more).
+//! written atomically (0600, like every file of the data directory) only after a scan completed;
+//! a mark of another backend, another version or one that cannot be read or parsed counts as no
+//! mark (a full scan); a mark that cannot be written is logged, never fatal (the next start scans
+//! more).
 
 use std::fs;
 use std::io::{self, Write as _};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use jiff::{SignedDuration, Timestamp};
@@ -75,7 +77,12 @@ fn write_atomic(path: &Path, mark: &Mark) -> io::Result<()> {
     tmp_name.push(format!(".tmp.{}", std::process::id()));
     let tmp = path.with_file_name(tmp_name);
     let written = (|| {
-        let mut file = fs::File::create(&tmp)?;
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         file.write_all(&bytes)?;
         file.sync_all()?;
         fs::rename(&tmp, path)
