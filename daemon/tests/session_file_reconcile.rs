@@ -66,9 +66,9 @@ fn stored_count(session_dir: &Path) -> u64 {
 fn index_count(dir: &Path, id: &str) -> u64 {
     let text = fs::read_to_string(dir.join("sessions").join(INDEX)).unwrap();
     text.lines()
+        .rev()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|line| line["session_id"] == id)
-        .last()
+        .find(|line| line["session_id"] == id)
         .unwrap()["message_count"]
         .as_u64()
         .unwrap()
