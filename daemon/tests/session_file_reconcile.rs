@@ -226,3 +226,17 @@ fn listing_cleans_a_creation_interrupted_before_its_session_json() {
     }
     assert!(kept.exists());
 }
+
+#[test]
+fn a_reconciliation_that_fails_leaves_the_session_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let id = create_fresh_session(&store).unwrap().session_id;
+    // `agents` is a file where a directory belongs: the message files cannot be counted.
+    let session_dir = dir.path().join("sessions").join(&id);
+    fs::write(session_dir.join("agents"), b"").unwrap();
+    let reopened = open(dir.path());
+    assert!(reopened.read_session(&id).unwrap().is_some());
+    assert_eq!(listed_count(&reopened, &id), 0);
+    assert_eq!(listed_count(&open(dir.path()), &id), 0);
+}

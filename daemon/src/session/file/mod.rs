@@ -141,7 +141,7 @@ impl FileSessionStore {
         let dir = self
             .session_dir(session_id)?
             .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))?;
-        self.ensure_reconciled(session_id, &dir)?;
+        self.ensure_reconciled(session_id, &dir);
         Ok(dir)
     }
 
@@ -157,7 +157,7 @@ impl FileSessionStore {
             &self.root,
             &[session_id, AGENTS_DIR, agent_id, MESSAGES_DIR],
         )? {
-            self.ensure_reconciled(session_id, &self.root.join(session_id))?;
+            self.ensure_reconciled(session_id, &self.root.join(session_id));
             return Ok(dir);
         }
         self.require_session_dir(session_id)?;
@@ -249,7 +249,7 @@ impl SessionStore for FileSessionStore {
         let Some(dir) = self.session_dir(session_id)? else {
             return Ok(None);
         };
-        self.ensure_reconciled(session_id, &dir)?;
+        self.ensure_reconciled(session_id, &dir);
         Ok(self.read_session_file(&dir)?.map(|file| file.session))
     }
 

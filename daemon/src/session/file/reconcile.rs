@@ -19,6 +19,8 @@
 //!   is marked reconciled before its directory exists. So no write of this process is under way in
 //!   a session being reconciled, and every temporary file found is stale (one process, the hub,
 //!   writes the store).
+//! - A reconciliation that fails is logged and not retried by the same process, so a repair never
+//!   makes a session unreadable and never runs beside a write of this process.
 //! - A count is corrected as an append writes: index line first, then `session.json`; its
 //!   `updated_at` moves to the newest message's creation time if that is later.
 
@@ -176,19 +178,18 @@ impl FileSessionStore {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Reconciles the session in `dir` with its files unless this process did already.
-    pub(super) fn ensure_reconciled(
-        &self,
-        session_id: &str,
-        dir: &Path,
-    ) -> Result<(), SessionError> {
+    /// Reconciles the session in `dir` with its files unless this process did already. A
+    /// reconciliation that fails (a full disk, an unreadable directory) is logged and not retried
+    /// in this process: the session is read and written as stored, as before the repair existed.
+    pub(super) fn ensure_reconciled(&self, session_id: &str, dir: &Path) {
         let mut reconciled = self.lock_reconciled();
         if reconciled.contains(session_id) {
-            return Ok(());
+            return;
         }
-        self.reconcile(session_id, dir)?;
+        if let Err(err) = self.reconcile(session_id, dir) {
+            tracing::warn!(session_id, %err, "cannot reconcile a session with its files");
+        }
         reconciled.insert(session_id.to_owned());
-        Ok(())
     }
 
     /// Removes the session's stale temporary files and sets its message count to the number of
@@ -274,7 +275,8 @@ impl FileSessionStore {
                     reconciled.insert(id);
                 }
                 Err(err) => {
-                    tracing::warn!(session_id = %id, %err, "cannot clean an interrupted session creation")
+                    tracing::warn!(session_id = %id, %err, "cannot clean an interrupted session creation");
+                    reconciled.insert(id);
                 }
             }
         }
@@ -296,7 +298,8 @@ impl FileSessionStore {
                 }
                 Ok(None) => {}
                 Err(err) => {
-                    tracing::warn!(session_id = %id, %err, "cannot reconcile a session with its files")
+                    tracing::warn!(session_id = %id, %err, "cannot reconcile a session with its files");
+                    reconciled.insert(id);
                 }
             }
         }
