@@ -240,3 +240,43 @@ fn a_reconciliation_that_fails_leaves_the_session_readable() {
     assert_eq!(listed_count(&reopened, &id), 0);
     assert_eq!(listed_count(&open(dir.path()), &id), 0);
 }
+
+/// The first listing of a process surveys many sessions on several threads: every stale one is
+/// found and fixed, every temporary file removed.
+#[test]
+fn a_first_listing_of_many_sessions_reconciles_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let fast = FileSessionStore::open(dir.path().join("sessions"), Durability::NoSync).unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..600 {
+        let id = create_fresh_session(&fast).unwrap().session_id;
+        fast.create_agent(
+            &id,
+            &SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now_utc()),
+        )
+        .unwrap();
+        fast.create_message(&id, DEFAULT_AGENT_ID, &user_message(0, "one"))
+            .unwrap();
+        ids.push(id);
+    }
+    drop(fast);
+    // Every seventh session forgets its message, as a kill before session.json would leave it.
+    for id in ids.iter().step_by(7) {
+        let session_dir = dir.path().join("sessions").join(id);
+        let path = session_dir.join("session.json");
+        let mut record: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+        record["message_count"] = 0.into();
+        fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+        fs::write(session_dir.join(".meta.json.0a1b2c3d.tmp"), b"{").unwrap();
+    }
+    fs::remove_file(dir.path().join("sessions").join(INDEX)).unwrap();
+    let store = open(dir.path());
+    let listed = store.list_sessions().unwrap();
+    assert_eq!(listed.len(), ids.len());
+    assert!(listed.iter().all(|s| s.message_count == 1));
+    for id in ids.iter().step_by(7) {
+        let session_dir = dir.path().join("sessions").join(id);
+        assert_eq!(stored_count(&session_dir), 1, "{id}");
+        assert!(!session_dir.join(".meta.json.0a1b2c3d.tmp").exists());
+    }
+}

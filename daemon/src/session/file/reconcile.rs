@@ -38,8 +38,8 @@ use crate::session::id::validate_id;
 use crate::session::records::SessionInfo;
 
 use super::{
-    AGENT_FILE, AGENTS_DIR, FileSessionStore, MESSAGES_DIR, META_FILE, SESSION_FILE, index_entry,
-    message_file_name, parse_message_file_name, to_json,
+    AGENT_FILE, AGENTS_DIR, FileSessionStore, MESSAGES_DIR, META_FILE, SESSION_FILE, SessionFile,
+    index_entry, message_file_name, parse_message_file_name, to_json,
 };
 
 /// Length of the random part of a temporary file name.
@@ -77,19 +77,26 @@ pub(crate) fn remove_temps(
         if !belongs(record) {
             continue;
         }
-        let file_type = entry
-            .file_type()
-            .map_err(|err| SessionError::io(entry.path(), err))?;
-        if !file_type.is_file() {
-            continue;
-        }
-        match fs::remove_file(entry.path()) {
-            Ok(()) => removed += 1,
-            Err(err) if err.kind() == ErrorKind::NotFound => {}
-            Err(err) => return Err(SessionError::io(entry.path(), err)),
+        if remove_temp(&entry)? {
+            removed += 1;
         }
     }
     Ok(removed)
+}
+
+/// Removes one temporary file if it is a regular file; whether it was removed.
+fn remove_temp(entry: &fs::DirEntry) -> Result<bool, SessionError> {
+    let file_type = entry
+        .file_type()
+        .map_err(|err| SessionError::io(entry.path(), err))?;
+    if !file_type.is_file() {
+        return Ok(false);
+    }
+    match fs::remove_file(entry.path()) {
+        Ok(()) => Ok(true),
+        Err(err) if err.kind() == ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(SessionError::io(entry.path(), err)),
+    }
 }
 
 /// The real (not symlinked) agent directories of a session, by agent id.
@@ -116,23 +123,6 @@ fn agent_dirs(session_dir: &Path) -> Result<Vec<(String, PathBuf)>, SessionError
     Ok(dirs)
 }
 
-/// Removes every stale temporary file of a session: in its directory, its agents' directories and
-/// their `messages/` directories. Returns how many were removed.
-pub(crate) fn remove_stale_temps(session_dir: &Path) -> Result<usize, SessionError> {
-    let mut removed = remove_temps(session_dir, &|record| {
-        record == SESSION_FILE || record == META_FILE
-    })?;
-    for (_, agent_dir) in agent_dirs(session_dir)? {
-        removed += remove_temps(&agent_dir, &|record| record == AGENT_FILE)?;
-        if let Some(messages) = existing_dir(&agent_dir, &[MESSAGES_DIR])? {
-            removed += remove_temps(&messages, &|record| {
-                parse_message_file_name(record).is_some()
-            })?;
-        }
-    }
-    Ok(removed)
-}
-
 /// The message files of one agent: how many, and the highest id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct AgentMessages {
@@ -142,10 +132,30 @@ pub(crate) struct AgentMessages {
     pub last_id: Option<u64>,
 }
 
-/// The message files of every agent of a session.
-pub(crate) fn count_messages(session_dir: &Path) -> Result<Vec<AgentMessages>, SessionError> {
-    let mut agents = Vec::new();
+/// One pass over a session's directories: the stale temporary files removed from it, its agents'
+/// directories and their `messages/` directories, and each agent's message files counted.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    pub removed: usize,
+    pub agents: Vec<AgentMessages>,
+}
+
+impl Scan {
+    pub(crate) fn total(&self) -> u64 {
+        self.agents.iter().map(|agent| agent.count).sum()
+    }
+}
+
+/// Scans a session directory (see [`Scan`]).
+pub(crate) fn scan_session(session_dir: &Path) -> Result<Scan, SessionError> {
+    let mut scan = Scan {
+        removed: remove_temps(session_dir, &|record| {
+            record == SESSION_FILE || record == META_FILE
+        })?,
+        agents: Vec::new(),
+    };
     for (agent_id, agent_dir) in agent_dirs(session_dir)? {
+        scan.removed += remove_temps(&agent_dir, &|record| record == AGENT_FILE)?;
         let Some(messages_dir) = existing_dir(&agent_dir, &[MESSAGES_DIR])? else {
             continue;
         };
@@ -155,19 +165,63 @@ pub(crate) fn count_messages(session_dir: &Path) -> Result<Vec<AgentMessages>, S
             fs::read_dir(&messages_dir).map_err(|err| SessionError::io(&messages_dir, err))?
         {
             let entry = entry.map_err(|err| SessionError::io(&messages_dir, err))?;
-            if let Some(id) = entry.file_name().to_str().and_then(parse_message_file_name) {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if let Some(id) = parse_message_file_name(name) {
                 count += 1;
                 last_id = last_id.max(Some(id));
+            } else if temp_record_name(name).is_some_and(|r| parse_message_file_name(r).is_some())
+                && remove_temp(&entry)?
+            {
+                scan.removed += 1;
             }
         }
-        agents.push(AgentMessages {
+        scan.agents.push(AgentMessages {
             agent_id,
             messages_dir,
             count,
             last_id,
         });
     }
-    Ok(agents)
+    Ok(scan)
+}
+
+/// What a session's files say before a reconciliation writes anything.
+struct Survey {
+    /// `session.json`, with the count and time the message files give when they differ.
+    file: Option<SessionFile>,
+    /// The count `session.json` had, when it differed.
+    stale: Option<u64>,
+}
+
+/// Runs `work` over `items` on up to four threads (a first listing surveys every session, and small
+/// directory reads are syscall-bound).
+fn parallel_map<T: Sync, R: Send>(items: &[T], work: &(dyn Fn(&T) -> R + Sync)) -> Vec<R> {
+    const PER_THREAD_MIN: usize = 256;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(4)
+        .min(items.len() / PER_THREAD_MIN)
+        .max(1);
+    if threads == 1 {
+        return items.iter().map(work).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|run| scope.spawn(move || run.iter().map(work).collect::<Vec<R>>()))
+            .collect();
+        let mut out = Vec::with_capacity(items.len());
+        for (handle, run) in handles.into_iter().zip(items.chunks(chunk)) {
+            match handle.join() {
+                Ok(results) => out.extend(results),
+                // A panicking survey is redone here, where its panic reaches the caller as usual.
+                Err(_) => out.extend(run.iter().map(work)),
+            }
+        }
+        out
+    })
 }
 
 impl FileSessionStore {
@@ -193,33 +247,43 @@ impl FileSessionStore {
     }
 
     /// Removes the session's stale temporary files and sets its message count to the number of
-    /// its message files where `session.json` says otherwise (index line first, then
-    /// `session.json`, the order of an append). Returns the session's listing values as now stored
-    /// and whether they were rewritten; `None` if the session has no `session.json`. The caller
-    /// holds the reconciliation lock.
+    /// its message files where `session.json` says otherwise. Returns the session's listing
+    /// values as now stored and whether they were rewritten; `None` if the session has no
+    /// `session.json`. The caller holds the reconciliation lock.
     fn reconcile(
         &self,
         session_id: &str,
         dir: &Path,
     ) -> Result<Option<(IndexEntry, bool)>, SessionError> {
-        let removed = remove_stale_temps(dir)?;
-        if removed > 0 {
+        let survey = self.survey(session_id, dir)?;
+        self.settle(session_id, dir, survey)
+    }
+
+    /// Scans the session and reads its `session.json` (no lock needed: no write of this process
+    /// touches a session not yet reconciled), with the values its message files give.
+    fn survey(&self, session_id: &str, dir: &Path) -> Result<Survey, SessionError> {
+        let scan = scan_session(dir)?;
+        if scan.removed > 0 {
             tracing::info!(
                 session_id,
-                removed,
+                removed = scan.removed,
                 "removed stale temporary files of a session"
             );
         }
-        let agents = count_messages(dir)?;
-        let total: u64 = agents.iter().map(|agent| agent.count).sum();
-        let mut index = self.lock_index();
         let Some(mut file) = self.read_session_file(dir)? else {
-            return Ok(None);
+            return Ok(Survey {
+                file: None,
+                stale: None,
+            });
         };
+        let total = scan.total();
         if file.message_count == total {
-            return Ok(Some((index_entry(&file), false)));
+            return Ok(Survey {
+                file: Some(file),
+                stale: None,
+            });
         }
-        for agent in &agents {
+        for agent in &scan.agents {
             let Some(last) = agent.last_id else { continue };
             let path = agent.messages_dir.join(message_file_name(last));
             match self.read_message_file(&path, last) {
@@ -233,15 +297,37 @@ impl FileSessionStore {
                 }
             }
         }
-        let stored = file.message_count;
+        let stale = Some(file.message_count);
         file.message_count = total;
+        Ok(Survey {
+            file: Some(file),
+            stale,
+        })
+    }
+
+    /// Writes what a survey found stale: the index line first, then `session.json` (the order of
+    /// an append).
+    fn settle(
+        &self,
+        session_id: &str,
+        dir: &Path,
+        survey: Survey,
+    ) -> Result<Option<(IndexEntry, bool)>, SessionError> {
+        let Some(file) = survey.file else {
+            return Ok(None);
+        };
         let entry = index_entry(&file);
+        let Some(stored) = survey.stale else {
+            return Ok(Some((entry, false)));
+        };
+        let mut index = self.lock_index();
         index.record(&entry)?;
         replace(dir, SESSION_FILE, &to_json(&file)?, self.durability)?;
+        drop(index);
         tracing::info!(
             session_id,
             stored,
-            files = total,
+            files = file.message_count,
             "set the message count to the message files after an interrupted write"
         );
         Ok(Some((entry, true)))
@@ -267,10 +353,10 @@ impl FileSessionStore {
             if reconciled.contains(&id) {
                 continue;
             }
-            match remove_stale_temps(&self.root.join(&id)) {
-                Ok(removed) => {
-                    if removed > 0 {
-                        tracing::info!(session_id = %id, removed, "removed stale temporary files of an interrupted session creation");
+            match scan_session(&self.root.join(&id)) {
+                Ok(scan) => {
+                    if scan.removed > 0 {
+                        tracing::info!(session_id = %id, removed = scan.removed, "removed stale temporary files of an interrupted session creation");
                     }
                     reconciled.insert(id);
                 }
@@ -280,12 +366,17 @@ impl FileSessionStore {
                 }
             }
         }
-        for info in &mut sessions {
-            if reconciled.contains(&info.session_id) {
-                continue;
-            }
+        let pending: Vec<usize> = (0..sessions.len())
+            .filter(|&i| !reconciled.contains(&sessions[i].session_id))
+            .collect();
+        let surveys = parallel_map(&pending, &|&i: &usize| {
+            let id = &sessions[i].session_id;
+            self.survey(id, &self.root.join(id))
+        });
+        for (i, survey) in pending.into_iter().zip(surveys) {
+            let info = &mut sessions[i];
             let id = info.session_id.clone();
-            match self.reconcile(&id, &self.root.join(&id)) {
+            match survey.and_then(|survey| self.settle(&id, &self.root.join(&id), survey)) {
                 Ok(Some((entry, rewritten))) => {
                     let stored = entry.info();
                     // The index may lag a `session.json` written by an older version (which
@@ -361,7 +452,8 @@ mod tests {
             fs::write(path, b"{}").unwrap();
         }
         fs::create_dir(messages.join(".000002.json.abcdef03.tmp")).unwrap();
-        assert_eq!(remove_stale_temps(session).unwrap(), stale.len());
+        let scan = scan_session(session).unwrap();
+        assert_eq!(scan.removed, stale.len());
         for path in &keep {
             assert!(path.exists(), "{} removed", path.display());
         }
@@ -369,8 +461,7 @@ mod tests {
             assert!(!path.exists(), "{} kept", path.display());
         }
         assert!(messages.join(".000002.json.abcdef03.tmp").is_dir());
-        let counted = count_messages(session).unwrap();
-        assert_eq!(counted.len(), 1);
-        assert_eq!((counted[0].count, counted[0].last_id), (1, Some(0)));
+        assert_eq!(scan.agents.len(), 1);
+        assert_eq!((scan.agents[0].count, scan.agents[0].last_id), (1, Some(0)));
     }
 }
