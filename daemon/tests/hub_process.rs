@@ -385,6 +385,20 @@ fn files_are_private() {
     assert_eq!(mode(&paths.token_file), 0o600);
     assert_eq!(mode(&paths.state_file), 0o600);
     assert_eq!(mode(&paths.lock_file), 0o600);
+    // The data directory did not exist: it and every directory under it are private from the
+    // start, and every file in them is 0600.
+    let mut dirs = vec![install.data.clone()];
+    while let Some(dir) = dirs.pop() {
+        assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                dirs.push(entry.path());
+            } else {
+                assert_eq!(mode(&entry.path()), 0o600, "{}", entry.path().display());
+            }
+        }
+    }
     let token = std::fs::read_to_string(&paths.token_file).unwrap();
     assert_eq!(token.len(), 64);
     assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));

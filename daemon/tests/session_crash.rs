@@ -1,9 +1,18 @@
-//! Crash test for every built-in session backend (`harness = false`): this binary re-executes itself
-//! as a writer (selected by `TAU_SESSION_CRASH_WRITER=<backend>`) that appends messages and events in
-//! a loop and creates a new session now and then; the parent kills it with SIGKILL at a random point
-//! and checks that the store still opens and lists, that every listed message parses, that message
-//! ids are contiguous, and that every message the writer reported as stored is there. Several rounds
-//! per backend, each resuming the same store after the previous crash.
+//! Kill -9 loop for every built-in session backend (`harness = false`): this binary re-executes
+//! itself as a writer (selected by `TAU_SESSION_CRASH_WRITER=<backend>`) that appends messages and
+//! events in a loop and creates a new session now and then; the parent kills it with SIGKILL at a
+//! random point, opens the store as a restarted hub would, and counts what it finds:
+//!
+//! - stale counts: a session whose stored message count (the file backend's `session.json` after
+//!   the session was opened, the listing of both backends) differs from the messages it reads;
+//! - leftover temporary files once the store was opened and listed (and, for sqlite, any file
+//!   beside the database but its WAL and shared memory);
+//! - unopenable sessions: a listed session whose record, metadata, events or messages cannot be
+//!   read, or whose message ids are not contiguous and whole;
+//! - lost messages: one the writer reported as stored (its write returned) that is missing.
+//!
+//! Every one must be 0. Each cycle resumes the same store after the previous kill. `cargo test`
+//! runs 10 cycles per backend; `TAU_KILL_CYCLES=40` (or any number) runs a longer loop.
 //!
 //! The crash point: the parent waits for a random number of "stored" reports from the writer (no
 //! timing involved), then lets a random 0–2 ms pass so the kill lands anywhere in the next write.
@@ -14,7 +23,7 @@
 mod support;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
@@ -30,7 +39,9 @@ use support::{BACKENDS, open_backend, user_message};
 const WRITER_ENV: &str = "TAU_SESSION_CRASH_WRITER";
 const DIR_ENV: &str = "TAU_SESSION_CRASH_DIR";
 const SESSION_ENV: &str = "TAU_SESSION_CRASH_SESSION";
-const ROUNDS: usize = 4;
+const CYCLES_ENV: &str = "TAU_KILL_CYCLES";
+/// Kill cycles per backend unless `TAU_KILL_CYCLES` says otherwise.
+const DEFAULT_CYCLES: usize = 10;
 /// A writer that is never killed stops by itself after this many messages.
 const WRITER_LIMIT: u64 = 5_000;
 /// How long a round may wait for the writer's reports.
@@ -93,52 +104,165 @@ fn writer(backend: &str, dir: &Path, session_id: &str) {
     }
 }
 
-/// Every listed session reads, and the messages of each agent are whole and contiguous from 0.
-/// Returns the message count of `main`.
-fn check_store(store: &dyn SessionStore, main: &str) -> u64 {
-    let sessions = store.list_sessions().unwrap();
-    assert!(
-        sessions.iter().any(|s| s.session_id == main),
-        "the session is not listed"
-    );
-    let mut main_count = None;
-    for info in &sessions {
-        let id = &info.session_id;
-        assert!(store.read_session(id).unwrap().is_some());
-        store.read_meta(id).unwrap();
-        store.read_events(id).unwrap();
-        let Some(_agent) = store.read_agent(id, DEFAULT_AGENT_ID).unwrap() else {
-            assert_eq!(info.message_count, 0);
-            continue;
-        };
-        let messages = store.list_messages(id, DEFAULT_AGENT_ID, None, 0).unwrap();
-        for (expected, message) in messages.iter().enumerate() {
-            assert_eq!(
-                message.message_id, expected as u64,
-                "ids are not contiguous in {id}"
-            );
-            assert!(
-                message
-                    .message
-                    .text()
-                    .starts_with(&format!("{expected} all work"))
-            );
-        }
-        let n = messages.len() as u64;
-        // The file backend may count one message less after a crash between its two writes.
-        assert!(
-            info.message_count == n || info.message_count + 1 == n,
-            "{id}: listed {} messages, {n} stored",
-            info.message_count
-        );
-        if id == main {
-            main_count = Some(n);
-        }
-    }
-    main_count.unwrap()
+/// What one check of a store after a kill found; every field but `cleaned` must stay 0.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    stale_counts: usize,
+    leftover_temps: usize,
+    unopenable: usize,
+    lost: usize,
+    /// Temporary files the kill left, before the store was opened.
+    cleaned: usize,
 }
 
-fn crash_round(backend: &str, dir: &Path, main: &str, round: usize) -> u64 {
+impl Tally {
+    fn add(&mut self, other: Tally) {
+        self.stale_counts += other.stale_counts;
+        self.leftover_temps += other.leftover_temps;
+        self.unopenable += other.unopenable;
+        self.lost += other.lost;
+        self.cleaned += other.cleaned;
+    }
+
+    fn clean(&self) -> bool {
+        self.stale_counts == 0 && self.leftover_temps == 0 && self.unopenable == 0 && self.lost == 0
+    }
+}
+
+/// Whether `name` has the file backend's temporary pattern `.<record>.<8 hex>.tmp`.
+fn is_temp_name(name: &str) -> bool {
+    name.strip_prefix('.')
+        .and_then(|n| n.strip_suffix(".tmp"))
+        .and_then(|n| n.rsplit_once('.'))
+        .is_some_and(|(record, random)| {
+            !record.is_empty() && random.len() == 8 && random.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+}
+
+/// Files under `dir` that a store must not leave behind: the file backend's temporary files, and
+/// beside a sqlite database anything but the database, its WAL and its shared memory.
+fn leftover_files(backend: &str, dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        for entry in std::fs::read_dir(&path).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(entry.path());
+            } else if is_temp_name(&name)
+                || (backend == "sqlite"
+                    && !matches!(
+                        name.as_str(),
+                        "sessions.db" | "sessions.db-wal" | "sessions.db-shm"
+                    ))
+            {
+                found.push(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// The file backend's stored count of a session (`session.json`); `None` for other backends.
+fn file_stored_count(backend: &str, dir: &Path, id: &str) -> Option<u64> {
+    if backend != "file" {
+        return None;
+    }
+    let path = dir.join("sessions").join(id).join("session.json");
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    record["message_count"].as_u64()
+}
+
+/// The messages of one session read whole and contiguous from 0, or why not.
+fn read_whole(store: &dyn SessionStore, id: &str) -> Result<u64, String> {
+    store
+        .read_session(id)
+        .map_err(|e| e.to_string())?
+        .ok_or("no record")?;
+    store.read_meta(id).map_err(|e| e.to_string())?;
+    store.read_events(id).map_err(|e| e.to_string())?;
+    if store
+        .read_agent(id, DEFAULT_AGENT_ID)
+        .map_err(|e| e.to_string())?
+        .is_none()
+    {
+        return Ok(0);
+    }
+    let messages = store
+        .list_messages(id, DEFAULT_AGENT_ID, None, 0)
+        .map_err(|e| e.to_string())?;
+    for (expected, message) in messages.iter().enumerate() {
+        if message.message_id != expected as u64 {
+            return Err(format!("message {expected} is missing"));
+        }
+        if !message
+            .message
+            .text()
+            .starts_with(&format!("{expected} all work"))
+        {
+            return Err(format!("message {expected} has the wrong text"));
+        }
+    }
+    Ok(messages.len() as u64)
+}
+
+/// Opens the store as a restarted hub would (the main session first, then the listing) and counts
+/// what is wrong. Returns the tally and the message count of `main`.
+fn check_store(backend: &str, dir: &Path, main: &str) -> (Tally, u64) {
+    let mut tally = Tally {
+        cleaned: leftover_files(backend, dir).len(),
+        ..Tally::default()
+    };
+    let store = open_backend(backend, dir);
+    // Opening the session alone brings its record in line.
+    let main_count = match read_whole(store.as_ref(), main) {
+        Ok(n) => n,
+        Err(why) => {
+            println!("    {main} cannot be opened: {why}");
+            tally.unopenable += 1;
+            0
+        }
+    };
+    if let Some(stored) = file_stored_count(backend, dir, main)
+        && stored != main_count
+    {
+        println!("    {main}: session.json counts {stored}, {main_count} stored (after opening)");
+        tally.stale_counts += 1;
+    }
+    let sessions = store.list_sessions().unwrap();
+    if !sessions.iter().any(|s| s.session_id == main) {
+        println!("    {main} is not listed");
+        tally.unopenable += 1;
+    }
+    for info in &sessions {
+        let id = &info.session_id;
+        let n = match read_whole(store.as_ref(), id) {
+            Ok(n) => n,
+            Err(why) => {
+                println!("    {id} cannot be opened: {why}");
+                tally.unopenable += 1;
+                continue;
+            }
+        };
+        let stored = file_stored_count(backend, dir, id);
+        if info.message_count != n || stored.is_some_and(|s| s != n) {
+            println!(
+                "    {id}: listed {}, stored {stored:?}, {n} readable",
+                info.message_count
+            );
+            tally.stale_counts += 1;
+        }
+    }
+    let left = leftover_files(backend, dir);
+    for path in &left {
+        println!("    left behind: {}", path.display());
+    }
+    tally.leftover_temps = left.len();
+    (tally, main_count)
+}
+
+fn crash_round(backend: &str, dir: &Path, main: &str, round: usize) -> (Tally, u64) {
     let reports_wanted = 1 + random_below(12);
     let delay = Duration::from_micros(random_below(2_000));
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -174,34 +298,51 @@ fn crash_round(backend: &str, dir: &Path, main: &str, round: usize) -> u64 {
         }
     }
     std::thread::sleep(delay);
+    // SIGKILL: the writer gets no chance to finish anything.
     child.kill().unwrap();
     let status = child.wait().unwrap();
-    drop(rx);
-    reader.join().unwrap();
-    println!(
-        "  {backend} round {round}: killed after {reports_wanted} reports + {delay:?} ({status})"
-    );
-
-    let store = open_backend(backend, dir);
-    let count = check_store(store.as_ref(), main);
-    if let Some(last) = last_reported {
-        assert!(
-            count > last,
-            "message {last} was reported stored but is missing ({count} stored)"
-        );
+    // Reports still in the pipe were acknowledged before the kill too; the pipe ends with the
+    // writer, and with it the reader and the channel.
+    for id in rx.iter() {
+        last_reported = Some(id);
     }
-    count
+    reader.join().unwrap();
+
+    let (mut tally, count) = check_store(backend, dir, main);
+    if let Some(last) = last_reported
+        && count <= last
+    {
+        println!("    message {last} was reported stored but is missing ({count} stored)");
+        tally.lost += 1;
+    }
+    println!(
+        "  {backend} cycle {round}: killed after {reports_wanted} reports + {delay:?} ({status}); \
+         {count} messages, {} temporary files cleaned",
+        tally.cleaned
+    );
+    (tally, count)
 }
 
-fn crash_backend(backend: &str) {
+fn crash_backend(backend: &str, cycles: usize) {
     let dir = tempfile::tempdir().unwrap();
     let main = with_agent(open_backend(backend, dir.path()).as_ref());
     let mut previous = 0;
-    for round in 0..ROUNDS {
-        let count = crash_round(backend, dir.path(), &main, round);
-        assert!(count >= previous, "messages disappeared");
+    let mut total = Tally::default();
+    for round in 0..cycles {
+        let (tally, count) = crash_round(backend, dir.path(), &main, round);
+        if count < previous {
+            println!("    messages disappeared: {previous} before, {count} now");
+            total.lost += 1;
+        }
         previous = count;
+        total.add(tally);
     }
+    println!(
+        "  {backend}: {cycles} kills, {} stale counts, {} leftover temporary files ({} cleaned on \
+         opening), {} unopenable sessions, {} lost acknowledged messages",
+        total.stale_counts, total.leftover_temps, total.cleaned, total.unopenable, total.lost
+    );
+    assert!(total.clean(), "{backend}: {total:?}");
 }
 
 fn main() -> ExitCode {
@@ -211,6 +352,12 @@ fn main() -> ExitCode {
         writer(&backend, Path::new(&dir), &session);
         return ExitCode::SUCCESS;
     }
+    let cycles = match std::env::var(CYCLES_ENV) {
+        Ok(value) => value.parse().unwrap_or_else(|_| {
+            panic!("{CYCLES_ENV} must be a number of kill cycles, not {value:?}")
+        }),
+        Err(_) => DEFAULT_CYCLES,
+    };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let names: Vec<String> = BACKENDS.iter().map(|b| format!("crash_{b}")).collect();
     if args.iter().any(|a| a == "--list") {
@@ -230,7 +377,7 @@ fn main() -> ExitCode {
         ran += 1;
         println!("test {name} ...");
         let started = Instant::now();
-        match std::panic::catch_unwind(|| crash_backend(backend)) {
+        match std::panic::catch_unwind(|| crash_backend(backend, cycles)) {
             Ok(()) => println!("test {name} ... ok ({:?})", started.elapsed()),
             Err(_) => {
                 println!("test {name} ... FAILED");

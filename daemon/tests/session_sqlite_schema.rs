@@ -163,6 +163,73 @@ fn the_database_is_private_and_in_wal_mode() {
     assert_eq!(journal, "wal");
 }
 
+/// The database file is created 0600, never created with sqlite's 0644 and narrowed after: the
+/// directory is watched while a store is created and written, and no attribute change (a chmod)
+/// ever reaches the database, which ends 0600: a file whose mode never changed had its final mode
+/// from the start. sqlite opens its companions with the database's mode (it may then fchown them
+/// to the database's owner when run as root, an attribute change too), so they end 0600.
+#[test]
+fn a_new_database_is_private_from_its_creation() {
+    use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let watch = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+    watch
+        .add_watch(&data, AddWatchFlags::IN_ATTRIB | AddWatchFlags::IN_CREATE)
+        .unwrap();
+    let path = data.join("sessions.db");
+    let store = SqliteSessionStore::open(&path, Durability::Full).unwrap();
+    taud::session::create_fresh_session(&store).unwrap();
+    let mut created = Vec::new();
+    let mut changed = Vec::new();
+    while let Ok(events) = watch.read_events() {
+        for event in events {
+            let name = event
+                .name
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            if event.mask.contains(AddWatchFlags::IN_CREATE) {
+                created.push(name.clone());
+            }
+            if event.mask.contains(AddWatchFlags::IN_ATTRIB) && name == "sessions.db" {
+                changed.push(name);
+            }
+        }
+    }
+    assert!(created.contains(&"sessions.db".to_owned()), "{created:?}");
+    assert!(
+        changed.is_empty(),
+        "modes changed after creation: {changed:?}"
+    );
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for name in ["sessions.db", "sessions.db-wal", "sessions.db-shm"] {
+        assert_eq!(mode(&data.join(name)), 0o600, "{name}");
+    }
+}
+
+/// A database (and its WAL and shared-memory files) left 0644 by an older version is narrowed.
+#[test]
+fn an_older_wider_database_is_narrowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let store = SqliteSessionStore::open(&path, Durability::Full).unwrap();
+    taud::session::create_fresh_session(&store).unwrap();
+    let wide = std::fs::Permissions::from_mode(0o644);
+    let names = ["sessions.db", "sessions.db-wal", "sessions.db-shm"];
+    for name in names {
+        std::fs::set_permissions(dir.path().join(name), wide.clone()).unwrap();
+    }
+    let again = SqliteSessionStore::open(&path, Durability::Full).unwrap();
+    assert_eq!(again.list_sessions().unwrap().len(), 1);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for name in names {
+        assert_eq!(mode(&dir.path().join(name)), 0o600, "{name}");
+    }
+    drop(store);
+}
+
 #[test]
 fn a_symlinked_database_is_refused() {
     let dir = tempfile::tempdir().unwrap();

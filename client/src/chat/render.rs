@@ -12,7 +12,7 @@
 
 use std::io::{self, Write};
 
-use tau_api::display::is_hiding_char;
+use tau_api::display::{is_hiding_char, is_hiding_char_in_prose};
 use tau_api::i18n::Messages;
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
@@ -28,6 +28,8 @@ pub struct Printer {
     open_line: bool,
     /// Reply text was streamed since the last [`Printer::begin_reply`].
     streamed: bool,
+    /// The last character of the reply streamed so far (an emoji's selector may come next).
+    last_reply_char: Option<char>,
     /// A write failed; nothing more is written.
     broken: bool,
 }
@@ -45,6 +47,7 @@ impl Printer {
             style,
             open_line: false,
             streamed: false,
+            last_reply_char: None,
             broken: false,
         }
     }
@@ -106,7 +109,8 @@ impl Printer {
         if delta.is_empty() {
             return;
         }
-        let clean = sanitize(delta);
+        let clean = sanitize_prose(self.last_reply_char, delta);
+        self.last_reply_char = delta.chars().last().or(self.last_reply_char);
         self.write(&clean);
         self.open_line = !clean.ends_with('\n');
         self.streamed = true;
@@ -115,6 +119,7 @@ impl Printer {
     /// Starts a reply: nothing of it was streamed yet.
     pub fn begin_reply(&mut self) {
         self.streamed = false;
+        self.last_reply_char = None;
     }
 
     /// Whether reply text was streamed since [`Printer::begin_reply`].
@@ -144,17 +149,36 @@ impl Printer {
     }
 }
 
+/// A model's reply text made safe to print like [`sanitize`], except that emoji sequences (an
+/// emoji with its presentation selector or joiner, `tau_api::display::is_hiding_char_in_prose`)
+/// read as themselves; `previous` is the character printed just before `text`.
+pub fn sanitize_prose(previous: Option<char>, text: &str) -> String {
+    escape_where(previous, text, is_hiding_char_in_prose)
+}
+
 /// Untrusted text made safe to print: newline and tab pass, every other control character (C0,
-/// DEL, C1; so every escape sequence) and every bidirectional control, line separator or
-/// invisible character (`tau_api::display`, the gate's set) is written visibly as `\u{..}`.
+/// DEL, C1; so every escape sequence) and every other character that could hide or reorder text
+/// (format and private-use characters, unassigned code points, line/paragraph separators, default
+/// ignorables such as variation selectors, tags and fillers: `tau_api::display`, the gate's set)
+/// is written visibly as `\u{..}`.
 pub fn sanitize(text: &str) -> String {
+    escape_where(None, text, |_, c| is_hiding_char(c))
+}
+
+/// `text` with every character `hides(previous, c)` names, but newline and tab, written `\u{..}`.
+fn escape_where(
+    mut previous: Option<char>,
+    text: &str,
+    hides: impl Fn(Option<char>, char) -> bool,
+) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c == '\n' || c == '\t' || !is_hiding_char(c) {
+        if c == '\n' || c == '\t' || !hides(previous, c) {
             out.push(c);
         } else {
             out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
         }
+        previous = Some(c);
     }
     out
 }
@@ -396,6 +420,29 @@ mod tests {
         assert_eq!(sanitize("x\x1b[2Jy"), "x\\u{1b}[2Jy");
         assert_eq!(sanitize("\r\u{85}\u{7f}"), "\\u{d}\\u{85}\\u{7f}");
         assert_eq!(sanitize("Merhaba, ışık"), "Merhaba, ışık");
+    }
+
+    #[test]
+    fn sanitize_escapes_the_invisible_characters_of_the_report() {
+        assert_eq!(
+            sanitize("soft\u{ad}hy\u{115f}\u{1160}\u{180e}\u{2061}\u{2064}\u{206a}\u{206f}"),
+            "soft\\u{ad}hy\\u{115f}\\u{1160}\\u{180e}\\u{2061}\\u{2064}\\u{206a}\\u{206f}"
+        );
+        assert_eq!(
+            sanitize("vs\u{fe00}\u{fe0f}\u{fff9}\u{fffb}tag\u{e0000}\u{e0041}\u{e007f}"),
+            "vs\\u{fe00}\\u{fe0f}\\u{fff9}\\u{fffb}tag\\u{e0000}\\u{e0041}\\u{e007f}"
+        );
+        let ordinary = "café ışık İ 漢字 😀 💡\ttab\nline";
+        assert_eq!(sanitize(ordinary), ordinary);
+    }
+
+    #[test]
+    fn a_reply_keeps_its_emoji_sequences_across_deltas_and_chrome_does_not() {
+        assert_eq!(sanitize_prose(Some('❤'), "\u{fe0f} ok"), "\u{fe0f} ok");
+        assert_eq!(sanitize_prose(None, "👩\u{200d}💻"), "👩\u{200d}💻");
+        assert_eq!(sanitize_prose(Some('a'), "\u{fe0f}"), "\\u{fe0f}");
+        assert_eq!(sanitize_prose(None, "x\u{e0041}"), "x\\u{e0041}");
+        assert_eq!(sanitize("❤\u{fe0f}"), "❤\\u{fe0f}");
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //!
 //! Invariants: the output is JSON with object keys sorted (whatever order or map type serde_json was
 //! built with), `", "` and `": "` separators, and every character that could hide or reorder text
-//! written as `\uXXXX`: C0 and C1 control characters, DEL, the Unicode bidirectional controls
-//! (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), the line/paragraph separators
-//! (U+2028, U+2029) and the invisible zero-width characters (U+200B–U+200D, U+2060, U+FEFF), the
-//! set of `tau_api::display`. So a model cannot hide part of what it asked for.
+//! written as `\uXXXX` (a surrogate pair past U+FFFF, so the output stays valid JSON): the set of
+//! [`tau_api::display::is_hiding_char`], decided by Unicode category and `Default_Ignorable_Code_Point`
+//! (controls, format characters such as bidirectional controls, zero-width characters, invisible
+//! operators and tags, private use, unassigned, line/paragraph separators, variation selectors,
+//! fillers). So a model cannot hide part of what it asked for.
 
 use serde_json::Value;
 
@@ -62,7 +63,12 @@ fn write_string(out: &mut String, s: &str) {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
-            c if must_escape(c) => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c if must_escape(c) => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
             c => out.push(c),
         }
     }
@@ -116,6 +122,52 @@ mod tests {
             let shown = format_approval_arguments(&json!(c.to_string()));
             assert_eq!(shown, format!("\"\\u{code:04x}\""));
         }
+    }
+
+    /// The invisible characters a model could hide text with, each escaped, and the arguments still
+    /// the same JSON value.
+    #[test]
+    fn escapes_every_invisible_character_of_the_report() {
+        let ranges = [
+            (0xad, 0xad),
+            (0x115f, 0x1160),
+            (0x180e, 0x180e),
+            (0x2061, 0x2064),
+            (0x206a, 0x206f),
+            (0xfe00, 0xfe0f),
+            (0xfff9, 0xfffb),
+            (0xe0000, 0xe007f),
+        ];
+        for (start, end) in ranges {
+            for code in start..=end {
+                let Some(c) = char::from_u32(code) else {
+                    continue;
+                };
+                let value = json!({ "path": format!("a{c}b") });
+                let shown = format_approval_arguments(&value);
+                assert!(!shown.contains(c), "U+{code:04X} shown as itself: {shown}");
+                let mut units = [0u16; 2];
+                let escaped: String = c
+                    .encode_utf16(&mut units)
+                    .iter()
+                    .map(|unit| format!("\\u{unit:04x}"))
+                    .collect();
+                assert_eq!(shown, format!(r#"{{"path": "a{escaped}b"}}"#));
+                let back: Value = serde_json::from_str(&shown).unwrap();
+                assert_eq!(back, value, "U+{code:04X}");
+            }
+        }
+        let tag = format_approval_arguments(&json!("\u{e0041}"));
+        assert_eq!(tag, r#""\udb40\udc41""#);
+    }
+
+    #[test]
+    fn keeps_accented_turkish_cjk_and_emoji_text() {
+        let text = "café déjà vu ışık İstanbul Çağ 漢字かな한국어 😀💡🚀 👍🏽 ∑→…";
+        assert_eq!(
+            format_approval_arguments(&json!({ "note": text })),
+            format!(r#"{{"note": "{text}"}}"#)
+        );
     }
 
     #[test]

@@ -4,11 +4,12 @@
 //! Invariants: files are created 0600 and replaced atomically (write a temporary file in the same
 //! directory, fsync, rename, fsync the directory), so a reader never sees a half-written
 //! `state.json` and a power cut cannot bring back an older one (say, without the `stopped_at` that
-//! tells a clean stop from a crash); the hub directory is never a symlink and is 0700.
+//! tells a clean stop from a crash); the hub directory is never a symlink and is 0700, and every
+//! directory created on the way to it (the data directory) is created 0700.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// The current time as RFC 3339 in UTC, to the millisecond.
@@ -19,7 +20,8 @@ pub fn now_rfc3339() -> String {
     }
 }
 
-/// Creates `dir` (and its parents) if needed and makes it 0700. A symlink is refused.
+/// Creates `dir` (and its missing parents, such as the data directory) 0700 from the start if
+/// needed, and makes `dir` 0700. A symlink is refused.
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     match fs::symlink_metadata(dir) {
         Ok(meta) if meta.file_type().is_symlink() => {
@@ -35,7 +37,12 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
             )));
         }
         Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir_all(dir)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
         Err(e) => return Err(e),
     }
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
@@ -127,6 +134,8 @@ mod tests {
         let dir = tmp.path().join("a/hub");
         ensure_private_dir(&dir).unwrap();
         assert_eq!(mode(&dir), 0o700);
+        // The missing data directory above it is private too.
+        assert_eq!(mode(&tmp.path().join("a")), 0o700);
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
         ensure_private_dir(&dir).unwrap();
         assert_eq!(mode(&dir), 0o700);

@@ -8,7 +8,7 @@
 //! stepped back (a Raspberry Pi before NTP) cannot hide a session, which a selection by
 //! `updated_at` could.
 //!
-//! Format (versioned JSON, written atomically):
+//! Format (versioned JSON, written atomically, 0600 like every file of the data directory):
 //! - v2 (written now): `{"v":2,"backend":..,"scan_started_at":..,"asked_in":[session ids]}`;
 //!   the next start reads the sessions in `asked_in`.
 //! - v1 (read only, written by earlier hubs): `{"v":1,"backend":..,"scan_started_at":..}`; the next
@@ -16,14 +16,15 @@
 //!   hub that wrote it expected. A fixture of it is kept in `tests/fixtures/approval-scan-v1.json`.
 //!
 //! Invariants: the mark is replaced only after a scan completed, and then names the sessions noted
-//! since that scan began plus those the scan could not read or write (read again next time); a session is in the mark before any approval's `pending` event of it is
-//! stored in this hub's life (a note that cannot be written refuses the question); a mark of
+//! since that scan began plus those the scan could not read or write (read again next time); a
+//! session is in the mark before any approval's `pending` event of it is stored in this hub's life (a note that cannot be written refuses the question); a mark of
 //! another backend, an unknown version, or one that cannot be read or parsed counts as no mark (a
 //! full scan); a mark that cannot be written after a scan is logged, never fatal.
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::{self, Write as _};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -191,7 +192,12 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     tmp_name.push(format!(".tmp.{}", std::process::id()));
     let tmp = path.with_file_name(tmp_name);
     let written = (|| {
-        let mut file = fs::File::create(&tmp)?;
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;

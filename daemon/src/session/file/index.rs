@@ -4,13 +4,16 @@
 //! one `session.json` per session (10,000 small-file reads cost ~100 ms here; one index read ~10 ms).
 //!
 //! Invariants:
-//! - The index is derived data: every value in it is also in the session's `session.json`, written
-//!   first. Its name starts with `.`, so it is never mistaken for a session.
+//! - The index is derived data: every value in it is also in the session's own files. An append
+//!   writes its line after the message file and before `session.json`, so after a crash the index
+//!   is never behind `session.json`, and the store's reconciliation (once per session and process,
+//!   see `reconcile`) brings both in line with the message files. Its name starts with `.`, so it
+//!   is never mistaken for a session.
 //! - Membership is checked on every listing against the directory itself (one `readdir`, no per-
 //!   session `stat`): a session directory missing from the index (index lost, or a crash between
 //!   `session.json` and the index line) is read from its `session.json` and added; an index entry
-//!   without a real directory is dropped. Values can lag by one append after a crash, like
-//!   `session.json` itself, until the session's next append.
+//!   without a real directory is dropped. Values that lag after a crash are corrected by the
+//!   store's reconciliation before a listing is returned.
 //! - Appends and compactions run under the store's index lock, in the one process that writes the
 //!   store (the hub); a compaction replaces the file atomically with one line per live session.
 
@@ -53,7 +56,7 @@ pub(crate) struct IndexEntry {
 }
 
 impl IndexEntry {
-    fn info(&self) -> SessionInfo {
+    pub(crate) fn info(&self) -> SessionInfo {
         SessionInfo {
             session_id: self.session_id.clone(),
             created_at: self.created_at,

@@ -11,19 +11,28 @@
 //! ```
 //!
 //! Invariants: the disk rules of [`fsutil`] (0700/0600, no symlink followed, records visible only
-//! complete, fsync with `Durability::Full`); nothing is deleted; a message file is created once and
-//! only replaced to add its redaction. An append writes the message, then `session.json`
-//! (`updated_at`, `message_count`), then the index line; a crash in between leaves the count one
-//! short until the next append, which sets it to at least `message_id + 1`. One process writes a
-//! session at a time (the hub runs one agent per session, and one hub owns the data directory);
-//! within this process `session.json` updates and index appends are serialized by one lock. A
-//! session created whole (`create_complete_session`, a compaction) gets every other file before
-//! its `session.json`, so it is seen complete or not at all.
+//! complete, fsync with `Durability::Full`); nothing is deleted but the store's own stale temporary
+//! files; a message file is created once and only replaced to add its redaction. The message files
+//! are the truth: an append writes the message, then the index line, then `session.json`
+//! (`updated_at`, `message_count`), so a crash in between leaves `session.json` one short (and the
+//! index no further behind than it). Each session is reconciled once per process before it is
+//! read, listed or written (see [`reconcile`]): its stale temporary files are removed, and a
+//! `message_count` that differs from its message files is set to their number (with `updated_at`
+//! moved to the newest message) in the index and `session.json`. One process writes a session at
+//! a time (the hub runs one agent per session, and one hub owns the data directory), and this
+//! process reconciles a session before its first write to it, so no temporary file removed is in
+//! use; within this process `session.json` updates and index appends are serialized by one lock
+//! (taken after the reconciliation lock when both are held). A session created whole
+//! (`create_complete_session`, a compaction) gets every other file before its `session.json`, so
+//! it is seen complete or not at all.
 
 mod fsutil;
 mod index;
 mod jsonl;
+mod read;
+mod reconcile;
 
+use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -42,7 +51,8 @@ use crate::session::store::{Durability, NewSession, SessionStore, event_record};
 use fsutil::{
     TempFile, create_new, existing_dir, make_dir, make_root, read_json, replace, sync_dir,
 };
-use index::{IndexEntry, ListingIndex};
+use index::{INDEX_FILE, IndexEntry, ListingIndex};
+use read::read_messages;
 
 const SESSION_FILE: &str = "session.json";
 const META_FILE: &str = "meta.json";
@@ -85,6 +95,9 @@ pub struct FileSessionStore {
     durability: Durability,
     /// The listing index; its lock also serializes read-modify-write of `session.json`.
     index: Mutex<ListingIndex>,
+    /// The sessions reconciled with their files by this process (or created by it); its lock is
+    /// held through a reconciliation, so one runs once and before any write of this process.
+    reconciled: Mutex<HashSet<String>>,
 }
 
 impl FileSessionStore {
@@ -92,8 +105,13 @@ impl FileSessionStore {
     pub fn open(root: impl Into<PathBuf>, durability: Durability) -> Result<Self, SessionError> {
         let root = root.into();
         make_root(&root)?;
+        let removed = reconcile::remove_temps(&root, &|record| record == INDEX_FILE)?;
+        if removed > 0 {
+            tracing::info!(root = %root.display(), removed, "removed stale temporary files of the session index");
+        }
         Ok(Self {
             index: Mutex::new(ListingIndex::new(&root, durability)),
+            reconciled: Mutex::new(HashSet::new()),
             root,
             durability,
         })
@@ -118,9 +136,13 @@ impl FileSessionStore {
         Ok(fsutil::open_read(&dir.join(SESSION_FILE))?.map(|_| dir))
     }
 
+    /// The directory of an existing session, reconciled.
     fn require_session_dir(&self, session_id: &str) -> Result<PathBuf, SessionError> {
-        self.session_dir(session_id)?
-            .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))
+        let dir = self
+            .session_dir(session_id)?
+            .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))?;
+        self.ensure_reconciled(session_id, &dir);
+        Ok(dir)
     }
 
     /// The messages directory of an existing agent, or the precise `NotFound` error.
@@ -135,6 +157,7 @@ impl FileSessionStore {
             &self.root,
             &[session_id, AGENTS_DIR, agent_id, MESSAGES_DIR],
         )? {
+            self.ensure_reconciled(session_id, &self.root.join(session_id));
             return Ok(dir);
         }
         self.require_session_dir(session_id)?;
@@ -151,6 +174,25 @@ impl FileSessionStore {
         };
         check_version(file.session.v, path.display())?;
         Ok(Some(file))
+    }
+
+    /// Creates the directory and `session.json` of a new, empty session and records it in the index.
+    fn write_new_session(&self, session: &Session) -> Result<(), SessionError> {
+        let id = session.session_id.as_str();
+        if make_dir(&self.root, id)? {
+            sync_dir(&self.root, self.durability)?;
+        }
+        let dir = self.root.join(id);
+        let mut record = session.clone();
+        record.v = FORMAT_VERSION;
+        let file = SessionFile {
+            session: record,
+            message_count: 0,
+        };
+        if !create_new(&dir, SESSION_FILE, &to_json(&file)?, self.durability)? {
+            return Err(SessionError::SessionExists(id.to_owned()));
+        }
+        self.lock_index().record(&index_entry(&file))
     }
 
     fn read_message_file(
@@ -192,27 +234,22 @@ impl SessionStore for FileSessionStore {
     fn create_session(&self, session: &Session) -> Result<(), SessionError> {
         let id = session.session_id.as_str();
         validate_id(IdKind::Session, id)?;
-        if make_dir(&self.root, id)? {
-            sync_dir(&self.root, self.durability)?;
+        // A session created here has nothing to reconcile; marking it first keeps a listing from
+        // touching its files while they are written.
+        let fresh = self.lock_reconciled().insert(id.to_owned());
+        let created = self.write_new_session(session);
+        if fresh && matches!(created, Err(SessionError::SessionExists(_))) {
+            self.lock_reconciled().remove(id);
         }
-        let dir = self.root.join(id);
-        let mut record = session.clone();
-        record.v = FORMAT_VERSION;
-        let file = SessionFile {
-            session: record,
-            message_count: 0,
-        };
-        if !create_new(&dir, SESSION_FILE, &to_json(&file)?, self.durability)? {
-            return Err(SessionError::SessionExists(id.to_owned()));
-        }
-        self.lock_index().record(&index_entry(&file))
+        created
     }
 
     fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError> {
         validate_id(IdKind::Session, session_id)?;
-        let Some(dir) = existing_dir(&self.root, &[session_id])? else {
+        let Some(dir) = self.session_dir(session_id)? else {
             return Ok(None);
         };
+        self.ensure_reconciled(session_id, &dir);
         Ok(self.read_session_file(&dir)?.map(|file| file.session))
     }
 
@@ -274,11 +311,12 @@ impl SessionStore for FileSessionStore {
                 agent_id: agent_id.to_owned(),
             });
         };
+        let session_dir = self.require_session_dir(session_id)?;
         let mut record = agent.clone();
         record.v = FORMAT_VERSION;
         record.created_at = existing.created_at;
         record.updated_at = now_utc();
-        let dir = self.root.join(session_id).join(AGENTS_DIR).join(agent_id);
+        let dir = session_dir.join(AGENTS_DIR).join(agent_id);
         replace(&dir, AGENT_FILE, &to_json(&record)?, self.durability)
     }
 
@@ -313,6 +351,9 @@ impl SessionStore for FileSessionStore {
                 .message_count
                 .saturating_add(1)
                 .max(message.message_id.saturating_add(1));
+            // The index line before `session.json`: a crash between them leaves `session.json`
+            // behind its message files, which the next reconciliation sees, never the index alone.
+            index.record(&index_entry(&file))?;
             TempFile::write(
                 &session_dir,
                 SESSION_FILE,
@@ -320,7 +361,6 @@ impl SessionStore for FileSessionStore {
                 self.durability,
             )?
             .replace(&session_dir.join(SESSION_FILE))?;
-            index.record(&index_entry(&file))?;
         }
         // Both directory fsyncs after both renames: on journaling file systems the second is
         // usually free.
@@ -398,13 +438,10 @@ impl SessionStore for FileSessionStore {
         read_messages(&dir, &selected)
     }
 
+    /// Every session, reconciled with its files first where this process has not yet (see
+    /// [`reconcile`]).
     fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
-        let read_session = |id: &str| -> Result<Option<IndexEntry>, SessionError> {
-            Ok(self
-                .read_session_file(&self.root.join(id))?
-                .map(|file| index_entry(&file)))
-        };
-        let mut sessions = self.lock_index().list(&read_session)?;
+        let mut sessions = self.reconciled_listing()?;
         sort_sessions(&mut sessions);
         Ok(sessions)
     }
@@ -436,8 +473,13 @@ impl SessionStore for FileSessionStore {
         let agent_id = new.agent.agent_id.as_str();
         validate_id(IdKind::Session, id)?;
         validate_id(IdKind::Agent, agent_id)?;
-        // Only a directory made here: a leftover one may hold another creation's files.
+        // Only a directory made here: a leftover one may hold another creation's files. Marked
+        // reconciled first, so a listing never touches the files being written.
+        let fresh = self.lock_reconciled().insert(id.to_owned());
         if !make_dir(&self.root, id)? {
+            if fresh {
+                self.lock_reconciled().remove(id);
+            }
             return Err(SessionError::SessionExists(id.to_owned()));
         }
         sync_dir(&self.root, self.durability)?;
@@ -499,60 +541,6 @@ impl SessionStore for FileSessionStore {
         check_version(meta.v, path.display())?;
         Ok(Some(meta))
     }
-}
-
-/// Reads many messages on up to four threads: small-file reads are syscall-bound, and a long
-/// session is opened while a person waits.
-fn read_messages(dir: &Path, ids: &[u64]) -> Result<Vec<SessionMessage>, SessionError> {
-    const PER_THREAD_MIN: usize = 512;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(4)
-        .min(ids.len() / PER_THREAD_MIN)
-        .max(1);
-    if threads == 1 {
-        return read_message_run(dir, ids);
-    }
-    let chunk = ids.len().div_ceil(threads);
-    let results: Vec<Result<Vec<SessionMessage>, SessionError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = ids
-            .chunks(chunk)
-            .map(|run| scope.spawn(move || read_message_run(dir, run)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle.join().unwrap_or_else(|_| {
-                    Err(SessionError::corrupt(
-                        dir.display(),
-                        "a message reader panicked",
-                    ))
-                })
-            })
-            .collect()
-    });
-    let mut messages = Vec::with_capacity(ids.len());
-    for run in results {
-        messages.extend(run?);
-    }
-    Ok(messages)
-}
-
-fn read_message_run(dir: &Path, ids: &[u64]) -> Result<Vec<SessionMessage>, SessionError> {
-    let mut buf = Vec::with_capacity(4096);
-    let mut messages = Vec::with_capacity(ids.len());
-    let mut path = dir.to_path_buf();
-    for &id in ids {
-        path.push(message_file_name(id));
-        // A file listed a moment ago is gone only if someone removed it behind our back.
-        if fsutil::read_into(&path, &mut buf)? {
-            let record: SessionMessage = fsutil::parse_json(&path, &buf)?;
-            check_message(&path, &record, id)?;
-            messages.push(record);
-        }
-        path.pop();
-    }
-    Ok(messages)
 }
 
 fn index_entry(file: &SessionFile) -> IndexEntry {

@@ -9,19 +9,24 @@
 //! - One connection behind a std `Mutex`; methods are synchronous and never hold the lock across an
 //!   await (there is none). Each write is one transaction (IMMEDIATE when it reads before writing),
 //!   so a crash leaves every record whole or absent.
-//! - The database file is 0600 (its `-wal`/`-shm` files inherit that), its directory is created
-//!   0700 if missing, and a database path that is a symbolic link is refused.
+//! - The database file is 0600 from the moment it exists: it is created (empty, which sqlite takes
+//!   for a new database) with that mode before sqlite opens it, and sqlite gives its `-wal`,
+//!   `-shm` and journal files the mode of the database file. A database (or companion file) left
+//!   wider by an older version is narrowed to 0600. Its directory is created 0700 if missing, and
+//!   a database path that is a symbolic link is refused.
 //! - Nothing is deleted; messages are inserted once, and only their `redact_message` is updated.
 
 mod schema;
 
-use std::fs::{self, DirBuilder};
+use std::fs::{self, DirBuilder, OpenOptions};
 use std::io::ErrorKind;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -35,6 +40,9 @@ use crate::session::records::{
     rfc3339,
 };
 use crate::session::store::{Durability, NewSession, SessionStore, event_record};
+
+/// The mode of the database and of every file sqlite makes beside it.
+const PRIVATE_FILE_MODE: u32 = 0o600;
 
 /// How long a write waits for another process holding the database lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -96,17 +104,8 @@ impl SqliteSessionStore {
                 .create(parent)
                 .map_err(|err| SessionError::io(parent, err))?;
         }
-        match fs::symlink_metadata(&path) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(SessionError::Symlink { path });
-            }
-            Ok(_) => {}
-            Err(err) if err.kind() == ErrorKind::NotFound => {}
-            Err(err) => return Err(SessionError::io(path, err)),
-        }
+        create_private_file(&path)?;
         let mut conn = Connection::open(&path)?;
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
-            .map_err(|err| SessionError::io(&path, err))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
@@ -142,6 +141,57 @@ impl SqliteSessionStore {
         // A panic in another thread rolled its transaction back; the connection is still sound.
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The files sqlite keeps beside a database in WAL mode (and the rollback journal of other modes).
+const COMPANION_SUFFIXES: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+/// Creates the database file 0600 if missing (never through a symbolic link), before sqlite opens
+/// it, so it never exists with sqlite's default 0644; narrows an existing database or companion
+/// file that is wider than 0600.
+fn create_private_file(path: &Path) -> Result<(), SessionError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(PRIVATE_FILE_MODE)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(path)
+        .map_err(|err| {
+            if err.raw_os_error() == Some(Errno::ELOOP as i32) {
+                SessionError::Symlink {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                SessionError::io(path, err)
+            }
+        })?;
+    let meta = file.metadata().map_err(|err| SessionError::io(path, err))?;
+    if !meta.is_file() {
+        return Err(SessionError::corrupt(path.display(), "not a regular file"));
+    }
+    if meta.permissions().mode() & 0o777 != PRIVATE_FILE_MODE {
+        file.set_permissions(fs::Permissions::from_mode(PRIVATE_FILE_MODE))
+            .map_err(|err| SessionError::io(path, err))?;
+    }
+    for suffix in COMPANION_SUFFIXES {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let companion = PathBuf::from(name);
+        match fs::symlink_metadata(&companion) {
+            Ok(meta)
+                if meta.is_file() && meta.permissions().mode() & 0o777 != PRIVATE_FILE_MODE =>
+            {
+                fs::set_permissions(&companion, fs::Permissions::from_mode(PRIVATE_FILE_MODE))
+                    .map_err(|err| SessionError::io(&companion, err))?;
+            }
+            Ok(_) => {}
+            Err(err) if err.kind() == ErrorKind::NotFound => {}
+            Err(err) => return Err(SessionError::io(companion, err)),
+        }
+    }
+    Ok(())
 }
 
 fn session_exists(conn: &Connection, session_id: &str) -> Result<bool, SessionError> {
