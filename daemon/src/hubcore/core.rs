@@ -47,7 +47,7 @@ use crate::clock::SystemClock;
 use crate::persona::PersonaLoader;
 use crate::session::{IdKind, SessionStore, validate_id};
 use crate::tool::Tier;
-use crate::tools::shipped_catalog;
+use crate::mcp::{McpManager, hub_catalog};
 
 /// The channel a request names when it names none.
 pub const DEFAULT_CHANNEL: &str = "api";
@@ -169,6 +169,7 @@ impl HubCore {
                 clock,
             )),
         };
+        let options_mcp = options.mcp_servers.clone();
         let journal = options
             .approval_scan_mark
             .as_ref()
@@ -182,6 +183,7 @@ impl HubCore {
                     persona,
                     registry: ApprovalRegistry::new(),
                     journal,
+                    mcp: Arc::new(McpManager::new(options_mcp)),
                 },
                 stream_id: new_id("stream", 0),
                 open: tokio::sync::Mutex::new(HashMap::new()),
@@ -203,6 +205,8 @@ impl HubCore {
     /// [`CoreOptions::approval_scan_mark`] is set, then starts dropping idle sessions. Returns what
     /// was expired.
     pub async fn start(&self) -> Result<Vec<ExpiredApproval>, CoreError> {
+        // MCP servers start in their own tasks: nothing here waits for them.
+        self.inner.parts.mcp.start();
         let store = Arc::clone(&self.inner.parts.store);
         let journal = self.inner.parts.journal.clone();
         let expired = tokio::task::spawn_blocking(move || {
@@ -245,6 +249,12 @@ impl HubCore {
         if tokio::time::timeout(SHUTDOWN_WAIT, waiting).await.is_err() {
             warn!("some session workers did not stop in time");
         }
+        self.inner.parts.mcp.stop(SHUTDOWN_WAIT).await;
+    }
+
+    /// The MCP servers (status, tools).
+    pub fn mcp(&self) -> &Arc<McpManager> {
+        &self.inner.parts.mcp
     }
 
     /// The approval registry (pending approvals, attachments).
@@ -280,7 +290,7 @@ impl HubCore {
     /// The tools an agent may call.
     pub fn tools(&self) -> Vec<ToolSummary> {
         let disabled = &self.options().disabled_tools;
-        match shipped_catalog(Arc::new(SystemClock), disabled) {
+        match hub_catalog(Arc::new(SystemClock), disabled, &self.inner.parts.mcp) {
             Ok(catalog) => catalog
                 .entries()
                 .iter()

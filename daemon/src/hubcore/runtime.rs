@@ -36,7 +36,7 @@ use crate::session::{
     ContextMode, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionAgent, SessionStore,
     now_utc, read_agent_for_mode, sliding_window_start,
 };
-use crate::tools::shipped_catalog;
+use crate::mcp::hub_catalog;
 
 /// What building an agent needs, shared by every session.
 pub(crate) struct AgentParts {
@@ -47,6 +47,8 @@ pub(crate) struct AgentParts {
     pub registry: Arc<ApprovalRegistry>,
     /// Notes the sessions approvals are asked in, for the next start's scan.
     pub journal: Option<Arc<super::scan_mark::ScanJournal>>,
+    /// The MCP servers; their tools join the catalog at each turn's start.
+    pub mcp: Arc<crate::mcp::McpManager>,
 }
 
 /// The agent of an open session, with the role it runs on.
@@ -273,8 +275,18 @@ fn build_agent(
         }
         ContextMode::Sliding => Arc::new(SlidingWindow::new(options.window_size)),
     };
-    let catalog = shipped_catalog(Arc::new(SystemClock), &options.disabled_tools)
+    let catalog = hub_catalog(Arc::new(SystemClock), &options.disabled_tools, &parts.mcp)
         .map_err(|e| CoreError::Unavailable(format!("tool catalog: {e}")))?;
+    let catalog_source: Option<crate::agent::CatalogSource> = (!parts.mcp.is_empty()).then(|| {
+        let mcp = Arc::clone(&parts.mcp);
+        let disabled = options.disabled_tools.clone();
+        Arc::new(move || {
+            hub_catalog(Arc::new(SystemClock), &disabled, &mcp).unwrap_or_else(|e| {
+                warn!("tool catalog: {e}");
+                crate::tool::ToolCatalog::new()
+            })
+        }) as crate::agent::CatalogSource
+    });
     let recorder = Arc::new(
         SessionRecorder::new(
             Arc::clone(store),
@@ -292,8 +304,11 @@ fn build_agent(
         Arc::clone(readiness),
         Arc::clone(turn_slot),
     ));
-    let agent = TauAgent::builder(model)
-        .catalog(catalog)
+    let mut agent = TauAgent::builder(model).catalog(catalog);
+    if let Some(source) = catalog_source {
+        agent = agent.catalog_source(source);
+    }
+    let agent = agent
         .approver(approver)
         .event_sink(Arc::clone(&recorder) as _)
         .gate_timeout(options.approval_timeout)

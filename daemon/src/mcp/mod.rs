@@ -137,3 +137,22 @@ impl Drop for McpManager {
         self.stop.cancel();
     }
 }
+
+/// The hub's catalog: the shipped tools, then every ready MCP server's tiered tools, minus
+/// `[components.tools] disabled` (a tool name, `dist:mcp:<server>` or `dist:taud`). An MCP tool
+/// the catalog refuses (a clashing name) is left out with a warning.
+pub fn hub_catalog(
+    clock: Arc<dyn crate::clock::Clock>,
+    disabled: &[String],
+    mcp: &McpManager,
+) -> Result<crate::tool::ToolCatalog, crate::tool::CatalogError> {
+    let mut catalog = crate::tools::shipped_catalog(clock, &[])?;
+    for tool in mcp.tools() {
+        let name = tool.spec().name.clone();
+        if let Err(e) = catalog.add(tool) {
+            tracing::warn!(tool = %name, "mcp tool left out: {e}");
+        }
+    }
+    catalog.disable(disabled);
+    Ok(catalog)
+}
