@@ -75,9 +75,14 @@ pub struct StartTurn {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolSummary {
     pub name: String,
-    pub tier: Tier,
+    /// `None` for an MCP tool the owner did not tier (never offered).
+    pub tier: Option<Tier>,
     pub description: String,
     pub effect: String,
+    /// The MCP server of an MCP tool.
+    pub server: Option<String>,
+    /// `ready`, or for an MCP tool not offered: `untiered` or `missing`.
+    pub state: String,
 }
 
 pub(crate) struct CoreInner {
@@ -291,16 +296,22 @@ impl HubCore {
     pub fn tools(&self) -> Vec<ToolSummary> {
         let disabled = &self.options().disabled_tools;
         match hub_catalog(Arc::new(SystemClock), disabled, &self.inner.parts.mcp) {
-            Ok(catalog) => catalog
-                .entries()
-                .iter()
-                .map(|entry| ToolSummary {
-                    name: entry.name().to_owned(),
-                    tier: entry.tier(),
-                    description: entry.spec().description.clone(),
-                    effect: entry.spec().effect().to_owned(),
-                })
-                .collect(),
+            Ok(catalog) => {
+                let mut tools: Vec<ToolSummary> = catalog
+                    .entries()
+                    .iter()
+                    .map(|entry| ToolSummary {
+                        name: entry.name().to_owned(),
+                        tier: Some(entry.tier()),
+                        description: entry.spec().description.clone(),
+                        effect: entry.spec().effect().to_owned(),
+                        server: entry.distribution().strip_prefix("mcp:").map(str::to_owned),
+                        state: "ready".to_owned(),
+                    })
+                    .collect();
+                tools.extend(crate::mcp::not_offered(&self.inner.parts.mcp));
+                tools
+            }
             Err(error) => {
                 warn!("cannot list the tools: {error}");
                 Vec::new()

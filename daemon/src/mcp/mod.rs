@@ -156,3 +156,39 @@ pub fn hub_catalog(
     catalog.disable(disabled);
     Ok(catalog)
 }
+
+/// The MCP tools that are listed but not offered (untiered, or tiered but missing), for
+/// `ListTools` and `tau components`.
+pub fn not_offered(mcp: &McpManager) -> Vec<crate::hubcore::ToolSummary> {
+    mcp.status()
+        .into_iter()
+        .flat_map(|server| {
+            let name = server.name;
+            server
+                .tools
+                .into_iter()
+                .filter(|t| t.state != ToolState::Offered)
+                .map(move |t| crate::hubcore::ToolSummary {
+                    name: if t.name.is_empty() { t.tool.clone() } else { t.name },
+                    tier: t.tier.and_then(|n| crate::tool::Tier::from_number(u64::from(n))),
+                    description: t.description,
+                    effect: t.effect.unwrap_or_default(),
+                    server: Some(name.clone()),
+                    state: match t.state {
+                        ToolState::Untiered => "untiered",
+                        ToolState::Missing => "missing",
+                        ToolState::Offered => "ready",
+                    }
+                    .to_owned(),
+                })
+        })
+        .collect()
+}
+
+/// The `mcp` key of `GET /status`: every server with its state, error, restarts, pid and tools.
+pub fn status_json(mcp: &McpManager) -> serde_json::Map<String, serde_json::Value> {
+    let mut map = serde_json::Map::new();
+    let servers = serde_json::to_value(mcp.status()).unwrap_or_default();
+    map.insert("mcp".to_owned(), serde_json::json!({ "servers": servers }));
+    map
+}
