@@ -353,9 +353,11 @@ pub fn unknown_names(components: &ComponentsConfig) -> Vec<UnknownName> {
         }
     }
     for item in &components.tools.disabled {
+        // MCP tools (`mcp__<server>__<tool>`, `dist:mcp:<server>`) come from servers, not from
+        // this table: they are not checked here.
         let known = match item.strip_prefix("dist:") {
-            Some(dist) => dist == BUILTIN_DISTRIBUTION,
-            None => provided(ComponentKind::Tool, item),
+            Some(dist) => dist == BUILTIN_DISTRIBUTION || dist.starts_with("mcp:"),
+            None => provided(ComponentKind::Tool, item) || item.starts_with("mcp__"),
         };
         if !known {
             out.push(UnknownName {
