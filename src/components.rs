@@ -524,3 +524,23 @@ mod tests {
         assert_eq!(tool["tier"], 0);
     }
 }
+
+#[cfg(test)]
+mod mcp_name_tests {
+    use super::*;
+
+    #[test]
+    fn mcp_tool_names_in_disabled_are_not_unknown() {
+        let mut components = ComponentsConfig::default();
+        components.tools.disabled = vec![
+            "mcp__home__lamp".into(),
+            "dist:mcp:home".into(),
+            "nope".into(),
+        ];
+        let unknown: Vec<String> = unknown_names(&components)
+            .into_iter()
+            .map(|u| u.name)
+            .collect();
+        assert_eq!(unknown, vec!["nope"]);
+    }
+}
