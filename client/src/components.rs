@@ -158,16 +158,17 @@ fn mcp_rows(
                 enabled,
                 tier,
                 note: Some(note),
-                load_error: report
-                    .and_then(|r| r["error"].as_str())
-                    .map(str::to_owned),
+                load_error: report.and_then(|r| r["error"].as_str()).map(str::to_owned),
             });
         };
         match reported_tools {
             Some(tools) => {
                 for tool in tools {
                     let raw = tool["tool"].as_str().unwrap_or_default();
-                    let name = tool["name"].as_str().filter(|n| !n.is_empty()).unwrap_or(raw);
+                    let name = tool["name"]
+                        .as_str()
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or(raw);
                     let tier = tool["tier"].as_u64().and_then(|t| u8::try_from(t).ok());
                     let (enabled, note) = match tool["state"].as_str() {
                         Some("offered") => (
@@ -178,7 +179,10 @@ fn mcp_rows(
                             false,
                             format!("MCP server {server}: no tier in tau.toml, never offered"),
                         ),
-                        _ => (false, format!("MCP server {server}: tiered but not offered by the server")),
+                        _ => (
+                            false,
+                            format!("MCP server {server}: tiered but not offered by the server"),
+                        ),
                     };
                     push(name.to_owned(), tier, enabled, note);
                 }
@@ -187,7 +191,12 @@ fn mcp_rows(
                 for (tool, tier) in &server_config.tools {
                     let name = format!("mcp__{server}__{tool}");
                     let enabled = !disabled(&name);
-                    push(name, Some(tier.tier), enabled, format!("MCP server {server} ({server_state})"));
+                    push(
+                        name,
+                        Some(tier.tier),
+                        enabled,
+                        format!("MCP server {server} ({server_state})"),
+                    );
                 }
             }
         }
@@ -263,7 +272,10 @@ mod mcp_tests {
             .collect();
         assert_eq!(
             got,
-            vec![("mcp__home__lamp", Some(2), true), ("mcp__home__state", Some(0), false)]
+            vec![
+                ("mcp__home__lamp", Some(2), true),
+                ("mcp__home__state", Some(0), false)
+            ]
         );
         let status = serde_json::json!({"mcp": {"servers": [{"name": "home", "state": "ready", "error": null, "tools": [
             {"tool": "lamp", "name": "mcp__home__lamp", "tier": 2, "state": "offered"},
@@ -272,7 +284,10 @@ mod mcp_tests {
         let rows = mcp_rows(&config, Some(&status));
         assert_eq!(rows[0].note.as_deref(), Some("MCP server home (ready)"));
         assert!(rows[0].enabled);
-        assert_eq!((rows[1].name.as_str(), rows[1].tier, rows[1].enabled), ("mcp__home__other", None, false));
+        assert_eq!(
+            (rows[1].name.as_str(), rows[1].tier, rows[1].enabled),
+            ("mcp__home__other", None, false)
+        );
         assert!(rows[1].note.as_deref().unwrap().contains("no tier"));
         assert_eq!(rows[0].distribution, "mcp:home");
     }

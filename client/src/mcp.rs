@@ -82,7 +82,10 @@ pub fn run(command: &McpCommand, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
         McpCommand::Tiers(args) => {
             let Some(config) = installation.config.mcp.servers.get(&args.server) else {
-                eprintln!("tau mcp tiers: no [mcp.servers.{}] in tau.toml", args.server);
+                eprintln!(
+                    "tau mcp tiers: no [mcp.servers.{}] in tau.toml",
+                    args.server
+                );
                 return Ok(ExitCode::FAILURE);
             };
             let reported = servers
@@ -179,7 +182,11 @@ fn render_list(listing: &[Value]) -> String {
 
 /// The TOML block of `reported`'s tools: the owner's tier where tau.toml has one, else a
 /// suggestion from the server's hints (0 for read-only, else 1), with the hints as comments.
-fn tiers_block(server: &str, config: &tau_api::config::McpServerConfig, reported: &Value) -> String {
+fn tiers_block(
+    server: &str,
+    config: &tau_api::config::McpServerConfig,
+    reported: &Value,
+) -> String {
     let mut out = format!(
         "# Tools of MCP server '{server}'. Review every tier, then paste into tau.toml (nothing was written).\n\
          # Suggestions come from the server's own hints and are never 2: only you know whether a tool\n\
@@ -194,7 +201,11 @@ fn tiers_block(server: &str, config: &tau_api::config::McpServerConfig, reported
         let destructive = tool["destructive_hint"] == true;
         let _ = writeln!(out, "\n[mcp.servers.{server}.tools.{}]", toml_key(name));
         if let Some(description) = tool["description"].as_str().filter(|d| !d.is_empty()) {
-            let line: String = description.replace(['\n', '\r'], " ").chars().take(100).collect();
+            let line: String = description
+                .replace(['\n', '\r'], " ")
+                .chars()
+                .take(100)
+                .collect();
             let _ = writeln!(out, "# server says: {line}");
         }
         let hints = match (read_only, destructive) {
@@ -204,15 +215,25 @@ fn tiers_block(server: &str, config: &tau_api::config::McpServerConfig, reported
         };
         match config.tools.get(name) {
             Some(configured) => {
-                let _ = writeln!(out, "tier = {}   # yours (server hints: {hints})", configured.tier);
+                let _ = writeln!(
+                    out,
+                    "tier = {}   # yours (server hints: {hints})",
+                    configured.tier
+                );
                 if let Some(effect) = &configured.effect {
                     let _ = writeln!(out, "effect = {}", toml::Value::String(effect.clone()));
                 }
             }
             None => {
                 let suggested = u8::from(!read_only);
-                let _ = writeln!(out, "tier = {suggested}   # suggested from server hints: {hints}");
-                let _ = writeln!(out, "# effect = \"One sentence saying what it does (required for tier 2).\"");
+                let _ = writeln!(
+                    out,
+                    "tier = {suggested}   # suggested from server hints: {hints}"
+                );
+                let _ = writeln!(
+                    out,
+                    "# effect = \"One sentence saying what it does (required for tier 2).\""
+                );
             }
         }
     }
@@ -260,12 +281,20 @@ mod tests {
         let block = tiers_block("home", &config, &reported);
         assert!(block.contains("[mcp.servers.home.tools.lamp]\n# server says: Lamp.\ntier = 2   # yours (server hints: changes things, destructive)\neffect = \"Switches the lamp.\"\n"), "{block}");
         assert!(block.contains("[mcp.servers.home.tools.\"read.state\"]\ntier = 0   # suggested from server hints: read-only\n"), "{block}");
-        assert!(block.contains("[mcp.servers.home.tools.wipe]\n# server says: Wipes all.\ntier = 1   # suggested"), "{block}");
+        assert!(
+            block.contains(
+                "[mcp.servers.home.tools.wipe]\n# server says: Wipes all.\ntier = 1   # suggested"
+            ),
+            "{block}"
+        );
         assert!(!block.contains("ghost"));
         assert!(!block.contains("tier = 2   # suggested"));
         // The block is valid TOML once pasted.
         let pasted: toml::Table = block.parse().unwrap();
-        assert_eq!(pasted["mcp"]["servers"]["home"]["tools"]["wipe"]["tier"].as_integer(), Some(1));
+        assert_eq!(
+            pasted["mcp"]["servers"]["home"]["tools"]["wipe"]["tier"].as_integer(),
+            Some(1)
+        );
     }
 
     #[test]

@@ -61,7 +61,11 @@ fn raw_round_trips(iterations: usize) -> Result<Vec<Duration>, BoxError> {
         json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
     )?;
     stdout.read_line(&mut line)?;
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )?;
     let mut samples = Vec::with_capacity(iterations);
     for i in 0..WARMUP + iterations {
         let request = json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": "read_state", "arguments": {}}});
@@ -134,12 +138,16 @@ async fn run(iterations: usize) -> Result<(), BoxError> {
         }
     }
     manager.stop(Duration::from_secs(5)).await;
-    let mut raw = tokio::task::block_in_place(|| {
-        raw_round_trips(iterations).map_err(|e| e.to_string())
-    })?;
-    let (hub50, hub99) = (percentile(&mut samples, 0.5), percentile(&mut samples, 0.99));
+    let mut raw =
+        tokio::task::block_in_place(|| raw_round_trips(iterations).map_err(|e| e.to_string()))?;
+    let (hub50, hub99) = (
+        percentile(&mut samples, 0.5),
+        percentile(&mut samples, 0.99),
+    );
     let (raw50, raw99) = (percentile(&mut raw, 0.5), percentile(&mut raw, 0.99));
-    println!("tier-0 MCP call through gate + adapter + rmcp: p50 {hub50:?}, p99 {hub99:?} ({iterations} calls)");
+    println!(
+        "tier-0 MCP call through gate + adapter + rmcp: p50 {hub50:?}, p99 {hub99:?} ({iterations} calls)"
+    );
     println!("bare JSON-RPC round trip to the same fake server: p50 {raw50:?}, p99 {raw99:?}");
     println!(
         "overhead: p50 {:?}, p99 {:?}",

@@ -24,7 +24,11 @@ use taud::testing::FakeReply;
 async fn wait_ready(core: &HubCore) {
     let deadline = tokio::time::Instant::now() + mcp_common::DEADLINE;
     while core.mcp().status().iter().any(|s| s.state != Phase::Ready) {
-        assert!(tokio::time::Instant::now() < deadline, "{:?}", core.mcp().status());
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            core.mcp().status()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -33,11 +37,9 @@ fn tool_calls(events: &[Arc<SessionEvent>]) -> Vec<(String, ToolCallStatus, Stri
     events
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::ToolCall(call) => Some((
-                call.tool.clone(),
-                call.status,
-                call.result_summary.clone(),
-            )),
+            EventKind::ToolCall(call) => {
+                Some((call.tool.clone(), call.status, call.result_summary.clone()))
+            }
             _ => None,
         })
         .collect()
@@ -61,7 +63,10 @@ async fn a_tier_0_mcp_call_runs_and_its_result_reaches_the_model() {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert!(names.contains(&"current_time"));
     assert!(names.contains(&"mcp__fake__read_state"));
-    let untiered = tools.iter().find(|t| t.name == "mcp__fake__untiered_tool").unwrap();
+    let untiered = tools
+        .iter()
+        .find(|t| t.name == "mcp__fake__untiered_tool")
+        .unwrap();
     assert_eq!((untiered.state.as_str(), untiered.tier), ("untiered", None));
     assert_eq!(untiered.server.as_deref(), Some("fake"));
 
@@ -103,7 +108,10 @@ async fn a_tier_2_mcp_call_asks_with_effect_and_exact_arguments_every_time() {
     let dir = tempfile::tempdir().unwrap();
     let calls_file = dir.path().join("calls.jsonl");
     let mut opts = options();
-    opts.mcp_servers = vec![fake_spec("fake", &["--calls", calls_file.to_str().unwrap()])];
+    opts.mcp_servers = vec![fake_spec(
+        "fake",
+        &["--calls", calls_file.to_str().unwrap()],
+    )];
     let args = json!({"text": "on, 40%"});
     let f = fixture_with(
         "sqlite",
@@ -175,7 +183,10 @@ async fn tools_of_a_server_that_gets_ready_later_apply_from_the_next_turn_and_sh
         .iter()
         .map(|t| t.name.clone())
         .collect();
-    assert!(offered.contains(&"mcp__fake__read_state".to_owned()), "{offered:?}");
+    assert!(
+        offered.contains(&"mcp__fake__read_state".to_owned()),
+        "{offered:?}"
+    );
     f.core.shutdown().await;
     wait_gone(pid).await;
     assert_eq!(f.core.mcp().status()[0].state, Phase::Stopped);

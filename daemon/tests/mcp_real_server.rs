@@ -21,13 +21,19 @@ use taud::tool::Tier;
 async fn mcp_server_time_lists_its_tools_and_answers_a_tier_0_call() {
     let Some(command) = std::env::var_os("TAU_TEST_MCP_TIME") else {
         let required = std::env::var("TAU_REQUIRE_PYTHON_CLIENT").is_ok_and(|v| v == "1");
-        assert!(!required, "TAU_REQUIRE_PYTHON_CLIENT=1 but TAU_TEST_MCP_TIME is not set");
+        assert!(
+            !required,
+            "TAU_REQUIRE_PYTHON_CLIENT=1 but TAU_TEST_MCP_TIME is not set"
+        );
         eprintln!("skipped: set TAU_TEST_MCP_TIME to an mcp-server-time executable");
         return;
     };
     let env = tau_api::env::Env::from_process();
-    let mut spec = McpServerSpec::new("time", command.to_string_lossy(), &env)
-        .tool("get_current_time", Tier::Read, None);
+    let mut spec = McpServerSpec::new("time", command.to_string_lossy(), &env).tool(
+        "get_current_time",
+        Tier::Read,
+        None,
+    );
     spec.args = vec!["--local-timezone".into(), "Europe/Istanbul".into()];
     spec.startup_timeout = Duration::from_secs(20);
     let mut opts = options();
@@ -58,14 +64,22 @@ async fn mcp_server_time_lists_its_tools_and_answers_a_tier_0_call() {
         .iter()
         .map(|t| (t.tool.as_str(), t.state))
         .collect();
-    assert!(listed.contains(&("get_current_time", ToolState::Offered)), "{listed:?}");
-    assert!(listed.contains(&("convert_time", ToolState::Untiered)), "{listed:?}");
+    assert!(
+        listed.contains(&("get_current_time", ToolState::Offered)),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&("convert_time", ToolState::Untiered)),
+        "{listed:?}"
+    );
 
     let id = f.new_session().await;
     let mut turn = f.turn(&id, "what time is it?", "terminal").await;
     let events = drain(&mut turn).await;
     assert_eq!(ended_text(&events), "done");
-    assert!(events.iter().any(|e| matches!(&e.kind, EventKind::ToolCall(c) if c.tool == "mcp__time__get_current_time")));
+    assert!(events.iter().any(
+        |e| matches!(&e.kind, EventKind::ToolCall(c) if c.tool == "mcp__time__get_current_time")
+    ));
     let requests = f.model.requests();
     let result = requests[1]
         .messages

@@ -54,7 +54,11 @@ async fn only_tiered_tools_are_offered_with_the_owners_tier() {
         .iter()
         .map(|t| {
             let spec = t.spec();
-            (spec.name.clone(), spec.tier().unwrap(), t.distribution().to_owned())
+            (
+                spec.name.clone(),
+                spec.tier().unwrap(),
+                t.distribution().to_owned(),
+            )
         })
         .collect();
     offered.sort();
@@ -79,17 +83,34 @@ async fn only_tiered_tools_are_offered_with_the_owners_tier() {
     assert_eq!(lamp.spec().tier(), Some(Tier::Physical));
     assert_eq!(lamp.spec().effect(), "Switches the test lamp on or off.");
     // The server says read-only for read_state and destructive for lamp: neither changes a tier.
-    assert_eq!(tool(&manager, "mcp__fake__read_state").spec().tier(), Some(Tier::Read));
-    assert_eq!(tool(&manager, "mcp__fake__write_note").spec().tier(), Some(Tier::DigitalWrite));
+    assert_eq!(
+        tool(&manager, "mcp__fake__read_state").spec().tier(),
+        Some(Tier::Read)
+    );
+    assert_eq!(
+        tool(&manager, "mcp__fake__write_note").spec().tier(),
+        Some(Tier::DigitalWrite)
+    );
 
-    let by_tool = |name: &str| status.tools.iter().find(|t| t.tool == name).unwrap().clone();
+    let by_tool = |name: &str| {
+        status
+            .tools
+            .iter()
+            .find(|t| t.tool == name)
+            .unwrap()
+            .clone()
+    };
     assert_eq!(by_tool("untiered_tool").state, ToolState::Untiered);
     assert_eq!(by_tool("untiered_tool").tier, None);
     assert_eq!(by_tool("ghost").state, ToolState::Missing);
     assert_eq!(by_tool("lamp").state, ToolState::Offered);
     assert!(by_tool("lamp").warning.is_none());
     assert!(
-        by_tool("wipe").warning.as_deref().unwrap().contains("destructive"),
+        by_tool("wipe")
+            .warning
+            .as_deref()
+            .unwrap()
+            .contains("destructive"),
         "a destructive tool at tier 0 is flagged"
     );
     assert!(by_tool("read_state").warning.is_none());
@@ -108,15 +129,24 @@ async fn results_reach_the_model_capped_and_is_error_is_a_failure() {
         .call(json!({"text": "exact \"args\""}), ctx())
         .await
         .unwrap();
-    assert_eq!(text_of(&out.content), "read_state ok: {\"text\": \"exact \\\"args\\\"\"}");
-    let image = tool(&manager, "mcp__fake__image").call(json!({}), ctx()).await.unwrap();
+    assert_eq!(
+        text_of(&out.content),
+        "read_state ok: {\"text\": \"exact \\\"args\\\"\"}"
+    );
+    let image = tool(&manager, "mcp__fake__image")
+        .call(json!({}), ctx())
+        .await
+        .unwrap();
     assert_eq!(
         image.content,
         vec![ToolResultContent::Json(
             json!({"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="})
         )]
     );
-    let failed = tool(&manager, "mcp__fake__fail").call(json!({}), ctx()).await.unwrap_err();
+    let failed = tool(&manager, "mcp__fake__fail")
+        .call(json!({}), ctx())
+        .await
+        .unwrap_err();
     assert_eq!(failed, ToolError::Failed("the lamp is unplugged".into()));
     let big = tool(&manager, "mcp__fake__big")
         .call(json!({"bytes": 2_000_000}), ctx())
@@ -145,11 +175,15 @@ async fn a_slow_tool_times_out_as_outcome_unknown_and_stalls_nothing() {
     let call = tokio::spawn(async move { slow.call(json!({"seconds": 30}), ctx()).await });
     // Meanwhile another call on the same server answers.
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let quick = tool(&manager, "mcp__fake__read_state").call(json!({}), ctx()).await;
+    let quick = tool(&manager, "mcp__fake__read_state")
+        .call(json!({}), ctx())
+        .await;
     assert!(quick.is_ok(), "{quick:?}");
     let err = call.await.unwrap().unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(5));
-    let ToolError::Failed(text) = err else { panic!("{err:?}") };
+    let ToolError::Failed(text) = err else {
+        panic!("{err:?}")
+    };
     assert!(text.starts_with("outcome unknown:"), "{text}");
     assert!(text.contains("not retried"), "{text}");
     manager.stop(DEADLINE).await;
@@ -160,12 +194,25 @@ async fn a_crash_mid_call_is_outcome_unknown_and_the_server_comes_back() {
     let manager = McpManager::new(vec![fake_spec("fake", &[])]);
     manager.start();
     let first = ready(&manager, 0).await;
-    let err = tool(&manager, "mcp__fake__crash").call(json!({}), ctx()).await.unwrap_err();
-    let ToolError::Failed(text) = err else { panic!("{err:?}") };
+    let err = tool(&manager, "mcp__fake__crash")
+        .call(json!({}), ctx())
+        .await
+        .unwrap_err();
+    let ToolError::Failed(text) = err else {
+        panic!("{err:?}")
+    };
     assert!(text.starts_with("outcome unknown:"), "{text}");
-    let status = wait_for(&manager, 0, "a restart", |s| s.restarts >= 1 && s.state == Phase::Ready).await;
+    let status = wait_for(&manager, 0, "a restart", |s| {
+        s.restarts >= 1 && s.state == Phase::Ready
+    })
+    .await;
     assert_ne!(status.pid, first.pid);
-    assert!(tool(&manager, "mcp__fake__read_state").call(json!({}), ctx()).await.is_ok());
+    assert!(
+        tool(&manager, "mcp__fake__read_state")
+            .call(json!({}), ctx())
+            .await
+            .is_ok()
+    );
     manager.stop(DEADLINE).await;
 }
 
@@ -185,7 +232,12 @@ async fn a_server_killed_from_outside_is_restarted() {
     })
     .await;
     assert!(status.error.is_none());
-    assert!(tool(&manager, "mcp__fake__read_state").call(json!({}), ctx()).await.is_ok());
+    assert!(
+        tool(&manager, "mcp__fake__read_state")
+            .call(json!({}), ctx())
+            .await
+            .is_ok()
+    );
     manager.stop(DEADLINE).await;
 }
 
@@ -217,13 +269,24 @@ async fn a_server_that_never_answers_fails_its_start_without_stalling_the_others
     let manager = McpManager::new(vec![hanging, fake_spec("fine", &[])]);
     let started = Instant::now();
     manager.start();
-    assert!(started.elapsed() < Duration::from_millis(100), "start does not wait");
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "start does not wait"
+    );
     ready(&manager, 1).await;
     let status = wait_for(&manager, 0, "a failed start", |s| s.restarts >= 1).await;
     let error = status.error.unwrap();
     assert!(error.contains("handshake timed out"), "{error}");
-    assert!(error.contains("fake mcp server started"), "the stderr tail is attached: {error}");
-    assert!(tool(&manager, "mcp__fine__read_state").call(json!({}), ctx()).await.is_ok());
+    assert!(
+        error.contains("fake mcp server started"),
+        "the stderr tail is attached: {error}"
+    );
+    assert!(
+        tool(&manager, "mcp__fine__read_state")
+            .call(json!({}), ctx())
+            .await
+            .is_ok()
+    );
     manager.stop(DEADLINE).await;
 }
 
@@ -249,7 +312,11 @@ async fn stopping_kills_the_whole_group_grandchildren_included() {
     manager.start();
     let status = ready(&manager, 0).await;
     let server = status.pid.unwrap();
-    let grandchild: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let grandchild: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(!gone(grandchild));
     manager.stop(DEADLINE).await;
     wait_gone(server).await;
@@ -261,9 +328,20 @@ async fn list_changed_replaces_the_tools() {
     let manager = McpManager::new(vec![fake_spec("fake", &[])]);
     manager.start();
     let before = ready(&manager, 0).await;
-    assert!(manager.tools().iter().all(|t| t.spec().name != "mcp__fake__extra"));
-    tool(&manager, "mcp__fake__add_tool").call(json!({}), ctx()).await.unwrap();
-    wait_for(&manager, 0, "a new listing", |s| s.generation > before.generation).await;
+    assert!(
+        manager
+            .tools()
+            .iter()
+            .all(|t| t.spec().name != "mcp__fake__extra")
+    );
+    tool(&manager, "mcp__fake__add_tool")
+        .call(json!({}), ctx())
+        .await
+        .unwrap();
+    wait_for(&manager, 0, "a new listing", |s| {
+        s.generation > before.generation
+    })
+    .await;
     let extra = tool(&manager, "mcp__fake__extra");
     assert_eq!(extra.spec().tier(), Some(Tier::Read));
     let out = extra.call(json!({}), ctx()).await.unwrap();

@@ -131,9 +131,7 @@ fn server_config(server: &Section<'_>) -> Result<McpServerConfig, ConfigError> {
             "environment variable names (letters, digits and '_', not starting with a digit)",
         ));
     }
-    let cwd = server
-        .string("cwd", "a directory path")?
-        .map(PathBuf::from);
+    let cwd = server.string("cwd", "a directory path")?.map(PathBuf::from);
     let seconds = "a whole number of seconds from 1 to 86400";
     let startup = server.int("startup_timeout_seconds", 1, 86_400, seconds)?;
     let call = server.int("call_timeout_seconds", 1, 86_400, seconds)?;

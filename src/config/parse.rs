@@ -13,12 +13,12 @@ use toml::{Table, Value};
 
 use super::error::{ConfigError, key_segment, one_of_quoted, render_value};
 use super::known::{KnownNames, PLANNED_PROVIDERS};
+use super::mcp::{McpConfig, mcp};
 use super::model::{
     AgentConfig, CacheConfig, CacheStrategy, CacheTtl, ComponentsConfig, ContextMode,
     DEFAULT_MAX_TOKENS, FallbackConfig, HubComponents, HubConfig, ModelsConfig, RoleConfig,
     SessionsConfig, ToolComponents, UiConfig,
 };
-use super::mcp::{McpConfig, mcp};
 use super::reader::Section;
 use crate::lang::Lang;
 

@@ -29,8 +29,9 @@ pub fn checks(config: &Config, env: &Env, token_file: &Path) -> Vec<Check> {
                 format!("command {} found ({})", server.command, path.display()),
             )),
             None => out.push(
-                Check::fail(&check, format!("command {:?} not found", server.command))
-                    .fix(format!("install it, or set mcp.servers.{name}.command to its full path")),
+                Check::fail(&check, format!("command {:?} not found", server.command)).fix(
+                    format!("install it, or set mcp.servers.{name}.command to its full path"),
+                ),
             ),
         }
         let report = status
@@ -41,9 +42,11 @@ pub fn checks(config: &Config, env: &Env, token_file: &Path) -> Vec<Check> {
             continue;
         };
         if let Some(error) = report["error"].as_str() {
-            out.push(Check::warn(&check, format!("the hub reports: {error}")).fix(format!(
-                "see `tau mcp list`; the server's stderr is in the hub log (server={name})"
-            )));
+            out.push(
+                Check::warn(&check, format!("the hub reports: {error}")).fix(format!(
+                    "see `tau mcp list`; the server's stderr is in the hub log (server={name})"
+                )),
+            );
         }
         for tool in report["tools"].as_array().into_iter().flatten() {
             let raw = tool["tool"].as_str().unwrap_or_default();
@@ -104,8 +107,14 @@ mod tests {
     #[test]
     fn commands_are_looked_up_in_path() {
         assert!(resolve("sh", Some("/nonexistent:/bin:/usr/bin"), None).is_some());
-        assert_eq!(resolve("no-such-mcp-server", Some("/bin:/usr/bin"), None), None);
-        assert_eq!(resolve("/bin/sh", None, None), Some(PathBuf::from("/bin/sh")));
+        assert_eq!(
+            resolve("no-such-mcp-server", Some("/bin:/usr/bin"), None),
+            None
+        );
+        assert_eq!(
+            resolve("/bin/sh", None, None),
+            Some(PathBuf::from("/bin/sh"))
+        );
         assert_eq!(resolve("./nope", None, Some(Path::new("/"))), None);
     }
 
@@ -120,8 +129,20 @@ mod tests {
         .unwrap();
         let env: Env = [("PATH", "/bin:/usr/bin")].into_iter().collect();
         let checks = checks(&config, &env, Path::new("/nonexistent/token"));
-        let got: Vec<(&str, Status)> = checks.iter().map(|c| (c.check.as_str(), c.status)).collect();
-        assert_eq!(got, vec![("mcp home", Status::Fail), ("mcp sh", Status::Ok)]);
-        assert!(checks[0].fix.as_deref().unwrap().contains("mcp.servers.home.command"));
+        let got: Vec<(&str, Status)> = checks
+            .iter()
+            .map(|c| (c.check.as_str(), c.status))
+            .collect();
+        assert_eq!(
+            got,
+            vec![("mcp home", Status::Fail), ("mcp sh", Status::Ok)]
+        );
+        assert!(
+            checks[0]
+                .fix
+                .as_deref()
+                .unwrap()
+                .contains("mcp.servers.home.command")
+        );
     }
 }

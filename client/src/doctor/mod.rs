@@ -17,8 +17,8 @@
 
 mod credentials;
 mod files;
-mod mcp;
 pub(crate) mod hub;
+mod mcp;
 mod report;
 mod store;
 

@@ -44,10 +44,10 @@ use super::streams::{EventStream, Snapshot, TurnStream};
 use super::turns::AcceptError;
 use crate::agent::SystemPromptSource;
 use crate::clock::SystemClock;
+use crate::mcp::{McpManager, hub_catalog};
 use crate::persona::PersonaLoader;
 use crate::session::{IdKind, SessionStore, validate_id};
 use crate::tool::Tier;
-use crate::mcp::{McpManager, hub_catalog};
 
 /// The channel a request names when it names none.
 pub const DEFAULT_CHANNEL: &str = "api";

@@ -31,12 +31,12 @@ use super::turns::TurnTable;
 use super::window::{SlidingWindow, SummarizingWindow};
 use crate::agent::{ConversationWindow, SystemPromptSource, TauAgent};
 use crate::clock::SystemClock;
+use crate::mcp::hub_catalog;
 use crate::message::Message;
 use crate::session::{
     ContextMode, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionAgent, SessionStore,
     now_utc, read_agent_for_mode, sliding_window_start,
 };
-use crate::mcp::hub_catalog;
 
 /// What building an agent needs, shared by every session.
 pub(crate) struct AgentParts {

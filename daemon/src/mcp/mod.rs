@@ -61,7 +61,10 @@ pub struct McpManager {
 impl std::fmt::Debug for McpManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpManager")
-            .field("servers", &self.specs.iter().map(|s| &s.key).collect::<Vec<_>>())
+            .field(
+                "servers",
+                &self.specs.iter().map(|s| &s.key).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -169,8 +172,14 @@ pub fn not_offered(mcp: &McpManager) -> Vec<crate::hubcore::ToolSummary> {
                 .into_iter()
                 .filter(|t| t.state != ToolState::Offered)
                 .map(move |t| crate::hubcore::ToolSummary {
-                    name: if t.name.is_empty() { t.tool.clone() } else { t.name },
-                    tier: t.tier.and_then(|n| crate::tool::Tier::from_number(u64::from(n))),
+                    name: if t.name.is_empty() {
+                        t.tool.clone()
+                    } else {
+                        t.name
+                    },
+                    tier: t
+                        .tier
+                        .and_then(|n| crate::tool::Tier::from_number(u64::from(n))),
                     description: t.description,
                     effect: t.effect.unwrap_or_default(),
                     server: Some(name.clone()),

@@ -75,6 +75,9 @@ mod tests {
             assert!(is_valid_tool_name(name), "{name}");
         }
         // Stable.
-        assert_eq!(names, model_names("home", &["lamp", "a.b", "a_b", "ü", &long]));
+        assert_eq!(
+            names,
+            model_names("home", &["lamp", "a.b", "a_b", "ü", &long])
+        );
     }
 }

@@ -149,8 +149,10 @@ mod tests {
 
     #[test]
     fn is_error_is_a_failed_call() {
-        let err = to_output(&json!({"content": [{"type": "text", "text": "no such lamp"}], "isError": true}))
-            .unwrap_err();
+        let err = to_output(
+            &json!({"content": [{"type": "text", "text": "no such lamp"}], "isError": true}),
+        )
+        .unwrap_err();
         assert_eq!(err, ToolError::Failed("no such lamp".into()));
     }
 
@@ -184,6 +186,9 @@ mod tests {
     #[test]
     fn structured_content_stands_in_for_missing_blocks() {
         let out = to_output(&json!({"content": [], "structuredContent": {"t": 1}})).unwrap();
-        assert_eq!(out.content, vec![ToolResultContent::Text("{\"t\":1}".into())]);
+        assert_eq!(
+            out.content,
+            vec![ToolResultContent::Text("{\"t\":1}".into())]
+        );
     }
 }

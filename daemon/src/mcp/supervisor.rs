@@ -68,7 +68,11 @@ impl ServerShared {
 }
 
 /// Runs `spec` until `stop`.
-pub(super) async fn supervise(spec: McpServerSpec, shared: Arc<ServerShared>, stop: CancellationToken) {
+pub(super) async fn supervise(
+    spec: McpServerSpec,
+    shared: Arc<ServerShared>,
+    stop: CancellationToken,
+) {
     let mut attempt = 0u32;
     loop {
         shared.update(|s| s.state = Phase::Starting);
@@ -188,12 +192,18 @@ fn apply_listing(
     for (tool, model_name) in listed.iter().zip(names) {
         let Some(tier) = spec.tools.get(&tool.name) else {
             tracing::warn!(server = %spec.key, tool = %tool.name, "mcp tool has no tier in tau.toml; it is not offered to the model");
-            listing.push(ToolListing::new(tool, model_name, None, ToolState::Untiered));
+            listing.push(ToolListing::new(
+                tool,
+                model_name,
+                None,
+                ToolState::Untiered,
+            ));
             continue;
         };
         let mut entry = ToolListing::new(tool, model_name.clone(), Some(tier), ToolState::Offered);
         if tier.tier.number() == 0 && tool.claims_destructive() {
-            let warning = "the server marks this tool destructive (or not read-only) but its tier is 0";
+            let warning =
+                "the server marks this tool destructive (or not read-only) but its tier is 0";
             tracing::warn!(server = %spec.key, tool = %tool.name, "{warning}");
             entry.warning = Some(warning.to_owned());
         }

@@ -20,8 +20,16 @@ pub fn fake_spec(key: &str, extra: &[&str]) -> McpServerSpec {
     let env = tau_api::env::Env::from_process();
     let mut spec = McpServerSpec::new(key, "python3", &env)
         .tool("read_state", Tier::Read, None)
-        .tool("write_note", Tier::DigitalWrite, Some("Writes a note in the test's notebook."))
-        .tool("lamp", Tier::Physical, Some("Switches the test lamp on or off."))
+        .tool(
+            "write_note",
+            Tier::DigitalWrite,
+            Some("Writes a note in the test's notebook."),
+        )
+        .tool(
+            "lamp",
+            Tier::Physical,
+            Some("Switches the test lamp on or off."),
+        )
         .tool("slow", Tier::Read, None)
         .tool("crash", Tier::Read, None)
         .tool("fail", Tier::Read, None)
@@ -81,7 +89,10 @@ pub fn gone(pid: u32) -> bool {
 pub async fn wait_gone(pid: u32) {
     let deadline = tokio::time::Instant::now() + DEADLINE;
     while !gone(pid) {
-        assert!(tokio::time::Instant::now() < deadline, "process {pid} is still alive");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "process {pid} is still alive"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
