@@ -64,6 +64,8 @@ pub struct Launched {
     pub pid: u32,
     pub stdin: ChildStdin,
     pub stdout: ChildStdout,
+    /// The stderr reader; it ends when every holder of the pipe is gone.
+    pub drain: tokio::task::JoinHandle<()>,
 }
 
 /// Starts `spec`'s command in a new process group and starts draining its stderr into `tail`.
@@ -101,12 +103,13 @@ pub fn launch(spec: &McpServerSpec, tail: &Arc<StderrTail>) -> Result<Launched, 
             reason: "no pipes".to_owned(),
         });
     };
-    tokio::spawn(drain(spec.key.clone(), stderr, Arc::clone(tail)));
+    let drain = tokio::spawn(drain(spec.key.clone(), stderr, Arc::clone(tail)));
     Ok(Launched {
         child,
         pid,
         stdin,
         stdout,
+        drain,
     })
 }
 

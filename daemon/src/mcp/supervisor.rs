@@ -20,6 +20,9 @@ use super::session::{Connection, ListedTool};
 use super::spec::McpServerSpec;
 use super::status::{Phase, ServerStatus, ToolListing, ToolState};
 
+/// How long a dead server's stderr may take to be read to its end.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A server's published state, shared with the hub.
 pub struct ServerShared {
     pub(super) status: Mutex<ServerStatus>,
@@ -172,6 +175,9 @@ async fn run_once(
     }
     .await;
     kill_group(pid, &mut launched.child, spec.kill_grace).await;
+    // The group is gone: what it wrote to stderr is read to the end (bounded, in case something
+    // outside the group holds the pipe), so the error below carries its last lines.
+    let _ = tokio::time::timeout(DRAIN_WAIT, launched.drain).await;
     match outcome {
         Ok(None) => None,
         Ok(Some(e)) | Err(e) => Some(e),
