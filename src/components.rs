@@ -353,9 +353,11 @@ pub fn unknown_names(components: &ComponentsConfig) -> Vec<UnknownName> {
         }
     }
     for item in &components.tools.disabled {
+        // MCP tools (`mcp__<server>__<tool>`, `dist:mcp:<server>`) come from servers, not from
+        // this table: they are not checked here.
         let known = match item.strip_prefix("dist:") {
-            Some(dist) => dist == BUILTIN_DISTRIBUTION,
-            None => provided(ComponentKind::Tool, item),
+            Some(dist) => dist == BUILTIN_DISTRIBUTION || dist.starts_with("mcp:"),
+            None => provided(ComponentKind::Tool, item) || item.starts_with("mcp__"),
         };
         if !known {
             out.push(UnknownName {
@@ -520,5 +522,25 @@ mod tests {
             .find(|c| c["kind"] == "tool")
             .unwrap();
         assert_eq!(tool["tier"], 0);
+    }
+}
+
+#[cfg(test)]
+mod mcp_name_tests {
+    use super::*;
+
+    #[test]
+    fn mcp_tool_names_in_disabled_are_not_unknown() {
+        let mut components = ComponentsConfig::default();
+        components.tools.disabled = vec![
+            "mcp__home__lamp".into(),
+            "dist:mcp:home".into(),
+            "nope".into(),
+        ];
+        let unknown: Vec<String> = unknown_names(&components)
+            .into_iter()
+            .map(|u| u.name)
+            .collect();
+        assert_eq!(unknown, vec!["nope"]);
     }
 }

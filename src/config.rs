@@ -42,6 +42,7 @@
 
 mod error;
 mod known;
+mod mcp;
 mod model;
 mod parse;
 mod reader;
@@ -55,6 +56,10 @@ use std::path::{Path, PathBuf};
 
 pub use error::ConfigError;
 pub use known::{BUILTIN_SESSION_BACKENDS, BuiltinProvider, KnownNames, PLANNED_PROVIDERS};
+pub use mcp::{
+    DEFAULT_MCP_CALL_TIMEOUT_SECONDS, DEFAULT_MCP_STARTUP_TIMEOUT_SECONDS, McpConfig,
+    McpServerConfig, McpToolConfig, is_valid_server_key,
+};
 pub use model::{
     AgentConfig, CacheConfig, CacheStrategy, CacheTtl, ComponentsConfig, ContextMode,
     DEFAULT_CONTROL_PORT, DEFAULT_HEARTBEAT_SECONDS, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS,
@@ -116,6 +121,8 @@ pub struct Config {
     pub components: ComponentsConfig,
     /// `[component.<name>]` tables, free-form, by component name (see [`Config::component`]).
     pub component_settings: BTreeMap<String, toml::Table>,
+    /// `[mcp]`: MCP tool servers and the owner's tier for each of their tools.
+    pub mcp: McpConfig,
     /// Things worth telling a person that did not stop loading (each unknown top-level table,
     /// once). Loading does not log them: the caller reports each once (a binary logs them at WARN
     /// after setting up logging).
@@ -194,6 +201,7 @@ impl Config {
             hub: parsed.hub,
             components: parsed.components,
             component_settings: parsed.component_settings,
+            mcp: parsed.mcp,
             warnings: parsed.warnings,
             source,
         };

@@ -53,6 +53,9 @@ pub enum Command {
     Version(VersionArgs),
     /// Ask the running hub one thing: one turn, the reply on stdout.
     Ask(crate::ask::AskArgs),
+    /// List MCP tool servers and their tools; print suggested tiers for a server.
+    #[command(subcommand)]
+    Mcp(crate::mcp::McpCommand),
 }
 
 /// Options of `tau version`.

@@ -99,6 +99,17 @@ pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         installation.settings.hub_port,
         &installation.paths.hub.token_file,
     );
+    let mcp_report = if config.mcp.servers.is_empty() || !hub_line.answered {
+        None
+    } else {
+        hub::status_json(
+            installation.settings.hub_port,
+            &installation.paths.hub.token_file,
+            HUB_DEADLINE,
+        )
+        .ok()
+    };
+    states.extend(mcp_rows(config, mcp_report.as_ref()));
     let unknown = unknown_names(&config.components);
     let config_file = config.source().file().map(|f| f.display().to_string());
     if args.json {
@@ -115,6 +126,82 @@ pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         print!("{}", render(&states, &unknown, config_file.as_deref()));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One row per MCP tool: the tools tau.toml tiers, with their server's state when a hub reported
+/// it, and the tools a server offers without a tier (never offered, so shown disabled).
+fn mcp_rows(
+    config: &tau_api::config::Config,
+    status: Option<&serde_json::Value>,
+) -> Vec<ComponentState> {
+    let mut rows = Vec::new();
+    for (server, server_config) in &config.mcp.servers {
+        let report = status
+            .and_then(|s| s["mcp"]["servers"].as_array())
+            .and_then(|servers| servers.iter().find(|s| s["name"] == server.as_str()));
+        let server_state = report
+            .and_then(|r| r["state"].as_str())
+            .unwrap_or("not reported");
+        let disabled = |name: &str| {
+            config.components.tools.disabled.iter().any(|item| {
+                item == name || item.strip_prefix("dist:") == Some(&format!("mcp:{server}"))
+            })
+        };
+        let reported_tools = report.and_then(|r| r["tools"].as_array());
+        let mut push = |name: String, tier: Option<u8>, enabled: bool, note: String| {
+            rows.push(ComponentState {
+                group: ComponentKind::Tool.group(),
+                kind: ComponentKind::Tool,
+                name,
+                distribution: format!("mcp:{server}"),
+                version: String::new(),
+                enabled,
+                tier,
+                note: Some(note),
+                load_error: report.and_then(|r| r["error"].as_str()).map(str::to_owned),
+            });
+        };
+        match reported_tools {
+            Some(tools) => {
+                for tool in tools {
+                    let raw = tool["tool"].as_str().unwrap_or_default();
+                    let name = tool["name"]
+                        .as_str()
+                        .filter(|n| !n.is_empty())
+                        .unwrap_or(raw);
+                    let tier = tool["tier"].as_u64().and_then(|t| u8::try_from(t).ok());
+                    let (enabled, note) = match tool["state"].as_str() {
+                        Some("offered") => (
+                            !disabled(name),
+                            format!("MCP server {server} ({server_state})"),
+                        ),
+                        Some("untiered") => (
+                            false,
+                            format!("MCP server {server}: no tier in tau.toml, never offered"),
+                        ),
+                        _ => (
+                            false,
+                            format!("MCP server {server}: tiered but not offered by the server"),
+                        ),
+                    };
+                    push(name.to_owned(), tier, enabled, note);
+                }
+            }
+            None => {
+                for (tool, tier) in &server_config.tools {
+                    let name = format!("mcp__{server}__{tool}");
+                    let enabled = !disabled(&name);
+                    push(
+                        name,
+                        Some(tier.tier),
+                        enabled,
+                        format!("MCP server {server} ({server_state})"),
+                    );
+                }
+            }
+        }
+    }
+    rows
 }
 
 /// The listing for a person: one heading per group, one line per component.
@@ -163,4 +250,45 @@ fn render(states: &[ComponentState], unknown: &[UnknownName], config_file: Optio
         );
     }
     out
+}
+
+#[cfg(test)]
+mod mcp_tests {
+    use super::*;
+
+    #[test]
+    fn mcp_tools_are_listed_with_server_tier_and_state() {
+        let config = tau_api::config::Config::from_toml_str(
+            "[mcp.servers.home]\ncommand = \"home-mcp\"\n[mcp.servers.home.tools.lamp]\ntier = 2\neffect = \"e\"\n[mcp.servers.home.tools.state]\ntier = 0\n[components.tools]\ndisabled = [\"mcp__home__state\"]\n",
+            Path::new("/t/tau.toml"),
+            &tau_api::env::Env::new(),
+            &KnownNames::builtin(),
+        )
+        .unwrap();
+        let rows = mcp_rows(&config, None);
+        let got: Vec<(&str, Option<u8>, bool)> = rows
+            .iter()
+            .map(|r| (r.name.as_str(), r.tier, r.enabled))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("mcp__home__lamp", Some(2), true),
+                ("mcp__home__state", Some(0), false)
+            ]
+        );
+        let status = serde_json::json!({"mcp": {"servers": [{"name": "home", "state": "ready", "error": null, "tools": [
+            {"tool": "lamp", "name": "mcp__home__lamp", "tier": 2, "state": "offered"},
+            {"tool": "other", "name": "mcp__home__other", "tier": null, "state": "untiered"},
+        ]}]}});
+        let rows = mcp_rows(&config, Some(&status));
+        assert_eq!(rows[0].note.as_deref(), Some("MCP server home (ready)"));
+        assert!(rows[0].enabled);
+        assert_eq!(
+            (rows[1].name.as_str(), rows[1].tier, rows[1].enabled),
+            ("mcp__home__other", None, false)
+        );
+        assert!(rows[1].note.as_deref().unwrap().contains("no tier"));
+        assert_eq!(rows[0].distribution, "mcp:home");
+    }
 }

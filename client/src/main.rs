@@ -16,6 +16,7 @@ mod grpc;
 mod hub;
 mod init;
 mod logs;
+mod mcp;
 mod templates;
 mod version;
 
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
         Command::Init(args) => init::run(args, &ctx, cli.profile),
         Command::Hub(command) => run_hub(command, &ctx),
         Command::Chat(args) => chat::run(args, &ctx),
+        Command::Mcp(command) => mcp::run(command, &ctx),
     };
     match result {
         Ok(code) => code,

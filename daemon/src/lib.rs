@@ -10,6 +10,7 @@ pub mod gate;
 pub mod hub;
 pub mod hubcore;
 pub mod listen;
+pub mod mcp;
 pub mod message;
 pub mod model;
 pub mod persona;

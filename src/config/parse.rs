@@ -13,6 +13,7 @@ use toml::{Table, Value};
 
 use super::error::{ConfigError, key_segment, one_of_quoted, render_value};
 use super::known::{KnownNames, PLANNED_PROVIDERS};
+use super::mcp::{McpConfig, mcp};
 use super::model::{
     AgentConfig, CacheConfig, CacheStrategy, CacheTtl, ComponentsConfig, ContextMode,
     DEFAULT_MAX_TOKENS, FallbackConfig, HubComponents, HubConfig, ModelsConfig, RoleConfig,
@@ -30,6 +31,7 @@ pub(crate) const KNOWN_TABLES: &[&str] = &[
     "hub",
     "components",
     "component",
+    "mcp",
 ];
 
 const ROLE_KEYS: &[&str] = &["provider", "model_id", "max_tokens", "cache", "fallback"];
@@ -55,6 +57,7 @@ pub(crate) struct Parsed {
     pub(crate) hub: HubConfig,
     pub(crate) components: ComponentsConfig,
     pub(crate) component_settings: BTreeMap<String, Table>,
+    pub(crate) mcp: McpConfig,
     pub(crate) warnings: Vec<String>,
 }
 
@@ -78,7 +81,7 @@ pub(crate) fn parse_document(
                 file: file.to_path_buf(),
                 key: key_segment(name),
                 value: render_value(value),
-                expected: "a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [components] or [component.<name>]".to_string(),
+                expected: "a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [components], [component.<name>] or [mcp]".to_string(),
             });
         }
         let warning = format!(
@@ -99,6 +102,7 @@ pub(crate) fn parse_document(
         hub: hub(&doc)?,
         components: components(&doc)?,
         component_settings: component_settings(&doc)?,
+        mcp: mcp(&doc)?,
         warnings,
     })
 }

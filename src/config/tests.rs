@@ -470,7 +470,7 @@ fn error_texts() {
         // Top level
         (
             "max_turns = 5\n",
-            "max_turns = 5: unknown key (expected a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [components] or [component.<name>])",
+            "max_turns = 5: unknown key (expected a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [components], [component.<name>] or [mcp])",
         ),
     ];
     for (text, want) in cases {

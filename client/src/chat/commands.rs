@@ -169,6 +169,9 @@ async fn tools(chat: &mut Chat) {
         if tier == 2 {
             line.push_str(&format!(" · {}", chat.t("tier.needs_approval", &[])));
         }
+        if !tool.server.is_empty() {
+            line.push_str(&format!(" · MCP {}", render::one_line(&tool.server, 30)));
+        }
         chat.printer.line(&format!("  {line}"));
     }
 }

@@ -94,6 +94,24 @@ pub fn services(port: u16, token_file: &Path, deadline: Duration) -> HubServices
     }
 }
 
+/// The whole `GET /status` JSON of the hub on `port` (token from `token_file`), giving up after
+/// `deadline`; `Err` says why there is none (`None`: nothing listens).
+pub fn status_json(
+    port: u16,
+    token_file: &Path,
+    deadline: Duration,
+) -> Result<serde_json::Value, Option<String>> {
+    let token = read_token(token_file).map_err(Some)?;
+    let authorization = format!("Authorization: Bearer {token}\r\n");
+    match get(port, "/status", &authorization, deadline) {
+        Ok(body) => serde_json::from_slice(&body)
+            .map_err(|_| Some("GET /status did not answer JSON".to_string())),
+        Err(Probe::NotRunning) => Err(None),
+        Err(Probe::Unexpected(why)) => Err(Some(why)),
+        Err(Probe::Hub { .. }) => Err(Some("GET /status gave no answer".to_string())),
+    }
+}
+
 /// The hub token in `file`, trimmed; an error names the file, never its content.
 fn read_token(file: &Path) -> Result<String, String> {
     let text = std::fs::read_to_string(file)

@@ -18,6 +18,7 @@
 mod credentials;
 mod files;
 pub(crate) mod hub;
+mod mcp;
 mod report;
 mod store;
 
@@ -114,6 +115,9 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
     let (hub_line, services) = hub_check(port, &paths.hub.token_file);
     if let Some(config) = &config {
         component_checks(&mut report, config, services);
+        for check in mcp::checks(config, &env, &paths.hub.token_file) {
+            report.push(check);
+        }
     }
     for check in files::permissions(&paths) {
         report.push(check);

@@ -49,6 +49,9 @@ use turn::PendingNotice;
 /// Default capacity of a turn's event channel.
 pub const DEFAULT_EVENT_CAPACITY: usize = 64;
 
+/// Builds the tool catalog a turn starts with (tools that come and go, such as MCP servers' ones).
+pub type CatalogSource = Arc<dyn Fn() -> ToolCatalog + Send + Sync>;
+
 type BoxedExemption = Box<dyn Fn(&str, &Value) -> Result<bool, String> + Send + Sync>;
 
 /// A turn could not give an answer.
@@ -65,6 +68,8 @@ pub enum AgentError {
 pub(crate) struct AgentInner {
     model: Arc<dyn Model>,
     gate: TierGate,
+    /// When set, every turn starts by replacing the gate's catalog with a fresh one.
+    catalog_source: Option<CatalogSource>,
     system: Arc<dyn SystemPromptSource>,
     history: History,
     window: Arc<dyn ConversationWindow>,
@@ -120,6 +125,7 @@ impl TauAgent {
         TauAgentBuilder {
             model,
             catalog: ToolCatalog::new(),
+            catalog_source: None,
             approver: None,
             sink: None,
             gate_timeout: None,
@@ -338,6 +344,7 @@ impl Stream for TurnStream {
 pub struct TauAgentBuilder {
     model: Arc<dyn Model>,
     catalog: ToolCatalog,
+    catalog_source: Option<CatalogSource>,
     approver: Option<Arc<dyn Approver>>,
     sink: Option<Arc<dyn EventSink>>,
     gate_timeout: Option<Duration>,
@@ -357,6 +364,12 @@ impl TauAgentBuilder {
     /// The tools (already filtered by `[components.tools] disabled` where that applies).
     pub fn catalog(mut self, catalog: ToolCatalog) -> Self {
         self.catalog = catalog;
+        self
+    }
+
+    /// Rebuilds the catalog at the start of every turn (a turn never sees the tool set change).
+    pub fn catalog_source(mut self, source: CatalogSource) -> Self {
+        self.catalog_source = Some(source);
         self
     }
 
@@ -465,6 +478,7 @@ impl TauAgentBuilder {
             inner: Arc::new(AgentInner {
                 model: self.model,
                 gate,
+                catalog_source: self.catalog_source,
                 system: self.system,
                 history: History::new(self.history, self.observer),
                 window: self.window,

@@ -110,6 +110,10 @@ async fn drive(
     progress: &mut Progress,
 ) -> Result<(StopReason, Option<String>), HistoryError> {
     repair(inner)?;
+    if let Some(source) = &inner.catalog_source {
+        // The turn boundary: tools that appeared or went away since the last turn apply now.
+        inner.gate.set_catalog(std::sync::Arc::new(source()));
+    }
     inner.history.append(Message::user_text(prompt))?;
     let mut window_failed = false;
     loop {

@@ -55,7 +55,8 @@ use crate::tool::{Tier, ToolCatalog};
 use exemption::Exemptions;
 
 pub(crate) struct GateInner {
-    catalog: Arc<ToolCatalog>,
+    /// Replaced only between turns ([`TierGate::set_catalog`]).
+    catalog: std::sync::RwLock<Arc<ToolCatalog>>,
     approver: Arc<dyn Approver>,
     sink: Arc<dyn EventSink>,
     timeout: Option<Duration>,
@@ -74,7 +75,7 @@ pub struct TierGate {
 impl std::fmt::Debug for TierGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TierGate")
-            .field("tools", &self.inner.catalog.names())
+            .field("tools", &self.catalog().names())
             .field("approver", &self.inner.approver.name())
             .field("timeout", &self.inner.timeout)
             .finish()
@@ -109,7 +110,7 @@ impl TierGateBuilder {
     pub fn build(self) -> TierGate {
         TierGate {
             inner: Arc::new(GateInner {
-                catalog: self.catalog,
+                catalog: std::sync::RwLock::new(self.catalog),
                 approver: self.approver,
                 sink: self.sink,
                 timeout: self.timeout,
@@ -140,8 +141,23 @@ impl TierGate {
     }
 
     /// The catalog the gate looks tools up in.
-    pub fn catalog(&self) -> &Arc<ToolCatalog> {
-        &self.inner.catalog
+    pub fn catalog(&self) -> Arc<ToolCatalog> {
+        Arc::clone(
+            &self
+                .inner
+                .catalog
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Replaces the catalog (the agent does it at a turn boundary, so a turn sees one tool set).
+    pub fn set_catalog(&self, catalog: Arc<ToolCatalog>) {
+        *self
+            .inner
+            .catalog
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = catalog;
     }
 
     pub fn approver_name(&self) -> &str {
@@ -181,7 +197,8 @@ impl TierGate {
     /// otherwise a [`PendingApproval`] whose `pending` event has already been emitted.
     pub fn begin(&self, call: GateCall, ctx: &CallContext) -> Checked {
         let inner = &self.inner;
-        let Some(entry) = inner.catalog.get(&call.tool) else {
+        let catalog = self.catalog();
+        let Some(entry) = catalog.get(&call.tool) else {
             return Checked::Ready(Verdict::Refused(Refusal {
                 call,
                 tier: None,

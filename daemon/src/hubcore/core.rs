@@ -45,10 +45,10 @@ use super::streams::{EventStream, Snapshot, TurnStream};
 use super::turns::AcceptError;
 use crate::agent::SystemPromptSource;
 use crate::clock::SystemClock;
+use crate::mcp::{McpManager, hub_catalog};
 use crate::persona::PersonaLoader;
 use crate::session::{IdKind, SessionStore, validate_id};
 use crate::tool::Tier;
-use crate::tools::shipped_catalog;
 
 /// The channel a request names when it names none.
 pub const DEFAULT_CHANNEL: &str = "api";
@@ -76,9 +76,14 @@ pub struct StartTurn {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolSummary {
     pub name: String,
-    pub tier: Tier,
+    /// `None` for an MCP tool the owner did not tier (never offered).
+    pub tier: Option<Tier>,
     pub description: String,
     pub effect: String,
+    /// The MCP server of an MCP tool.
+    pub server: Option<String>,
+    /// `ready`, or for an MCP tool not offered: `untiered` or `missing`.
+    pub state: String,
 }
 
 /// Sessions whose last seq is remembered after they leave memory.
@@ -180,6 +185,7 @@ impl HubCore {
                 clock,
             )),
         };
+        let options_mcp = options.mcp_servers.clone();
         let journal = options
             .approval_scan_mark
             .as_ref()
@@ -193,6 +199,7 @@ impl HubCore {
                     persona,
                     registry: ApprovalRegistry::new(),
                     journal,
+                    mcp: Arc::new(McpManager::new(options_mcp)),
                 },
                 stream_id: new_id("stream", 0),
                 open: tokio::sync::Mutex::new(HashMap::new()),
@@ -214,6 +221,8 @@ impl HubCore {
     /// [`CoreOptions::approval_scan_mark`] is set, then starts dropping idle sessions. Returns what
     /// was expired.
     pub async fn start(&self) -> Result<Vec<ExpiredApproval>, CoreError> {
+        // MCP servers start in their own tasks: nothing here waits for them.
+        self.inner.parts.mcp.start();
         let store = Arc::clone(&self.inner.parts.store);
         let journal = self.inner.parts.journal.clone();
         let expired = tokio::task::spawn_blocking(move || {
@@ -256,6 +265,12 @@ impl HubCore {
         if tokio::time::timeout(SHUTDOWN_WAIT, waiting).await.is_err() {
             warn!("some session workers did not stop in time");
         }
+        self.inner.parts.mcp.stop(SHUTDOWN_WAIT).await;
+    }
+
+    /// The MCP servers (status, tools).
+    pub fn mcp(&self) -> &Arc<McpManager> {
+        &self.inner.parts.mcp
     }
 
     /// The approval registry (pending approvals, attachments).
@@ -291,17 +306,23 @@ impl HubCore {
     /// The tools an agent may call.
     pub fn tools(&self) -> Vec<ToolSummary> {
         let disabled = &self.options().disabled_tools;
-        match shipped_catalog(Arc::new(SystemClock), disabled) {
-            Ok(catalog) => catalog
-                .entries()
-                .iter()
-                .map(|entry| ToolSummary {
-                    name: entry.name().to_owned(),
-                    tier: entry.tier(),
-                    description: entry.spec().description.clone(),
-                    effect: entry.spec().effect().to_owned(),
-                })
-                .collect(),
+        match hub_catalog(Arc::new(SystemClock), disabled, &self.inner.parts.mcp) {
+            Ok(catalog) => {
+                let mut tools: Vec<ToolSummary> = catalog
+                    .entries()
+                    .iter()
+                    .map(|entry| ToolSummary {
+                        name: entry.name().to_owned(),
+                        tier: Some(entry.tier()),
+                        description: entry.spec().description.clone(),
+                        effect: entry.spec().effect().to_owned(),
+                        server: entry.distribution().strip_prefix("mcp:").map(str::to_owned),
+                        state: "ready".to_owned(),
+                    })
+                    .collect();
+                tools.extend(crate::mcp::not_offered(&self.inner.parts.mcp));
+                tools
+            }
             Err(error) => {
                 warn!("cannot list the tools: {error}");
                 Vec::new()

@@ -146,6 +146,8 @@ pub struct CoreOptions {
     /// Where the start-up scan for approvals left pending records which sessions the next start
     /// must read (see `hubcore::scan_mark`); `None`: every start reads every session.
     pub approval_scan_mark: Option<PathBuf>,
+    /// `[mcp.servers.*]`, resolved: the MCP servers the core starts, with their tools' tiers.
+    pub mcp_servers: Vec<crate::mcp::McpServerSpec>,
 }
 
 /// The approval scan mark's file, next to the sessions in the data directory.
@@ -176,6 +178,7 @@ impl Default for CoreOptions {
             replay_buffer: super::bus::DEFAULT_REPLAY_BUFFER,
             subscriber_lag: super::bus::DEFAULT_SUBSCRIBER_LAG,
             approval_scan_mark: None,
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -210,6 +213,7 @@ impl CoreOptions {
                 .agent
                 .approval_timeout_seconds
                 .map(|s| Duration::from_secs(u64::from(s))),
+            mcp_servers: crate::mcp::specs_from_config(&config.mcp, &installation.env),
             ..Self::default()
         }
     }

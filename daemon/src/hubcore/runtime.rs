@@ -33,12 +33,12 @@ use super::turns::TurnTable;
 use super::window::{SlidingWindow, SummarizingWindow};
 use crate::agent::{ConversationWindow, SystemPromptSource, TauAgent};
 use crate::clock::SystemClock;
+use crate::mcp::hub_catalog;
 use crate::message::Message;
 use crate::session::{
     ContextMode, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionAgent, SessionError,
     SessionStore, now_utc, read_agent_for_mode, sliding_window_start,
 };
-use crate::tools::shipped_catalog;
 
 /// What building an agent needs, shared by every session.
 pub(crate) struct AgentParts {
@@ -49,6 +49,8 @@ pub(crate) struct AgentParts {
     pub registry: Arc<ApprovalRegistry>,
     /// Notes the sessions approvals are asked in, for the next start's scan.
     pub journal: Option<Arc<super::scan_mark::ScanJournal>>,
+    /// The MCP servers; their tools join the catalog at each turn's start.
+    pub mcp: Arc<crate::mcp::McpManager>,
 }
 
 /// The agent of an open session, with the role it runs on.
@@ -305,8 +307,18 @@ fn build_agent(
         }
         ContextMode::Sliding => Arc::new(SlidingWindow::new(options.window_size)),
     };
-    let catalog = shipped_catalog(Arc::new(SystemClock), &options.disabled_tools)
+    let catalog = hub_catalog(Arc::new(SystemClock), &options.disabled_tools, &parts.mcp)
         .map_err(|e| CoreError::Unavailable(format!("tool catalog: {e}")))?;
+    let catalog_source: Option<crate::agent::CatalogSource> = (!parts.mcp.is_empty()).then(|| {
+        let mcp = Arc::clone(&parts.mcp);
+        let disabled = options.disabled_tools.clone();
+        Arc::new(move || {
+            hub_catalog(Arc::new(SystemClock), &disabled, &mcp).unwrap_or_else(|e| {
+                warn!("tool catalog: {e}");
+                crate::tool::ToolCatalog::new()
+            })
+        }) as crate::agent::CatalogSource
+    });
     let recorder = Arc::new(
         SessionRecorder::new(
             Arc::clone(store),
@@ -324,8 +336,11 @@ fn build_agent(
         Arc::clone(readiness),
         Arc::clone(turn_slot),
     ));
-    let agent = TauAgent::builder(model)
-        .catalog(catalog)
+    let mut agent = TauAgent::builder(model).catalog(catalog);
+    if let Some(source) = catalog_source {
+        agent = agent.catalog_source(source);
+    }
+    let agent = agent
         .approver(approver)
         .event_sink(Arc::clone(&recorder) as _)
         .gate_timeout(options.approval_timeout)

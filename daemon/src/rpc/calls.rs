@@ -323,7 +323,18 @@ pub fn status_extras(core: &HubCore, response: &mut pb::GetStatusResponse) {
     response.session_backend = core.backend_name().to_owned();
     response.default_role = options.default_role.clone();
     response.model_roles = options.roles.keys().cloned().collect();
-    response.tools = core.tools().into_iter().map(|t| t.name).collect();
+    response.tools = core
+        .tools()
+        .into_iter()
+        .filter(|t| t.state == "ready")
+        .map(|t| t.name)
+        .collect();
+    response.mcp_servers = core
+        .mcp()
+        .status()
+        .into_iter()
+        .map(wire::mcp_server)
+        .collect();
     response.approvals_pending = u32::try_from(core.registry().pending_count()).unwrap_or(u32::MAX);
 }
 

@@ -84,6 +84,10 @@ impl GrpcService {
                 hub.set_approvals_pending_source(move || {
                     u32::try_from(registry.pending_count()).unwrap_or(u32::MAX)
                 });
+                if !core.mcp().is_empty() {
+                    let mcp = Arc::clone(core.mcp());
+                    hub.add_status_source(move || crate::mcp::status_json(&mcp));
+                }
                 Ok(core)
             }
             Err(e) => {

@@ -235,9 +235,32 @@ pub fn snapshot(snapshot: Snapshot) -> pb::SessionSnapshot {
 pub fn tool(tool: ToolSummary) -> pb::ToolInfo {
     pb::ToolInfo {
         name: tool.name,
-        tier: self::tier(Some(tool.tier)) as i32,
+        tier: self::tier(tool.tier) as i32,
         description: tool.description,
         effect: tool.effect,
+        server: tool.server.unwrap_or_default(),
+        state: tool.state,
+    }
+}
+
+/// One MCP server's status as `GetStatusResponse.mcp_servers` shows it.
+pub fn mcp_server(server: crate::mcp::ServerStatus) -> pb::McpServer {
+    use crate::mcp::ToolState;
+    let count = |state: ToolState| {
+        let n = server.tools.iter().filter(|t| t.state == state).count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    };
+    pb::McpServer {
+        tools_offered: count(ToolState::Offered),
+        tools_untiered: count(ToolState::Untiered),
+        state: serde_json::to_value(server.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        error: server.error.unwrap_or_default(),
+        restarts: server.restarts,
+        pid: server.pid.unwrap_or(0),
+        name: server.name,
     }
 }
 

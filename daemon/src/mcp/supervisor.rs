@@ -1,0 +1,237 @@
+//! One task per server: launch, handshake, list, serve calls, and on death kill the group and
+//! restart with backoff; on stop, close and kill the group.
+//!
+//! Invariants: the process group is killed after every run of the server, clean exit or not, so
+//! no grandchild outlives it; the server's state (starting, ready, restarting, failed, stopped) and
+//! its tool listing are published through [`ServerShared`] only, never awaited by a turn; a new
+//! `tools/list` replaces the published tools as a whole (turns pick it up when they build their
+//! catalog).
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::McpError;
+use super::adapter::{HandleSlot, McpTool};
+use super::launch::{StderrTail, kill_group, launch};
+use super::names::model_names;
+use super::session::{Connection, ListedTool};
+use super::spec::McpServerSpec;
+use super::status::{Phase, ServerStatus, ToolListing, ToolState};
+
+/// How long a dead server's stderr may take to be read to its end.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A server's published state, shared with the hub.
+pub struct ServerShared {
+    pub(super) status: Mutex<ServerStatus>,
+    pub(super) tools: Mutex<Vec<Arc<McpTool>>>,
+    pub(super) slot: Arc<HandleSlot>,
+    pub(super) tail: Arc<StderrTail>,
+}
+
+impl ServerShared {
+    pub(super) fn new(spec: &McpServerSpec) -> Self {
+        Self {
+            status: Mutex::new(ServerStatus::new(&spec.key, &spec.command)),
+            tools: Mutex::new(Vec::new()),
+            slot: Arc::new(HandleSlot::default()),
+            tail: Arc::new(StderrTail::default()),
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut ServerStatus)) {
+        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut status);
+    }
+
+    fn publish(&self, tools: Vec<Arc<McpTool>>) {
+        *self.tools.lock().unwrap_or_else(PoisonError::into_inner) = tools;
+    }
+
+    /// A copy of the status, with the stderr tail.
+    pub fn snapshot(&self) -> ServerStatus {
+        let mut status = self
+            .status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        status.stderr_tail = self.tail.lines();
+        status
+    }
+
+    /// The tiered tools of the last listing (empty unless ready).
+    pub fn tools(&self) -> Vec<Arc<McpTool>> {
+        self.tools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Runs `spec` until `stop`.
+pub(super) async fn supervise(
+    spec: McpServerSpec,
+    shared: Arc<ServerShared>,
+    stop: CancellationToken,
+) {
+    let mut attempt = 0u32;
+    loop {
+        shared.update(|s| s.state = Phase::Starting);
+        let listed_before = shared.snapshot().generation;
+        let error = run_once(&spec, &shared, &stop).await;
+        if shared.snapshot().generation != listed_before {
+            // It reached ready: the backoff starts over.
+            attempt = 0;
+        }
+        shared.slot.set(None);
+        shared.publish(Vec::new());
+        if stop.is_cancelled() {
+            break;
+        }
+        attempt += 1;
+        let why = match error {
+            Some(e) => e.to_string(),
+            None => "the server exited".to_owned(),
+        };
+        let tail = shared.tail.summary(3);
+        let why = if tail.is_empty() {
+            why
+        } else {
+            format!("{why}; stderr: {tail}")
+        };
+        let delay = spec.backoff.delay(attempt);
+        tracing::warn!(server = %spec.key, "mcp server down, restarting in {delay:?}: {why}");
+        shared.update(|s| {
+            s.state = Phase::Restarting;
+            s.error = Some(why);
+            s.restarts += 1;
+            s.pid = None;
+        });
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = stop.cancelled() => break,
+        }
+    }
+    shared.update(|s| {
+        s.state = Phase::Stopped;
+        s.pid = None;
+    });
+}
+
+/// One life of the server; `None` when it was stopped or exited on its own, else why it failed.
+async fn run_once(
+    spec: &McpServerSpec,
+    shared: &Arc<ServerShared>,
+    stop: &CancellationToken,
+) -> Option<McpError> {
+    let mut launched = match launch(spec, &shared.tail) {
+        Ok(launched) => launched,
+        Err(e) => return Some(e),
+    };
+    let pid = launched.pid;
+    shared.update(|s| s.pid = Some(pid));
+    let (changed_tx, mut changed_rx) = mpsc::channel(1);
+    let stdout = launched.stdout;
+    let stdin = launched.stdin;
+    let child = &mut launched.child;
+    let outcome = async {
+        let connection = tokio::select! {
+            c = Connection::connect(stdout, stdin, spec.startup_timeout, changed_tx) => c?,
+            () = stop.cancelled() => return Ok(None),
+        };
+        let listed = connection.list_tools(spec.startup_timeout).await?;
+        let tools = apply_listing(spec, shared, &listed);
+        shared.slot.set(Some(connection.handle()));
+        shared.publish(tools);
+        shared.update(|s| {
+            s.state = Phase::Ready;
+            s.error = None;
+        });
+        tracing::info!(server = %spec.key, pid, "mcp server ready");
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => {
+                    connection.close().await;
+                    return Ok(None);
+                }
+                status = child.wait() => {
+                    let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                    return Err(McpError::Exited(status));
+                }
+                Some(()) = changed_rx.recv() => {
+                    match connection.list_tools(spec.startup_timeout).await {
+                        Ok(listed) => {
+                            let tools = apply_listing(spec, shared, &listed);
+                            shared.publish(tools);
+                            tracing::info!(server = %spec.key, "mcp tool list changed; applies from the next turn");
+                        }
+                        Err(e) => tracing::warn!(server = %spec.key, "mcp tools/list after list_changed failed: {e}"),
+                    }
+                }
+            }
+        }
+    }
+    .await;
+    kill_group(pid, &mut launched.child, spec.kill_grace).await;
+    // The group is gone: what it wrote to stderr is read to the end (bounded, in case something
+    // outside the group holds the pipe), so the error below carries its last lines.
+    let _ = tokio::time::timeout(DRAIN_WAIT, launched.drain).await;
+    match outcome {
+        Ok(None) => None,
+        Ok(Some(e)) | Err(e) => Some(e),
+    }
+}
+
+/// Builds the adapters of the tiered tools in `listed` and records the whole listing (untiered
+/// tools, configured tools the server does not offer, tiers that look too low) in the status.
+fn apply_listing(
+    spec: &McpServerSpec,
+    shared: &Arc<ServerShared>,
+    listed: &[ListedTool],
+) -> Vec<Arc<McpTool>> {
+    let raw: Vec<&str> = listed.iter().map(|t| t.name.as_str()).collect();
+    let names = model_names(&spec.key, &raw);
+    let mut tools = Vec::new();
+    let mut listing = Vec::new();
+    for (tool, model_name) in listed.iter().zip(names) {
+        let Some(tier) = spec.tools.get(&tool.name) else {
+            tracing::warn!(server = %spec.key, tool = %tool.name, "mcp tool has no tier in tau.toml; it is not offered to the model");
+            listing.push(ToolListing::new(
+                tool,
+                model_name,
+                None,
+                ToolState::Untiered,
+            ));
+            continue;
+        };
+        let mut entry = ToolListing::new(tool, model_name.clone(), Some(tier), ToolState::Offered);
+        if tier.tier.number() == 0 && tool.claims_destructive() {
+            let warning =
+                "the server marks this tool destructive (or not read-only) but its tier is 0";
+            tracing::warn!(server = %spec.key, tool = %tool.name, "{warning}");
+            entry.warning = Some(warning.to_owned());
+        }
+        listing.push(entry);
+        tools.push(Arc::new(McpTool::new(
+            &spec.key,
+            model_name,
+            tool,
+            tier,
+            spec.call_timeout,
+            Arc::clone(&shared.slot),
+        )));
+    }
+    for (name, tier) in &spec.tools {
+        if !raw.contains(&name.as_str()) {
+            tracing::info!(server = %spec.key, tool = %name, "configured mcp tool is not offered by the server");
+            listing.push(ToolListing::missing(name, tier));
+        }
+    }
+    shared.update(|s| {
+        s.tools = listing;
+        s.generation += 1;
+    });
+    tools
+}

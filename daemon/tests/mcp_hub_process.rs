@@ -1,0 +1,82 @@
+//! MCP servers under the real `taud`: a server killed from outside is restarted while the hub keeps
+//! answering, and after the hub stops no server process or grandchild is left.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod hub_common;
+mod mcp_common;
+
+use std::time::Duration;
+
+use hub_common::{Install, get_json, get_status, wait_for};
+use mcp_common::{fake_script, gone};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+fn server(install: &Install) -> serde_json::Value {
+    get_status(install)["mcp"]["servers"][0].clone()
+}
+
+#[test]
+fn a_killed_server_is_restarted_and_stopping_the_hub_leaves_no_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pidfile = tmp.path().join("grandchild.pid");
+    let config = format!(
+        "[hub]\nheartbeat_seconds = 1\n\n[mcp.servers.fake]\ncommand = \"python3\"\nargs = [\"-u\", {script:?}, \"--grandchild\", {pidfile:?}]\nstartup_timeout_seconds = 10\n\n[mcp.servers.fake.tools.read_state]\ntier = 0\n",
+        script = fake_script().display().to_string(),
+        pidfile = pidfile.display().to_string(),
+    );
+    let install = Install::with_config(&config);
+    let mut hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let first = wait_for("the server ready", || {
+        let s = server(&install);
+        (s["state"] == "ready").then(|| s["pid"].as_u64().unwrap() as u32)
+    });
+    let grandchild1: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let status = get_status(&install);
+    let tools: Vec<&str> = status["mcp"]["servers"][0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["state"] == "offered")
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, vec!["mcp__fake__read_state"]);
+
+    kill(Pid::from_raw(first as i32), Signal::SIGKILL).unwrap();
+    // The hub answers meanwhile.
+    assert_eq!(get_json(install.port, "/health")["pid"], hub.pid());
+    let second = wait_for("a restart", || {
+        let s = server(&install);
+        (s["state"] == "ready"
+            && s["restarts"].as_u64() >= Some(1)
+            && s["pid"].as_u64() != Some(u64::from(first)))
+        .then(|| s["pid"].as_u64().unwrap() as u32)
+    });
+    // The first life's group went with it.
+    wait_for("the first grandchild gone", || {
+        gone(grandchild1).then_some(())
+    });
+    let grandchild2: u32 = wait_for("a second grandchild", || {
+        let pid: u32 = std::fs::read_to_string(&pidfile)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        (pid != grandchild1).then_some(pid)
+    });
+    assert!(!gone(second) && !gone(grandchild2));
+
+    hub.signal(Signal::SIGTERM);
+    let exit = hub.wait_exit();
+    assert!(exit.success(), "{exit:?}: {}", hub.stderr());
+    std::thread::sleep(Duration::from_millis(50));
+    for pid in [first, second, grandchild1, grandchild2] {
+        assert!(gone(pid), "process {pid} is left after the hub stopped");
+    }
+}
