@@ -47,6 +47,7 @@ mod parse;
 mod reader;
 mod settings;
 mod template;
+mod tuning;
 #[cfg(test)]
 mod tests;
 
@@ -65,6 +66,7 @@ pub use settings::{
     NodeRole, Profile, Settings, hub_port_from_env, lang_from_env, profile_from_env, role_from_env,
 };
 pub use template::{TEMPLATE, default_provider, render_template};
+pub use tuning::{KeepAlive, ModelTuning, Temperature};
 
 use crate::env::Env;
 

@@ -157,6 +157,8 @@ fn choose_provider(
             ProviderArg::Bedrock => BuiltinProvider::Bedrock,
             ProviderArg::Anthropic => BuiltinProvider::Anthropic,
             ProviderArg::Fake => BuiltinProvider::Fake,
+            ProviderArg::Ollama => BuiltinProvider::Ollama,
+            ProviderArg::OpenAi => BuiltinProvider::OpenAi,
         };
         return (provider, "chosen with --provider".to_string());
     }
@@ -164,6 +166,8 @@ fn choose_provider(
     let found = match provider {
         BuiltinProvider::Bedrock => "AWS credentials found",
         BuiltinProvider::Anthropic => "ANTHROPIC_API_KEY found",
+        // Never chosen by credentials alone: only with --provider.
+        BuiltinProvider::Ollama | BuiltinProvider::OpenAi => "chosen",
         BuiltinProvider::Fake => {
             return (
                 provider,

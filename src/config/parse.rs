@@ -32,7 +32,16 @@ pub(crate) const KNOWN_TABLES: &[&str] = &[
     "component",
 ];
 
-const ROLE_KEYS: &[&str] = &["provider", "model_id", "max_tokens", "cache", "fallback"];
+const ROLE_KEYS: &[&str] = &[
+    "provider",
+    "model_id",
+    "max_tokens",
+    "cache",
+    "fallback",
+    "num_ctx",
+    "keep_alive",
+    "temperature",
+];
 const CACHE_KEYS: &[&str] = &["strategy", "ttl", "system_prompt_ttl", "tools_ttl"];
 const FALLBACK_KEYS: &[&str] = &["provider", "model_id", "max_tokens"];
 const AGENT_KEYS: &[&str] = &[
@@ -182,6 +191,7 @@ fn role_config(role: &Section<'_>, known: &KnownNames) -> Result<RoleConfig, Con
         max_tokens,
         cache,
         fallback,
+        tuning: super::tuning::tuning_of(role)?,
     })
 }
 
