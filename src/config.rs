@@ -47,9 +47,9 @@ mod parse;
 mod reader;
 mod settings;
 mod template;
-mod tuning;
 #[cfg(test)]
 mod tests;
+mod tuning;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

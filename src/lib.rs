@@ -38,6 +38,6 @@ pub mod display;
 pub mod dotenv;
 pub mod env;
 pub mod error_marks;
-pub mod model_endpoints;
 pub mod installation;
+pub mod model_endpoints;
 pub mod paths;

@@ -46,7 +46,9 @@ fn ollama_host_url(host: &str) -> String {
     } else {
         authority.contains(':')
     };
-    let authority = authority.replace("0.0.0.0", "127.0.0.1").replace("[::]", "[::1]");
+    let authority = authority
+        .replace("0.0.0.0", "127.0.0.1")
+        .replace("[::]", "[::1]");
     let port = if has_port || scheme != "http" {
         String::new()
     } else {
@@ -127,7 +129,10 @@ mod tests {
         assert_eq!(base, OPENAI_DEFAULT_URL);
         let missing = openai_key(&none, &base).unwrap_err();
         assert_eq!(missing.variables, ["OPENAI_API_KEY"]);
-        let local = openai_base_url(None, &env(&[("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1/")]));
+        let local = openai_base_url(
+            None,
+            &env(&[("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1/")]),
+        );
         assert_eq!(local, "http://127.0.0.1:8080/v1");
         assert_eq!(openai_key(&none, &local), Ok(None));
         let with_key = env(&[("OPENAI_API_KEY", "sk-test")]);
