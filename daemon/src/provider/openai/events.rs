@@ -8,7 +8,8 @@
 //! say); usage (sent after the finish by `include_usage`) counts cached prompt tokens as cache
 //! reads, not input; `[DONE]` (or the body's end after a finish) ends the stream with
 //! `MessageStop` then `Metadata`; an error record is a failure; a body that ends before any finish
-//! is a retryable failure; a `data` that is not JSON is a protocol failure.
+//! is a retryable failure; a `data` that is not JSON is a protocol failure, unless the body's end
+//! cut it off (retryable).
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -144,10 +145,20 @@ pub struct OpenAiDecoder {
     last_tool: Option<u64>,
     tools_seen: u64,
     finished: bool,
+    /// The body has ended: a record that does not parse now was cut off, not malformed.
+    at_end: bool,
 }
 
 fn protocol(message: impl Into<String>) -> Failure {
     Failure::fatal(ModelError::Stream(message.into()))
+}
+
+/// The body ended inside a record: the connection was lost mid-reply.
+fn cut_off() -> Failure {
+    Failure::retryable(
+        ModelError::Unavailable("the stream was cut off inside a record".into()),
+        None,
+    )
 }
 
 impl OpenAiDecoder {
@@ -161,6 +172,7 @@ impl OpenAiDecoder {
             last_tool: None,
             tools_seen: 0,
             finished: false,
+            at_end: false,
         }
     }
 
@@ -199,8 +211,13 @@ impl OpenAiDecoder {
         if data == "[DONE]" {
             return self.finish(out);
         }
-        let parsed: Record = serde_json::from_str(data)
-            .map_err(|e| protocol(format!("a chat completion chunk is not JSON ({e})")))?;
+        let parsed: Record = serde_json::from_str(data).map_err(|e| {
+            if self.at_end {
+                cut_off()
+            } else {
+                protocol(format!("a chat completion chunk is not JSON ({e})"))
+            }
+        })?;
         let chunk = match parsed {
             Record::Failed { error } => {
                 let code = match error.code {
@@ -291,6 +308,7 @@ impl FrameDecoder for OpenAiDecoder {
     }
 
     fn end(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), Failure> {
+        self.at_end = true;
         let mut records = Vec::new();
         self.sse
             .finish(&mut records)
@@ -306,5 +324,160 @@ impl FrameDecoder for OpenAiDecoder {
             ModelError::Unavailable("the chat completion stream ended before it finished".into()),
             None,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ReasoningDelta;
+    use crate::provider::retry::RetryAdvice;
+
+    const TEXT_TURN: &[u8] =
+        include_bytes!("../../../tests/fixtures/providers/openai/text_turn.sse");
+    const TOOL_TURN: &[u8] =
+        include_bytes!("../../../tests/fixtures/providers/openai/tool_turn.sse");
+    const ERROR_MID_STREAM: &[u8] =
+        include_bytes!("../../../tests/fixtures/providers/openai/error_mid_stream.sse");
+
+    fn decode(body: &[u8], piece: usize) -> (Vec<ModelEvent>, Option<Failure>) {
+        let mut decoder = OpenAiDecoder::new("gpt-4.1");
+        let mut out = Vec::new();
+        for chunk in body.chunks(piece) {
+            match decoder.feed(chunk, &mut out) {
+                Ok(true) => return (out, None),
+                Ok(false) => {}
+                Err(failure) => return (out, Some(failure)),
+            }
+        }
+        let end = decoder.end(&mut out).err();
+        (out, end)
+    }
+
+    #[test]
+    fn fixtures_decode_the_same_whole_and_in_odd_pieces() {
+        for body in [TEXT_TURN, TOOL_TURN, ERROR_MID_STREAM] {
+            let whole = decode(body, body.len());
+            for piece in [1, 2, 3, 5, 7, 13, 64, 333] {
+                assert_eq!(decode(body, piece), whole, "piece size {piece}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_text_turn_with_reasoning_and_cached_usage() {
+        let (events, failure) = decode(TEXT_TURN, 11);
+        assert!(failure.is_none(), "{failure:?}");
+        let reasoning: String = events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::ReasoningDelta {
+                    index: 0,
+                    delta: ReasoningDelta::Text(t),
+                } => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reasoning, "The user greets me in Turkish.");
+        let text: String = events
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::TextDelta { index: 1, text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "Merhaba! Saat 15:30, efendim. Çay ister misiniz? 🍵");
+        let n = events.len();
+        assert_eq!(events[n - 3], ModelEvent::BlockStop { index: 1 });
+        assert_eq!(
+            events[n - 2],
+            ModelEvent::MessageStop {
+                stop_reason: StopReason::EndTurn
+            }
+        );
+        assert_eq!(
+            events[n - 1],
+            ModelEvent::Metadata {
+                usage: Some(Usage {
+                    input_tokens: 176,
+                    output_tokens: 21,
+                    total_tokens: 1221,
+                    cache_read_input_tokens: Some(1024),
+                    cache_write_input_tokens: None,
+                }),
+                metrics: None,
+            }
+        );
+    }
+
+    #[test]
+    fn arguments_spread_over_deltas_join_per_call() {
+        let (events, failure) = decode(TOOL_TURN, 3);
+        assert!(failure.is_none(), "{failure:?}");
+        let args = |block: u32| -> String {
+            events
+                .iter()
+                .filter_map(|e| match e {
+                    ModelEvent::ToolUseInputDelta {
+                        index,
+                        partial_json,
+                    } if *index == block => Some(partial_json.as_str()),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(args(0), r#"{"timezone":"Europe/İstanbul"}"#);
+        assert_eq!(args(1), r#"{"action":"kettle on"}"#);
+        assert!(events.contains(&ModelEvent::ToolUseStart {
+            index: 1,
+            tool_use_id: "call_Zr7p".into(),
+            name: "demo_physical_action".into()
+        }));
+        assert!(events.contains(&ModelEvent::MessageStop {
+            stop_reason: StopReason::ToolUse
+        }));
+    }
+
+    #[test]
+    fn an_error_record_after_200_is_a_retryable_failure() {
+        let (events, failure) = decode(ERROR_MID_STREAM, 9);
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, ModelEvent::TextDelta { .. }))
+        );
+        let failure = failure.expect("a failure");
+        assert_eq!(failure.retry, RetryAdvice::After(None));
+        assert!(matches!(&failure.error, ModelError::Unavailable(m) if m.contains("server_error")));
+    }
+
+    #[test]
+    fn a_cut_body_is_retryable_and_malformed_data_is_not() {
+        let cut = &TEXT_TURN[..TEXT_TURN.len() / 2];
+        let (_, failure) = decode(cut, 4);
+        let failure = failure.expect("a failure");
+        assert_eq!(failure.retry, RetryAdvice::After(None));
+        assert!(matches!(failure.error, ModelError::Unavailable(_)));
+
+        let (_, failure) = decode(b"data: {\"choices\":[]}\n\ndata: {oops\n\n", 3);
+        let failure = failure.expect("a failure");
+        assert_eq!(failure.retry, RetryAdvice::Never);
+        assert!(matches!(failure.error, ModelError::Stream(m) if m.contains("not JSON")));
+    }
+
+    #[test]
+    fn a_finish_without_done_still_ends_and_finish_reasons_map() {
+        let body = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"length\"}]}\n\n";
+        let (events, failure) = decode(body, 5);
+        assert!(failure.is_none());
+        assert!(events.contains(&ModelEvent::MessageStop {
+            stop_reason: StopReason::MaxTokens
+        }));
+        assert_eq!(stop_reason("stop", true), StopReason::ToolUse);
+        assert_eq!(
+            stop_reason("content_filter", false),
+            StopReason::ContentFiltered
+        );
+        assert_eq!(stop_reason("weird", false), StopReason::EndTurn);
     }
 }
