@@ -44,6 +44,7 @@ mod error;
 mod known;
 mod model;
 mod parse;
+mod provider_tables;
 mod reader;
 mod settings;
 mod template;
@@ -62,6 +63,7 @@ pub use model::{
     DEFAULT_SESSION_BACKEND, DEFAULT_WINDOW_SIZE, FallbackConfig, HubComponents, HubConfig,
     ModelsConfig, RoleConfig, SessionsConfig, ToolComponents, UiConfig,
 };
+pub use provider_tables::{PROVIDER_TABLES, base_url as component_base_url};
 pub use settings::{
     NodeRole, Profile, Settings, hub_port_from_env, lang_from_env, profile_from_env, role_from_env,
 };

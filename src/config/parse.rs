@@ -363,6 +363,7 @@ fn component_settings(doc: &Section<'_>) -> Result<BTreeMap<String, Table>, Conf
                 ),
             });
         };
+        super::provider_tables::check(doc, name, t)?;
         out.insert(name.clone(), t.clone());
     }
     Ok(out)

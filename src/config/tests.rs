@@ -368,6 +368,14 @@ fn error_texts() {
             r#"models.roles.brain.keep_alive = "forever": expected whole seconds or a duration such as "30m", "1h30m" or "-1" (keep loaded)"#,
         ),
         (
+            "[component.ollama]\nbase_url = \"127.0.0.1:11434\"\n",
+            r#"component.ollama.base_url = "127.0.0.1:11434": expected an http:// or https:// URL"#,
+        ),
+        (
+            "[component.openai]\nbase_url = \"http://127.0.0.1:8080/v1\"\napi_key = \"sk\"\n",
+            r#"component.openai.api_key = "sk": unknown key (expected base_url)"#,
+        ),
+        (
             "[models.roles.brain]\nprovider = \"openai\"\nmodel_id = \"m\"\ntemperature = 2.5\n",
             "models.roles.brain.temperature = 2.5: expected a number from 0 to 2",
         ),
