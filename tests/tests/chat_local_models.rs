@@ -33,9 +33,9 @@ type Seen = Arc<Mutex<Vec<String>>>;
 
 /// Serves until the test ends: `/api/chat` gets the tool turn first, then the text turn; the
 /// Chat Completions path gets [`OPENAI_TEXT`].
-fn serve() -> (u16, Seen) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
+fn serve() -> anyhow::Result<(u16, Seen)> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
     let seen: Seen = Arc::default();
     let log = Arc::clone(&seen);
     std::thread::spawn(move || {
@@ -74,7 +74,7 @@ fn serve() -> (u16, Seen) {
                 .unwrap_or_default()
                 .to_owned();
             let (body, kind): (Vec<u8>, &str) = {
-                let mut seen = log.lock().unwrap();
+                let Ok(mut seen) = log.lock() else { return };
                 seen.push(path.clone());
                 let ollama_calls = seen.iter().filter(|p| *p == "/api/chat").count();
                 match path.as_str() {
@@ -93,12 +93,12 @@ fn serve() -> (u16, Seen) {
             let _ = stream.write_all(&body);
         }
     });
-    (port, seen)
+    Ok((port, seen))
 }
 
 #[test]
 fn a_chat_on_ollama_with_an_approval_then_on_an_openai_compatible_server() {
-    let (port, seen) = serve();
+    let (port, seen) = serve().unwrap();
     let env = ChatSandbox::new().unwrap();
     let init = env
         .command("tau")
