@@ -145,13 +145,16 @@ pub const BUILTIN_COMPONENTS: &[BuiltinComponent] = &[
         "fake",
         "an offline scripted model (no credentials)",
     ),
-    BuiltinComponent {
-        kind: ComponentKind::Provider,
-        name: "ollama",
-        availability: Availability::Planned,
-        tier: None,
-        summary: "a local model server",
-    },
+    built(
+        ComponentKind::Provider,
+        "ollama",
+        "a local Ollama server (native /api/chat; no credentials)",
+    ),
+    built(
+        ComponentKind::Provider,
+        "openai",
+        "any OpenAI-compatible Chat Completions endpoint",
+    ),
     built(
         ComponentKind::SessionBackend,
         "file",
@@ -444,7 +447,8 @@ mod tests {
             Some("used by brain (fallback)")
         );
         assert_eq!(get("bedrock").note, None);
-        assert!(!get("ollama").enabled);
+        assert!(get("ollama").enabled && get("openai").enabled);
+        assert_eq!(get("ollama").note, None);
         assert!(get("sqlite").note.as_deref().unwrap().starts_with("in use"));
         assert!(get("file").enabled);
         assert!(get("current_time").enabled);

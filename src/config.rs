@@ -45,11 +45,13 @@ mod known;
 mod mcp;
 mod model;
 mod parse;
+mod provider_tables;
 mod reader;
 mod settings;
 mod template;
 #[cfg(test)]
 mod tests;
+mod tuning;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -66,10 +68,12 @@ pub use model::{
     DEFAULT_SESSION_BACKEND, DEFAULT_WINDOW_SIZE, FallbackConfig, HubComponents, HubConfig,
     ModelsConfig, RoleConfig, SessionsConfig, ToolComponents, UiConfig,
 };
+pub use provider_tables::{PROVIDER_TABLES, base_url as component_base_url};
 pub use settings::{
     NodeRole, Profile, Settings, hub_port_from_env, lang_from_env, profile_from_env, role_from_env,
 };
 pub use template::{TEMPLATE, default_provider, render_template};
+pub use tuning::{KeepAlive, ModelTuning, Temperature};
 
 use crate::env::Env;
 

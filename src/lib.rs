@@ -39,4 +39,5 @@ pub mod dotenv;
 pub mod env;
 pub mod error_marks;
 pub mod installation;
+pub mod model_endpoints;
 pub mod paths;

@@ -111,6 +111,11 @@ pub enum ProviderArg {
     Bedrock,
     Anthropic,
     Fake,
+    /// A local Ollama server (every role on a local model).
+    Ollama,
+    /// An OpenAI-compatible endpoint.
+    #[value(name = "openai")]
+    OpenAi,
 }
 
 /// `--lang` values.

@@ -17,6 +17,7 @@
 
 mod files;
 mod language;
+mod ollama;
 
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
@@ -79,7 +80,13 @@ pub fn run(
     } else {
         let (provider, why) = choose_provider(args.provider, &process_env, &env, &env_file);
         let (lang, lang_why) = choose_language(args)?;
-        let text = with_language(&render_template(provider), lang);
+        let mut text = with_language(&render_template(provider), lang);
+        let mut why = why;
+        if provider == BuiltinProvider::Ollama {
+            let (local, note) = ollama::with_local_models(&text, &env);
+            text = local;
+            why = format!("{why}; {note}");
+        }
         out.push(write_file(&config_file, &text, 0o644, args.force)?);
         Some((provider, why, lang, lang_why))
     };
@@ -157,6 +164,8 @@ fn choose_provider(
             ProviderArg::Bedrock => BuiltinProvider::Bedrock,
             ProviderArg::Anthropic => BuiltinProvider::Anthropic,
             ProviderArg::Fake => BuiltinProvider::Fake,
+            ProviderArg::Ollama => BuiltinProvider::Ollama,
+            ProviderArg::OpenAi => BuiltinProvider::OpenAi,
         };
         return (provider, "chosen with --provider".to_string());
     }
@@ -164,6 +173,8 @@ fn choose_provider(
     let found = match provider {
         BuiltinProvider::Bedrock => "AWS credentials found",
         BuiltinProvider::Anthropic => "ANTHROPIC_API_KEY found",
+        // Never chosen by credentials alone: only with --provider.
+        BuiltinProvider::Ollama | BuiltinProvider::OpenAi => "chosen",
         BuiltinProvider::Fake => {
             return (
                 provider,

@@ -32,7 +32,8 @@ fn every_group_is_listed_with_a_disabled_tool_and_an_unknown_name() {
         clock.contains(" enabled ") && clock.contains("tier 0"),
         "{clock}"
     );
-    assert!(line("ollama").contains(" disabled "));
+    assert!(line("ollama").contains(" enabled "));
+    assert!(line("openai").contains(" enabled "));
     assert!(line("fake").contains("used by brain, fast, local"));
     assert!(line("grpc").contains(" enabled "));
     assert!(text.contains("  (none built in)\n"), "{text}");

@@ -184,18 +184,54 @@ fn bedrock_profile_must_exist_and_hold_both_keys() {
 }
 
 #[test]
-fn a_planned_provider_is_a_warning() {
-    let sandbox = Sandbox::healthy();
+fn an_ollama_role_is_checked_against_its_server() {
+    let tags = r#"{"models":[{"name":"llama3:latest","model":"llama3:latest"}]}"#;
+    let (port, request) = serve_once(format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{tags}",
+        tags.len()
+    ));
+    let mut sandbox = Sandbox::healthy();
+    sandbox.var("OLLAMA_HOST", &format!("127.0.0.1:{port}"));
     sandbox.write(
         "home/tau.toml",
         "[models.roles.brain]\nprovider = \"fake\"\nmodel_id = \"fake\"\n\
-         [models.roles.local]\nprovider = \"ollama\"\nmodel_id = \"llama3\"\n",
+         [models.roles.local]\nprovider = \"ollama\"\nmodel_id = \"llama3\"\n\
+         fallback = { provider = \"ollama\", model_id = \"qwen3:8b\" }\n",
+    );
+    let (run, json) = doctor(&sandbox);
+    assert!(request.join().unwrap().starts_with("GET /api/tags "));
+    let local = checks(&json, "role local");
+    assert_eq!(local[0].0, "ok", "{local:?}");
+    assert_eq!(local[0].1, "ollama (llama3): no credentials needed");
+    assert_eq!(local[1].0, "ok", "{local:?}");
+    assert!(local[1].1.contains("has llama3"), "{local:?}");
+    let fallback = checks(&json, "role local fallback");
+    let missing = fallback.iter().find(|c| c.1.contains("no model")).unwrap();
+    assert_eq!(missing.0, "fail");
+    assert!(missing.2.unwrap().contains("`ollama pull qwen3:8b`"));
+    assert_eq!(run.code, 1, "{}", run.stdout);
+}
+
+#[test]
+fn an_ollama_that_does_not_answer_is_a_warning() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let sandbox = Sandbox::healthy();
+    sandbox.write(
+        "home/tau.toml",
+        &format!(
+            "[models.roles.brain]\nprovider = \"fake\"\nmodel_id = \"fake\"\n\
+             [models.roles.local]\nprovider = \"ollama\"\nmodel_id = \"llama3\"\n\
+             [component.ollama]\nbase_url = \"http://127.0.0.1:{port}\"\n"
+        ),
     );
     let (run, json) = doctor(&sandbox);
     assert_eq!(run.code, 0, "{}", run.stdout);
-    let (s, message, _) = checks(&json, "role local")[0];
-    assert_eq!(s, "warn");
-    assert!(message.contains("planned"), "{message}");
+    let local = checks(&json, "role local");
+    assert_eq!(local[1].0, "warn", "{local:?}");
+    assert!(local[1].1.contains("nothing listens"), "{local:?}");
+    assert!(local[1].2.unwrap().contains("ollama serve"));
     assert_eq!(checks(&json, "config")[0].0, "ok");
 }
 

@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Sandbox, config_of, mode, providers, repository_file, write_own_files};
+use common::{Sandbox, config_of, mode, providers, repository_file, serve_once, write_own_files};
 use tau_api::config::{BuiltinProvider, render_template};
 use tau_api::lang::Lang;
 
@@ -254,8 +254,48 @@ fn home_flag_overrides_tau_home() {
 #[test]
 fn an_unknown_provider_is_refused_by_the_command_line() {
     let sandbox = Sandbox::new();
-    let run = sandbox.run(&["init", "--provider", "ollama", "--yes"]);
+    let run = sandbox.run(&["init", "--provider", "vllm", "--yes"]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("ollama"), "{}", run.stderr);
+    assert!(run.stderr.contains("vllm"), "{}", run.stderr);
     assert!(!sandbox.home().exists());
+}
+
+#[test]
+fn init_for_ollama_picks_a_model_the_local_server_has() {
+    let tags = r#"{"models":[{"name":"llama3.2:3b","model":"llama3.2:3b"},{"name":"qwen3:8b","model":"qwen3:8b"}]}"#;
+    let (port, request) = serve_once(format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{tags}",
+        tags.len()
+    ));
+    let mut sandbox = Sandbox::new();
+    sandbox.var("OLLAMA_HOST", &format!("127.0.0.1:{port}"));
+    let run = sandbox.run(&["init", "--provider", "ollama", "--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(request.join().unwrap().starts_with("GET /api/tags "));
+    assert!(run.stdout.contains("has llama3.2:3b"), "{}", run.stdout);
+    let config = config_of(&sandbox);
+    let local = config.role("local").unwrap();
+    assert_eq!(local.provider, "ollama");
+    assert_eq!(local.model_id, "llama3.2:3b");
+    assert_eq!(config.role("brain").unwrap().model_id, "qwen3:8b");
+}
+
+#[test]
+fn init_for_ollama_without_a_server_keeps_the_template_and_says_what_to_pull() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut sandbox = Sandbox::new();
+    sandbox.var("OLLAMA_HOST", &format!("127.0.0.1:{port}"));
+    let run = sandbox.run(&["init", "--provider", "ollama", "--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("`ollama pull qwen3:8b`"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        sandbox.read("home/tau.toml"),
+        render_template(BuiltinProvider::Ollama)
+    );
 }

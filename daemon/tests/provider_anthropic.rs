@@ -33,6 +33,7 @@ fn role(cache: Option<CacheConfig>) -> RoleConfig {
         max_tokens: 1024,
         cache,
         fallback: None,
+        tuning: Default::default(),
     }
 }
 
@@ -327,6 +328,7 @@ fn a_missing_key_names_the_variable_and_builds_nothing() {
         max_tokens: 100,
         cache: None,
         fallback: None,
+        tuning: Default::default(),
     };
     assert_eq!(check_credentials(&fallback_missing, &env), Ok(()));
     fallback_missing.fallback = Some(FallbackConfig {
@@ -347,16 +349,17 @@ fn the_fake_provider_needs_nothing() {
         max_tokens: 100,
         cache: None,
         fallback: None,
+        tuning: Default::default(),
     };
     let model = build_model("brain", &fake, &Env::new()).unwrap();
     assert!(!model.fallback_in_use());
     let unknown = RoleConfig {
-        provider: "ollama".into(),
+        provider: "vllm".into(),
         ..fake
     };
     assert!(matches!(
         build_model("local", &unknown, &Env::new()),
-        Err(ProviderError::UnknownProvider { provider, .. }) if provider == "ollama"
+        Err(ProviderError::UnknownProvider { provider, .. }) if provider == "vllm"
     ));
 }
 

@@ -37,6 +37,7 @@ fn role(cache: Option<CacheConfig>) -> RoleConfig {
         max_tokens: 2048,
         cache,
         fallback: None,
+        tuning: Default::default(),
     }
 }
 

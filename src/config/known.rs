@@ -8,7 +8,7 @@ use std::fmt;
 
 /// Providers that are planned but not built in. Naming one in `tau.toml` is an "Unknown model
 /// provider" error unless it was registered; `tau doctor` warns about these instead of failing.
-pub const PLANNED_PROVIDERS: &[&str] = &["ollama"];
+pub const PLANNED_PROVIDERS: &[&str] = &[];
 
 /// Built-in session store backends.
 pub const BUILTIN_SESSION_BACKENDS: &[&str] = &["file", "sqlite"];
@@ -22,14 +22,20 @@ pub enum BuiltinProvider {
     Anthropic,
     /// The offline fake model (no credentials; tests and first runs).
     Fake,
+    /// A local Ollama server over its native `/api/chat` (no credentials).
+    Ollama,
+    /// Any OpenAI-compatible Chat Completions endpoint (OPENAI_API_KEY when it needs one).
+    OpenAi,
 }
 
 impl BuiltinProvider {
     /// Every built-in provider, in the order tau prefers them when credentials allow.
-    pub const ALL: [BuiltinProvider; 3] = [
+    pub const ALL: [BuiltinProvider; 5] = [
         BuiltinProvider::Bedrock,
         BuiltinProvider::Anthropic,
         BuiltinProvider::Fake,
+        BuiltinProvider::Ollama,
+        BuiltinProvider::OpenAi,
     ];
 
     /// The provider's name in `tau.toml`.
@@ -38,6 +44,8 @@ impl BuiltinProvider {
             BuiltinProvider::Bedrock => "bedrock",
             BuiltinProvider::Anthropic => "anthropic",
             BuiltinProvider::Fake => "fake",
+            BuiltinProvider::Ollama => "ollama",
+            BuiltinProvider::OpenAi => "openai",
         }
     }
 
@@ -82,7 +90,7 @@ impl KnownNames {
         }
     }
 
-    /// Adds a provider name registered by code (e.g. `ollama` once it is built).
+    /// Adds a provider name registered by code.
     #[must_use]
     pub fn with_provider(mut self, name: impl Into<String>) -> Self {
         let name = name.into();
@@ -130,13 +138,16 @@ mod tests {
     #[test]
     fn registrations_extend_the_builtins_once() {
         let k = KnownNames::builtin()
-            .with_provider("ollama")
-            .with_provider("ollama")
+            .with_provider("vllm")
+            .with_provider("vllm")
             .with_provider("fake")
             .with_session_backend("cloud");
-        assert_eq!(k.providers(), ["bedrock", "anthropic", "fake", "ollama"]);
+        assert_eq!(
+            k.providers(),
+            ["bedrock", "anthropic", "fake", "ollama", "openai", "vllm"]
+        );
         assert_eq!(k.session_backends(), ["file", "sqlite", "cloud"]);
-        assert!(k.has_provider("ollama") && !KnownNames::default().has_provider("ollama"));
+        assert!(k.has_provider("vllm") && !KnownNames::default().has_provider("vllm"));
         assert!(k.has_session_backend("cloud"));
     }
 
@@ -145,7 +156,7 @@ mod tests {
         for p in BuiltinProvider::ALL {
             assert_eq!(BuiltinProvider::parse(p.as_str()), Some(p));
         }
-        assert_eq!(BuiltinProvider::parse("ollama"), None);
+        assert_eq!(BuiltinProvider::parse("vllm"), None);
         assert!(
             PLANNED_PROVIDERS
                 .iter()

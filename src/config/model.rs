@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use crate::lang::Lang;
 
+use super::tuning::ModelTuning;
+
 /// `max_tokens` of a role that does not set it.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// `[agent] max_turns` default: model calls per user turn.
@@ -41,6 +43,8 @@ pub struct RoleConfig {
     pub cache: Option<CacheConfig>,
     /// A second provider/model used when the first is unavailable.
     pub fallback: Option<FallbackConfig>,
+    /// `num_ctx`, `keep_alive`, `temperature` (read by ollama and openai).
+    pub tuning: ModelTuning,
 }
 
 /// `cache = { strategy, ttl, system_prompt_ttl, tools_ttl }` of a role.

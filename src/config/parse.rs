@@ -34,7 +34,16 @@ pub(crate) const KNOWN_TABLES: &[&str] = &[
     "mcp",
 ];
 
-const ROLE_KEYS: &[&str] = &["provider", "model_id", "max_tokens", "cache", "fallback"];
+const ROLE_KEYS: &[&str] = &[
+    "provider",
+    "model_id",
+    "max_tokens",
+    "cache",
+    "fallback",
+    "num_ctx",
+    "keep_alive",
+    "temperature",
+];
 const CACHE_KEYS: &[&str] = &["strategy", "ttl", "system_prompt_ttl", "tools_ttl"];
 const FALLBACK_KEYS: &[&str] = &["provider", "model_id", "max_tokens"];
 const AGENT_KEYS: &[&str] = &[
@@ -186,6 +195,7 @@ fn role_config(role: &Section<'_>, known: &KnownNames) -> Result<RoleConfig, Con
         max_tokens,
         cache,
         fallback,
+        tuning: super::tuning::tuning_of(role)?,
     })
 }
 
@@ -357,6 +367,7 @@ fn component_settings(doc: &Section<'_>) -> Result<BTreeMap<String, Table>, Conf
                 ),
             });
         };
+        super::provider_tables::check(doc, name, t)?;
         out.insert(name.clone(), t.clone());
     }
     Ok(out)

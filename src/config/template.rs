@@ -17,17 +17,22 @@ pub const TEMPLATE: &str = include_str!("../../deploy/tau.toml");
 /// The provider the template is written for.
 const TEMPLATE_PROVIDER: BuiltinProvider = BuiltinProvider::Bedrock;
 
-/// Each model of the template: its bedrock id, then the anthropic and fake equivalents.
-const MODEL_IDS: &[(&str, &str, &str)] = &[
+/// Each model of the template: its bedrock id, then the anthropic, fake, ollama and openai
+/// equivalents.
+const MODEL_IDS: &[(&str, &str, &str, &str, &str)] = &[
     (
         "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
         "claude-sonnet-4-5",
         "fake",
+        "qwen3:8b",
+        "gpt-4.1",
     ),
     (
         "us.anthropic.claude-haiku-4-5-20251001-v1:0",
         "claude-haiku-4-5",
         "fake",
+        "qwen3:4b",
+        "gpt-4.1-mini",
     ),
 ];
 
@@ -85,11 +90,13 @@ fn model_id_line(line: &str) -> Option<(&str, &str)> {
 
 /// The id on `provider` of the template's bedrock model `bedrock_id`.
 fn model_for(bedrock_id: &str, provider: BuiltinProvider) -> Option<&'static str> {
-    let (b, a, f) = MODEL_IDS.iter().find(|(b, _, _)| *b == bedrock_id)?;
+    let (b, a, f, o, oa) = MODEL_IDS.iter().find(|(b, ..)| *b == bedrock_id)?;
     Some(match provider {
         BuiltinProvider::Bedrock => b,
         BuiltinProvider::Anthropic => a,
         BuiltinProvider::Fake => f,
+        BuiltinProvider::Ollama => o,
+        BuiltinProvider::OpenAi => oa,
     })
 }
 

@@ -86,6 +86,7 @@ nested = { a = 1 }
                 model_id: "a-id".into(),
                 max_tokens: Some(1000),
             }),
+            tuning: Default::default(),
         }
     );
     let fast = c.role("fast").unwrap();
@@ -272,15 +273,32 @@ impl std::io::Write for LogWriter {
 }
 
 #[test]
+fn a_local_role_reads_its_tuning() {
+    let text = "[models.roles.local]\nprovider = \"ollama\"\nmodel_id = \"qwen3:8b\"\n\
+                num_ctx = 32768\nkeep_alive = \"30m\"\ntemperature = 0.2\n\
+                [models.roles.gpt]\nprovider = \"openai\"\nmodel_id = \"gpt-4.1\"\n\
+                keep_alive = -1\ntemperature = 1\n";
+    let c = load(text).unwrap();
+    let local = &c.role("local").unwrap().tuning;
+    assert_eq!(local.num_ctx, Some(32768));
+    assert_eq!(local.keep_alive, Some(KeepAlive::Duration("30m".into())));
+    assert_eq!(local.temperature.map(Temperature::get), Some(0.2));
+    let gpt = &c.role("gpt").unwrap().tuning;
+    assert_eq!(gpt.num_ctx, None);
+    assert_eq!(gpt.keep_alive, Some(KeepAlive::Seconds(-1)));
+    assert_eq!(gpt.temperature.map(Temperature::get), Some(1.0));
+}
+
+#[test]
 fn registered_names_are_accepted() {
-    let text = "[models.roles.local]\nprovider = \"ollama\"\nmodel_id = \"qwen3:8b\"\n[sessions]\nbackend = \"cloud\"\n";
+    let text = "[models.roles.local]\nprovider = \"vllm\"\nmodel_id = \"qwen3:8b\"\n[sessions]\nbackend = \"cloud\"\n";
     let known = KnownNames::builtin()
-        .with_provider("ollama")
+        .with_provider("vllm")
         .with_session_backend("cloud");
     let c = Config::from_toml_str(text, Path::new(FILE), &env(&[]), &known).unwrap();
-    assert_eq!(c.role("local").unwrap().provider, "ollama");
+    assert_eq!(c.role("local").unwrap().provider, "vllm");
     assert_eq!(c.sessions.backend, "cloud");
-    assert_eq!(PLANNED_PROVIDERS, ["ollama"]);
+    assert!(PLANNED_PROVIDERS.is_empty());
 }
 
 #[test]
@@ -338,20 +356,36 @@ fn error_texts() {
         ),
         // [models]
         (
-            "[models.roles.brain]\nprovider = \"ollama\"\nmodel_id = \"m\"\n",
-            r#"models.roles.brain.provider = "ollama": Unknown model provider; "ollama" is planned and not available yet (expected "bedrock", "anthropic" or "fake")"#,
+            "[models.roles.brain]\nprovider = \"vllm\"\nmodel_id = \"m\"\n",
+            r#"models.roles.brain.provider = "vllm": Unknown model provider (expected "bedrock", "anthropic", "fake", "ollama" or "openai")"#,
         ),
         (
-            "[models.roles.brain]\nprovider = \"openai\"\nmodel_id = \"m\"\n",
-            r#"models.roles.brain.provider = "openai": Unknown model provider (expected "bedrock", "anthropic" or "fake")"#,
+            "[models.roles.brain]\nprovider = \"ollama\"\nmodel_id = \"m\"\nnum_ctx = 0\n",
+            "models.roles.brain.num_ctx = 0: expected a whole number from 1 to 4294967295",
+        ),
+        (
+            "[models.roles.brain]\nprovider = \"ollama\"\nmodel_id = \"m\"\nkeep_alive = \"forever\"\n",
+            r#"models.roles.brain.keep_alive = "forever": expected whole seconds or a duration such as "30m", "1h30m" or "-1" (keep loaded)"#,
+        ),
+        (
+            "[component.ollama]\nbase_url = \"127.0.0.1:11434\"\n",
+            r#"component.ollama.base_url = "127.0.0.1:11434": expected an http:// or https:// URL"#,
+        ),
+        (
+            "[component.openai]\nbase_url = \"http://127.0.0.1:8080/v1\"\napi_key = \"sk\"\n",
+            r#"component.openai.api_key = "sk": unknown key (expected base_url)"#,
+        ),
+        (
+            "[models.roles.brain]\nprovider = \"openai\"\nmodel_id = \"m\"\ntemperature = 2.5\n",
+            "models.roles.brain.temperature = 2.5: expected a number from 0 to 2",
         ),
         (
             "[models.roles.brain]\nmodel_id = \"m\"\n",
-            r#"models.roles.brain.provider is missing: expected a provider name: "bedrock", "anthropic" or "fake""#,
+            r#"models.roles.brain.provider is missing: expected a provider name: "bedrock", "anthropic", "fake", "ollama" or "openai""#,
         ),
         (
             "[models.roles.brain]\nprovider = 3\nmodel_id = \"m\"\n",
-            r#"models.roles.brain.provider = 3: expected a provider name: "bedrock", "anthropic" or "fake""#,
+            r#"models.roles.brain.provider = 3: expected a provider name: "bedrock", "anthropic", "fake", "ollama" or "openai""#,
         ),
         (
             "[models.roles.brain]\nprovider = \"fake\"\n",
@@ -367,7 +401,7 @@ fn error_texts() {
         ),
         (
             "[models.roles.brain]\nprovider = \"fake\"\nmodel_id = \"m\"\nmodel = \"x\"\n",
-            r#"models.roles.brain.model = "x": unknown key (expected provider, model_id, max_tokens, cache or fallback)"#,
+            r#"models.roles.brain.model = "x": unknown key (expected provider, model_id, max_tokens, cache, fallback, num_ctx, keep_alive or temperature)"#,
         ),
         (
             "[models.roles.brain]\nprovider = \"fake\"\nmodel_id = \"m\"\ncache = { ttl = \"2h\" }\n",
@@ -386,8 +420,8 @@ fn error_texts() {
             "models.roles.brain.cache = true: expected a table with keys strategy, ttl, system_prompt_ttl or tools_ttl",
         ),
         (
-            "[models.roles.brain]\nprovider = \"fake\"\nmodel_id = \"m\"\nfallback = { provider = \"ollama\", model_id = \"x\" }\n",
-            r#"models.roles.brain.fallback.provider = "ollama": Unknown model provider; "ollama" is planned and not available yet (expected "bedrock", "anthropic" or "fake")"#,
+            "[models.roles.brain]\nprovider = \"fake\"\nmodel_id = \"m\"\nfallback = { provider = \"vllm\", model_id = \"x\" }\n",
+            r#"models.roles.brain.fallback.provider = "vllm": Unknown model provider (expected "bedrock", "anthropic", "fake", "ollama" or "openai")"#,
         ),
         (
             "[models.roles.brain]\nprovider = \"fake\"\nmodel_id = \"m\"\nfallback = { provider = \"fake\" }\n",

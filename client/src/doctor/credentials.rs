@@ -5,8 +5,11 @@
 //! - bedrock: AWS_BEARER_TOKEN_BEDROCK, AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY, or the keys of
 //!   profile AWS_PROFILE (default `default`) in the shared files; and a region;
 //! - anthropic: ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN for a gateway);
-//! - fake: nothing;
-//! - a planned provider (ollama) is a warning, not a failure.
+//! - fake and ollama: nothing;
+//! - openai: OPENAI_API_KEY for the public API (OPENAI_BASE_URL unset or api.openai.com); a local
+//!   server named by OPENAI_BASE_URL needs none (a `[component.openai] base_url` server is judged
+//!   by the model-server probe, which sees the key's absence as the server does);
+//! - a planned provider is a warning, not a failure.
 //!
 //! Invariant: messages name variables and files, never a variable's value (a profile name is a
 //! value too and is not shown).
@@ -52,7 +55,8 @@ impl Verdict {
 pub fn check(provider: &str, env: &Env, env_file: &Path) -> Verdict {
     let where_ = format!("in the environment or {}", env_file.display());
     match provider {
-        "fake" => Verdict::ok("no credentials needed"),
+        "fake" | "ollama" => Verdict::ok("no credentials needed"),
+        "openai" => openai(env, &where_),
         "anthropic" => anthropic(env, &where_),
         "bedrock" => bedrock(env, &where_),
         planned if PLANNED_PROVIDERS.contains(&planned) => Verdict::with(
@@ -64,6 +68,19 @@ pub fn check(provider: &str, env: &Env, env_file: &Path) -> Verdict {
             Status::Warn,
             format!("provider '{other}' is not built in; its credentials cannot be checked here"),
             "check its documentation for the variables it needs",
+        ),
+    }
+}
+
+fn openai(env: &Env, where_: &str) -> Verdict {
+    let base = tau_api::model_endpoints::openai_base_url(None, env);
+    match tau_api::model_endpoints::openai_key(env, &base) {
+        Ok(Some(_)) => Verdict::ok("OPENAI_API_KEY is set"),
+        Ok(None) => Verdict::ok("a local server (OPENAI_BASE_URL) needs no key"),
+        Err(_) => Verdict::with(
+            Status::Fail,
+            "OPENAI_API_KEY is not set (the public OpenAI API needs it)",
+            format!("set OPENAI_API_KEY {where_}, or OPENAI_BASE_URL to a local server's /v1 URL"),
         ),
     }
 }
@@ -234,11 +251,20 @@ mod tests {
     }
 
     #[test]
-    fn planned_and_fake() {
+    fn fake_ollama_and_openai() {
         let file = Path::new("/h/.env");
         assert_eq!(check("fake", &env(&[]), file).status, Status::Ok);
-        let v = check("ollama", &env(&[]), file);
+        assert_eq!(check("ollama", &env(&[]), file).status, Status::Ok);
+        let v = check("openai", &env(&[]), file);
+        assert_eq!(v.status, Status::Fail);
+        assert!(v.fix.unwrap().contains("OPENAI_API_KEY"));
+        let local = env(&[("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1")]);
+        assert_eq!(check("openai", &local, file).status, Status::Ok);
+        let keyed = env(&[("OPENAI_API_KEY", SECRET)]);
+        let v = check("openai", &keyed, file);
+        assert_eq!(v.status, Status::Ok);
+        assert!(!v.message.contains(SECRET));
+        let v = check("vllm", &env(&[]), file);
         assert_eq!(v.status, Status::Warn);
-        assert!(v.message.contains("planned"));
     }
 }

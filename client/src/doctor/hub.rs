@@ -177,16 +177,16 @@ fn get(port: u16, path: &str, headers: &str, deadline: Duration) -> Result<Vec<u
     body_of(&response, path).map_err(Probe::Unexpected)
 }
 
-fn no_answer(deadline: Duration) -> String {
+pub(super) fn no_answer(deadline: Duration) -> String {
     format!("no answer within {} ms", deadline.as_millis())
 }
 
-fn is_timeout(e: &std::io::Error) -> bool {
+pub(super) fn is_timeout(e: &std::io::Error) -> bool {
     matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock)
 }
 
 /// Sets the socket's read and write timeouts to what is left before `until`.
-fn with_deadline(stream: &TcpStream, until: Instant) -> std::io::Result<()> {
+pub(super) fn with_deadline(stream: &TcpStream, until: Instant) -> std::io::Result<()> {
     let left = until.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(ErrorKind::TimedOut.into());
@@ -210,7 +210,7 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// Whether a Content-Length response has all its body (else read to the end of the stream).
-fn complete(response: &[u8]) -> bool {
+pub(super) fn complete(response: &[u8]) -> bool {
     let Some((head, body)) = split(response) else {
         return false;
     };
@@ -220,7 +220,7 @@ fn complete(response: &[u8]) -> bool {
 }
 
 /// The body of a 200 answer to `GET <path>`, de-chunked; why not, otherwise.
-fn body_of(response: &[u8], path: &str) -> Result<Vec<u8>, String> {
+pub(super) fn body_of(response: &[u8], path: &str) -> Result<Vec<u8>, String> {
     let Some((head, body)) = split(response) else {
         return Err("the answer is not HTTP".to_string());
     };

@@ -3,14 +3,15 @@
 //!
 //! The checks, in order: where TAU_HOME and TAU_DATA_DIR are and whether `.env` reads; the
 //! configuration (and the TAU_* variables); each model role's provider and credentials (no client
-//! is built); the session store; the persona files; the names in `.env` against `.env.example`;
+//! is built); for roles on ollama or openai, whether the model server answers and has the model
+//! (two seconds per server, `http://` servers only); the session store; the persona files; the names in `.env` against `.env.example`;
 //! components that failed to register (hub services that failed to build or start, as a running
 //! hub reports them in `GET /status`; without a hub, the built-in table only) and names in
 //! `[components]` that nothing provides; who may read the private files; and whether a hub answers
 //! on the control port (one second for both requests, information only).
 //!
 //! Invariants: the doctor only reads (it creates, changes and deletes nothing, and contacts
-//! nothing but 127.0.0.1); a problem in one area does not hide the checks that do not depend on it
+//! nothing but 127.0.0.1 and the `http://` model servers the roles name); a problem in one area does not hide the checks that do not depend on it
 //! (a broken `tau.toml` still gets its persona, `.env`, permission and hub lines); a planned
 //! provider such as ollama and an unknown component name are warnings, not failures; no line shows
 //! a variable's value.
@@ -19,6 +20,7 @@ mod credentials;
 mod files;
 pub(crate) mod hub;
 mod mcp;
+pub(crate) mod model_server;
 mod report;
 mod store;
 
@@ -93,6 +95,9 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
     let config = config_checks(&mut report, &env, &paths);
     if let Some(config) = &config {
         role_checks(&mut report, config, &env, &paths);
+        for check in model_server::checks(config, &env) {
+            report.push(check);
+        }
         report.push(files::sessions(config, &paths));
     }
     for check in files::persona(&paths) {

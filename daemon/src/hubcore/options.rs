@@ -256,6 +256,7 @@ mod tests {
             max_tokens: 10,
             cache: None,
             fallback: None,
+            tuning: Default::default(),
         }
     }
 

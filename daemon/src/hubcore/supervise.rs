@@ -82,6 +82,7 @@ mod tests {
                 max_tokens: 100,
                 cache: None,
                 fallback: None,
+                tuning: Default::default(),
             },
         );
         CoreSetup {

@@ -1,5 +1,6 @@
 //! Model providers: the real ones (Anthropic Messages over SSE, Bedrock ConverseStream over the
-//! AWS event stream) and the offline fake, built for a role from its `tau.toml` settings.
+//! AWS event stream, Ollama's native chat over NDJSON, OpenAI-compatible Chat Completions over
+//! SSE) and the offline fake, built for a role from its `tau.toml` settings.
 //!
 //! [`build_model`] turns a role into an `Arc<dyn Model>`: the provider's transport wrapped in
 //! retries ([`retry`]), and in a [`fallback::FallbackModel`] when the role names a fallback.
@@ -8,24 +9,32 @@
 //! Invariants: credentials come from the explicit [`Env`] only and are never logged; a missing
 //! credential is a [`MissingCredentials`] naming the variables; endpoints can be moved with
 //! `[component.anthropic] base_url` / `[component.bedrock] endpoint_url` in `tau.toml` or with
-//! ANTHROPIC_BASE_URL / AWS_ENDPOINT_URL_BEDROCK_RUNTIME / AWS_ENDPOINT_URL (tau.toml wins); the
+//! ANTHROPIC_BASE_URL / AWS_ENDPOINT_URL_BEDROCK_RUNTIME / AWS_ENDPOINT_URL (tau.toml wins), and
+//! `[component.ollama] base_url` / `[component.openai] base_url` beat OLLAMA_HOST /
+//! OPENAI_BASE_URL; ollama needs no credentials and openai a key only for the public API; the
 //! fake provider needs nothing and stays the offline default.
 
 pub mod anthropic;
 pub mod bedrock;
 pub mod cache;
+pub mod chat_blocks;
+pub mod compat;
 pub mod credentials;
 pub mod fake;
 pub mod fallback;
 pub mod http;
+pub mod ndjson;
+pub mod ollama;
+pub mod openai;
 pub mod retry;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tau_api::config::{CacheConfig, RoleConfig};
+use tau_api::config::{CacheConfig, ModelTuning, RoleConfig};
 use tau_api::env::Env;
+use tau_api::model_endpoints;
 
 pub use credentials::{AnthropicAuth, BedrockCredentials, MissingCredentials, Secret};
 pub use fallback::FallbackModel;
@@ -63,6 +72,11 @@ pub struct ProviderOptions {
     /// Bedrock runtime endpoint (`[component.bedrock] endpoint_url`); beats
     /// AWS_ENDPOINT_URL_BEDROCK_RUNTIME and AWS_ENDPOINT_URL.
     pub bedrock_endpoint_url: Option<String>,
+    /// Ollama base URL (`[component.ollama] base_url`); beats OLLAMA_HOST.
+    pub ollama_base_url: Option<String>,
+    /// OpenAI-compatible base URL with its `/v1` (`[component.openai] base_url`); beats
+    /// OPENAI_BASE_URL.
+    pub openai_base_url: Option<String>,
     /// The retry schedule for every provider; `None`: each provider's own.
     pub retry: Option<RetryPolicy>,
     /// How long a role stays on its fallback before the primary is tried again; `None`:
@@ -71,7 +85,8 @@ pub struct ProviderOptions {
 }
 
 impl ProviderOptions {
-    /// Reads `[component.anthropic] base_url` and `[component.bedrock] endpoint_url` from the
+    /// Reads `[component.anthropic] base_url`, `[component.bedrock] endpoint_url`,
+    /// `[component.ollama] base_url` and `[component.openai] base_url` from the
     /// `[component.<name>]` tables of `tau.toml`.
     pub fn from_component_settings(
         settings: &BTreeMap<String, toml::Table>,
@@ -88,6 +103,8 @@ impl ProviderOptions {
         Ok(Self {
             anthropic_base_url: url("anthropic", "base_url")?,
             bedrock_endpoint_url: url("bedrock", "endpoint_url")?,
+            ollama_base_url: url("ollama", "base_url")?,
+            openai_base_url: url("openai", "base_url")?,
             retry: None,
             fallback_cooldown: None,
         })
@@ -105,6 +122,7 @@ struct Target<'a> {
     model_id: &'a str,
     max_tokens: u32,
     cache: Option<&'a CacheConfig>,
+    tuning: &'a ModelTuning,
 }
 
 fn targets(role: &RoleConfig) -> (Target<'_>, Option<Target<'_>>) {
@@ -113,12 +131,14 @@ fn targets(role: &RoleConfig) -> (Target<'_>, Option<Target<'_>>) {
         model_id: &role.model_id,
         max_tokens: role.max_tokens,
         cache: role.cache.as_ref(),
+        tuning: &role.tuning,
     };
     let fallback = role.fallback.as_ref().map(|f| Target {
         provider: &f.provider,
         model_id: &f.model_id,
         max_tokens: f.max_tokens.unwrap_or(role.max_tokens),
         cache: role.cache.as_ref(),
+        tuning: &role.tuning,
     });
     (primary, fallback)
 }
@@ -228,6 +248,48 @@ fn build_target(
             let policy = options.retry.unwrap_or_else(RetryPolicy::bedrock);
             Ok(Arc::new(RetryingModel::new(transport, policy)))
         }
+        "ollama" => {
+            let base_url =
+                model_endpoints::ollama_base_url(options.ollama_base_url.as_deref(), env);
+            if !is_http_url(&base_url) {
+                return Err(ProviderError::Config(format!(
+                    "the Ollama base URL must start with http:// or https://: {base_url}"
+                )));
+            }
+            let transport = ollama::OllamaTransport::new(
+                client()?,
+                ollama::OllamaSettings {
+                    base_url,
+                    model_id: target.model_id.to_owned(),
+                    max_tokens: target.max_tokens,
+                    tuning: target.tuning.clone(),
+                },
+            );
+            let policy = options.retry.unwrap_or_else(RetryPolicy::local);
+            Ok(Arc::new(RetryingModel::new(transport, policy)))
+        }
+        "openai" => {
+            let base_url =
+                model_endpoints::openai_base_url(options.openai_base_url.as_deref(), env);
+            if !is_http_url(&base_url) {
+                return Err(ProviderError::Config(format!(
+                    "the OpenAI base URL must start with http:// or https://: {base_url}"
+                )));
+            }
+            let api_key = model_endpoints::openai_key(env, &base_url).map_err(missing)?;
+            let transport = openai::OpenAiTransport::new(
+                client()?,
+                openai::OpenAiSettings {
+                    base_url,
+                    api_key,
+                    model_id: target.model_id.to_owned(),
+                    max_tokens: target.max_tokens,
+                    tuning: target.tuning.clone(),
+                },
+            );
+            let policy = options.retry.unwrap_or_else(RetryPolicy::anthropic);
+            Ok(Arc::new(RetryingModel::new(transport, policy)))
+        }
         other => Err(ProviderError::UnknownProvider {
             role: role_name.to_owned(),
             provider: other.to_owned(),
@@ -235,7 +297,9 @@ fn build_target(
     }
 }
 
-/// Whether `role` (and its fallback) has the credentials it needs, without building a client.
+/// Whether `role` (and its fallback) has the credentials it needs, without building a client
+/// (`ollama` needs none; `openai` needs a key only for the public API, which depends on
+/// `[component.openai] base_url`, so building the model is what checks it).
 pub fn check_credentials(role: &RoleConfig, env: &Env) -> Result<(), MissingCredentials> {
     let (primary, fallback) = targets(role);
     for target in std::iter::once(primary).chain(fallback) {

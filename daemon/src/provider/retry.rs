@@ -105,6 +105,18 @@ impl RetryPolicy {
         }
     }
 
+    /// A model server on this machine or network (Ollama): quick retries (0.25 s doubling to
+    /// 4 s), since a busy or restarting local server recovers fast or not at all.
+    pub fn local() -> Self {
+        Self {
+            max_attempts: 4,
+            base_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(4),
+            max_server_delay: Duration::from_secs(30),
+            jitter: true,
+        }
+    }
+
     /// No waiting at all (tests): `max_attempts` attempts, zero backoff, no jitter; server hints
     /// are still honoured.
     pub fn immediate(max_attempts: u32) -> Self {

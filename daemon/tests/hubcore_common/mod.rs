@@ -36,6 +36,7 @@ pub fn options() -> CoreOptions {
                 max_tokens: 100,
                 cache: None,
                 fallback: None,
+                tuning: Default::default(),
             },
         );
     }

@@ -1,0 +1,175 @@
+//! Content-block bookkeeping for chat protocols that stream a reply as one message (Ollama's
+//! `/api/chat`, OpenAI Chat Completions) rather than as indexed blocks: reasoning, text and each
+//! tool call get their own block index, in order of first appearance.
+//!
+//! Invariants: an index is allocated only when a block has content (empty deltas open nothing);
+//! a tool call is keyed by the protocol's own tool index, so its later argument fragments land in
+//! the same block; every opened block gets exactly one `BlockStop`, in index order, from
+//! [`ChatBlocks::close_all`]. Also the one flattening of a tool result into text that both
+//! protocols' `tool` messages carry ([`tool_result_text`]).
+
+use crate::message::{ToolResult, ToolResultContent, ToolResultStatus};
+use crate::model::{ModelEvent, ReasoningDelta};
+
+/// A tool result's content as one text (JSON parts as JSON text); an error result is prefixed
+/// `error: ` so the model reads it as a failure.
+pub fn tool_result_text(result: &ToolResult) -> String {
+    let parts: Vec<String> = result
+        .content
+        .iter()
+        .map(|part| match part {
+            ToolResultContent::Text(text) => text.clone(),
+            ToolResultContent::Json(value) => value.to_string(),
+        })
+        .collect();
+    let text = parts.join("\n");
+    match result.status {
+        ToolResultStatus::Success => text,
+        ToolResultStatus::Error => format!("error: {text}"),
+    }
+}
+
+/// The blocks of one reply.
+#[derive(Debug, Default)]
+pub struct ChatBlocks {
+    next: u32,
+    reasoning: Option<u32>,
+    text: Option<u32>,
+    /// (protocol tool index, block index).
+    tools: Vec<(u64, u32)>,
+    open: Vec<u32>,
+}
+
+impl ChatBlocks {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn allocate(&mut self) -> u32 {
+        let index = self.next;
+        self.next = self.next.saturating_add(1);
+        self.open.push(index);
+        index
+    }
+
+    /// A piece of reasoning.
+    pub fn reasoning(&mut self, text: &str, out: &mut Vec<ModelEvent>) {
+        if text.is_empty() {
+            return;
+        }
+        let index = match self.reasoning {
+            Some(index) => index,
+            None => {
+                let index = self.allocate();
+                self.reasoning = Some(index);
+                index
+            }
+        };
+        out.push(ModelEvent::ReasoningDelta {
+            index,
+            delta: ReasoningDelta::Text(text.to_owned()),
+        });
+    }
+
+    /// A piece of the reply's text.
+    pub fn text(&mut self, text: &str, out: &mut Vec<ModelEvent>) {
+        if text.is_empty() {
+            return;
+        }
+        let index = match self.text {
+            Some(index) => index,
+            None => {
+                let index = self.allocate();
+                self.text = Some(index);
+                index
+            }
+        };
+        out.push(ModelEvent::TextDelta {
+            index,
+            text: text.to_owned(),
+        });
+    }
+
+    /// The block of tool call `key`, if it was started.
+    pub fn tool(&self, key: u64) -> Option<u32> {
+        self.tools.iter().find(|(k, _)| *k == key).map(|(_, i)| *i)
+    }
+
+    /// Starts tool call `key`; returns its block index.
+    pub fn start_tool(
+        &mut self,
+        key: u64,
+        tool_use_id: String,
+        name: String,
+        out: &mut Vec<ModelEvent>,
+    ) -> u32 {
+        let index = self.allocate();
+        self.tools.push((key, index));
+        out.push(ModelEvent::ToolUseStart {
+            index,
+            tool_use_id,
+            name,
+        });
+        index
+    }
+
+    /// A fragment of the arguments of the tool call in block `index`.
+    pub fn tool_arguments(index: u32, partial_json: &str, out: &mut Vec<ModelEvent>) {
+        if !partial_json.is_empty() {
+            out.push(ModelEvent::ToolUseInputDelta {
+                index,
+                partial_json: partial_json.to_owned(),
+            });
+        }
+    }
+
+    /// Whether the reply called a tool.
+    pub fn has_tools(&self) -> bool {
+        !self.tools.is_empty()
+    }
+
+    /// Ends every open block, in index order.
+    pub fn close_all(&mut self, out: &mut Vec<ModelEvent>) {
+        self.open.sort_unstable();
+        out.extend(
+            self.open
+                .drain(..)
+                .map(|index| ModelEvent::BlockStop { index }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_numbered_by_first_appearance_and_closed_once() {
+        let mut blocks = ChatBlocks::new();
+        let mut out = Vec::new();
+        blocks.text("", &mut out);
+        blocks.reasoning("hmm", &mut out);
+        blocks.text("hi", &mut out);
+        blocks.reasoning(" more", &mut out);
+        let tool = blocks.start_tool(7, "c1".into(), "t".into(), &mut out);
+        ChatBlocks::tool_arguments(tool, "{}", &mut out);
+        assert_eq!(blocks.tool(7), Some(2));
+        assert_eq!(blocks.tool(8), None);
+        blocks.close_all(&mut out);
+        blocks.close_all(&mut out);
+        let stops: Vec<&ModelEvent> = out
+            .iter()
+            .filter(|e| matches!(e, ModelEvent::BlockStop { .. }))
+            .collect();
+        assert_eq!(
+            stops,
+            [
+                &ModelEvent::BlockStop { index: 0 },
+                &ModelEvent::BlockStop { index: 1 },
+                &ModelEvent::BlockStop { index: 2 }
+            ]
+        );
+        assert!(matches!(&out[1], ModelEvent::TextDelta { index: 1, .. }));
+        assert!(blocks.has_tools());
+    }
+}
