@@ -16,6 +16,7 @@ mod grpc;
 mod hub;
 mod init;
 mod logs;
+mod relay;
 mod templates;
 mod version;
 

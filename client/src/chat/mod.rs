@@ -11,10 +11,9 @@
 //! Invariants: the chat decides nothing by itself (the hub owns sessions, turns and approvals);
 //! Ctrl-C during a reply cancels the turn, during a slash command abandons it (back to the
 //! prompt), at the prompt it quits; Ctrl-D at the prompt quits; every one-shot hub call has a
-//! deadline ([`call`]).
+//! deadline ([`crate::relay::call`]).
 
 mod attach;
-pub(crate) mod call;
 mod commands;
 mod editor;
 pub(crate) mod render;
@@ -37,13 +36,13 @@ use tau_api::installation::Installation;
 use tau_api::proto::v1::{self as pb, open_session_request::Target};
 
 use self::attach::{AttachError, StartOptions};
-use self::call::CallError;
 use self::editor::{Input, LineEditor};
 use self::render::{Limits, Printer};
 use self::state::{Chat, LocalInfo};
 use self::style::Style;
 use crate::cli::Context;
 use crate::connect::HubAddress;
+use crate::relay::call::{self, CallError};
 
 /// Exit code when no hub answers and none was started (EX_UNAVAILABLE).
 pub const EXIT_NO_HUB: u8 = 69;
