@@ -18,6 +18,7 @@ mod init;
 mod logs;
 mod relay;
 mod templates;
+mod tui;
 mod version;
 
 use std::process::ExitCode;
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
         Command::Init(args) => init::run(args, &ctx, cli.profile),
         Command::Hub(command) => run_hub(command, &ctx),
         Command::Chat(args) => chat::run(args, &ctx),
+        Command::Tui(args) => tui::run(args, &ctx),
     };
     match result {
         Ok(code) => code,
