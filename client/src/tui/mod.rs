@@ -44,6 +44,9 @@ use crate::cli::Context;
 use crate::relay::call::{CallError, call};
 use crate::relay::{Outcome, Relay};
 
+/// The commands that leave the TUI (not in the shared table: `tau chat` leaves with Ctrl-D).
+const QUIT: [&str; 4] = ["quit", "exit", "çık", "cik"];
+
 /// Options of `tau tui`.
 #[derive(Debug, Args)]
 pub struct TuiArgs {
@@ -241,8 +244,10 @@ impl Tui {
             self.turn(line.trim()).await;
             return true;
         };
+        if QUIT.contains(&name.to_lowercase().as_str()) {
+            return false;
+        }
         match find_command(name).map(|command| command.name) {
-            Some("quit") => return false,
             Some("clear") => self.app.conversation.clear(),
             _ => {
                 commands::handle_line(&mut self.chat, line).await;
