@@ -31,7 +31,6 @@ use crossterm::event::Event;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use tau_api::commands::{find_command, split_command};
-use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
 use tokio::sync::mpsc;
 
@@ -50,11 +49,9 @@ const QUIT: [&str; 4] = ["quit", "exit", "çık", "cik"];
 /// Options of `tau tui`.
 #[derive(Debug, Args)]
 pub struct TuiArgs {
+    /// The same options as `tau chat` (the UI language is the global `--lang`).
     #[command(flatten)]
     pub chat: ChatArgs,
-    /// The UI language for this run (`en`, `tr`); default: the installation's.
-    #[arg(long, value_name = "LANG")]
-    pub lang: Option<String>,
 }
 
 /// What the chat's slash commands print, captured for the conversation pane.
@@ -99,7 +96,7 @@ pub struct Tui {
 /// Runs `tau tui`.
 pub fn run(args: &TuiArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let captured = Captured::default();
-    let (runtime, mut chat, _history) =
+    let (runtime, chat, _history) =
         match crate::chat::open(&args.chat, ctx, Some(Box::new(captured.clone())))? {
             Ok(opened) => opened,
             Err(code) => {
@@ -107,9 +104,6 @@ pub fn run(args: &TuiArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
                 return Ok(code);
             }
         };
-    if let Some(lang) = args.lang.as_deref().and_then(Lang::parse) {
-        chat.lang = lang;
-    }
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let theme = Theme {
         color: !no_color && std::env::var("TERM").ok().as_deref() != Some("dumb"),
