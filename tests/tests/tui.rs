@@ -118,6 +118,21 @@ fn approvals(env: &ChatSandbox) -> Vec<String> {
     out
 }
 
+/// The ids of the hub's sessions.
+fn session_ids(env: &ChatSandbox) -> Vec<String> {
+    env.with_client(async |client| {
+        Ok(client
+            .list_sessions(pb::ListSessionsRequest::default())
+            .await?
+            .into_inner()
+            .sessions
+            .into_iter()
+            .map(|s| s.session_id)
+            .collect())
+    })
+    .unwrap_or_default()
+}
+
 #[test]
 fn the_approval_card_ignores_early_keys_and_pastes_and_enter_rejects() {
     if !tmux_available() {
@@ -167,6 +182,33 @@ fn the_approval_card_ignores_early_keys_and_pastes_and_enter_rejects() {
         approvals(&env) == ["approved", "rejected"]
     })
     .unwrap();
+
+    // `/resume` replays the session's stored events into the events pane.
+    let session = screen
+        .contents()
+        .lines()
+        .find_map(|l| {
+            l.split("session ").nth(1).map(|rest| {
+                rest.split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .trim_end_matches('.')
+                    .to_owned()
+            })
+        })
+        .unwrap_or_default();
+    screen.type_text("/new").unwrap();
+    screen.key("Enter").unwrap();
+    wait_until(Duration::from_secs(10), "a fresh events pane", || {
+        !screen.contents().contains(&format!("✓ {TOOL} · tier"))
+    })
+    .unwrap();
+    let stored = session_ids(&env);
+    assert!(stored.contains(&session), "{session:?} not in {stored:?}");
+    screen.type_text(&format!("/resume {session}")).unwrap();
+    screen.key("Enter").unwrap();
+    screen.see(&format!("✓ {TOOL} · tier"));
+    screen.see(&format!("✗ {TOOL} · tier"));
 
     screen.type_text("/quit").unwrap();
     screen.key("Enter").unwrap();

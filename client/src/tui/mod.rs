@@ -16,6 +16,7 @@ pub mod card;
 pub mod card_view;
 mod front;
 pub mod input;
+mod replay;
 mod term;
 pub mod theme;
 pub mod view;
@@ -193,7 +194,10 @@ impl Tui {
 
     /// Refreshes what the screen shows of the chat's state.
     async fn refresh(&mut self) {
-        self.app.session_id = self.chat.session_id().to_owned();
+        if self.app.session_id != self.chat.session_id() {
+            self.app.session_id = self.chat.session_id().to_owned();
+            self.replay().await;
+        }
         self.app.status.role.clone_from(&self.chat.role);
         self.app.lang = self.chat.lang;
         let request = self
@@ -206,6 +210,27 @@ impl Tui {
             self.app.sessions = listing.sessions;
         }
         self.dirty = true;
+    }
+
+    /// Fills the events pane from the session's stored events and pending approvals.
+    async fn replay(&mut self) {
+        let (session_id, deadline) = (self.app.session_id.clone(), self.chat.deadlines.call);
+        let request = self.chat.hub.read_events(pb::ReadEventsRequest {
+            session_id: session_id.clone(),
+        });
+        let stored = match call(&mut self.chat.interrupts, deadline, request).await {
+            Ok(response) => response.events,
+            Err(error) => return self.report(&error),
+        };
+        let request = self
+            .chat
+            .hub
+            .list_pending_approvals(pb::ListPendingApprovalsRequest { session_id });
+        let pending = call(&mut self.chat.interrupts, deadline, request)
+            .await
+            .map(|response| response.approvals)
+            .unwrap_or_default();
+        self.app.replay(&stored, &pending);
     }
 
     async fn main_loop(&mut self) -> ExitCode {
