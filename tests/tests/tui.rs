@@ -217,3 +217,54 @@ fn the_approval_card_ignores_early_keys_and_pastes_and_enter_rejects() {
     })
     .unwrap();
 }
+
+#[test]
+fn sigterm_with_the_card_open_restores_the_terminal_and_approves_nothing() {
+    if !tmux_available() {
+        eprintln!("skipped: tmux is not installed");
+        return;
+    }
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let screen = Screen::start(&env).unwrap();
+    screen
+        .tmux(&["set-option", "-t", "t", "remain-on-exit", "on"])
+        .unwrap();
+    screen.see("is ready");
+    let format = |f: &str| {
+        screen
+            .tmux(&["display-message", "-p", "-t", "t", f])
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(
+        format("#{alternate_on}"),
+        "1",
+        "the TUI uses the alternate screen"
+    );
+    screen.type_text(LAMP).unwrap();
+    screen.key("Enter").unwrap();
+    screen.see("Tab switch");
+    let pid: i32 = format("#{pane_pid}").parse().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    wait_until(Duration::from_secs(10), "tau tui to exit", || {
+        format("#{pane_dead}") == "1"
+    })
+    .unwrap();
+    assert_eq!(format("#{alternate_on}"), "0", "left the alternate screen");
+    // The hub rejects the call when the channel goes away; nothing approved it.
+    wait_until(Duration::from_secs(20), "the call recorded", || {
+        !approvals(&env).is_empty()
+    })
+    .unwrap();
+    assert!(
+        approvals(&env).iter().all(|a| a != "approved"),
+        "{:?}",
+        approvals(&env)
+    );
+}

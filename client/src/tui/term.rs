@@ -63,14 +63,19 @@ pub fn restore_once(restored: &AtomicBool) {
     if restored.swap(true, Ordering::SeqCst) {
         return;
     }
-    let mut out = io::stdout();
+    leave(&mut io::stdout());
+    let _ = disable_raw_mode();
+}
+
+/// Writes the sequence that undoes the modes entered (bracketed paste, alternate screen, hidden
+/// cursor), in reverse order.
+fn leave(out: &mut impl Write) {
     let _ = execute!(
         out,
         DisableBracketedPaste,
         LeaveAlternateScreen,
         crossterm::cursor::Show
     );
-    let _ = disable_raw_mode();
     let _ = out.flush();
 }
 
@@ -94,4 +99,27 @@ pub fn read_keys() -> mpsc::Receiver<Event> {
         }
     });
     receiver
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaving_undoes_every_mode_in_reverse_order() {
+        let mut out = Vec::new();
+        leave(&mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\x1b[?2004l\x1b[?1049l\x1b[?25h"
+        );
+    }
+
+    #[test]
+    fn the_terminal_is_restored_once() {
+        let restored = AtomicBool::new(true);
+        // Already restored: nothing is written and raw mode is not touched again.
+        restore_once(&restored);
+        assert!(restored.load(Ordering::SeqCst));
+    }
 }
