@@ -210,6 +210,22 @@ impl App {
         self.note(&line, !ok);
     }
 
+    /// The session above (`Up`) or below (`Down`) the current one in the sidebar.
+    pub fn neighbour(&self, code: crossterm::event::KeyCode) -> Option<String> {
+        use crossterm::event::KeyCode;
+        let at = self
+            .sessions
+            .iter()
+            .position(|s| s.session_id == self.session_id);
+        let next = match (code, at) {
+            (KeyCode::Up, Some(at)) => at.checked_sub(1)?,
+            (KeyCode::Down, Some(at)) => at + 1,
+            (KeyCode::Up | KeyCode::Down, None) => 0,
+            _ => return None,
+        };
+        self.sessions.get(next).map(|s| s.session_id.clone())
+    }
+
     /// Opens the card for `approval`.
     pub fn open_card(&mut self, approval: pb::PendingApproval) {
         self.card = Some(Card::new(approval));

@@ -27,6 +27,8 @@ pub const FRAME: Duration = Duration::from_millis(16);
 pub enum Key {
     Interrupt,
     Send(String),
+    /// Alt-↑/↓ chose this session in the sidebar.
+    Resume(String),
     Nothing,
 }
 
@@ -48,6 +50,11 @@ impl Tui {
                     // A shown verdict is dismissed by the next key, which does nothing else.
                     self.app.card = None;
                     return Key::Nothing;
+                }
+                if key.modifiers.contains(KeyModifiers::ALT)
+                    && let Some(id) = self.app.neighbour(key.code)
+                {
+                    return Key::Resume(id);
                 }
                 match key.code {
                     KeyCode::PageUp => self.app.scroll = self.app.scroll.saturating_add(5),
@@ -99,7 +106,8 @@ impl Front for TuiFront<'_> {
                         Key::Interrupt => return,
                         // A line sent during a turn waits in the composer.
                         Key::Send(text) => self.tui.app.composer.text = text,
-                        Key::Nothing => {}
+                        // Sessions are switched between turns.
+                        Key::Resume(_) | Key::Nothing => {}
                     }
                 }
                 () = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600))), if wait.is_some() => {}

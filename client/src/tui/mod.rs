@@ -16,6 +16,7 @@ pub mod card;
 pub mod card_view;
 mod front;
 pub mod input;
+pub mod markdown;
 mod replay;
 mod term;
 pub mod theme;
@@ -252,6 +253,9 @@ impl Tui {
                         return ExitCode::SUCCESS;
                     }
                 }
+                Key::Resume(id) => {
+                    self.line(&format!("/resume {id}")).await;
+                }
                 Key::Nothing => {}
             }
         }
@@ -328,3 +332,6 @@ impl Tui {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod bench;

@@ -259,3 +259,22 @@ fn a_two_thousand_message_session_draws_only_what_fits() {
     assert!(shown.contains("message 1999"), "{shown}");
     assert!(!shown.contains("message 1990 "), "{shown}");
 }
+
+#[test]
+fn alt_arrows_choose_the_neighbouring_session() {
+    use crossterm::event::KeyCode;
+    let mut app = app(Lang::En);
+    app.sessions = ["a", "b", "c"]
+        .iter()
+        .map(|id| pb::SessionInfo {
+            session_id: (*id).into(),
+            ..Default::default()
+        })
+        .collect();
+    app.session_id = "b".into();
+    assert_eq!(app.neighbour(KeyCode::Up).as_deref(), Some("a"));
+    assert_eq!(app.neighbour(KeyCode::Down).as_deref(), Some("c"));
+    app.session_id = "c".into();
+    assert_eq!(app.neighbour(KeyCode::Down), None);
+    assert_eq!(app.neighbour(KeyCode::Enter), None);
+}

@@ -14,6 +14,7 @@ use ratatui::widgets::{Block, Borders, List, ListItem, Paragraph};
 
 use super::app::{App, Who};
 use super::card_view;
+use super::markdown;
 use super::theme::Theme;
 use super::wrap;
 use crate::chat::render;
@@ -89,15 +90,17 @@ pub fn conversation_lines(
             Who::Notice => ("", theme.dim()),
             Who::Error => ("", theme.error()),
         };
+        if entry.who == Who::Tau {
+            lines.extend(markdown::render(&entry.text, width, style));
+            continue;
+        }
         let text = format!("{prefix}{}", entry.text);
         for line in wrap::wrap(&text, width) {
             lines.push(Line::from(Span::styled(line, style)));
         }
     }
     if let Some(streaming) = &app.streaming {
-        for line in wrap::wrap(streaming, width) {
-            lines.push(Line::from(line));
-        }
+        lines.extend(markdown::render(streaming, width, Default::default()));
     }
     lines
 }
