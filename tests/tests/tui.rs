@@ -143,6 +143,9 @@ fn the_approval_card_ignores_early_keys_and_pastes_and_enter_rejects() {
     let _hub = env.start_hub().unwrap();
     let screen = Screen::start(&env).unwrap();
     screen.see("is ready");
+    // The status line: profile, role → provider, context mode, hub, state, pending approvals.
+    screen.see("→ fake");
+    screen.see("idle · !0");
 
     // `y` typed at once does not approve; `y` after the delay does, and the tool runs.
     screen.type_text(LAMP).unwrap();

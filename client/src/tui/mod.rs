@@ -200,6 +200,12 @@ impl Tui {
             self.replay().await;
         }
         self.app.status.role.clone_from(&self.chat.role);
+        let request = self.chat.hub.list_model_roles(pb::ListModelRolesRequest {});
+        if let Ok(roles) = call(&mut self.chat.interrupts, self.chat.deadlines.call, request).await
+            && let Some(role) = roles.roles.iter().find(|r| r.name == self.chat.role)
+        {
+            self.app.status.role = format!("{} → {}", role.name, role.provider);
+        }
         self.app.lang = self.chat.lang;
         let request = self
             .chat
