@@ -212,6 +212,15 @@ fn the_approval_card_ignores_early_keys_and_pastes_and_enter_rejects() {
     screen.key("Enter").unwrap();
     screen.see(&format!("✓ {TOOL} · tier"));
     screen.see(&format!("✗ {TOOL} · tier"));
+    // The TUI's resident memory, for the record (`--nocapture` shows it).
+    let pid = screen
+        .tmux(&["display-message", "-p", "-t", "t", "#{pane_pid}"])
+        .unwrap_or_default();
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).unwrap_or_default();
+    if let Some(rss) = status.lines().find(|l| l.starts_with("VmRSS")) {
+        eprintln!("tau tui {rss}");
+    }
 
     screen.type_text("/quit").unwrap();
     screen.key("Enter").unwrap();
