@@ -173,6 +173,7 @@ fn the_approval_card_ignores_early_keys_and_pastes_and_enter_rejects() {
     screen.see("(arming…)");
     screen.see("Tab switch");
     screen.paste("y\r").unwrap();
+    screen.see("Paste ignored.");
     std::thread::sleep(Duration::from_millis(200));
     screen.see("(arming…)");
     assert_eq!(approvals(&env), ["approved"], "the paste decided something");

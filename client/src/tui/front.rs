@@ -144,6 +144,8 @@ impl Front for TuiFront<'_> {
                 Some(Event::Key(key)) => card.key(key, now),
                 Some(Event::Paste(_)) => {
                     card.paste(now);
+                    let text = self.tui.app.t("approval.paste_ignored", &[]);
+                    self.tui.app.note(&text, false);
                     None
                 }
                 Some(_) => None,
