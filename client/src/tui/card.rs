@@ -49,6 +49,9 @@ pub struct Card {
     /// Lines the arguments are scrolled by.
     pub scroll: u16,
     pub verdict: Option<Verdict>,
+    /// The whole card fits on the screen; when it does not, Approve cannot be reached (never
+    /// approve what cannot be seen).
+    pub fits: bool,
 }
 
 impl Card {
@@ -60,6 +63,7 @@ impl Card {
             last_input: None,
             scroll: 0,
             verdict: None,
+            fits: true,
         }
     }
 
@@ -77,7 +81,7 @@ impl Card {
 
     /// Whether Approve can be reached at `now`.
     pub fn armed(&self, now: Instant) -> bool {
-        self.verdict.is_none() && self.arms_at().is_some_and(|at| now >= at)
+        self.fits && self.verdict.is_none() && self.arms_at().is_some_and(|at| now >= at)
     }
 
     /// A bracketed paste: swallowed, and the arming wait restarts.
@@ -213,6 +217,17 @@ mod tests {
             key.kind = kind;
             assert_eq!(card.key(key, later), None);
         }
+    }
+
+    #[test]
+    fn a_card_that_does_not_fit_never_approves_but_still_rejects() {
+        let (mut card, t0) = card();
+        card.fits = false;
+        let later = t0 + Duration::from_secs(2);
+        assert_eq!(card.key(press(KeyCode::Char('y')), later), None);
+        assert_eq!(card.key(press(KeyCode::Tab), later), None);
+        assert_eq!(card.focus, Button::Reject);
+        assert_eq!(card.key(press(KeyCode::Esc), later), Some(false));
     }
 
     #[test]

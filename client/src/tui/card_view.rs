@@ -31,6 +31,11 @@ pub fn verdict_text(messages: &Messages, lang: Lang, verdict: Verdict, tool: &st
     messages.t_or_key(key, lang, &[("tool", &tool)])
 }
 
+/// Whether the whole card (tool, arguments' header, effect, both buttons, hint) fits in `area`.
+pub fn fits(area: Rect) -> bool {
+    area.width >= 44 && area.height >= 12
+}
+
 /// The card's rectangle inside `area`: centred, at most 72 wide.
 pub fn card_area(area: Rect) -> Rect {
     let width = area.width.min(72);
@@ -107,6 +112,7 @@ pub fn draw(
             verdict,
             &render::one_line(&approval.tool, 60),
         ),
+        None if !card.fits => t("approval.enlarge_terminal"),
         None if armed => t("approval.keys"),
         None => t("approval.arming"),
     };

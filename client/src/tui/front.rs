@@ -127,6 +127,12 @@ impl Front for TuiFront<'_> {
         }
         self.tui.app.open_card(approval.clone());
         loop {
+            let fits = self.tui.terminal.size().is_ok_and(|size| {
+                super::card_view::fits(ratatui::layout::Rect::new(0, 0, size.width, size.height))
+            });
+            if let Some(card) = &mut self.tui.app.card {
+                card.fits = fits;
+            }
             let now = self.tui.draw_now();
             let Some(card) = &mut self.tui.app.card else {
                 return Answer::Reject;

@@ -278,3 +278,18 @@ fn alt_arrows_choose_the_neighbouring_session() {
     assert_eq!(app.neighbour(KeyCode::Down), None);
     assert_eq!(app.neighbour(KeyCode::Enter), None);
 }
+
+#[test]
+fn a_card_too_big_for_the_screen_asks_to_enlarge_it() {
+    let t0 = Instant::now();
+    let mut app = card_app(Lang::En, t0);
+    assert!(super::card_view::fits(ratatui::layout::Rect::new(
+        0, 0, 80, 24
+    )));
+    assert!(!super::card_view::fits(ratatui::layout::Rect::new(
+        0, 0, 40, 24
+    )));
+    app.card.as_mut().unwrap().fits = false;
+    let shown = text(&render(&app, 60, 24, t0 + Duration::from_secs(5)));
+    assert!(shown.contains("Enlarge the"), "{shown}");
+}
