@@ -203,6 +203,8 @@ impl Front for TuiFront<'_> {
     }
 
     fn decision_failed(&mut self, error: CallError, _: Option<&FeedError>) -> bool {
+        // The hub's verdict is unknown: the card closes rather than claim one.
+        self.tui.app.card = None;
         self.tui.report(&error);
         true
     }

@@ -317,6 +317,15 @@ impl Tui {
         let outcome = Relay::new(client, &session_id, CHANNEL, stream, &mut front, deadline)
             .run()
             .await;
+        // A card still undecided belongs to a turn no longer followed: it can take no answer.
+        if self
+            .app
+            .card
+            .as_ref()
+            .is_some_and(|card| card.verdict.is_none())
+        {
+            self.app.card = None;
+        }
         match outcome {
             Outcome::Ended(_) => {}
             Outcome::Detached | Outcome::Stopped => {
