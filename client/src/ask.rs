@@ -5,7 +5,7 @@
 //! JSON lines instead. `--session ID` continues a session, otherwise a new one is opened.
 //!
 //! Opening the session and sending a decision are one-shot calls with a deadline
-//! ([`crate::chat::call::CALL_DEADLINE`], `TAU_HUB_TIMEOUT` seconds when set): a stalled hub
+//! ([`crate::relay::call::CALL_DEADLINE`], `TAU_HUB_TIMEOUT` seconds when set): a stalled hub
 //! ends `tau ask` with an error.
 //!
 //! Invariants: tier-2 calls are rejected unless `--approve` is given and a terminal (`/dev/tty`) is
@@ -17,7 +17,6 @@
 //! already cut that stream off (marked `cut-off`) is sent once more with the attachment of the
 //! resumed stream ([`crate::feed::TurnFeed::reattach`], within the call deadline).
 
-use std::collections::VecDeque;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -25,19 +24,18 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use tau_api::env::Env;
-use tau_api::error_marks;
 use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt, is_approval_answer};
 use tau_api::installation::Installation;
 use tau_api::lang::Lang;
 use tau_api::proto::v1::{self as pb, open_session_request::Target, session_event::Kind};
-use tonic::transport::Channel;
 
 use crate::approve;
-use crate::chat::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
 use crate::cli::Context;
 use crate::event_json;
-use crate::feed::{Item, Reattached, TurnFeed};
+use crate::feed::FeedError;
 use crate::grpc;
+use crate::relay::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
+use crate::relay::{Answer, Front, Outcome, Relay};
 
 /// The channel `tau ask` speaks for.
 pub const CHANNEL: &str = "cli";
@@ -61,8 +59,6 @@ pub struct AskArgs {
     #[arg(long)]
     pub approve: bool,
 }
-
-type Client = pb::tau_client::TauClient<Channel>;
 
 /// Runs `tau ask`.
 pub fn run(args: &AskArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
@@ -166,88 +162,132 @@ impl Ask {
         let stream = within(self.deadline, request)
             .await
             .map_err(|e| call_error("cannot start the turn", e))?;
-        let mut feed = TurnFeed::new(client.clone(), &session_id, CHANNEL, stream);
-        let code = self.follow(&mut client, &mut feed).await?;
+        let mut front = AskFront {
+            ask: &self,
+            messages: Messages::builtin(),
+            failure: None,
+        };
+        let outcome = Relay::new(
+            client,
+            &session_id,
+            CHANNEL,
+            stream,
+            &mut front,
+            self.deadline,
+        )
+        .run()
+        .await;
+        let code = match outcome {
+            Outcome::Ended(end) => {
+                if end.stop_reason == "error" {
+                    ExitCode::FAILURE
+                } else {
+                    ExitCode::SUCCESS
+                }
+            }
+            Outcome::StreamLost(None) | Outcome::Detached => {
+                anyhow::bail!("the hub ended the stream before the turn ended")
+            }
+            Outcome::StreamLost(Some(error)) => return Err(error.into()),
+            Outcome::Stopped => {
+                return Err(front
+                    .failure
+                    .unwrap_or_else(|| anyhow::anyhow!("the turn was not followed to its end")));
+            }
+        };
         if self.verbose && !self.json {
             eprintln!("session {session_id}");
         }
         Ok(code)
     }
+}
 
-    /// Follows the turn's events until its end, relaying approvals.
-    async fn follow(
-        &self,
-        client: &mut Client,
-        feed: &mut TurnFeed<Channel>,
-    ) -> anyhow::Result<ExitCode> {
-        let mut backlog: VecDeque<Item> = VecDeque::new();
-        loop {
-            let item = match backlog.pop_front() {
-                Some(item) => item,
-                None => match feed.next().await? {
-                    Some(item) => item,
-                    None => anyhow::bail!("the hub ended the stream before the turn ended"),
-                },
-            };
-            let event = match item {
-                Item::Accepted(accepted) => {
-                    if self.json {
-                        println!("{}", event_json::accepted(&accepted));
-                    }
-                    continue;
-                }
-                Item::Event(event) => *event,
-            };
-            if self.json {
-                println!("{}", event_json::event(&event));
-            }
-            match event.kind {
-                Some(Kind::ApprovalRequested(requested)) => {
-                    let Some(approval) = requested.approval else {
-                        continue;
-                    };
-                    let answer = self.answer(&approval, feed, &mut backlog).await?;
-                    if let Some(approve) = answer {
-                        self.decide(client, &approval, approve, feed, &mut backlog)
-                            .await?;
-                    }
-                }
-                Some(Kind::TurnEnded(end)) => {
-                    if !self.json {
-                        println!("{}", end.text);
-                        if !end.notice.is_empty() {
-                            eprintln!("{}", end.notice);
-                        }
-                    }
-                    let failed = end.stop_reason == "error";
-                    return Ok(if failed {
-                        ExitCode::FAILURE
-                    } else {
-                        ExitCode::SUCCESS
-                    });
-                }
-                _ => {}
+/// `tau ask` as the relay's front: JSON lines or the reply, questions on `/dev/tty`, no Ctrl-C
+/// handling (Ctrl-C ends the process; the hub keeps the turn).
+struct AskFront<'a> {
+    ask: &'a Ask,
+    messages: Messages,
+    /// Why the relay was stopped.
+    failure: Option<anyhow::Error>,
+}
+
+impl Front for AskFront<'_> {
+    fn accepted(&mut self, accepted: &pb::TurnAccepted) {
+        if self.ask.json {
+            println!("{}", event_json::accepted(accepted));
+        }
+    }
+
+    fn event(&mut self, event: &pb::SessionEvent) {
+        if self.ask.json {
+            println!("{}", event_json::event(event));
+        } else if let Some(Kind::TurnEnded(end)) = &event.kind {
+            println!("{}", end.text);
+            if !end.notice.is_empty() {
+                eprintln!("{}", end.notice);
             }
         }
     }
 
-    /// The person's answer (`Some(true)` approves), or `None` when the approval was resolved
-    /// elsewhere while the prompt was open.
-    async fn answer(
-        &self,
-        approval: &pb::PendingApproval,
-        feed: &mut TurnFeed<Channel>,
-        backlog: &mut VecDeque<Item>,
-    ) -> anyhow::Result<Option<bool>> {
-        let messages = Messages::builtin();
-        if !self.approve {
-            let line = messages.t("approval.rejected", self.lang, &[("tool", &approval.tool)])?;
+    async fn interrupted(&mut self) {
+        std::future::pending::<()>().await;
+    }
+
+    async fn ask(&mut self, approval: &pb::PendingApproval) -> Answer {
+        match self.answer(approval).await {
+            Ok(true) => Answer::Approve,
+            Ok(false) => Answer::Reject,
+            Err(error) => {
+                self.failure = Some(error);
+                Answer::Stop
+            }
+        }
+    }
+
+    fn resolved_elsewhere(&mut self, _: &pb::PendingApproval) {
+        eprintln!("\n(the approval was resolved elsewhere; not asking any more)");
+    }
+
+    fn cancelling(&mut self) {}
+
+    fn cancel_failed(&mut self, _: &CallError) {}
+
+    fn decided(&mut self, _: &pb::PendingApproval, _: bool, response: &pb::DecideApprovalResponse) {
+        let applied = response.outcome == pb::DecideOutcome::Applied as i32;
+        if !applied && !self.ask.json {
+            eprintln!(
+                "(the approval was already {}; the decision changed nothing)",
+                event_json::resolution_name(response.resolution)
+            );
+        }
+    }
+
+    fn decision_failed(&mut self, error: CallError, lost: Option<&FeedError>) -> bool {
+        let what = "cannot send the decision";
+        self.failure = Some(match (error, lost) {
+            (CallError::Hub(status), Some(lost)) => {
+                anyhow::anyhow!("{what}: {} ({lost})", status.message())
+            }
+            (error, _) => call_error(what, error),
+        });
+        false
+    }
+}
+
+impl AskFront<'_> {
+    /// The person's answer (`true` approves); a rejection without asking unless `--approve`.
+    async fn answer(&self, approval: &pb::PendingApproval) -> anyhow::Result<bool> {
+        let lang = self.ask.lang;
+        if !self.ask.approve {
+            let line = self
+                .messages
+                .t("approval.rejected", lang, &[("tool", &approval.tool)])?;
             eprintln!("{line} (`tau ask --approve` asks on the terminal)");
-            return Ok(Some(false));
+            return Ok(false);
         }
         let prompt = format_approval_prompt(
-            &messages,
-            self.lang,
+            &self.messages,
+            lang,
             &ApprovalPrompt {
                 tool: &approval.tool,
                 tier: u8::try_from(approval.tier).unwrap_or(2),
@@ -256,83 +296,11 @@ impl Ask {
             },
         )?;
         let mut asking = approve::ask_on_tty(&prompt).context("asking on the terminal")?;
-        loop {
-            tokio::select! {
-                line = asking.line() => {
-                    return Ok(Some(line.as_deref().is_some_and(is_approval_answer)));
-                }
-                next = feed.next() => {
-                    let Some(item) = next? else {
-                        return Ok(None);
-                    };
-                    let resolved_here = item.resolves(&approval.approval_id);
-                    backlog.push_back(item);
-                    if resolved_here {
-                        eprintln!("\n(the approval was resolved elsewhere; not asking any more)");
-                        return Ok(None);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Sends the decision with the attachment of the live stream; refused as cut off, sends it
-    /// once more with the attachment of the resumed stream (what is read meanwhile goes to
-    /// `backlog`).
-    async fn decide(
-        &self,
-        client: &mut Client,
-        approval: &pb::PendingApproval,
-        approve: bool,
-        feed: &mut TurnFeed<Channel>,
-        backlog: &mut VecDeque<Item>,
-    ) -> anyhow::Result<()> {
-        let what = "cannot send the decision";
-        let refused = feed.attachment().to_owned();
-        let outcome = match self.send(client, approval, approve, &refused).await {
-            Err(CallError::Hub(status)) if error_marks::is_cut_off(&status) => {
-                match feed.reattach(&refused, backlog, self.deadline).await {
-                    Ok(Reattached::Attached(resumed)) => {
-                        self.send(client, approval, approve, &resumed).await
-                    }
-                    Ok(Reattached::Ended | Reattached::TimedOut) => Err(CallError::Hub(status)),
-                    Err(lost) => {
-                        anyhow::bail!("{what}: {} ({lost})", status.message())
-                    }
-                }
-            }
-            sent => sent,
-        }
-        .map_err(|e| call_error(what, e))?;
-        let applied = outcome.outcome == pb::DecideOutcome::Applied as i32;
-        if !applied && !self.json {
-            eprintln!(
-                "(the approval was already {}; the decision changed nothing)",
-                event_json::resolution_name(outcome.resolution)
-            );
-        }
-        Ok(())
-    }
-
-    /// One DecideApproval with `attachment`, within the deadline.
-    async fn send(
-        &self,
-        client: &mut Client,
-        approval: &pb::PendingApproval,
-        approve: bool,
-        attachment: &str,
-    ) -> Result<pb::DecideApprovalResponse, CallError> {
-        let decision = if approve {
-            pb::ApprovalDecision::Approved
-        } else {
-            pb::ApprovalDecision::Rejected
-        };
-        let request = client.decide_approval(pb::DecideApprovalRequest {
-            approval_id: approval.approval_id.clone(),
-            decision: decision as i32,
-            attachment_id: attachment.to_owned(),
-        });
-        within(self.deadline, request).await
+        Ok(asking
+            .line()
+            .await
+            .as_deref()
+            .is_some_and(is_approval_answer))
     }
 }
 

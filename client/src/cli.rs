@@ -36,6 +36,9 @@ pub struct Cli {
 pub enum Command {
     /// Talk to tau in the terminal (starts the hub when none answers).
     Chat(crate::chat::ChatArgs),
+    /// The full-screen client: conversation, sessions, events and an approval card that a stray
+    /// key cannot approve (starts the hub when none answers).
+    Tui(crate::tui::TuiArgs),
     /// Run, stop, inspect or install the hub daemon.
     #[command(subcommand)]
     Hub(crate::hub::HubCommand),

@@ -39,7 +39,36 @@ struct Listing<'a> {
     hub: HubLine,
     components: &'a [ComponentState],
     unknown: &'a [UnknownName],
+    /// The clients this `tau` ships (commands, not components of the hub).
+    clients: &'static [Client],
 }
+
+/// A client command of `tau`.
+#[derive(Serialize)]
+struct Client {
+    command: &'static str,
+    channel: &'static str,
+    what: &'static str,
+}
+
+/// The clients of this `tau`.
+const CLIENTS: &[Client] = &[
+    Client {
+        command: "tau chat",
+        channel: "terminal",
+        what: "line-based chat",
+    },
+    Client {
+        command: "tau tui",
+        channel: "terminal",
+        what: "full-screen client: conversation, sessions, events, approval card",
+    },
+    Client {
+        command: "tau ask",
+        channel: "cli",
+        what: "one turn from the command line",
+    },
+];
 
 #[derive(Serialize)]
 struct HubLine {
@@ -119,6 +148,7 @@ pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
             hub: hub_line,
             components: &states,
             unknown: &unknown,
+            clients: CLIENTS,
         };
         println!("{}", serde_json::to_string_pretty(&listing)?);
     } else {
@@ -237,6 +267,14 @@ fn render(states: &[ComponentState], unknown: &[UnknownName], config_file: Optio
         if !any {
             out.push_str("  (none built in)\n");
         }
+    }
+    out.push_str("clients\n");
+    for client in CLIENTS {
+        let _ = writeln!(
+            out,
+            "  {:<8}  {:<9} {}",
+            client.command, client.channel, client.what
+        );
     }
     if !unknown.is_empty() {
         out.push_str("unknown names in [components]\n");

@@ -1,7 +1,7 @@
 //! Logging for each command of `tau`, set up once in `main` before the command runs.
 //!
-//! `tau chat` and `tau ask` log to `<TAU_DATA_DIR>/logs/tau.log` (INFO and up) as well as to
-//! stderr (WARN and up, INFO with `-v`), so what happened in a conversation can be read later next
+//! `tau chat`, `tau ask` and `tau tui` log to `<TAU_DATA_DIR>/logs/tau.log` (INFO and up) as well as to
+//! stderr (WARN and up, INFO with `-v`; never for `tau tui`, which owns the screen), so what happened in a conversation can be read later next
 //! to the hub's own records; every other command logs to stderr only.
 //!
 //! Invariants: logging is configured exactly once per process (tracing's global default can be
@@ -23,6 +23,7 @@ pub fn start(command: &Command, ctx: &Context) -> Option<LoggingGuard> {
     let name = match command {
         Command::Chat(_) => "chat",
         Command::Ask(_) => "ask",
+        Command::Tui(_) => "tui",
         _ => return configure_logging(None, ctx.verbose, true).ok(),
     };
     let Ok(cwd) = std::env::current_dir() else {
@@ -46,7 +47,9 @@ pub fn start(command: &Command, ctx: &Context) -> Option<LoggingGuard> {
             Err(_) => (None, Vec::new(), Vec::new()),
         },
     };
-    let guard = with_file(logs_dir.as_deref(), ctx.verbose);
+    // The TUI owns the screen: it logs to the file only.
+    let console = !matches!(command, Command::Tui(_));
+    let guard = with_file(logs_dir.as_deref(), ctx.verbose, console);
     tracing::info!(
         command = name,
         version = tau_api::VERSION,
@@ -64,11 +67,11 @@ pub fn start(command: &Command, ctx: &Context) -> Option<LoggingGuard> {
 
 /// Console and `<logs_dir>/tau.log`; the console only (with one warning) when the file cannot be
 /// opened.
-fn with_file(logs_dir: Option<&Path>, verbose: bool) -> Option<LoggingGuard> {
-    match configure_logging(logs_dir, verbose, true) {
+fn with_file(logs_dir: Option<&Path>, verbose: bool, console: bool) -> Option<LoggingGuard> {
+    match configure_logging(logs_dir, verbose, console) {
         Ok(guard) => Some(guard),
         Err(file_error) => {
-            let guard = configure_logging(None, verbose, true).ok();
+            let guard = configure_logging(None, verbose, console).ok();
             tracing::warn!("logging to stderr only: {file_error}");
             guard
         }

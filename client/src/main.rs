@@ -17,7 +17,9 @@ mod hub;
 mod init;
 mod logs;
 mod mcp;
+mod relay;
 mod templates;
+mod tui;
 mod version;
 
 use std::process::ExitCode;
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
         Command::Hub(command) => run_hub(command, &ctx),
         Command::Chat(args) => chat::run(args, &ctx),
         Command::Mcp(command) => mcp::run(command, &ctx),
+        Command::Tui(args) => tui::run(args, &ctx),
     };
     match result {
         Ok(code) => code,

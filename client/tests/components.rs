@@ -178,3 +178,42 @@ fn without_a_hub_one_line_says_the_table_is_built_in_only() {
         "hub not running: built-in table only"
     );
 }
+
+#[test]
+fn the_clients_are_listed_tau_tui_included() {
+    let sandbox = configured("", "");
+    let run = sandbox.run(&["components"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.lines().any(|l| l == "clients"), "{}", run.stdout);
+    for command in ["tau chat", "tau tui", "tau ask"] {
+        assert!(
+            run.stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("  {command}"))),
+            "{command}:\n{}",
+            run.stdout
+        );
+    }
+    let run = sandbox.run(&["components", "--json"]);
+    let json = run.json();
+    let commands: Vec<&str> = json["clients"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(commands, ["tau chat", "tau tui", "tau ask"]);
+}
+
+#[test]
+fn help_lists_tau_tui() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["--help"]);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("tui ")),
+        "{}",
+        run.stdout
+    );
+}

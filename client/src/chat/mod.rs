@@ -11,18 +11,17 @@
 //! Invariants: the chat decides nothing by itself (the hub owns sessions, turns and approvals);
 //! Ctrl-C during a reply cancels the turn, during a slash command abandons it (back to the
 //! prompt), at the prompt it quits; Ctrl-D at the prompt quits; every one-shot hub call has a
-//! deadline ([`call`]).
+//! deadline ([`crate::relay::call`]).
 
 mod attach;
-pub(crate) mod call;
-mod commands;
+pub(crate) mod commands;
 mod editor;
 pub(crate) mod render;
 mod sessions;
-mod state;
+pub(crate) mod state;
 mod status;
 mod style;
-mod turn;
+pub(crate) mod turn;
 
 use std::io::IsTerminal;
 use std::path::Path;
@@ -37,13 +36,13 @@ use tau_api::installation::Installation;
 use tau_api::proto::v1::{self as pb, open_session_request::Target};
 
 use self::attach::{AttachError, StartOptions};
-use self::call::CallError;
 use self::editor::{Input, LineEditor};
 use self::render::{Limits, Printer};
 use self::state::{Chat, LocalInfo};
 use self::style::Style;
 use crate::cli::Context;
 use crate::connect::HubAddress;
+use crate::relay::call::{self, CallError};
 
 /// Exit code when no hub answers and none was started (EX_UNAVAILABLE).
 pub const EXIT_NO_HUB: u8 = 69;
@@ -75,8 +74,14 @@ pub struct ChatArgs {
     pub tcp: bool,
 }
 
-/// Runs `tau chat`.
-pub fn run(args: &ChatArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
+/// A chat attached to the hub on its first session, with the runtime it runs on and its history
+/// file, or the exit code when it could not get that far (what went wrong was printed). `out`
+/// replaces stdout (plain, no colour) for a front that draws the chat's lines itself.
+pub(crate) fn open(
+    args: &ChatArgs,
+    ctx: &Context,
+    out: Option<Box<dyn std::io::Write + Send>>,
+) -> anyhow::Result<Result<(tokio::runtime::Runtime, Chat, std::path::PathBuf), ExitCode>> {
     let mut env = Env::from_process();
     for (key, value) in &ctx.child_env {
         env.set(*key, value.to_string_lossy());
@@ -84,8 +89,10 @@ pub fn run(args: &ChatArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let installation = Installation::discover(env, &cwd)?;
     let stdout_terminal = std::io::stdout().is_terminal();
-    let style = Style::detect(&installation.env, stdout_terminal);
-    let mut printer = Printer::stdout(style);
+    let mut printer = match out {
+        Some(out) => Printer::new(out, Style::new(false)),
+        None => Printer::stdout(Style::detect(&installation.env, stdout_terminal)),
+    };
     let messages = Messages::builtin();
     let lang = installation.settings.lang;
 
@@ -120,7 +127,7 @@ pub fn run(args: &ChatArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         Ok(attached) => attached,
         Err(AttachError::NotRunning(_)) => {
             eprintln!("{}", messages.t_or_key("hub.not_running", lang, &[]));
-            return Ok(ExitCode::from(EXIT_NO_HUB));
+            return Ok(Err(ExitCode::from(EXIT_NO_HUB)));
         }
         Err(error) => {
             let reason = error.to_string();
@@ -128,7 +135,7 @@ pub fn run(args: &ChatArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
                 "{}",
                 messages.t_or_key("hub.start_failed", lang, &[("reason", &reason)])
             );
-            return Ok(ExitCode::from(EXIT_NO_HUB));
+            return Ok(Err(ExitCode::from(EXIT_NO_HUB)));
         }
     };
     if let Some(pid) = attached.started {
@@ -166,10 +173,18 @@ pub fn run(args: &ChatArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         },
     };
     if !runtime.block_on(start_session(&mut chat, args)) {
-        return Ok(ExitCode::FAILURE);
+        return Ok(Err(ExitCode::FAILURE));
     }
-
     let history_file = installation.paths.data_dir.join("chat_history");
+    Ok(Ok((runtime, chat, history_file)))
+}
+
+/// Runs `tau chat`.
+pub fn run(args: &ChatArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let (runtime, mut chat, history_file) = match open(args, ctx, None)? {
+        Ok(opened) => opened,
+        Err(code) => return Ok(code),
+    };
     let mut editor = LineEditor::new(Some(history_file))?;
     loop {
         if chat.printer.broken() {

@@ -8,9 +8,9 @@
 use tau_api::proto::v1::{self as pb, open_session_request::Target};
 use tonic::Code;
 
-use super::call::{CallError, call};
 use super::render;
 use super::state::{CHANNEL, Chat};
+use crate::relay::call::{CallError, call};
 
 /// How many sessions `/sessions` lists.
 const LISTING_LIMIT: u32 = 10;

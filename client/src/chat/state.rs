@@ -10,9 +10,9 @@ use tau_api::i18n::{Args, Messages};
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
 
-use super::call::{self, CallError, Deadlines, Interrupts};
 use super::render::{self, Limits, Printer};
 use crate::connect::HubClient;
+use crate::relay::call::{self, CallError, Deadlines, Interrupts};
 
 /// The channel `tau chat` speaks for: approvals of its turns are asked here.
 pub const CHANNEL: &str = "terminal";

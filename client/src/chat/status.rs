@@ -10,11 +10,11 @@ use tau_api::proto::v1 as pb;
 
 use std::time::Duration;
 
-use super::call::{CallError, call};
 use super::commands::{role_line, tier_number};
 use super::render;
 use super::state::Chat;
 use crate::doctor::hub::{Probe, probe};
+use crate::relay::call::{CallError, call};
 
 /// How long the control API's `/health` may take to answer (the `tau doctor` probe).
 const PROBE_DEADLINE: Duration = Duration::from_secs(1);

@@ -1,4 +1,4 @@
-//! One-shot hub calls of `tau chat` (and `tau ask`): each has a deadline, and in the chat each
+//! One-shot hub calls of the clients (`tau chat`, `tau ask`, `tau tui`): each has a deadline, and in the chat each
 //! gives way to Ctrl-C.
 //!
 //! Invariants:

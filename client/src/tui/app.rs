@@ -1,0 +1,251 @@
+//! What the TUI shows, as plain state: the conversation, the events pane, the sessions sidebar,
+//! the status line, the composer and the open approval card; and how a hub event changes it.
+//!
+//! Invariants: every text from the hub or the model is sanitized before it is stored (so no
+//! escape sequence reaches the terminal); the conversation and events panes are bounded
+//! ([`MAX_ENTRIES`]) and drop their oldest lines first; state changes only through these methods,
+//! which never wait on anything.
+
+use std::collections::VecDeque;
+
+use tau_api::i18n::Messages;
+use tau_api::lang::Lang;
+use tau_api::proto::v1::{self as pb, session_event::Kind};
+
+use super::card::{Card, Verdict};
+use super::input::Composer;
+use crate::chat::render;
+
+/// The most lines kept in the conversation and in the events pane.
+pub const MAX_ENTRIES: usize = 5_000;
+
+/// Who said a conversation entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    You,
+    Tau,
+    /// Chrome: notices, command output.
+    Notice,
+    Error,
+}
+
+/// One entry of the conversation pane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub who: Who,
+    pub text: String,
+}
+
+/// One line of the events pane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventLine {
+    pub text: String,
+    pub error: bool,
+}
+
+/// The status line's facts.
+#[derive(Debug, Clone, Default)]
+pub struct Status {
+    pub profile: String,
+    pub role: String,
+    pub context: String,
+    pub hub: String,
+    pub running: bool,
+}
+
+/// The whole screen's state.
+pub struct App {
+    pub messages: Messages,
+    pub lang: Lang,
+    pub conversation: VecDeque<Entry>,
+    /// The reply being streamed (its text grows until the turn ends).
+    pub streaming: Option<String>,
+    pub events: VecDeque<EventLine>,
+    pub sessions: Vec<pb::SessionInfo>,
+    pub session_id: String,
+    pub status: Status,
+    pub composer: Composer,
+    pub card: Option<Card>,
+    /// Lines the conversation is scrolled up by (0: follow the end).
+    pub scroll: u16,
+}
+
+impl App {
+    pub fn new(messages: Messages, lang: Lang) -> Self {
+        Self {
+            messages,
+            lang,
+            conversation: VecDeque::new(),
+            streaming: None,
+            events: VecDeque::new(),
+            sessions: Vec::new(),
+            session_id: String::new(),
+            status: Status::default(),
+            composer: Composer::default(),
+            card: None,
+            scroll: 0,
+        }
+    }
+
+    /// A chrome text in the UI language.
+    pub fn t(&self, key: &str, args: &tau_api::i18n::Args<'_>) -> String {
+        self.messages.t_or_key(key, self.lang, args)
+    }
+
+    /// Adds a conversation entry (sanitized).
+    pub fn say(&mut self, who: Who, text: &str) {
+        push_bounded(
+            &mut self.conversation,
+            Entry {
+                who,
+                text: render::sanitize(text),
+            },
+        );
+    }
+
+    /// Adds an events-pane line (one line, sanitized).
+    pub fn note(&mut self, text: &str, error: bool) {
+        let text = render::one_line(text, 300);
+        push_bounded(&mut self.events, EventLine { text, error });
+    }
+
+    /// The person sent `text` as a turn.
+    pub fn turn_started(&mut self, text: &str) {
+        self.say(Who::You, text);
+        self.streaming = Some(String::new());
+        self.status.running = true;
+    }
+
+    /// Ends the streamed reply (with `fallback` when nothing streamed).
+    pub fn turn_finished(&mut self, fallback: &str) {
+        let text = self.streaming.take().unwrap_or_default();
+        let text = if text.trim().is_empty() {
+            fallback
+        } else {
+            &text
+        };
+        if !text.trim().is_empty() {
+            self.say(Who::Tau, text);
+        }
+        self.status.running = false;
+    }
+
+    /// Applies one event of the current session's turn.
+    pub fn apply(&mut self, event: &pb::SessionEvent) {
+        let Some(kind) = &event.kind else { return };
+        match kind {
+            Kind::TextDelta(delta) => {
+                self.streaming
+                    .get_or_insert_with(String::new)
+                    .push_str(&render::sanitize(&delta.text));
+            }
+            Kind::ToolUseStarted(started) => {
+                let tool = render::one_line(&started.name, 80);
+                let text = self.t("tool.running", &[("tool", &tool)]);
+                self.note(&text, false);
+            }
+            Kind::ToolCall(call) => self.tool_call(call),
+            Kind::ApprovalRequested(requested) => {
+                if let Some(approval) = &requested.approval {
+                    let line = format!(
+                        "? {} (tier {}) [{}]",
+                        render::one_line(&approval.tool, 60),
+                        approval.tier,
+                        render::one_line(&approval.channel, 20)
+                    );
+                    self.note(&line, false);
+                }
+            }
+            Kind::ApprovalResolved(resolved) => {
+                let line = format!(
+                    "= {}: {}",
+                    render::one_line(&resolved.tool, 60),
+                    crate::event_json::resolution_name(resolved.resolution)
+                );
+                self.note(&line, false);
+            }
+            Kind::OutputDiscarded(_) => {
+                self.streaming = Some(String::new());
+                let text = self.t("chat.output_discarded", &[]);
+                self.note(&text, false);
+            }
+            Kind::Throttled(throttled) => {
+                let seconds = throttled.delay_ms.div_ceil(1000).max(1);
+                let text = self.t("notice.throttled", &[("seconds", &seconds)]);
+                self.note(&text, false);
+            }
+            Kind::Error(error) => {
+                let message = render::one_line(&error.message, 300);
+                let text = self.t("notice.error", &[("error", &message)]);
+                self.note(&text, true);
+            }
+            Kind::TurnEnded(end) => {
+                self.turn_finished(&end.text);
+                if !end.notice.is_empty() {
+                    self.say(Who::Notice, &end.notice);
+                }
+            }
+            Kind::RoleSwitched(switched) => {
+                self.status.role = render::one_line(&switched.role, 40);
+            }
+            Kind::TurnQueued(_) | Kind::TurnStarted(_) | Kind::ReasoningDelta(_) => {}
+        }
+    }
+
+    fn tool_call(&mut self, call: &pb::ToolCallFinished) {
+        let ok = call.status == pb::ToolCallStatus::Success as i32;
+        let status = pb::ToolCallStatus::try_from(call.status)
+            .map_or("unknown", |status| status.as_str_name())
+            .trim_start_matches("TOOL_CALL_STATUS_")
+            .to_lowercase();
+        let line = format!(
+            "{} {} · tier {} · {} · {} · {} ms",
+            if ok { "✓" } else { "✗" },
+            render::one_line(&call.tool, 60),
+            call.tier,
+            status,
+            render::one_line(&call.approval, 20),
+            call.duration_ms
+        );
+        self.note(&line, !ok);
+    }
+
+    /// The session above (`Up`) or below (`Down`) the current one in the sidebar.
+    pub fn neighbour(&self, code: crossterm::event::KeyCode) -> Option<String> {
+        use crossterm::event::KeyCode;
+        let at = self
+            .sessions
+            .iter()
+            .position(|s| s.session_id == self.session_id);
+        let next = match (code, at) {
+            (KeyCode::Up, Some(at)) => at.checked_sub(1)?,
+            (KeyCode::Down, Some(at)) => at + 1,
+            (KeyCode::Up | KeyCode::Down, None) => 0,
+            _ => return None,
+        };
+        self.sessions.get(next).map(|s| s.session_id.clone())
+    }
+
+    /// Opens the card for `approval`.
+    pub fn open_card(&mut self, approval: pb::PendingApproval) {
+        self.card = Some(Card::new(approval));
+    }
+
+    /// Sets the open card's verdict and records it in the events pane.
+    pub fn verdict(&mut self, verdict: Verdict) {
+        let Some(card) = &mut self.card else { return };
+        card.verdict = Some(verdict);
+        let tool = render::one_line(&card.approval.tool, 60);
+        if verdict != Verdict::Sending {
+            let text = super::card_view::verdict_text(&self.messages, self.lang, verdict, &tool);
+            self.note(&text, verdict != Verdict::Approved);
+        }
+    }
+}
+
+fn push_bounded<T>(queue: &mut VecDeque<T>, item: T) {
+    if queue.len() >= MAX_ENTRIES {
+        queue.pop_front();
+    }
+    queue.push_back(item);
+}

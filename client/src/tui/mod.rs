@@ -1,0 +1,352 @@
+//! `tau tui`: the full-screen client. A thin gRPC client like `tau chat`, which it reuses: the
+//! same attach (starting the hub when none answers), session opening, slash commands (their
+//! output drawn in the conversation) and turn relay ([`crate::relay`]), with a screen of panes and
+//! an approval card that a stray key cannot approve.
+//!
+//! Rooms: [`app`] (state, events → state), [`view`] and [`card_view`] (drawing), [`card`] (the
+//! card's arming and focus), [`input`] (composer), [`front`] (the relay's front), [`term`]
+//! (terminal guard, key reader), [`wrap`], [`theme`].
+//!
+//! Invariants: the hub is the authority on sessions, turns and approvals; nothing in a draw waits
+//! on the network; the terminal is restored on every way out (return, error, panic, SIGTERM,
+//! SIGHUP); logging goes to `tau.log` only; losing the terminal or the hub never approves.
+
+pub mod app;
+pub mod card;
+pub mod card_view;
+mod front;
+pub mod input;
+pub mod markdown;
+mod replay;
+mod term;
+pub mod theme;
+pub mod view;
+pub mod wrap;
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use crossterm::event::Event;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use tau_api::commands::{find_command, split_command};
+use tau_api::proto::v1 as pb;
+use tokio::sync::mpsc;
+
+use self::app::{App, Who};
+use self::front::{FRAME, Key, TuiFront};
+use self::theme::Theme;
+use crate::chat::state::{CHANNEL, Chat};
+use crate::chat::{ChatArgs, commands};
+use crate::cli::Context;
+use crate::relay::call::{CallError, call};
+use crate::relay::{Outcome, Relay};
+
+/// The commands that leave the TUI (not in the shared table: `tau chat` leaves with Ctrl-D).
+const QUIT: [&str; 4] = ["quit", "exit", "çık", "cik"];
+
+/// Options of `tau tui`.
+#[derive(Debug, Args)]
+pub struct TuiArgs {
+    /// The same options as `tau chat` (the UI language is the global `--lang`).
+    #[command(flatten)]
+    pub chat: ChatArgs,
+}
+
+/// What the chat's slash commands print, captured for the conversation pane.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Ok(mut captured) = self.0.lock() {
+            captured.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn take(&self) -> String {
+        let bytes = self
+            .0
+            .lock()
+            .map(|mut b| std::mem::take(&mut *b))
+            .unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// One run of the TUI.
+pub struct Tui {
+    chat: Chat,
+    captured: Captured,
+    pub(crate) app: App,
+    terminal: Terminal<CrosstermBackend<io::Stdout>>,
+    pub(crate) keys: mpsc::Receiver<Event>,
+    theme: Theme,
+    pub(crate) dirty: bool,
+    last_draw: Instant,
+}
+
+/// Runs `tau tui`.
+pub fn run(args: &TuiArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let captured = Captured::default();
+    let (runtime, chat, _history) =
+        match crate::chat::open(&args.chat, ctx, Some(Box::new(captured.clone())))? {
+            Ok(opened) => opened,
+            Err(code) => {
+                eprint!("{}", captured.take());
+                return Ok(code);
+            }
+        };
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let theme = Theme {
+        color: !no_color && std::env::var("TERM").ok().as_deref() != Some("dumb"),
+    };
+    let guard = term::TerminalGuard::enter()?;
+    let flag = guard.flag();
+    let _runtime = runtime.enter();
+    for kind in [
+        tokio::signal::unix::SignalKind::terminate(),
+        tokio::signal::unix::SignalKind::hangup(),
+    ] {
+        if let Ok(mut signal) = tokio::signal::unix::signal(kind) {
+            let flag = Arc::clone(&flag);
+            runtime.spawn(async move {
+                signal.recv().await;
+                // Restore, then exit: nothing is sent, so a pending approval is never approved.
+                term::restore_once(&flag);
+                std::process::exit(143);
+            });
+        }
+    }
+    let mut app = App::new(tau_api::i18n::Messages::builtin(), chat.lang);
+    app.status.profile = chat.info.profile.clone();
+    app.status.context = chat.info.context.clone();
+    app.status.hub = "live".to_owned();
+    let mut tui = Tui {
+        chat,
+        captured,
+        app,
+        terminal: Terminal::new(CrosstermBackend::new(io::stdout()))?,
+        keys: term::read_keys(),
+        theme,
+        dirty: true,
+        last_draw: Instant::now(),
+    };
+    let code = runtime.block_on(tui.main_loop());
+    drop(tui);
+    drop(guard);
+    Ok(code)
+}
+
+impl Tui {
+    /// Draws now; returns when the frame was flushed.
+    pub(crate) fn draw_now(&mut self) -> Instant {
+        let (app, theme) = (&self.app, self.theme);
+        let now = Instant::now();
+        if let Err(error) = self
+            .terminal
+            .draw(|frame| view::draw(frame, app, theme, now))
+        {
+            tracing::warn!("drawing failed: {error}");
+        }
+        self.dirty = false;
+        self.last_draw = Instant::now();
+        self.last_draw
+    }
+
+    /// Draws when something changed and a frame's time has passed; otherwise how long to wait
+    /// before drawing (None: nothing to draw).
+    pub(crate) fn draw_throttled(&mut self) -> Option<Duration> {
+        if !self.dirty {
+            return None;
+        }
+        let since = self.last_draw.elapsed();
+        if since >= FRAME {
+            self.draw_now();
+            None
+        } else {
+            Some(FRAME - since)
+        }
+    }
+
+    pub(crate) fn report(&mut self, error: &CallError) {
+        self.chat.report(error);
+        self.flush_captured();
+    }
+
+    /// Moves what the chat printed into the conversation.
+    fn flush_captured(&mut self) {
+        let text = self.captured.take();
+        let text = text.trim_end();
+        if !text.is_empty() {
+            self.app.say(Who::Notice, text);
+            self.dirty = true;
+        }
+    }
+
+    /// Refreshes what the screen shows of the chat's state.
+    async fn refresh(&mut self) {
+        if self.app.session_id != self.chat.session_id() {
+            self.app.session_id = self.chat.session_id().to_owned();
+            self.replay().await;
+        }
+        self.app.status.role.clone_from(&self.chat.role);
+        let request = self.chat.hub.list_model_roles(pb::ListModelRolesRequest {});
+        if let Ok(roles) = call(&mut self.chat.interrupts, self.chat.deadlines.call, request).await
+            && let Some(role) = roles.roles.iter().find(|r| r.name == self.chat.role)
+        {
+            self.app.status.role = format!("{} → {}", role.name, role.provider);
+        }
+        self.app.lang = self.chat.lang;
+        let request = self
+            .chat
+            .hub
+            .list_sessions(pb::ListSessionsRequest::default());
+        if let Ok(listing) =
+            call(&mut self.chat.interrupts, self.chat.deadlines.call, request).await
+        {
+            self.app.sessions = listing.sessions;
+        }
+        self.dirty = true;
+    }
+
+    /// Fills the events pane from the session's stored events and pending approvals.
+    async fn replay(&mut self) {
+        let (session_id, deadline) = (self.app.session_id.clone(), self.chat.deadlines.call);
+        let request = self.chat.hub.read_events(pb::ReadEventsRequest {
+            session_id: session_id.clone(),
+        });
+        let stored = match call(&mut self.chat.interrupts, deadline, request).await {
+            Ok(response) => response.events,
+            Err(error) => return self.report(&error),
+        };
+        let request = self
+            .chat
+            .hub
+            .list_pending_approvals(pb::ListPendingApprovalsRequest { session_id });
+        let pending = call(&mut self.chat.interrupts, deadline, request)
+            .await
+            .map(|response| response.approvals)
+            .unwrap_or_default();
+        self.app.replay(&stored, &pending);
+    }
+
+    async fn main_loop(&mut self) -> ExitCode {
+        self.flush_captured();
+        self.refresh().await;
+        loop {
+            let wait = self.draw_throttled();
+            let event = tokio::select! {
+                event = self.keys.recv() => event,
+                () = tokio::time::sleep(wait.unwrap_or(FRAME)), if wait.is_some() => continue,
+            };
+            let Some(event) = event else {
+                return ExitCode::SUCCESS;
+            };
+            match self.input(event) {
+                Key::Interrupt => return ExitCode::SUCCESS,
+                Key::Send(line) => {
+                    if !self.line(&line).await {
+                        return ExitCode::SUCCESS;
+                    }
+                }
+                Key::Resume(id) => {
+                    self.line(&format!("/resume {id}")).await;
+                }
+                Key::Nothing => {}
+            }
+        }
+    }
+
+    /// Handles a sent line; `false` to leave.
+    async fn line(&mut self, line: &str) -> bool {
+        let Some((name, _)) = split_command(line) else {
+            self.turn(line.trim()).await;
+            return true;
+        };
+        if QUIT.contains(&name.to_lowercase().as_str()) {
+            return false;
+        }
+        match find_command(name).map(|command| command.name) {
+            Some("clear") => self.app.conversation.clear(),
+            _ => {
+                commands::handle_line(&mut self.chat, line).await;
+                self.flush_captured();
+                self.refresh().await;
+            }
+        }
+        self.dirty = true;
+        true
+    }
+
+    /// Runs one turn through the relay.
+    async fn turn(&mut self, text: &str) {
+        self.app.turn_started(text);
+        self.draw_now();
+        let request = pb::StartTurnRequest {
+            session_id: self.chat.session_id().to_owned(),
+            text: text.to_owned(),
+            channel: CHANNEL.to_owned(),
+            idempotency_key: self.chat.next_turn_key(),
+        };
+        let started = call(
+            &mut self.chat.interrupts,
+            self.chat.deadlines.call,
+            self.chat.hub.start_turn(request),
+        )
+        .await;
+        let stream = match started {
+            Ok(stream) => stream,
+            Err(error) => {
+                self.app.turn_finished("");
+                return self.report(&error);
+            }
+        };
+        let session_id = self.chat.session_id().to_owned();
+        let (client, deadline) = (self.chat.hub.clone(), self.chat.deadlines.call);
+        let mut front = TuiFront { tui: self };
+        let outcome = Relay::new(client, &session_id, CHANNEL, stream, &mut front, deadline)
+            .run()
+            .await;
+        // A card still undecided belongs to a turn no longer followed: it can take no answer.
+        if self
+            .app
+            .card
+            .as_ref()
+            .is_some_and(|card| card.verdict.is_none())
+        {
+            self.app.card = None;
+        }
+        match outcome {
+            Outcome::Ended(_) => {}
+            Outcome::Detached | Outcome::Stopped => {
+                self.app.turn_finished("");
+                let text = self.app.t("chat.detached", &[]);
+                self.app.say(Who::Notice, &text);
+            }
+            Outcome::StreamLost(error) => {
+                self.app.turn_finished("");
+                let reason =
+                    error.map_or_else(|| "the hub closed the stream".to_owned(), |e| e.reason());
+                let text = self.app.t("chat.stream_lost", &[("reason", &reason)]);
+                self.app.say(Who::Error, &text);
+            }
+        }
+        self.refresh().await;
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod bench;

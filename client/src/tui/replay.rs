@@ -1,0 +1,123 @@
+//! The events pane of a session opened or resumed: its stored events (ReadEvents) as lines, and
+//! the approvals still pending in the hub (ListPendingApprovals) marked as such.
+//!
+//! Invariants: replayed lines look like live ones; an approval in the replay is history and never
+//! opens the card (only a live request on this TUI's channel does); any field missing or of an
+//! unexpected type shows as `?` rather than failing the replay.
+
+use serde_json::Value;
+use tau_api::proto::v1 as pb;
+
+use super::app::App;
+use crate::chat::render;
+
+/// A JSON value for one line: strings as they are, numbers and the rest as JSON, `?` when absent.
+fn field(record: &Value, key: &str) -> String {
+    match &record[key] {
+        Value::Null => "?".to_owned(),
+        Value::String(text) => render::one_line(text, 60),
+        other => render::one_line(&other.to_string(), 60),
+    }
+}
+
+/// The events-pane line of one stored event, and whether it reads as an error.
+pub fn line(event: &pb::StoredEvent) -> (String, bool) {
+    let record: Value = serde_json::from_str(&event.json).unwrap_or(Value::Null);
+    match event.r#type.as_str() {
+        "tool_call" => {
+            let status = field(&record, "status");
+            let ok = status == "success";
+            let line = format!(
+                "{} {} · tier {} · {} · {} · {} ms",
+                if ok { "✓" } else { "✗" },
+                field(&record, "tool"),
+                field(&record, "tier"),
+                status,
+                field(&record, "approval"),
+                field(&record, "duration_ms"),
+            );
+            (line, !ok)
+        }
+        "approval" => {
+            let line = format!("= {}: {}", field(&record, "tool"), field(&record, "status"));
+            (line, false)
+        }
+        "error" => (format!("! {}", field(&record, "message")), true),
+        other => (render::one_line(other, 60), false),
+    }
+}
+
+impl App {
+    /// Replaces the events pane with `stored` and the approvals still `pending`.
+    pub fn replay(&mut self, stored: &[pb::StoredEvent], pending: &[pb::PendingApproval]) {
+        self.events.clear();
+        for event in stored {
+            let (text, error) = line(event);
+            self.note(&text, error);
+        }
+        for approval in pending {
+            let channel = render::one_line(&approval.channel, 40);
+            let text = self.t("approval.awaiting_other_channel", &[("channel", &channel)]);
+            let tool = render::one_line(&approval.tool, 60);
+            self.note(&format!("? {tool}: {text}"), false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use tau_api::i18n::Messages;
+    use tau_api::lang::Lang;
+
+    use super::*;
+
+    #[test]
+    fn stored_events_and_pending_approvals_fill_the_events_pane() {
+        let mut app = App::new(Messages::builtin(), Lang::En);
+        app.note("from before", false);
+        let stored = [
+            pb::StoredEvent {
+                r#type: "tool_call".into(),
+                json: r#"{"type":"tool_call","tool":"demo_physical_action","tier":2,"status":"success","approval":"approved","duration_ms":7}"#.into(),
+            },
+            pb::StoredEvent {
+                r#type: "error".into(),
+                json: r#"{"type":"error","message":"boom\u001b[2J"}"#.into(),
+            },
+            pb::StoredEvent {
+                r#type: "tool_call".into(),
+                json: "not json".into(),
+            },
+        ];
+        let pending = [pb::PendingApproval {
+            tool: "shell".into(),
+            channel: "telegram".into(),
+            ..Default::default()
+        }];
+        app.replay(&stored, &pending);
+        let lines: Vec<&str> = app.events.iter().map(|e| e.text.as_str()).collect();
+        assert_eq!(
+            lines,
+            [
+                "✓ demo_physical_action · tier 2 · success · approved · 7 ms",
+                "! boom\\u{1b}[2J",
+                "✗ ? · tier ? · ? · ? · ? ms",
+                "? shell: Awaiting approval on telegram.",
+            ]
+        );
+        let mut terminal = Terminal::new(TestBackend::new(120, 30)).unwrap();
+        let theme = super::super::theme::Theme { color: false };
+        terminal
+            .draw(|frame| super::super::view::draw(frame, &app, theme, Instant::now()))
+            .unwrap();
+        let screen = format!("{:?}", terminal.backend().buffer());
+        assert!(
+            screen.contains("✓ demo_physical_action · tier 2"),
+            "{screen}"
+        );
+    }
+}
