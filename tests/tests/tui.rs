@@ -89,8 +89,15 @@ impl Drop for Screen {
     }
 }
 
+/// Whether tmux runs here; CI (`TAU_REQUIRE_TMUX=1`, set by `.ci/run`, which installs it) fails
+/// instead of skipping.
 fn tmux_available() -> bool {
-    Command::new("tmux").arg("-V").output().is_ok()
+    let available = Command::new("tmux").arg("-V").output().is_ok();
+    assert!(
+        available || std::env::var_os("TAU_REQUIRE_TMUX").is_none_or(|v| v != "1"),
+        "TAU_REQUIRE_TMUX=1 but tmux does not run"
+    );
+    available
 }
 
 /// How the hub recorded the approval of each call of [`TOOL`], in order (`approved`, `rejected`).
