@@ -1,9 +1,9 @@
-//! The TUI as the relay's front ([`crate::relay::Front`]): hub events update [`App`], keys typed
-//! during a turn edit the composer, Ctrl-C interrupts, and an approval opens the card and waits
-//! for a decision the card allows.
+//! The TUI as the relay's front ([`crate::relay::Front`]): hub events update
+//! [`App`](super::app::App), keys typed during a turn edit the composer, Ctrl-C interrupts, and an
+//! approval opens the card and waits for a decision the card allows.
 //!
-//! Invariants: the card decides only through [`Card::key`] (armed, focus on Reject, paste
-//! ignored); an approval of another channel never opens the card; the screen is redrawn at most
+//! Invariants: the card decides only through [`Card::key`](super::card::Card::key) (armed, focus
+//! on Reject, paste ignored); an approval of another channel never opens the card; the screen is redrawn at most
 //! once per [`FRAME`] while events stream, and always before waiting on a person.
 
 use std::time::{Duration, Instant};
