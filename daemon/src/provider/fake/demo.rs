@@ -30,6 +30,9 @@ pub(crate) fn demo_reply(request: &ModelRequest) -> FakeReply {
 fn answer(request: &ModelRequest, lang: Lang) -> FakeReply {
     let text = last_user_text(&request.messages).unwrap_or_default();
     let offers = |name: &str| request.tools.iter().any(|spec| spec.name == name);
+    if let Some(reply) = named_tool_call(request, text) {
+        return reply;
+    }
     let words = words(text);
     if asks_to_switch(&words, text) {
         if offers(DemoPhysicalAction::NAME) {
@@ -117,6 +120,32 @@ fn describe(tool: &str, status: ToolResultStatus, text: &str, lang: Lang) -> Str
         (_, Lang::En) => format!("Done. {text}"),
         (_, Lang::Tr) => format!("Tamam, yaptım. {text}"),
     }
+}
+
+/// A call of a tool the user names exactly (any offered tool but the two built-ins, which have
+/// their own phrases), with the first JSON object of the text as its arguments (`{}` without
+/// one): "call mcp__home__lamp {"state": "on"}". It lets the offline demo exercise the tools of an
+/// installation, MCP tools included, under the gate like any model would.
+fn named_tool_call(request: &ModelRequest, text: &str) -> Option<FakeReply> {
+    let named = text
+        .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | ':' | '{'))
+        .find_map(|word| {
+            request.tools.iter().find(|spec| {
+                spec.name == word
+                    && spec.name != CurrentTime::NAME
+                    && spec.name != DemoPhysicalAction::NAME
+            })
+        })?;
+    let arguments = match (text.find('{'), text.rfind('}')) {
+        (Some(start), Some(end)) if start < end => {
+            serde_json::from_str::<serde_json::Value>(&text[start..=end])
+                .ok()
+                .filter(serde_json::Value::is_object)
+                .unwrap_or_else(|| json!({}))
+        }
+        _ => json!({}),
+    };
+    Some(FakeReply::tool_call(named.name.clone(), arguments))
 }
 
 /// A text reply streamed in chunks of a few words.
@@ -224,5 +253,52 @@ mod tests {
         assert!(asks_to_switch(&words("lambayı kapat"), "lambayı kapat"));
         assert!(asks_to_switch(&words("ışığı aç"), "ışığı aç"));
         assert!(!asks_to_switch(&words("hello there"), "hello there"));
+    }
+
+    fn spec(name: &str) -> crate::tool::ToolSpec {
+        serde_json::from_value(json!({
+            "name": name,
+            "description": "A tool.",
+            "inputSchema": {"json": {"type": "object"}},
+        }))
+        .unwrap()
+    }
+
+    fn request(text: &str, tools: &[&str]) -> ModelRequest {
+        ModelRequest {
+            system: Vec::new(),
+            messages: vec![Message::user_text(text)],
+            tools: tools.iter().map(|name| spec(name)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_tool_named_exactly_is_called_with_the_json_of_the_text() {
+        let offered = [
+            "mcp__home__lamp",
+            "mcp__home__lamp_state",
+            DemoPhysicalAction::NAME,
+        ];
+        let reply = demo_reply(&request(
+            r#"please call mcp__home__lamp {"state": "on"} now"#,
+            &offered,
+        ));
+        assert_eq!(
+            reply,
+            FakeReply::tool_call("mcp__home__lamp", json!({"state": "on"}))
+        );
+        let reply = demo_reply(&request("use `mcp__home__lamp_state`", &offered));
+        assert_eq!(
+            reply,
+            FakeReply::tool_call("mcp__home__lamp_state", json!({}))
+        );
+        // Not offered, or only a prefix of a name: no call.
+        let reply = demo_reply(&request("call mcp__home__fan", &offered));
+        assert!(!reply.calls_a_tool(), "{reply:?}");
+        let reply = demo_reply(&request("call mcp__home", &offered));
+        assert!(!reply.calls_a_tool(), "{reply:?}");
+        // Bad JSON: the call goes ahead with no arguments.
+        let reply = demo_reply(&request("mcp__home__lamp {state: on}", &offered));
+        assert_eq!(reply, FakeReply::tool_call("mcp__home__lamp", json!({})));
     }
 }

@@ -60,6 +60,14 @@ impl FakeReply {
         }
     }
 
+    /// Whether this reply calls a tool.
+    #[cfg(test)]
+    pub(super) fn calls_a_tool(&self) -> bool {
+        self.blocks
+            .iter()
+            .any(|b| matches!(b, FakeBlock::ToolUse { .. }))
+    }
+
     /// A plain text answer in one delta.
     pub fn text(text: impl Into<String>) -> Self {
         Self::empty().and_text(text)
