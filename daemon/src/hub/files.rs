@@ -79,6 +79,29 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
+/// Removes the temporary files [`write_atomic`] left in `dir` when a process died between writing
+/// and renaming (`<name>.tmp.<pid>` of another pid); other files are never touched. Call it only
+/// while holding the hub lock, so no other process is writing there. Returns how many it removed.
+pub fn remove_stale_temp_files(dir: &Path) -> io::Result<usize> {
+    let own = format!(".tmp.{}", std::process::id());
+    let mut removed = 0;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        let stale = name.rsplit_once(".tmp.").is_some_and(|(stem, pid)| {
+            !stem.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
+        }) && !name.ends_with(&own);
+        if stale && entry.file_type()?.is_file() {
+            fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Appends one line (a newline is added) to `path`, creating it 0600.
 pub fn append_line(path: &Path, line: &str) -> io::Result<()> {
     let mut file = OpenOptions::new()
@@ -142,6 +165,36 @@ mod tests {
         let link = tmp.path().join("link");
         std::os::unix::fs::symlink(&dir, &link).unwrap();
         assert!(ensure_private_dir(&link).is_err());
+    }
+
+    #[test]
+    fn only_the_temp_files_of_dead_writers_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let own = format!("state.json.tmp.{}", std::process::id());
+        for name in [
+            "state.json.tmp.4242",
+            "token.tmp.1",
+            "state.json",
+            "notes.tmp",
+            own.as_str(),
+        ] {
+            fs::write(dir.path().join(name), "x").unwrap();
+        }
+        fs::create_dir(dir.path().join("sub.tmp.7")).unwrap();
+        assert_eq!(remove_stale_temp_files(dir.path()).unwrap(), 2);
+        let mut left: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let mut expected = vec![
+            "notes.tmp".to_owned(),
+            own,
+            "state.json".to_owned(),
+            "sub.tmp.7".to_owned(),
+        ];
+        expected.sort();
+        assert_eq!(left, expected);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use tau_api::hub_files::HubPaths;
 
-use super::files::ensure_private_dir;
+use super::files::{ensure_private_dir, remove_stale_temp_files};
 
 /// How many times a contended lock is tried before the start is refused.
 const ATTEMPTS: u32 = 5;
@@ -66,6 +66,17 @@ impl HubLock {
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 Ok(mut lock) => {
                     write_pid(&mut lock).map_err(io_err(path.clone()))?;
+                    // Only the lock holder writes here: temp files of a hub killed mid-write are
+                    // stale. Failing to remove them is no reason not to start.
+                    match remove_stale_temp_files(&paths.dir) {
+                        Ok(0) => {}
+                        Ok(removed) => {
+                            tracing::info!(removed, dir = %paths.dir.display(), "removed temporary files a stopped hub left");
+                        }
+                        Err(error) => {
+                            tracing::warn!(dir = %paths.dir.display(), "cannot remove a stopped hub's temporary files: {error}");
+                        }
+                    }
                     return Ok(Self { _lock: lock });
                 }
                 Err((back, Errno::EWOULDBLOCK)) => {
@@ -132,5 +143,19 @@ mod tests {
         let _lock = HubLock::acquire(&paths).unwrap();
         let text = std::fs::read_to_string(&paths.lock_file).unwrap();
         assert_eq!(text.trim(), std::process::id().to_string());
+    }
+
+    /// A hub killed between writing `state.json.tmp.<pid>` and renaming it left the file behind;
+    /// the next hub to take the lock removes it.
+    #[test]
+    fn taking_the_lock_removes_temp_files_a_killed_hub_left() {
+        let tmp = tempfile::tempdir().unwrap();
+        let paths = HubPaths::in_dir(tmp.path().join("hub"));
+        drop(HubLock::acquire(&paths).unwrap());
+        let stale = paths.dir.join("state.json.tmp.999999");
+        std::fs::write(&stale, "{").unwrap();
+        let _lock = HubLock::acquire(&paths).unwrap();
+        assert!(!stale.exists());
+        assert!(paths.lock_file.exists());
     }
 }
