@@ -6,10 +6,45 @@
 //! a tool call is keyed by the protocol's own tool index, so its later argument fragments land in
 //! the same block; every opened block gets exactly one `BlockStop`, in index order, from
 //! [`ChatBlocks::close_all`]. Also the one flattening of a tool result into text that both
-//! protocols' `tool` messages carry ([`tool_result_text`]).
+//! protocols' `tool` messages carry ([`tool_result_text`]), and the one shape of the tools offered
+//! ([`tool_defs`]).
+
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::message::{ToolResult, ToolResultContent, ToolResultStatus};
-use crate::model::{ModelEvent, ReasoningDelta};
+use crate::model::{ModelEvent, ModelRequest, ReasoningDelta};
+
+/// A tool the model may call.
+#[derive(Debug, Serialize)]
+pub struct ToolDef<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionDef<'a>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FunctionDef<'a> {
+    pub name: &'a str,
+    pub description: &'a str,
+    pub parameters: &'a Value,
+}
+
+/// The request's tools as both chat protocols declare them (`{"type": "function", ...}`).
+pub fn tool_defs(request: &ModelRequest) -> Vec<ToolDef<'_>> {
+    request
+        .tools
+        .iter()
+        .map(|spec| ToolDef {
+            kind: "function",
+            function: FunctionDef {
+                name: &spec.name,
+                description: &spec.description,
+                parameters: &spec.input_schema.json,
+            },
+        })
+        .collect()
+}
 
 /// A tool result's content as one text (JSON parts as JSON text); an error result is prefixed
 /// `error: ` so the model reads it as a failure.

@@ -14,7 +14,7 @@ use tau_api::config::{KeepAlive, ModelTuning};
 
 use crate::message::{ContentBlock, Message, Role, SystemContentBlock};
 use crate::model::ModelRequest;
-use crate::provider::chat_blocks::tool_result_text;
+use crate::provider::chat_blocks::{ToolDef, tool_defs, tool_result_text};
 
 /// One `/api/chat` body.
 #[derive(Debug, Serialize)]
@@ -67,21 +67,6 @@ pub struct FunctionCall {
     pub arguments: Value,
 }
 
-/// A tool the model may call.
-#[derive(Debug, Serialize)]
-pub struct ToolDef<'a> {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub function: FunctionDef<'a>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct FunctionDef<'a> {
-    pub name: &'a str,
-    pub description: &'a str,
-    pub parameters: &'a Value,
-}
-
 /// The body of one streaming `/api/chat` call.
 pub fn body<'a>(
     request: &'a ModelRequest,
@@ -104,18 +89,7 @@ pub fn body<'a>(
     ChatRequest {
         model: model_id,
         messages,
-        tools: request
-            .tools
-            .iter()
-            .map(|spec| ToolDef {
-                kind: "function",
-                function: FunctionDef {
-                    name: &spec.name,
-                    description: &spec.description,
-                    parameters: &spec.input_schema.json,
-                },
-            })
-            .collect(),
+        tools: tool_defs(request),
         stream: true,
         options: Options {
             num_predict: max_tokens,

@@ -10,12 +10,11 @@
 //! when the role sets it.
 
 use serde::Serialize;
-use serde_json::Value;
 use tau_api::config::ModelTuning;
 
 use crate::message::{ContentBlock, Message, Role, SystemContentBlock};
 use crate::model::ModelRequest;
-use crate::provider::chat_blocks::tool_result_text;
+use crate::provider::chat_blocks::{ToolDef, tool_defs, tool_result_text};
 
 /// One `/chat/completions` body.
 #[derive(Debug, Serialize)]
@@ -78,21 +77,6 @@ pub struct FunctionCall {
     pub arguments: String,
 }
 
-/// A tool the model may call.
-#[derive(Debug, Serialize)]
-pub struct ToolDef<'a> {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub function: FunctionDef<'a>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct FunctionDef<'a> {
-    pub name: &'a str,
-    pub description: &'a str,
-    pub parameters: &'a Value,
-}
-
 /// The body of one streaming call; `public_api` picks `max_completion_tokens`.
 pub fn body<'a>(
     request: &'a ModelRequest,
@@ -112,18 +96,7 @@ pub fn body<'a>(
     ChatRequest {
         model: model_id,
         messages,
-        tools: request
-            .tools
-            .iter()
-            .map(|spec| ToolDef {
-                kind: "function",
-                function: FunctionDef {
-                    name: &spec.name,
-                    description: &spec.description,
-                    parameters: &spec.input_schema.json,
-                },
-            })
-            .collect(),
+        tools: tool_defs(request),
         stream: true,
         stream_options: StreamOptions {
             include_usage: true,
