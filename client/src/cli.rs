@@ -41,7 +41,7 @@ pub enum Command {
     Tui(crate::tui::TuiArgs),
     /// Run, stop, inspect or install the hub daemon.
     #[command(subcommand)]
-    Hub(crate::hub::HubCommand),
+    Hub(crate::hubctl::HubCommand),
     /// List every component with its kind, version and state.
     Components(ComponentsArgs),
     /// Check the configuration, credentials, sessions, persona and hub.

@@ -32,7 +32,7 @@ use tau_api::paths::{self, CONFIG_FILE_NAME, ENV_FILE_NAME};
 
 use crate::cli::{Context, InitArgs, LangArg, ProfileArg, ProviderArg};
 use crate::environment;
-use crate::templates;
+use crate::shipped_files;
 
 use self::files::{Written, append_line, write_file};
 use self::language::with_language;
@@ -96,25 +96,25 @@ pub fn run(
     let plan: [(PathBuf, String, u32, Policy); 4] = [
         (
             persona_dir.join("persona.md"),
-            templates::PERSONA.to_string(),
+            shipped_files::PERSONA.to_string(),
             0o644,
             Policy::ReplaceWithForce,
         ),
         (
             persona_dir.join("user.example.md"),
-            templates::USER_EXAMPLE.to_string(),
+            shipped_files::USER_EXAMPLE.to_string(),
             0o644,
             Policy::ReplaceWithForce,
         ),
         (
             persona_dir.join("user.md"),
-            templates::USER_EXAMPLE.to_string(),
+            shipped_files::USER_EXAMPLE.to_string(),
             0o600,
             Policy::Never,
         ),
         (
             home.join(".env.example"),
-            templates::env_example(),
+            shipped_files::env_example(),
             0o644,
             Policy::Never,
         ),

@@ -13,12 +13,12 @@ mod environment;
 mod event_json;
 mod feed;
 mod grpc;
-mod hub;
+mod hubctl;
 mod init;
 mod logs;
 mod mcp;
 mod relay;
-mod templates;
+mod shipped_files;
 mod tui;
 mod version;
 
@@ -55,12 +55,12 @@ fn main() -> ExitCode {
 
 /// `tau hub …`: needs the installation's paths, not a valid `tau.toml`, so that a hub can be
 /// inspected and stopped even while its configuration is broken.
-fn run_hub(command: &hub::HubCommand, ctx: &cli::Context) -> anyhow::Result<ExitCode> {
+fn run_hub(command: &hubctl::HubCommand, ctx: &cli::Context) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir()?;
     let located =
         tau_api::installation::Located::discover(tau_api::env::Env::from_process(), &cwd)?;
-    let mut hub_ctx = hub::HubContext::new(located.paths, &located.env)?;
+    let mut hub_ctx = hubctl::HubContext::new(located.paths, &located.env)?;
     hub_ctx.child_env = ctx.child_env.clone();
     hub_ctx.verbose = ctx.verbose;
-    hub::run(command.clone(), &hub_ctx)
+    hubctl::run(command.clone(), &hub_ctx)
 }

@@ -46,7 +46,7 @@ fn find_taud() -> Option<PathBuf> {
     let exe_dir = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf));
-    crate::hub::find_taud(exe_dir.as_deref(), std::env::var_os("PATH").as_deref())
+    crate::hubctl::find_taud(exe_dir.as_deref(), std::env::var_os("PATH").as_deref())
 }
 
 fn taud_version(path: &PathBuf, ctx: &Context) -> Option<String> {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use taud::agent::TauAgent;
 use taud::testing::FakeModel;
-use taud::tools::{FixedClock, shipped_catalog};
+use taud::tool::builtin::{FixedClock, shipped_catalog};
 
 const WARMUP: usize = 100;
 

@@ -11,10 +11,10 @@ mod soak;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use taud::hubcore::{
+use taud::hub::{
     CoreOptions, CoreSetup, DemoModelFactory, EventKind, HubCore, OpenTarget, StartTurn,
 };
-use taud::session::{Durability, SessionBackends, SessionStoreConfig};
+use taud::store::{Durability, SessionBackends, SessionStoreConfig};
 
 use soak::SoakHub;
 

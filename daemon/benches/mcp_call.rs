@@ -15,7 +15,7 @@ use serde_json::json;
 use taud::gate::{CallContext, GateCall, TierGate, ToolCallStatus, Verdict};
 use taud::mcp::{McpManager, McpServerSpec, Phase, hub_catalog};
 use taud::tool::Tier;
-use taud::tools::SystemClock;
+use taud::tool::builtin::SystemClock;
 use tokio_util::sync::CancellationToken;
 
 const WARMUP: usize = 200;

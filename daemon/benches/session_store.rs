@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use taud::message::{Message, MessageMetadata, Usage};
-use taud::session::{
+use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, Durability, SessionAgent, SessionBackends, SessionMessage,
     SessionMeta, SessionStore, SessionStoreConfig, create_fresh_session, now_utc, recent_sessions,
 };

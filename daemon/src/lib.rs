@@ -4,11 +4,11 @@
 //!
 //! Invariant: the domain modules never see tonic or prost types; only `rpc` translates.
 pub mod agent;
-pub mod builtin;
 pub mod clock;
+pub mod context;
 pub mod gate;
+pub mod host;
 pub mod hub;
-pub mod hubcore;
 pub mod listen;
 pub mod mcp;
 pub mod message;
@@ -16,8 +16,8 @@ pub mod model;
 pub mod persona;
 pub mod provider;
 pub mod rpc;
-pub mod session;
+pub mod services;
+pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tool;
-pub mod tools;

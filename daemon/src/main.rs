@@ -22,8 +22,8 @@ use tau_api::env::Env;
 use tau_api::hub_files::exit;
 use tau_api::installation::Installation;
 use tau_api::logging::{LoggingGuard, configure_logging};
-use taud::hub::{self, HubLock, HubOptions, LockError};
-use taud::hubcore::CoreSetup;
+use taud::host::{self, HubLock, HubOptions, LockError};
+use taud::hub::CoreSetup;
 
 /// How long the async runtime waits for its remaining tasks when the hub has stopped.
 const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(3);
@@ -65,12 +65,12 @@ fn main() -> ExitCode {
         eprintln!("taud: {e}");
         return refused(exit::CONFIG);
     }
-    if let Err(e) = taud::hubcore::CoreOptions::from_installation(&installation).check_persona() {
+    if let Err(e) = taud::hub::CoreOptions::from_installation(&installation).check_persona() {
         eprintln!("taud: {e}");
         return refused(exit::CONFIG);
     }
     let services = match CoreSetup::from_installation(&installation) {
-        Ok(setup) => taud::builtin::builtin_services_with_core(setup),
+        Ok(setup) => taud::services::builtin_services_with_core(setup),
         Err(e) => {
             eprintln!("taud: {e}");
             return refused(exit::CONFIG);
@@ -96,7 +96,7 @@ fn main() -> ExitCode {
     for warning in &installation.config.warnings {
         tracing::warn!("{warning}");
     }
-    hub::crash::install_panic_hook(paths.crash_file.clone());
+    host::crash::install_panic_hook(paths.crash_file.clone());
     raise_open_files_limit();
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -111,8 +111,8 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let stop = hub::stop_on_signals().map_err(|e| format!("cannot handle signals: {e}"))?;
-        hub::run(options, &lock, &services, stop)
+        let stop = host::stop_on_signals().map_err(|e| format!("cannot handle signals: {e}"))?;
+        host::run(options, &lock, &services, stop)
             .await
             .map_err(|e| e.to_string())
     });

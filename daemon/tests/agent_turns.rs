@@ -16,8 +16,8 @@ use taud::agent::{
 use taud::gate::Decision;
 use taud::message::{ContentBlock, Role, SystemContentBlock, ToolResultStatus};
 use taud::testing::{FakeModel, FakeReply, MemorySink, ScriptedApprover};
+use taud::tool::builtin::{FixedClock, shipped_catalog};
 use taud::tool::{Tier, ToolCatalog};
-use taud::tools::{FixedClock, shipped_catalog};
 
 #[tokio::test]
 async fn streams_text_in_deltas_and_reports_every_message() {

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tau_api::proto::v1::{self as pb, tau_client::TauClient};
-use taud::hub::{Hub, HubOptions, HubService};
-use taud::hubcore::{ModelFactory, SharedModelFactory};
+use taud::host::{Hub, HubOptions, HubService};
+use taud::hub::{ModelFactory, SharedModelFactory};
 use taud::rpc::GrpcService;
 use taud::testing::{FakeModel, FakeReply};
 use tonic::Code;

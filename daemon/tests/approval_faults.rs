@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use hubcore_common::*;
 use serde_json::Value;
-use taud::hubcore::{
+use taud::hub::{
     ApprovalAnswer, CoreError, DecideOutcome, EventKind, EventStream, Resolution, StartTurn,
     TurnStream,
 };

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use tau_api::components::{BUILTIN_DISTRIBUTION, ComponentKind, builtin_of};
-use taud::tools::{SystemClock, shipped};
+use taud::tool::builtin::{SystemClock, shipped};
 
 #[test]
 fn the_tool_table_matches_the_shipped_tools() {
@@ -36,7 +36,7 @@ fn the_tool_table_matches_the_shipped_tools() {
 #[test]
 fn the_shipped_tools_catalog_disables_like_the_table() {
     let disabled = vec!["demo_physical_action".to_string()];
-    let catalog = taud::tools::shipped_catalog(Arc::new(SystemClock), &disabled).unwrap();
+    let catalog = taud::tool::builtin::shipped_catalog(Arc::new(SystemClock), &disabled).unwrap();
     let config = tau_api::config::Config::from_toml_str(
         "[components.tools]\ndisabled = [\"demo_physical_action\"]\n",
         std::path::Path::new("/t/tau.toml"),
@@ -69,9 +69,9 @@ fn the_hub_service_flags_match_what_the_registry_builds() {
             .filter(|s| s.kind == ComponentKind::HubService && s.enabled)
             .map(|s| s.name)
             .collect();
-        let mut options = taud::hub::HubOptions::new(std::path::PathBuf::from("/d"));
+        let mut options = taud::host::HubOptions::new(std::path::PathBuf::from("/d"));
         options.services = config.components.hub.services.clone();
-        let built: Vec<String> = taud::builtin::builtin_services()
+        let built: Vec<String> = taud::services::builtin_services()
             .build(&options)
             .iter()
             .map(|s| s.name().to_owned())

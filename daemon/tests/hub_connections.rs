@@ -23,7 +23,7 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 fn with_deadline_ms(ms: u64) -> Install {
     let mut install = Install::new();
     install.extra_env.push((
-        taud::hub::options::CONNECTION_DEADLINE_ENV.into(),
+        taud::host::settings::CONNECTION_DEADLINE_ENV.into(),
         ms.to_string(),
     ));
     install

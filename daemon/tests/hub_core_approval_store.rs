@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use taud::hubcore::{
+use taud::hub::{
     ApprovalAnswer, CoreOptions, DecideOutcome, EventKind, HubCore, Resolution, SharedModelFactory,
     StartTurn,
 };
-use taud::session::{
+use taud::store::{
     Durability, FileSessionStore, Session, SessionAgent, SessionError, SessionInfo, SessionMessage,
     SessionMeta, SessionStore, create_fresh_session,
 };

@@ -7,7 +7,7 @@
 mod hubcore_common;
 
 use hubcore_common::*;
-use taud::hubcore::{ApprovalAnswer, CoreError, DecideOutcome, EventKind, Resolution};
+use taud::hub::{ApprovalAnswer, CoreError, DecideOutcome, EventKind, Resolution};
 use taud::testing::FakeReply;
 
 #[tokio::test]
@@ -100,7 +100,7 @@ async fn attachments_per_session_are_bounded_with_resource_exhausted() {
     );
     assert_eq!(
         streams.len(),
-        taud::hubcore::approvals::attach::MAX_ATTACHMENTS_PER_SESSION
+        taud::hub::approvals::attach::MAX_ATTACHMENTS_PER_SESSION
     );
     streams.pop();
     assert!(

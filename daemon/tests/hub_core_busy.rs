@@ -10,7 +10,7 @@ mod hubcore_common;
 use std::time::Duration;
 
 use hubcore_common::{BACKENDS, drain, fixture, lamp, until_approval};
-use taud::hubcore::{ApprovalAnswer, CoreError, OpenTarget};
+use taud::hub::{ApprovalAnswer, CoreError, OpenTarget};
 use taud::testing::FakeReply;
 
 const AT_ONCE: Duration = Duration::from_secs(2);

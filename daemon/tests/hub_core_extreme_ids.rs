@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use props_common::{ID, fill, panics};
-use taud::hubcore::{CoreError, OpenTarget, StartTurn};
-use taud::session::{DEFAULT_AGENT_ID, Durability, FileSessionStore};
+use taud::hub::{CoreError, OpenTarget, StartTurn};
+use taud::store::{DEFAULT_AGENT_ID, Durability, FileSessionStore};
 use taud::testing::{FakeModel, FakeReply};
 
 /// A store whose session `ID` ends with a message of id `last`.
@@ -37,7 +37,7 @@ fn store_ending_at(dir: &std::path::Path, last: u64) {
     .unwrap();
 }
 
-async fn core(dir: &std::path::Path) -> taud::hubcore::HubCore {
+async fn core(dir: &std::path::Path) -> taud::hub::HubCore {
     let model = Arc::new(FakeModel::scripted(
         (0..3).map(|i| FakeReply::text(format!("reply {i}"))),
     ));

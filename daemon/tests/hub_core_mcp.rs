@@ -16,7 +16,7 @@ use hubcore_common::{drain, ended_text, fixture_with, next_turn_event, options};
 use mcp_common::{fake_spec, wait_gone};
 use serde_json::json;
 use taud::gate::ToolCallStatus;
-use taud::hubcore::{ApprovalAnswer, EventKind, HubCore, SessionEvent};
+use taud::hub::{ApprovalAnswer, EventKind, HubCore, SessionEvent};
 use taud::mcp::Phase;
 use taud::message::{ToolResultContent, ToolResultStatus};
 use taud::testing::FakeReply;

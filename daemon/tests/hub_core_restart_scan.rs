@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex};
 
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
-use taud::hubcore::scan_mark::{SCAN_MARGIN, ScanJournal};
-use taud::hubcore::{
+use taud::hub::scan_mark::{SCAN_MARGIN, ScanJournal};
+use taud::hub::{
     ApprovalAnswer, CoreOptions, DecideOutcome, DemoModelFactory, EventKind, HubCore, ModelFactory,
     Resolution, SharedModelFactory, StartTurn,
 };
-use taud::session::{
+use taud::store::{
     Durability, FileSessionStore, Session, SessionAgent, SessionError, SessionInfo, SessionMessage,
     SessionMeta, SessionStore, create_fresh_session,
 };

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hubcore_common::*;
-use taud::hubcore::{
+use taud::hub::{
     ApprovalAnswer, CoreError, DecideOutcome, EventKind, OpenTarget, Resolution,
     SharedModelFactory, StartTurn,
 };
@@ -461,7 +461,7 @@ async fn the_idle_reaper_runs_a_timer_only_while_sessions_are_open() {
 
 const FAILED_NOTICE: &str = "(The model call failed: the model request failed: boom)";
 
-fn turn_notice(events: &[Arc<taud::hubcore::SessionEvent>]) -> Option<String> {
+fn turn_notice(events: &[Arc<taud::hub::SessionEvent>]) -> Option<String> {
     match &events.last().unwrap().kind {
         EventKind::TurnEnded(end) => end.notice.clone(),
         other => panic!("the last event is {other:?}"),
@@ -516,11 +516,7 @@ async fn an_idle_session_comes_back_with_its_pending_repair_notice() {
     }
 }
 
-async fn turn_on(
-    core: &taud::hubcore::HubCore,
-    session_id: &str,
-    text: &str,
-) -> taud::hubcore::TurnStream {
+async fn turn_on(core: &taud::hub::HubCore, session_id: &str, text: &str) -> taud::hub::TurnStream {
     core.start_turn(StartTurn {
         session_id: session_id.to_owned(),
         text: text.to_owned(),

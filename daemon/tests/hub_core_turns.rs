@@ -11,7 +11,7 @@ use std::time::Duration;
 use hubcore_common::*;
 use serde_json::json;
 use taud::gate::Decision;
-use taud::hubcore::{
+use taud::hub::{
     ApprovalAnswer, CoreError, DecideOutcome, EventKind, LAG_GRACE, Resolution, StartTurn,
 };
 use taud::testing::FakeReply;

@@ -11,12 +11,12 @@ mod hubcore_common;
 use std::sync::Arc;
 
 use hubcore_common::*;
-use taud::hubcore::{CoreOptions, OpenTarget};
+use taud::context::{CONTINUATION_PROMPT, SEED_ACKNOWLEDGEMENT, WINDOW_SUMMARY_HEADER};
+use taud::hub::{CoreOptions, OpenTarget};
 use taud::message::{Message, Role, SystemContentBlock};
 use taud::model::ModelRequest;
-use taud::session::{
-    CONTINUATION_PROMPT, ContextMode, DEFAULT_AGENT_ID, SEED_ACKNOWLEDGEMENT, SessionBackends,
-    SessionStore, WINDOW_SUMMARY_HEADER, open_session_store,
+use taud::store::{
+    ContextMode, DEFAULT_AGENT_ID, SessionBackends, SessionStore, open_session_store,
 };
 use taud::testing::{FakeModel, FakeReply};
 
@@ -268,7 +268,7 @@ async fn sliding_mode_keeps_memory_bounded_while_the_store_keeps_everything() {
 
 #[tokio::test]
 async fn a_stored_block_of_an_unknown_kind_is_kept_and_never_sent_to_the_model() {
-    use taud::session::{SessionMessage, now_utc};
+    use taud::store::{SessionMessage, now_utc};
     for backend in BACKENDS {
         let mut options = window_options(ContextMode::Sliding, 10);
         options.idle_after = std::time::Duration::ZERO;

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use axum::http::Method;
-use taud::hub::{
+use taud::host::{
     CONTROL_API, ControlApi, Hub, HubLock, HubOptions, HubService, RouteError, ServiceError,
     ServiceRegistry, StopRequest,
 };
@@ -133,7 +133,7 @@ impl Harness {
         let (stop, requests) = mpsc::channel(4);
         let Harness { log, registry, .. } = self;
         let runner =
-            tokio::spawn(async move { taud::hub::run(options, &lock, &registry, requests).await });
+            tokio::spawn(async move { taud::host::run(options, &lock, &registry, requests).await });
         let hub = tokio::time::timeout(common::DEADLINE, async {
             loop {
                 let found = sentinel_hub.lock().unwrap().clone();

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use hubcore_common::{drain, ended_text, fixture_with, options};
 use serde_json::json;
-use taud::hubcore::EventKind;
+use taud::hub::EventKind;
 use taud::mcp::{McpServerSpec, Phase, ToolState};
 use taud::message::ToolResultContent;
 use taud::testing::FakeReply;

@@ -7,7 +7,7 @@ use tau_api::hub_files::CrashNote;
 fn a_panic_writes_crash_json() {
     let tmp = tempfile::tempdir().unwrap();
     let note_path = tmp.path().join("crash.json");
-    taud::hub::crash::install_panic_hook(note_path.clone());
+    taud::host::crash::install_panic_hook(note_path.clone());
     let joined = std::thread::spawn(|| panic!("the sky fell")).join();
     assert!(joined.is_err());
     let note: CrashNote =

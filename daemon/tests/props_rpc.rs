@@ -30,7 +30,7 @@ use std::time::Duration;
 use props_common::{panics, runner};
 use proptest::prelude::*;
 use tau_api::proto::v1::{self as pb, tau_client::TauClient};
-use taud::hub::{Hub, HubOptions, HubService};
+use taud::host::{Hub, HubOptions, HubService};
 use taud::rpc::GrpcService;
 use taud::testing::FakeModel;
 use tonic::transport::Channel;

@@ -25,7 +25,7 @@ use bytes::{Buf, BufMut};
 use props_common::runner;
 use proptest::prelude::*;
 use tau_api::proto::v1::{self as pb, tau_client::TauClient};
-use taud::hub::{Hub, HubOptions, HubService};
+use taud::host::{Hub, HubOptions, HubService};
 use taud::rpc::GrpcService;
 use taud::testing::FakeModel;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
@@ -259,7 +259,7 @@ fn the_bearer_check_lets_only_the_token_through_whatever_the_header() {
     use axum::http::HeaderValue;
     use taud::rpc::auth::{AuthError, check_bearer};
     let tmp = tempfile::tempdir().unwrap();
-    let token = taud::hub::token::ensure(&tmp.path().join("token")).unwrap();
+    let token = taud::host::token::ensure(&tmp.path().join("token")).unwrap();
     let secret = token.expose().to_owned();
     let header = prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..80),
@@ -313,7 +313,7 @@ fn the_bearer_check_lets_only_the_token_through_whatever_the_header() {
 fn a_refusal_quoting_a_damaged_record_reaches_the_client_as_one_bounded_line() {
     use props_common::{ID, fill};
     use taud::rpc::errors::MAX_STATUS_MESSAGE;
-    use taud::session::{Durability, FileSessionStore};
+    use taud::store::{Durability, FileSessionStore};
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -21,7 +21,7 @@ use props_common::{Damage, ID, MESSAGES, apply, approval_event, damage, fill, ru
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use taud::message::Message;
-use taud::session::{
+use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, Durability, FileSessionStore, Session, SessionAgent,
     SessionError, SessionMessage, SessionMeta, SessionStore, SqliteSessionStore,
 };
@@ -113,7 +113,7 @@ fn file_case(target: &FileTarget, damage: &Damage) -> Result<(), TestCaseError> 
     }
 
     // Writes after the damage: never a panic; only a write that reads the damaged record fails.
-    let now = taud::session::now_utc();
+    let now = taud::store::now_utc();
     let next = SessionMessage::new(MESSAGES, Message::user_text("again"), now);
     let appended = store.create_message(ID, DEFAULT_AGENT_ID, &next);
     check(
@@ -223,7 +223,7 @@ fn sqlite_case(target: &RowTarget, damage: &Damage) -> Result<(), TestCaseError>
     )?;
     // A listing skips a row it cannot read; it never fails for one.
     check_row("list_sessions", &store.list_sessions(), false)?;
-    let now = taud::session::now_utc();
+    let now = taud::store::now_utc();
     let next = SessionMessage::new(MESSAGES, Message::user_text("again"), now);
     check_row(
         "create_message",
@@ -318,22 +318,22 @@ fn the_restart_scan_reads_arbitrary_events_without_panicking() {
     ];
     runner(64)
         .run(&proptest::collection::vec(event, 0..12), |events| {
-            let pending = taud::hubcore::restart::pending_in(&events);
+            let pending = taud::hub::restart::pending_in(&events);
             prop_assert!(pending.len() <= events.len());
             let tmp = tempfile::tempdir().unwrap();
             let store = FileSessionStore::open(tmp.path(), Durability::NoSync).unwrap();
             store
-                .create_session(&Session::new(ID, taud::session::now_utc()))
+                .create_session(&Session::new(ID, taud::store::now_utc()))
                 .unwrap();
             for event in &events {
                 store.append_event(ID, event).unwrap();
             }
-            let all = taud::hubcore::scan_mark::ScanPlan::All;
-            let outcome = taud::hubcore::restart::expire_stale_approvals(&store, &all).unwrap();
+            let all = taud::hub::scan_mark::ScanPlan::All;
+            let outcome = taud::hub::restart::expire_stale_approvals(&store, &all).unwrap();
             prop_assert_eq!(outcome.expired.len(), pending.len());
             prop_assert!(outcome.unfinished.is_empty());
             // A second scan finds nothing left pending.
-            let again = taud::hubcore::restart::expire_stale_approvals(&store, &all).unwrap();
+            let again = taud::hub::restart::expire_stale_approvals(&store, &all).unwrap();
             prop_assert!(again.expired.is_empty(), "still pending: {:?}", again);
             Ok(())
         })
@@ -342,7 +342,7 @@ fn the_restart_scan_reads_arbitrary_events_without_panicking() {
 
 #[test]
 fn the_approval_scan_mark_of_any_content_reads_as_a_plan_that_covers_what_it_noted() {
-    use taud::hubcore::scan_mark::{ScanJournal, ScanPlan};
+    use taud::hub::scan_mark::{ScanJournal, ScanPlan};
     let started: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
     runner(128)
         .run(&damage(), |damage| {
@@ -406,16 +406,16 @@ fn hub_files_of_any_content_are_read_or_ignored_without_panicking() {
                 {
                     prop_assert!(error.to_string().contains("state.json"), "{}", error);
                 }
-                let checked = taud::hub::crash::check(&paths).unwrap();
+                let checked = taud::host::crash::check(&paths).unwrap();
                 // A crash report written now is read back by the next start.
                 if let Some(report) = &checked.recorded {
-                    let last = taud::hub::crash::read_last_crash(&paths.last_crash_file);
+                    let last = taud::host::crash::read_last_crash(&paths.last_crash_file);
                     prop_assert_eq!(last.as_ref(), Some(report));
                 }
                 // A damaged last_crash.json is ignored.
                 std::fs::write(&paths.last_crash_file, apply(&state_text, &note_damage)).unwrap();
                 let _: Option<CrashReport> =
-                    taud::hub::crash::read_last_crash(&paths.last_crash_file);
+                    taud::host::crash::read_last_crash(&paths.last_crash_file);
                 Ok(())
             },
         )
@@ -476,7 +476,7 @@ fn a_message_count_at_the_top_of_its_range_does_not_overflow_the_next_append() {
     let next = SessionMessage::new(
         MESSAGES,
         Message::user_text("again"),
-        taud::session::now_utc(),
+        taud::store::now_utc(),
     );
     store.create_message(ID, DEFAULT_AGENT_ID, &next).unwrap();
     let listed = store.list_sessions().unwrap();
@@ -498,7 +498,7 @@ fn a_sqlite_session_row_that_cannot_be_read_is_left_out_of_the_listing() {
     fill(&store);
     let other = "20261201-130000-beef";
     store
-        .create_session(&Session::new(other, taud::session::now_utc()))
+        .create_session(&Session::new(other, taud::store::now_utc()))
         .unwrap();
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.execute(
@@ -565,7 +565,7 @@ fn a_reshaped_session_tree_never_panics_a_reader_or_a_write() {
             store.read_message(ID, DEFAULT_AGENT_ID, 1).map(drop),
         );
         named("read_events", store.read_events(ID).map(drop));
-        let now = taud::session::now_utc();
+        let now = taud::store::now_utc();
         let next = SessionMessage::new(MESSAGES, Message::user_text("again"), now);
         named(
             "create_message",

@@ -21,8 +21,8 @@ use props_common::targets::{
 };
 use props_common::{Damage, ID, damage, fill, panics, runner};
 use proptest::prelude::*;
-use taud::hubcore::{CoreError, HubCore, OpenTarget, StartTurn};
-use taud::session::{Durability, FileSessionStore, SqliteSessionStore};
+use taud::hub::{CoreError, HubCore, OpenTarget, StartTurn};
+use taud::store::{Durability, FileSessionStore, SqliteSessionStore};
 use taud::testing::{FakeModel, FakeReply};
 
 const DEADLINE: Duration = Duration::from_secs(10);

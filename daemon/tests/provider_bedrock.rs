@@ -22,7 +22,7 @@ use taud::provider::{
     ProviderError, ProviderOptions, RetryPolicy, build_model, build_model_with, check_credentials,
 };
 use taud::testing::ScriptedApprover;
-use taud::tools::{FixedClock, shipped_catalog};
+use taud::tool::builtin::{FixedClock, shipped_catalog};
 
 const TEXT_TURN: &[u8] = include_bytes!("fixtures/providers/bedrock/text_turn.bin");
 const TOOL_TURN: &[u8] = include_bytes!("fixtures/providers/bedrock/tool_turn.bin");

@@ -18,7 +18,7 @@ use taud::provider::bedrock::{BedrockSettings, BedrockTransport};
 use taud::provider::cache::CachePlan;
 use taud::provider::http::build_client;
 use taud::provider::{BedrockCredentials, RetryPolicy, RetryingModel};
-use taud::tools::FixedClock;
+use taud::tool::builtin::FixedClock;
 
 const TEXT_TURN: &[u8] = include_bytes!("fixtures/providers/bedrock/text_turn.bin");
 const EVENTS: &str = "application/vnd.amazon.eventstream";

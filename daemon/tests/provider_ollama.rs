@@ -18,7 +18,7 @@ use taud::message::SystemContentBlock;
 use taud::model::{Model, ModelError, ModelEvent, ReasoningDelta};
 use taud::provider::{ProviderOptions, RetryPolicy, build_model_with};
 use taud::testing::ScriptedApprover;
-use taud::tools::{FixedClock, shipped_catalog};
+use taud::tool::builtin::{FixedClock, shipped_catalog};
 
 const TEXT_TURN: &[u8] = include_bytes!("fixtures/providers/ollama/text_turn.ndjson");
 const TOOL_TURN: &[u8] = include_bytes!("fixtures/providers/ollama/tool_turn.ndjson");

@@ -18,7 +18,7 @@ use taud::message::SystemContentBlock;
 use taud::model::{Model, ModelError, ModelEvent};
 use taud::provider::{ProviderError, ProviderOptions, RetryPolicy, build_model_with};
 use taud::testing::ScriptedApprover;
-use taud::tools::{FixedClock, shipped_catalog};
+use taud::tool::builtin::{FixedClock, shipped_catalog};
 
 const TEXT_TURN: &[u8] = include_bytes!("fixtures/providers/openai/text_turn.sse");
 const TOOL_TURN: &[u8] = include_bytes!("fixtures/providers/openai/tool_turn.sse");

@@ -12,12 +12,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::{Harness, tree};
-use taud::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, ToolUse};
-use taud::session::{
-    CONTINUATION_PROMPT, CompactRequest, CompactionError, ContextMode, DEFAULT_AGENT_ID,
-    SessionAgent, SessionInfo, SessionMessage, SessionMeta, SessionStore, SummaryCall,
-    compact_session, create_fresh_session, now_utc, read_agent_for_mode, recent_sessions,
+use taud::context::{
+    CONTINUATION_PROMPT, CompactRequest, CompactionError, SummaryCall, compact_session,
     seed_messages,
+};
+use taud::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, ToolUse};
+use taud::store::{
+    ContextMode, DEFAULT_AGENT_ID, SessionAgent, SessionInfo, SessionMessage, SessionMeta,
+    SessionStore, create_fresh_session, now_utc, read_agent_for_mode, recent_sessions,
 };
 use taud::testing::{FakeModel, FakeReply};
 use tokio_util::sync::CancellationToken;
@@ -400,7 +402,7 @@ fn compaction_futures_are_send() {
         CompactRequest::new("x", ContextMode::Sliding),
     );
     assert_send(&future);
-    let state = taud::session::ConversationManagerState::new(ContextMode::Sliding);
-    let window = taud::session::model_window(ContextMode::Sliding, &[], &state, 4, &call);
+    let state = taud::store::ConversationManagerState::new(ContextMode::Sliding);
+    let window = taud::context::model_window(ContextMode::Sliding, &[], &state, 4, &call);
     assert_send(&window);
 }

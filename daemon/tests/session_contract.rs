@@ -10,7 +10,7 @@ mod support;
 use serde_json::json;
 use support::{Harness, assistant_message, tree, user_message};
 use taud::message::Message;
-use taud::session::{
+use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, IdKind, Session, SessionAgent, SessionError, SessionMeta,
     StoreEventSink, create_fresh_session, most_recent_session, now_utc, read_agent_for_mode,
     recent_sessions, session_by_index,
@@ -168,7 +168,7 @@ mod cases {
                 .create_message(&id, "tau", &user_message(n, &format!("m{n}")))
                 .unwrap();
         }
-        let ids = |messages: Vec<taud::session::SessionMessage>| -> Vec<u64> {
+        let ids = |messages: Vec<taud::store::SessionMessage>| -> Vec<u64> {
             messages.iter().map(|m| m.message_id).collect()
         };
         assert_eq!(

@@ -29,7 +29,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use taud::session::{
+use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, SessionAgent, SessionMeta, SessionStore, create_fresh_session,
     now_utc,
 };

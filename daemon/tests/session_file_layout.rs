@@ -13,7 +13,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use taud::session::{
+use taud::store::{
     ContextMode, Durability, FileSessionStore, SessionAgent, SessionError, SessionMeta,
     SessionStore, create_fresh_session, now_utc,
 };
@@ -243,7 +243,7 @@ fn half_created_sessions_and_temporary_files_are_ignored() {
     assert_eq!(store.list_messages(&id, "tau", None, 0).unwrap().len(), 2);
     // The interrupted creation can be completed.
     store
-        .create_session(&taud::session::Session::new(
+        .create_session(&taud::store::Session::new(
             "20260101-000000-dead",
             now_utc(),
         ))
@@ -304,7 +304,7 @@ fn a_lost_listing_index_is_rebuilt_from_the_sessions() {
 
 #[test]
 fn a_complete_session_without_its_session_json_is_invisible_and_not_reused() {
-    use taud::session::{
+    use taud::store::{
         ContextMode, NewSession, Session, SessionAgent, SessionMessage, SessionMeta,
     };
     let dir = tempfile::tempdir().unwrap();

@@ -14,7 +14,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use taud::session::{
+use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, Durability, FileSessionStore, SessionAgent, SessionStore,
     create_fresh_session, now_utc,
 };

@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use rusqlite::Connection;
 use serde_json::json;
-use taud::session::{Durability, SessionError, SessionStore, SqliteSessionStore};
+use taud::store::{Durability, SessionError, SessionStore, SqliteSessionStore};
 
 use support::user_message;
 
@@ -149,7 +149,7 @@ fn the_database_is_private_and_in_wal_mode() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("data").join("sessions.db");
     let store = SqliteSessionStore::open(&path, Durability::Full).unwrap();
-    taud::session::create_fresh_session(&store).unwrap();
+    taud::store::create_fresh_session(&store).unwrap();
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&path), 0o600);
     assert_eq!(mode(&dir.path().join("data")), 0o700);
@@ -180,7 +180,7 @@ fn a_new_database_is_private_from_its_creation() {
         .unwrap();
     let path = data.join("sessions.db");
     let store = SqliteSessionStore::open(&path, Durability::Full).unwrap();
-    taud::session::create_fresh_session(&store).unwrap();
+    taud::store::create_fresh_session(&store).unwrap();
     let mut created = Vec::new();
     let mut changed = Vec::new();
     while let Ok(events) = watch.read_events() {
@@ -215,7 +215,7 @@ fn an_older_wider_database_is_narrowed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sessions.db");
     let store = SqliteSessionStore::open(&path, Durability::Full).unwrap();
-    taud::session::create_fresh_session(&store).unwrap();
+    taud::store::create_fresh_session(&store).unwrap();
     let wide = std::fs::Permissions::from_mode(0o644);
     let names = ["sessions.db", "sessions.db-wal", "sessions.db-shm"];
     for name in names {
@@ -245,7 +245,7 @@ fn a_symlinked_database_is_refused() {
 
 #[test]
 fn a_complete_session_that_fails_part_way_leaves_nothing() {
-    use taud::session::{
+    use taud::store::{
         ContextMode, DEFAULT_AGENT_ID, NewSession, Session, SessionAgent, SessionMeta,
         new_session_id, now_utc,
     };

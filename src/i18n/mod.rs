@@ -27,7 +27,7 @@
 
 pub mod approval;
 mod en;
-mod template;
+mod placeholders;
 mod tr;
 
 #[cfg(test)]
@@ -39,8 +39,8 @@ use std::fmt::Display;
 use crate::lang::Lang;
 
 pub use approval::{ApprovalPrompt, format_approval_prompt, is_approval_answer};
-pub use template::TemplateError;
-use template::{RenderError, placeholders, render};
+pub use placeholders::TemplateError;
+use placeholders::{RenderError, placeholders, render};
 
 /// Named arguments of a message: `&[("id", &session_id), ("count", &n)]`.
 pub type Args<'a> = [(&'a str, &'a dyn Display)];

@@ -7,7 +7,7 @@
 //!   chat.
 //! - The wait for a started hub has a deadline and ends early when the child exits for good (an
 //!   exit with "already running" keeps waiting: another hub is starting and will answer).
-//! - Only the `taud` binary the caller found (`crate::hub::find_taud`) is ever executed.
+//! - Only the `taud` binary the caller found (`crate::hubctl::find_taud`) is ever executed.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! The slash commands of `tau chat`: parsing a typed line into a command or a message for tau, and
 //! the commands about the chat itself (`/help`, `/tools`, `/model`, `/lang`, `/clear`). Session
-//! commands live in [`super::sessions`], `/status` in [`super::status`].
+//! commands live in [`super::sessions`], `/status` in [`super::status_report`].
 //!
 //! Invariants: commands are resolved by the shared table (`tau_api::commands`, Turkish aliases
 //! included); a command that takes no argument refuses one; a failed `/model` switch leaves the
@@ -13,7 +13,7 @@ use tau_api::proto::v1 as pb;
 use super::render;
 use super::sessions;
 use super::state::Chat;
-use super::status;
+use super::status_report;
 use super::turn;
 use crate::relay::call::{CallError, call};
 
@@ -55,7 +55,7 @@ pub async fn handle_line(chat: &mut Chat, line: &str) {
         "new" => sessions::new_session(chat).await,
         "session" => sessions::show(chat).await,
         "clear" => clear(chat),
-        "status" => status::show(chat).await,
+        "status" => status_report::show(chat).await,
         "model" => model(chat, argument).await,
         "compact" => sessions::compact(chat, argument).await,
         "lang" => lang(chat, argument),

@@ -5,7 +5,7 @@
 //!
 //! - [`attach`]: connect, start the hub, wait for its health; [`turn`]: one turn, its events and
 //!   approvals (answers are read by `crate::approve`); [`render`] and [`style`]: what is
-//!   printed and how; [`commands`], [`sessions`], [`status`]: the slash commands; [`editor`]: the
+//!   printed and how; [`commands`], [`sessions`], [`status_report`]: the slash commands; [`editor`]: the
 //!   input line and its history; [`state`]: what one run holds.
 //!
 //! Invariants: the chat decides nothing by itself (the hub owns sessions, turns and approvals);
@@ -19,7 +19,7 @@ mod editor;
 pub(crate) mod render;
 mod sessions;
 pub(crate) mod state;
-mod status;
+mod status_report;
 mod style;
 pub(crate) mod turn;
 
@@ -117,7 +117,7 @@ pub(crate) fn open(
             .and_then(|exe| exe.parent().map(Path::to_path_buf));
         let path_var = installation.env.get("PATH").map(std::ffi::OsString::from);
         Some(StartOptions {
-            taud: crate::hub::find_taud(exe_dir.as_deref(), path_var.as_deref()),
+            taud: crate::hubctl::find_taud(exe_dir.as_deref(), path_var.as_deref()),
             log_file: installation.paths.logs_dir.join("taud.out"),
             child_env: ctx.child_env.clone(),
             deadline: START_DEADLINE,

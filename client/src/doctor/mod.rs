@@ -17,9 +17,9 @@
 //! a variable's value.
 
 mod credentials;
-mod files;
+mod file_checks;
 pub(crate) mod hub;
-mod mcp;
+mod mcp_checks;
 pub(crate) mod model_server;
 mod report;
 mod store;
@@ -98,16 +98,16 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
         for check in model_server::checks(config, &env) {
             report.push(check);
         }
-        report.push(files::sessions(config, &paths));
+        report.push(file_checks::sessions(config, &paths));
     }
-    for check in files::persona(&paths) {
+    for check in file_checks::persona(&paths) {
         report.push(check);
     }
     let problems = dotenv_file
         .as_ref()
         .map(|f| f.problems.clone())
         .unwrap_or_default();
-    for check in files::env_names(&paths, dotenv_file.as_ref(), &problems) {
+    for check in file_checks::env_names(&paths, dotenv_file.as_ref(), &problems) {
         report.push(check);
     }
     let port = match &config {
@@ -120,11 +120,11 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
     let (hub_line, services) = hub_check(port, &paths.hub.token_file);
     if let Some(config) = &config {
         component_checks(&mut report, config, services);
-        for check in mcp::checks(config, &env, &paths.hub.token_file) {
+        for check in mcp_checks::checks(config, &env, &paths.hub.token_file) {
             report.push(check);
         }
     }
-    for check in files::permissions(&paths) {
+    for check in file_checks::permissions(&paths) {
         report.push(check);
     }
     report.push(hub_line);

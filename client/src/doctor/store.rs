@@ -43,11 +43,16 @@ pub fn sqlite(paths: &Paths) -> Check {
             "sessions",
             format!("{shown} is open to group or others (mode {mode:04o})"),
         )
-        .fix(format!("chmod 600 {}", super::files::shell_quote(&file)));
+        .fix(format!(
+            "chmod 600 {}",
+            super::file_checks::shell_quote(&file)
+        ));
     }
     match header(&file) {
-        Err(e) => Check::fail("sessions", format!("cannot read {shown}: {e}"))
-            .fix(format!("chmod 600 {}", super::files::shell_quote(&file))),
+        Err(e) => Check::fail("sessions", format!("cannot read {shown}: {e}")).fix(format!(
+            "chmod 600 {}",
+            super::file_checks::shell_quote(&file)
+        )),
         // SQLite treats an empty file as an empty database.
         Ok(None) => Check::ok("sessions", format!("sqlite store at {shown} (empty)")),
         Ok(Some(bytes)) if &bytes == SQLITE_HEADER => {

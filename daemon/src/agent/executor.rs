@@ -9,7 +9,7 @@
 
 use futures::future::join_all;
 
-use super::events::{TurnEvent, TurnOutput};
+use super::turn_event::{TurnEvent, TurnOutput};
 use crate::gate::{
     ApprovalRequest, ApprovalStatus, CallContext, Checked, GateCall, RefusalReason, TierGate,
     ToolCallRecord, ToolCallStatus, Verdict,

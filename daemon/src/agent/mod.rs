@@ -11,12 +11,12 @@
 //! repair notice (what the next turn tells the model about an unfinished one) can be read out
 //! ([`TauAgent::pending_notice`]) and handed to a rebuilt agent ([`TauAgentBuilder::pending_notice`]).
 
-mod events;
 mod executor;
 mod history;
 mod notice;
 mod stop;
 mod turn;
+mod turn_event;
 mod window;
 
 use std::fmt::Display;
@@ -32,19 +32,19 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use events::{Limits, StaticSystemPrompt, SystemPromptSource, TurnEnd, TurnEvent};
 pub use history::{HistoryError, HistoryObserver};
 pub use stop::{STOP_REASONS, StopReason, UnknownStopReason};
 pub use turn::{CANCELLED_PLACEHOLDER, TOOL_INTERRUPTED, UNFINISHED_NOTICE};
+pub use turn_event::{Limits, StaticSystemPrompt, SystemPromptSource, TurnEnd, TurnEvent};
 pub use window::{ConversationWindow, WholeHistory, WindowError};
 
 use crate::gate::{Approver, CallContext, EventSink, TierGate};
 use crate::message::{Message, Usage};
 use crate::model::Model;
 use crate::tool::ToolCatalog;
-use events::TurnOutput;
 use history::{Dangling, History};
 use turn::PendingNotice;
+use turn_event::TurnOutput;
 
 /// Default capacity of a turn's event channel.
 pub const DEFAULT_EVENT_CAPACITY: usize = 64;

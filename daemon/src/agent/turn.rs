@@ -18,11 +18,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::AgentInner;
-use super::events::{TurnEnd, TurnEvent, TurnOutput};
 use super::executor::run_tools;
 use super::history::{Dangling, HistoryError};
 use super::notice::model_error_notice;
 use super::stop::StopReason;
+use super::turn_event::{TurnEnd, TurnEvent, TurnOutput};
 use crate::gate::CallContext;
 use crate::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, Usage};
 use crate::model::{

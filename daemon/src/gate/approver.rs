@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::events::Decision;
 use super::format::format_approval_arguments;
+use super::sink::Decision;
 use crate::tool::Tier;
 
 /// Everything a person needs to decide one tier-2 call.

@@ -16,10 +16,10 @@
 //! unknown tool at WARN.
 
 mod approver;
-mod events;
 mod exemption;
 mod format;
 mod pending;
+mod sink;
 mod verdict;
 
 #[cfg(test)]
@@ -39,13 +39,13 @@ use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
 pub use approver::{ApprovalRequest, Approver, ApproverError, AutoRejectApprover};
-pub use events::{
-    AgentEvent, ApprovalEvent, ApprovalState, ApprovalStatus, Decision, ErrorEvent, EventSink,
-    NullSink, SinkError, ToolCallEvent, ToolCallStatus,
-};
 pub use exemption::ExemptionHandle;
 pub use format::format_approval_arguments;
 pub use pending::PendingApproval;
+pub use sink::{
+    AgentEvent, ApprovalEvent, ApprovalState, ApprovalStatus, Decision, ErrorEvent, EventSink,
+    NullSink, SinkError, ToolCallEvent, ToolCallStatus,
+};
 pub use verdict::{
     CANCEL_GRACE, CallContext, GateCall, Permit, Refusal, RefusalReason, ToolCallRecord, Verdict,
     not_recorded_text, refusal_text, unknown_tool_text,

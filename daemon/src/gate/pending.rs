@@ -18,9 +18,7 @@ use tracing::{info, warn};
 
 use super::GateInner;
 use super::approver::ApprovalRequest;
-use super::events::{
-    AgentEvent, ApprovalEvent, ApprovalState, ApprovalStatus, Decision, ErrorEvent,
-};
+use super::sink::{AgentEvent, ApprovalEvent, ApprovalState, ApprovalStatus, Decision, ErrorEvent};
 use super::verdict::{CallContext, GateCall, Permit, Refusal, RefusalReason, Verdict};
 use crate::tool::Tool;
 

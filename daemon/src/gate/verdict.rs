@@ -13,7 +13,7 @@ use futures::FutureExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::events::{ApprovalStatus, Decision, ToolCallEvent, ToolCallStatus};
+use super::sink::{ApprovalStatus, Decision, ToolCallEvent, ToolCallStatus};
 use crate::message::{ToolResult, ToolResultContent, ToolResultStatus};
 use crate::tool::{Tier, Tool, ToolContext, ToolError};
 

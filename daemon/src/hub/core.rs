@@ -1,391 +1,592 @@
-//! [`Hub`]: the shared handle every hub service gets: identity and clock, status and its sources,
-//! the dynamic route table, the gRPC mount and the list of started services.
+//! [`HubCore`]: the hub's sessions, turns, events and approvals behind one handle, as the rpc layer
+//! (and in-process callers such as benchmarks) use them.
 //!
-//! Invariants: cheap to clone (one `Arc`); every lock is a short std lock that is never held
-//! across an `.await`; [`Hub::find_service`] sees only services that have started and are not yet
-//! stopping.
+//! Invariants:
+//! - One [`SessionRuntime`] (one agent) per open session; sessions are opened on demand and dropped
+//!   from memory after `idle_after` without turns, attachments, subscribers or pending approvals
+//!   (their history stays in the store). Its [`EventBus`] goes with it; only its last seq is
+//!   remembered, so a reopened session's seq goes on where it was for the life of the process.
+//! - Nothing is kept for a session that does not exist: it is looked up in the store before a
+//!   bus or an agent is made for it.
+//! - Seqs are numbered per process: [`HubCore::stream_id`] (random per core) names the numbering;
+//!   a resumption naming another stream is refused, never served events of another numbering.
+//! - Requests are checked before anything is touched: ids are plain names, channels are short plain
+//!   names ([`MAX_CHANNEL_LEN`]), idempotency keys are bounded ([`MAX_IDEMPOTENCY_KEY_LEN`]; a
+//!   session remembers at most `REMEMBERED_TURNS` of them), texts are non-empty and bounded, and
+//!   so is every other client string ([`super::limits`]).
+//! - Opening a session reads the store on a blocking thread; the open map is a tokio mutex held
+//!   across that read, so a session is never opened twice.
+//! - Each session's worker is watched (`supervise`): a worker that dies takes its session out of
+//!   memory with it (its turns end with an error), so the next call opens it afresh.
+//! - Shutdown cancels every running and queued turn, resolves pending approvals as cancelled and
+//!   waits (bounded) for the workers to store their turns.
 
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::Instant;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
-use axum::http::Method;
-use serde_json::{Map, Value};
-use tau_api::components::HubServiceReport;
-use tau_api::hub_files::{CrashReport, HubPaths};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
 
-use super::files::now_rfc3339;
-use super::options::HubOptions;
-use super::routes::{RouteError, RouteHandler, RouteKey, RouteTable};
-use super::service::HubService;
-use super::status::{HubStatus, StatusSource};
+use super::approvals::ApprovalRegistry;
+use super::bus::EventBus;
+use super::error::CoreError;
+use super::event::{EventKind, PendingInfo, SessionEvent};
+use super::ids::new_id;
+use super::limits::{MAX_REF_ID_LEN, MAX_TEXT_BYTES, check_len};
+use super::options::{CoreOptions, ModelFactory};
+use super::remembered::Remembered;
+use super::restart::{ExpiredApproval, expire_stale_approvals};
+use super::runtime::{AgentParts, SessionRuntime};
+use super::scan_mark::{ScanJournal, ScanPlan};
+use super::streams::{EventStream, Snapshot, TurnStream};
+use super::turns::AcceptError;
+use crate::agent::SystemPromptSource;
+use crate::clock::SystemClock;
+use crate::mcp::{McpManager, hub_catalog};
+use crate::persona::PersonaLoader;
+use crate::store::{IdKind, SessionStore, validate_id};
+use crate::tool::Tier;
 
-type Gauge<T> = Arc<dyn Fn() -> T + Send + Sync>;
+/// The channel a request names when it names none.
+pub const DEFAULT_CHANNEL: &str = "api";
+/// The longest channel name, in bytes.
+pub const MAX_CHANNEL_LEN: usize = 64;
+/// The longest idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
+/// The longest user text, in characters.
+pub const MAX_TEXT_CHARS: usize = 100_000;
+/// How long shutdown waits for the session workers.
+pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
-struct Inner {
-    options: HubOptions,
-    paths: HubPaths,
-    pid: u32,
-    started_at: String,
-    started: Instant,
-    last_crash: Option<CrashReport>,
-    heartbeat_at: Mutex<String>,
-    listening_port: Mutex<Option<u16>>,
-    status_sources: RwLock<Vec<StatusSource>>,
-    routes: RouteTable,
-    grpc: RwLock<Option<axum::Router>>,
-    services: RwLock<Vec<Arc<dyn HubService>>>,
-    service_reports: RwLock<Vec<HubServiceReport>>,
-    approvals_pending: RwLock<Option<Gauge<u32>>>,
-    nodes: RwLock<Option<Gauge<Vec<String>>>>,
+/// A turn to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartTurn {
+    pub session_id: String,
+    pub text: String,
+    /// Empty: [`DEFAULT_CHANNEL`].
+    pub channel: String,
+    /// Empty: no deduplication.
+    pub idempotency_key: String,
 }
 
-/// The hub, as its services see it.
+/// A tool as the catalog lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSummary {
+    pub name: String,
+    /// `None` for an MCP tool the owner did not tier (never offered).
+    pub tier: Option<Tier>,
+    pub description: String,
+    pub effect: String,
+    /// The MCP server of an MCP tool.
+    pub server: Option<String>,
+    /// `ready`, or for an MCP tool not offered: `untiered` or `missing`.
+    pub state: String,
+}
+
+/// Sessions whose last seq is remembered after they leave memory.
+pub const REMEMBERED_SEQS: usize = 4096;
+/// Channels whose last listing is remembered.
+pub const REMEMBERED_LISTINGS: usize = 64;
+/// Session ids remembered per listing (an index past them is listed afresh).
+pub const MAX_LISTED_IDS: usize = 1000;
+
+pub(crate) struct CoreInner {
+    pub(crate) parts: AgentParts,
+    /// This process's event numbering (see [`HubCore::stream_id`]).
+    stream_id: String,
+    pub(super) open: tokio::sync::Mutex<HashMap<String, Arc<SessionRuntime>>>,
+    pub(super) open_count: AtomicUsize,
+    pub(super) workers: Mutex<HashMap<String, JoinHandle<()>>>,
+    /// The last seq of sessions that left memory (one number each, for sessions that exist; the
+    /// oldest forgotten past [`REMEMBERED_SEQS`]).
+    pub(super) last_seqs: Mutex<Remembered<u64>>,
+    /// Wakes the idle reaper when a session opens (it sleeps without a timer while none is).
+    pub(super) opened: tokio::sync::Notify,
+    /// How many times the idle reaper has looked for idle sessions.
+    pub(super) reaper_passes: AtomicU64,
+    /// The last listing per channel, for `OpenSession.index` (at most [`REMEMBERED_LISTINGS`]
+    /// channels, each at most [`MAX_LISTED_IDS`] ids).
+    pub(crate) listings: Mutex<Remembered<Vec<String>>>,
+    ids: AtomicU64,
+    closing: AtomicBool,
+    pub(crate) stop: CancellationToken,
+}
+
+/// The hub's domain core. Cheap to clone.
 #[derive(Clone)]
-pub struct Hub {
-    inner: Arc<Inner>,
+pub struct HubCore {
+    pub(crate) inner: Arc<CoreInner>,
 }
 
-impl std::fmt::Debug for Hub {
+impl std::fmt::Debug for HubCore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hub")
-            .field("pid", &self.inner.pid)
-            .field("started_at", &self.inner.started_at)
-            .finish_non_exhaustive()
+        f.debug_struct("HubCore")
+            .field("backend", &self.backend_name())
+            .field("open_sessions", &self.open_sessions())
+            .finish()
     }
 }
 
-/// A gRPC router is already mounted on the TCP port.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("a gRPC server is already mounted on the hub's TCP port")]
-pub struct GrpcMounted;
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
-impl Hub {
-    /// A hub that starts now, knowing the latest crash report (from the crash check).
-    pub fn new(options: HubOptions, last_crash: Option<CrashReport>) -> Self {
-        let started_at = now_rfc3339();
-        let paths = options.paths();
-        Self {
-            inner: Arc::new(Inner {
-                options,
-                paths,
-                pid: std::process::id(),
-                heartbeat_at: Mutex::new(started_at.clone()),
-                started_at,
-                started: Instant::now(),
-                last_crash,
-                listening_port: Mutex::new(None),
-                status_sources: RwLock::new(Vec::new()),
-                routes: RouteTable::default(),
-                grpc: RwLock::new(None),
-                services: RwLock::new(Vec::new()),
-                service_reports: RwLock::new(Vec::new()),
-                approvals_pending: RwLock::new(None),
-                nodes: RwLock::new(None),
+/// `channel`, or the default for an empty one; refused unless a short plain name.
+pub fn check_channel(channel: &str) -> Result<String, CoreError> {
+    if channel.is_empty() {
+        return Ok(DEFAULT_CHANNEL.to_owned());
+    }
+    if channel.len() > MAX_CHANNEL_LEN {
+        return Err(CoreError::InvalidArgument(format!(
+            "channel is {} bytes long; at most {MAX_CHANNEL_LEN} are allowed",
+            channel.len()
+        )));
+    }
+    let plain = channel
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !plain {
+        return Err(CoreError::InvalidArgument(format!(
+            "channel {:?} is not a plain name (letters, digits, '-', '_', '.'; at most {MAX_CHANNEL_LEN})",
+            channel.chars().take(80).collect::<String>()
+        )));
+    }
+    Ok(channel.to_owned())
+}
+
+/// A session id from a request, checked.
+pub fn check_session_id(session_id: &str) -> Result<(), CoreError> {
+    if session_id.is_empty() {
+        return Err(CoreError::InvalidArgument("session_id is empty".to_owned()));
+    }
+    validate_id(IdKind::Session, session_id).map_err(CoreError::from)
+}
+
+impl HubCore {
+    /// A core over `store`. Fails when the persona directory is configured but unreadable.
+    pub fn new(
+        store: Arc<dyn SessionStore>,
+        options: CoreOptions,
+        factory: Arc<dyn ModelFactory>,
+    ) -> Result<Self, CoreError> {
+        let clock = Arc::new(SystemClock);
+        let persona: Arc<dyn SystemPromptSource> = match &options.persona_dir {
+            Some(dir) => Arc::new(
+                PersonaLoader::new(dir, &options.profile, &options.host_role, Vec::new(), clock)
+                    .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?,
+            ),
+            None => Arc::new(PersonaLoader::shipped(
+                &options.profile,
+                &options.host_role,
+                Vec::new(),
+                clock,
+            )),
+        };
+        let options_mcp = options.mcp_servers.clone();
+        let journal = options
+            .approval_scan_mark
+            .as_ref()
+            .map(|path| Arc::new(ScanJournal::new(path, store.backend_name())));
+        Ok(Self {
+            inner: Arc::new(CoreInner {
+                parts: AgentParts {
+                    store,
+                    options,
+                    factory,
+                    persona,
+                    registry: ApprovalRegistry::new(),
+                    journal,
+                    mcp: Arc::new(McpManager::new(options_mcp)),
+                },
+                stream_id: new_id("stream", 0),
+                open: tokio::sync::Mutex::new(HashMap::new()),
+                open_count: AtomicUsize::new(0),
+                workers: Mutex::new(HashMap::new()),
+                last_seqs: Mutex::new(Remembered::new(REMEMBERED_SEQS)),
+                opened: tokio::sync::Notify::new(),
+                reaper_passes: AtomicU64::new(0),
+                listings: Mutex::new(Remembered::new(REMEMBERED_LISTINGS)),
+                ids: AtomicU64::new(0),
+                closing: AtomicBool::new(false),
+                stop: CancellationToken::new(),
             }),
+        })
+    }
+
+    /// Start-up, before any turn: marks approvals left pending by an earlier hub as expired by
+    /// restart (events and log), reading only the sessions the approval scan mark names when
+    /// [`CoreOptions::approval_scan_mark`] is set, then starts dropping idle sessions. Returns what
+    /// was expired.
+    pub async fn start(&self) -> Result<Vec<ExpiredApproval>, CoreError> {
+        // MCP servers start in their own tasks: nothing here waits for them.
+        self.inner.parts.mcp.start();
+        let store = Arc::clone(&self.inner.parts.store);
+        let journal = self.inner.parts.journal.clone();
+        let expired = tokio::task::spawn_blocking(move || {
+            let started = jiff::Timestamp::now();
+            let plan = journal.as_ref().map_or(ScanPlan::All, |j| j.plan());
+            let outcome = expire_stale_approvals(store.as_ref(), &plan)?;
+            if let Some(journal) = &journal {
+                journal.record_scan(started, &outcome.unfinished);
+            }
+            Ok::<_, CoreError>(outcome.expired)
+        })
+        .await
+        .map_err(|e| CoreError::Unavailable(e.to_string()))??;
+        for approval in &expired {
+            self.registry().remember_expired(&approval.approval_id);
+        }
+        super::reaper::spawn(self);
+        Ok(expired)
+    }
+
+    /// Stops: cancels every turn, resolves pending approvals as cancelled, waits for the workers.
+    pub async fn shutdown(&self) {
+        self.inner.closing.store(true, Ordering::SeqCst);
+        self.inner.stop.cancel();
+        let runtimes: Vec<Arc<SessionRuntime>> = {
+            let mut open = self.inner.open.lock().await;
+            self.inner.open_count.store(0, Ordering::Relaxed);
+            open.drain().map(|(_, runtime)| runtime).collect()
+        };
+        for runtime in &runtimes {
+            runtime.cancel(None);
+            runtime.stop.cancel();
+            self.registry().cancel_session(&runtime.session_id);
+        }
+        let workers: Vec<JoinHandle<()>> = lock(&self.inner.workers)
+            .drain()
+            .map(|(_, worker)| worker)
+            .collect();
+        let waiting = futures::future::join_all(workers);
+        if tokio::time::timeout(SHUTDOWN_WAIT, waiting).await.is_err() {
+            warn!("some session workers did not stop in time");
+        }
+        self.inner.parts.mcp.stop(SHUTDOWN_WAIT).await;
+    }
+
+    /// The MCP servers (status, tools).
+    pub fn mcp(&self) -> &Arc<McpManager> {
+        &self.inner.parts.mcp
+    }
+
+    /// The approval registry (pending approvals, attachments).
+    pub fn registry(&self) -> &Arc<ApprovalRegistry> {
+        &self.inner.parts.registry
+    }
+
+    pub fn options(&self) -> &CoreOptions {
+        &self.inner.parts.options
+    }
+
+    /// The id of this process's event numbering: every session's `seq` starts at 1 in each hub
+    /// process, so a client resuming with `after_seq` names the stream its seqs came from and a
+    /// different one (a restarted hub) is refused.
+    pub fn stream_id(&self) -> &str {
+        &self.inner.stream_id
+    }
+
+    /// The session store backend's name.
+    pub fn backend_name(&self) -> &str {
+        self.inner.parts.store.backend_name()
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.inner.parts.store
+    }
+
+    /// Sessions with an agent in memory.
+    pub fn open_sessions(&self) -> usize {
+        self.inner.open_count.load(Ordering::Relaxed)
+    }
+
+    /// The tools an agent may call.
+    pub fn tools(&self) -> Vec<ToolSummary> {
+        let disabled = &self.options().disabled_tools;
+        match hub_catalog(Arc::new(SystemClock), disabled, &self.inner.parts.mcp) {
+            Ok(catalog) => {
+                let mut tools: Vec<ToolSummary> = catalog
+                    .entries()
+                    .iter()
+                    .map(|entry| ToolSummary {
+                        name: entry.name().to_owned(),
+                        tier: Some(entry.tier()),
+                        description: entry.spec().description.clone(),
+                        effect: entry.spec().effect().to_owned(),
+                        server: entry.distribution().strip_prefix("mcp:").map(str::to_owned),
+                        state: "ready".to_owned(),
+                    })
+                    .collect();
+                tools.extend(crate::mcp::not_offered(&self.inner.parts.mcp));
+                tools
+            }
+            Err(error) => {
+                warn!("cannot list the tools: {error}");
+                Vec::new()
+            }
         }
     }
 
-    /// The options the hub runs with.
-    pub fn options(&self) -> &HubOptions {
-        &self.inner.options
+    /// Sessions the core keeps anything for in memory: an open agent (with its bus), or the
+    /// remembered last seq of one that left memory. Never more than the sessions that exist.
+    pub fn sessions_tracked(&self) -> usize {
+        self.open_sessions() + lock(&self.inner.last_seqs).len()
     }
 
-    /// The hub's file paths.
-    pub fn paths(&self) -> &HubPaths {
-        &self.inner.paths
-    }
-
-    /// The hub's process id.
-    pub fn pid(&self) -> u32 {
-        self.inner.pid
-    }
-
-    /// When the hub started (RFC 3339).
-    pub fn started_at(&self) -> &str {
-        &self.inner.started_at
-    }
-
-    /// Whole seconds since start.
-    pub fn uptime_s(&self) -> u64 {
-        self.inner.started.elapsed().as_secs()
-    }
-
-    /// The last heartbeat (RFC 3339).
-    pub fn heartbeat_at(&self) -> String {
-        self.inner
-            .heartbeat_at
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Records a heartbeat now and returns its time.
-    pub fn beat(&self) -> String {
-        let now = now_rfc3339();
-        now.clone_into(
-            &mut self
-                .inner
-                .heartbeat_at
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        now
-    }
-
-    /// The TCP port the control API listens on, once it does.
-    pub fn listening_port(&self) -> Option<u16> {
-        *self
-            .inner
-            .listening_port
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Records the TCP port the control API bound (so `state.json` names it).
-    pub fn set_listening_port(&self, port: Option<u16>) {
-        *self
-            .inner
-            .listening_port
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = port;
-    }
-
-    /// The latest crash report known at start.
-    pub fn last_crash(&self) -> Option<&CrashReport> {
-        self.inner.last_crash.as_ref()
-    }
-
-    /// Adds keys to `/status` (a source may not replace a core key).
-    pub fn add_status_source<F>(&self, source: F)
-    where
-        F: Fn() -> Map<String, Value> + Send + Sync + 'static,
-    {
-        self.inner
-            .status_sources
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::new(source));
-    }
-
-    /// Sets where `approvals_pending` comes from (the tier gate); 0 until one is set.
-    pub fn set_approvals_pending_source<F>(&self, source: F)
-    where
-        F: Fn() -> u32 + Send + Sync + 'static,
-    {
-        *self
-            .inner
-            .approvals_pending
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(source));
-    }
-
-    /// Sets where `nodes` comes from; empty until one is set.
-    pub fn set_nodes_source<F>(&self, source: F)
-    where
-        F: Fn() -> Vec<String> + Send + Sync + 'static,
-    {
-        *self
-            .inner
-            .nodes
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(source));
-    }
-
-    /// Adds an HTTP route served on the control API's port. Any axum handler works (an async fn
-    /// or closure with extractors). Refused when `(method, path)` exists.
-    pub fn add_route<H, T>(&self, method: Method, path: &str, handler: H) -> Result<(), RouteError>
-    where
-        H: axum::handler::Handler<T, ()>,
-        T: 'static,
-    {
-        self.inner
-            .routes
-            .add(method, path, RouteHandler::from_axum(handler))
-    }
-
-    /// The handler routed at `(method, path)`.
-    pub fn route(&self, method: &Method, path: &str) -> Option<RouteHandler> {
-        self.inner.routes.get(method, path)
-    }
-
-    /// Whether any method is routed at `path`.
-    pub fn has_route_path(&self, path: &str) -> bool {
-        self.inner.routes.has_path(path)
-    }
-
-    pub(crate) fn route_keys(&self) -> Vec<RouteKey> {
-        self.inner.routes.keys()
-    }
-
-    pub(crate) fn remove_routes(&self, keys: &[RouteKey]) {
-        self.inner.routes.remove(keys);
-    }
-
-    pub(crate) fn status_source_count(&self) -> usize {
-        self.inner
-            .status_sources
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-
-    pub(crate) fn truncate_status_sources(&self, len: usize) {
-        self.inner
-            .status_sources
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .truncate(len);
-    }
-
-    /// Mounts the gRPC router served on the TCP port (requests with `content-type:
-    /// application/grpc*` go to it). Refused when one is mounted.
-    pub fn mount_grpc(&self, router: axum::Router) -> Result<(), GrpcMounted> {
-        let mut slot = self
-            .inner
-            .grpc
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        if slot.is_some() {
-            return Err(GrpcMounted);
+    /// The open runtime of a session, opening it (on `pin`, else its stored role, else the default
+    /// role) when it is not in memory.
+    pub(crate) async fn runtime(
+        &self,
+        session_id: &str,
+        pin: Option<&str>,
+    ) -> Result<Arc<SessionRuntime>, CoreError> {
+        check_session_id(session_id)?;
+        let mut open = self.inner.open.lock().await;
+        if let Some(runtime) = open.get(session_id) {
+            runtime.touch();
+            return Ok(Arc::clone(runtime));
         }
-        *slot = Some(router);
-        Ok(())
+        if self.inner.closing.load(Ordering::SeqCst) {
+            return Err(CoreError::Unavailable("the hub is stopping".to_owned()));
+        }
+        let max_open = self.options().max_open_sessions;
+        if open.len() >= max_open && !self.retire_least_recent(&mut open) {
+            return Err(CoreError::ResourceExhausted(format!(
+                "{} sessions are open in memory and each has a turn, a client or an approval (at most {max_open}); try again when one is done",
+                open.len()
+            )));
+        }
+        let last_seq = lock(&self.inner.last_seqs)
+            .get(session_id)
+            .copied()
+            .unwrap_or(0);
+        let core = self.clone();
+        let id = session_id.to_owned();
+        let pin = pin.map(str::to_owned);
+        let runtime = tokio::task::spawn_blocking(move || {
+            // Fails for a session that does not exist, before anything is made for it.
+            let role = core.resolve_role(&id, pin.as_deref())?;
+            let options = core.options();
+            let bus = Arc::new(EventBus::continuing(
+                id.as_str(),
+                options.replay_buffer,
+                options.subscriber_lag,
+                last_seq,
+            ));
+            SessionRuntime::open(&core.inner.parts, &id, &role, bus)
+        })
+        .await
+        .map_err(|e| CoreError::Unavailable(e.to_string()))??;
+        lock(&self.inner.last_seqs).remove(session_id);
+        let runtime = Arc::new(runtime);
+        let worker = tokio::spawn(super::supervise::run_watched(
+            self.clone(),
+            Arc::clone(&runtime),
+        ));
+        lock(&self.inner.workers).insert(session_id.to_owned(), worker);
+        open.insert(session_id.to_owned(), Arc::clone(&runtime));
+        self.inner.open_count.store(open.len(), Ordering::Relaxed);
+        self.inner.opened.notify_one();
+        info!(session_id, role = %runtime.role(), "session opened");
+        Ok(runtime)
     }
 
-    /// Unmounts the gRPC router.
-    pub fn unmount_grpc(&self) {
-        *self
-            .inner
-            .grpc
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = None;
+    /// The open runtime of a session, if it is in memory.
+    pub(crate) async fn open_runtime(&self, session_id: &str) -> Option<Arc<SessionRuntime>> {
+        self.inner.open.lock().await.get(session_id).cloned()
     }
 
-    /// The mounted gRPC router (a cheap clone), if any.
-    pub fn grpc_router(&self) -> Option<axum::Router> {
-        self.inner
-            .grpc
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    fn new_turn_id(&self) -> String {
+        new_id("turn", self.inner.ids.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// The started service called `name`; `None` when it failed to start, has not started yet, or
-    /// the hub is stopping.
-    pub fn find_service(&self, name: &str) -> Option<Arc<dyn HubService>> {
-        self.inner
-            .services
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .find(|s| s.name() == name)
-            .cloned()
+    /// Starts a turn (or finds the one its idempotency key names) and streams its events.
+    pub async fn start_turn(&self, request: StartTurn) -> Result<TurnStream, CoreError> {
+        let channel = check_channel(&request.channel)?;
+        if request.text.trim().is_empty() {
+            return Err(CoreError::InvalidArgument("text is empty".to_owned()));
+        }
+        check_len("text", &request.text, MAX_TEXT_BYTES)?;
+        if request.text.chars().count() > MAX_TEXT_CHARS {
+            return Err(CoreError::InvalidArgument(format!(
+                "text is longer than {MAX_TEXT_CHARS} characters"
+            )));
+        }
+        if request.idempotency_key.len() > MAX_IDEMPOTENCY_KEY_LEN {
+            return Err(CoreError::InvalidArgument(format!(
+                "idempotency_key is {} bytes long; at most {MAX_IDEMPOTENCY_KEY_LEN} are allowed",
+                request.idempotency_key.len()
+            )));
+        }
+        let key = (!request.idempotency_key.is_empty()).then(|| request.idempotency_key.clone());
+        let max_queued = self.options().max_queued_turns;
+        for _ in 0..2 {
+            let runtime = self.runtime(&request.session_id, None).await?;
+            // Attach first, to the turn about to be made: an approval the turn asks at once must
+            // find its stream attached.
+            let fresh_id = self.new_turn_id();
+            let attachment = self
+                .registry()
+                .attach_turn(&runtime.bus, &channel, &fresh_id)?;
+            let accepted = match runtime.accept(
+                request.text.clone(),
+                channel.clone(),
+                key.clone(),
+                max_queued,
+                || fresh_id.clone(),
+            ) {
+                Ok(accepted) => accepted,
+                Err(AcceptError::Closed) => continue,
+                Err(AcceptError::QueueFull(n)) => {
+                    return Err(CoreError::ResourceExhausted(format!(
+                        "{n} turns are already waiting in this session; try again when one has finished"
+                    )));
+                }
+            };
+            if accepted.turn_id != fresh_id {
+                // A repeat: the stream replays the earlier turn from its start.
+                attachment.show_turn(&accepted.turn_id);
+            }
+            let after = accepted.first_seq.saturating_sub(1);
+            let (subscription, ready) = match runtime.bus.subscribe(Some(after)) {
+                Ok(subscription) => (Some(subscription), VecDeque::new()),
+                Err(_) => self.turn_fallback(&runtime, &accepted.turn_id),
+            };
+            return Ok(TurnStream::new(
+                accepted,
+                attachment,
+                subscription,
+                ready,
+                self.inner.stop.clone(),
+            ));
+        }
+        Err(CoreError::Unavailable(
+            "the session was closing; try again".to_owned(),
+        ))
     }
 
-    /// [`Hub::find_service`], downcast to the service's concrete type.
-    pub fn find_service_as<T: HubService>(&self, name: &str) -> Option<Arc<T>> {
-        let service: Arc<dyn std::any::Any + Send + Sync> = self.find_service(name)?;
-        service.downcast::<T>().ok()
-    }
-
-    pub(crate) fn push_started(&self, service: Arc<dyn HubService>) {
-        self.inner
-            .services
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(service);
-    }
-
-    pub(crate) fn take_started(&self) -> Vec<Arc<dyn HubService>> {
-        std::mem::take(
-            &mut *self
-                .inner
-                .services
-                .write()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
-    }
-
-    /// The names of the started services, in start order.
-    pub fn started_services(&self) -> Vec<String> {
-        self.inner
-            .services
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|s| s.name().to_owned())
-            .collect()
-    }
-
-    /// Records how a registered service came out at start (the `services` list of `/status`).
-    pub(crate) fn record_service(&self, report: HubServiceReport) {
-        self.inner
-            .service_reports
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(report);
-    }
-
-    /// Every registered service with how it came out at start (started, skipped or failed, with
-    /// the error), in start order; a service still starting is not listed yet.
-    pub fn service_reports(&self) -> Vec<HubServiceReport> {
-        self.inner
-            .service_reports
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// A snapshot of the hub.
-    pub fn status(&self) -> HubStatus {
-        let approvals = self
-            .inner
-            .approvals_pending
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let nodes = self
-            .inner
-            .nodes
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let options = &self.inner.options;
-        HubStatus {
-            role: options.role.clone(),
-            profile: options.profile.clone(),
-            version: tau_api::VERSION.to_owned(),
-            started_at: self.inner.started_at.clone(),
-            heartbeat_at: self.heartbeat_at(),
-            uptime_s: self.uptime_s(),
-            last_crash: self.inner.last_crash.clone(),
-            approvals_pending: approvals.map_or(0, |f| f()),
-            nodes: nodes.map_or_else(Vec::new, |f| f()),
-            pid: self.inner.pid,
+    /// For a repeated turn whose events are no longer buffered: its end if it ended, else the live
+    /// events from now.
+    fn turn_fallback(
+        &self,
+        runtime: &SessionRuntime,
+        turn_id: &str,
+    ) -> (
+        Option<super::bus::Subscription>,
+        VecDeque<Arc<SessionEvent>>,
+    ) {
+        let ended = runtime
+            .lock_turns()
+            .known(turn_id)
+            .and_then(|k| k.ended.clone());
+        match ended {
+            Some((seq, at, end)) => {
+                let event = Arc::new(SessionEvent {
+                    seq,
+                    session_id: runtime.session_id.clone(),
+                    turn_id: Some(turn_id.to_owned()),
+                    at,
+                    kind: EventKind::TurnEnded(end),
+                });
+                (None, VecDeque::from([event]))
+            }
+            None => (runtime.bus.subscribe(None).ok(), VecDeque::new()),
         }
     }
 
-    /// The JSON of `GET /status`: [`Hub::status`], `services` ([`Hub::service_reports`]), then
-    /// every status source's keys (none may replace those).
-    pub fn status_json(&self) -> Value {
-        let reports = self.service_reports();
-        let services: StatusSource = Arc::new(move || {
-            let mut keys = Map::new();
-            keys.insert(
-                "services".to_owned(),
-                serde_json::to_value(&reports).unwrap_or(Value::Null),
-            );
-            keys
-        });
-        let mut sources = vec![services];
-        sources.extend(
-            self.inner
-                .status_sources
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .iter()
-                .cloned(),
-        );
-        self.status().to_json(&sources)
+    /// Cancels a turn (`None`: the running one); returns the turn it applied to, if any.
+    pub async fn cancel_turn(
+        &self,
+        session_id: &str,
+        turn_id: Option<&str>,
+    ) -> Result<Option<String>, CoreError> {
+        check_session_id(session_id)?;
+        if let Some(turn_id) = turn_id {
+            check_len("turn_id", turn_id, MAX_REF_ID_LEN)?;
+        }
+        match self.open_runtime(session_id).await {
+            Some(runtime) => Ok(runtime.cancel(turn_id)),
+            None => {
+                self.require_session(session_id).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Attaches to a session on `channel`: the snapshot, then its events (see
+    /// [`EventBus::subscribe_with`] for `after_seq`).
+    pub async fn subscribe(
+        &self,
+        session_id: &str,
+        after_seq: Option<u64>,
+        channel: &str,
+    ) -> Result<EventStream, CoreError> {
+        self.subscribe_in_stream(session_id, after_seq, None, channel)
+            .await
+    }
+
+    /// [`HubCore::subscribe`], resuming after `after_seq` of the stream `stream_id` names (`None`:
+    /// unchecked). With `after_seq` set, a stream id other than [`HubCore::stream_id`] is refused
+    /// (`FailedPrecondition`): its seqs numbered another hub process's events.
+    pub async fn subscribe_in_stream(
+        &self,
+        session_id: &str,
+        after_seq: Option<u64>,
+        stream_id: Option<&str>,
+        channel: &str,
+    ) -> Result<EventStream, CoreError> {
+        let channel = check_channel(channel)?;
+        check_session_id(session_id)?;
+        if let Some(stream_id) = stream_id {
+            check_len("stream_id", stream_id, MAX_REF_ID_LEN)?;
+        }
+        if let (Some(after_seq), Some(stream_id)) = (after_seq, stream_id)
+            && stream_id != self.stream_id()
+        {
+            return Err(CoreError::FailedPrecondition(format!(
+                "after_seq {after_seq} is from event stream {:?}, but this hub's stream is {:?}: the hub restarted; subscribe again without after_seq",
+                stream_id.chars().take(80).collect::<String>(),
+                self.stream_id()
+            )));
+        }
+        let runtime = self.runtime(session_id, None).await?;
+        let session = self.summary(session_id).await?;
+        let attachment = self.registry().attach(&runtime.bus, &channel)?;
+        let registry = Arc::clone(self.registry());
+        let attachment_id = attachment.id().to_owned();
+        let role = runtime.role();
+        let (snapshot, subscription) = runtime
+            .bus
+            .subscribe_with(after_seq, |last_seq| {
+                let turns = runtime.lock_turns();
+                Snapshot {
+                    session,
+                    running: turns.running.as_ref().map(|r| r.info.clone()),
+                    queued: turns.queue.iter().map(|r| r.info.clone()).collect(),
+                    pending: registry.list_pending(Some(session_id)),
+                    last_seq,
+                    attachment_id,
+                    role,
+                    stream_id: self.stream_id().to_owned(),
+                }
+            })
+            .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
+        Ok(EventStream::new(
+            snapshot,
+            attachment,
+            subscription,
+            self.inner.stop.clone(),
+        ))
+    }
+
+    /// Pending approvals, oldest first.
+    pub fn list_pending(&self, session_id: Option<&str>) -> Result<Vec<PendingInfo>, CoreError> {
+        if let Some(id) = session_id {
+            check_session_id(id)?;
+        }
+        Ok(self.registry().list_pending(session_id))
     }
 }

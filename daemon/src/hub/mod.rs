@@ -1,30 +1,64 @@
-//! The hub lifecycle: one hub per machine (a flock), `state.json` refreshed every heartbeat,
-//! crash reports for a hub that died, hub services (the control API, the gRPC server, later
-//! channels) started in order and stopped in reverse, and the JSON control API.
+//! The hub's domain core: sessions, turns, live events and pending approvals, as the rpc layer
+//! serves them; free of tonic and prost types.
 //!
-//! Invariants: this module knows nothing of tonic or prost (the gRPC service lives in
-//! `crate::rpc` and reaches the TCP port through [`Hub::mount_grpc`]); every file it writes is in
-//! `<TAU_DATA_DIR>/hub` (0700), 0600 and written atomically.
-
-pub mod control;
-mod core;
-pub mod crash;
-pub mod files;
-pub mod lifecycle;
-pub mod lock;
+//! - [`core`]: [`HubCore`], the handle (open sessions, turns, subscriptions, idle drop,
+//!   shutdown); [`decide`]: decisions on approvals (an earlier hub's read back from the store);
+//!   [`sessions`]: list, get, open, switch role, read events.
+//! - [`runtime`]: one open session (its agent and turn table); [`turns`]: the turn queue and the
+//!   worker that runs turns and publishes their events; [`recorder`]: the store-backed history
+//!   observer and event sink of an agent; `crate::context::modes`: what the model sees of a session under
+//!   each `[agent] context` mode.
+//! - [`event`]: the events of a session as clients see them; [`bus`]: one session's numbered event
+//!   stream with replay and slow-subscriber cut-off; [`streams`]: what a watching client holds.
+//! - [`approvals`]: pending tier-2 approvals as entities, and the client attachments that may
+//!   decide them; [`hub_approver`]: the gate's approver that registers and waits; [`restart`]:
+//!   approvals an earlier hub left pending, expired at start; [`scan_mark`]: when that scan last
+//!   ran, so a start reads only the sessions that could hold one.
+//! - [`supervise`]: watches each session's worker; a dead one takes its session out of memory.
+//! - [`reaper`]: drops the agents of idle sessions from memory, with a timer only while any is
+//!   open.
+//! - [`options`]: what the core needs from the configuration, and the model factory seam;
+//!   [`limits`]: the bounds on client strings.
+//!
+//! Invariants: no global state (everything hangs off a [`HubCore`] the hub owns); no std lock is
+//! held across an `.await`; lock order is bus, then turn table or registry.
+pub mod approvals;
+pub mod bus;
+pub mod core;
+mod decide;
+pub mod error;
+pub mod event;
+pub mod hub_approver;
+pub mod ids;
+pub mod limits;
 pub mod options;
-pub mod routes;
-pub mod service;
-pub mod state;
-pub mod status;
-pub mod token;
+mod reaper;
+pub mod recorder;
+mod remembered;
+pub mod restart;
+mod runtime;
+pub mod scan_mark;
+pub mod sessions;
+pub mod setup;
+pub mod streams;
+mod supervise;
+pub mod turns;
 
-pub use control::{CONTROL_API, ControlApi};
-pub use core::{GrpcMounted, Hub};
-pub use lifecycle::{HubError, STOP_DEADLINE, StopRequest, run, stop_on_signals};
-pub use lock::{HubLock, LockError};
-pub use options::{DEFAULT_CONTROL_PORT, DEFAULT_HEARTBEAT, HubOptions, OptionsError};
-pub use routes::{RouteError, RouteHandler};
-pub use service::{BuildOutcome, HubService, ServiceError, ServiceFactory, ServiceRegistry};
-pub use status::HubStatus;
-pub use token::{BearerToken, TokenError};
+pub use approvals::{
+    ApprovalAnswer, ApprovalRegistry, Attachment, DecideError, DecideOutcome, LAG_GRACE,
+    PendingTicket,
+};
+pub use bus::{EventBus, Lagged, SubscribeError, Subscription};
+pub use core::{DEFAULT_CHANNEL, HubCore, StartTurn, ToolSummary};
+pub use error::CoreError;
+pub use event::{EventKind, PendingInfo, Resolution, SessionEvent, TurnInfo};
+pub use hub_approver::{ApprovalReadiness, FLUSH_WAIT, HUB_APPROVER, HubApprover, TurnSlot};
+pub use options::{
+    CoreOptions, DemoModelFactory, ModelFactory, ModelFactoryError, ProviderModelFactory,
+    SharedModelFactory,
+};
+pub use restart::ExpiredApproval;
+pub use sessions::{Compacted, OpenTarget, Opened, RoleSwitch, SessionDetail, SessionSummary};
+pub use setup::CoreSetup;
+pub use streams::{EventStream, Snapshot, TurnStream};
+pub use turns::Accepted;

@@ -1,232 +1,348 @@
-//! [`HubOptions`]: exactly what the hub needs from the configuration, and its validation.
+//! What the hub core needs from the configuration ([`CoreOptions`]) and the seam through which it
+//! gets a model for a role ([`ModelFactory`]).
 //!
-//! Invariants: a validated `HubOptions` has a loopback bind address and a non-zero heartbeat; the
-//! hub never reads the environment or `tau.toml` itself, so tests pass options explicitly.
+//! Invariants: the core never reads the environment or `tau.toml` itself (tests pass options and a
+//! factory explicitly); a factory never logs or returns a secret; the default factory serves every
+//! role with the offline demo model, so a hub with no credentials still answers.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tau_api::hub_files::HubPaths;
+use tau_api::config::{ContextMode as ConfigContextMode, RoleConfig};
+use tau_api::env::Env;
 use tau_api::installation::Installation;
 
-use crate::listen::ConnLimits;
+use crate::agent::Limits;
+use crate::model::Model;
+use crate::persona::{PERSONA_FILE, PersonaError, PersonaLoader};
+use crate::provider::fake::FakeModel;
+use crate::provider::{ProviderError, ProviderOptions, build_model_with};
+use crate::store::ContextMode;
 
-/// Test knob: every connection deadline of the hub's listeners, in milliseconds (50..=15,000), so
-/// tests need not wait for the defaults. Not a setting: a value that does not parse is ignored.
-pub const CONNECTION_DEADLINE_ENV: &str = "TAU_HUB_CONNECTION_DEADLINE_MS";
+/// The role a session runs on when nothing pins one and tau.toml has no `brain`.
+pub const DEFAULT_ROLE: &str = "brain";
 
-/// The default TCP port of the control API and gRPC (`TAU_HUB_PORT` overrides).
-pub const DEFAULT_CONTROL_PORT: u16 = tau_api::config::DEFAULT_CONTROL_PORT;
-
-/// The default heartbeat interval (`[hub].heartbeat_seconds`).
-pub const DEFAULT_HEARTBEAT: Duration =
-    Duration::from_secs(tau_api::config::DEFAULT_HEARTBEAT_SECONDS);
-
-/// What the hub needs to run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HubOptions {
-    /// `TAU_DATA_DIR`: the hub's files live in `<data_dir>/hub`.
-    pub data_dir: PathBuf,
-    /// How often `state.json` is refreshed.
-    pub heartbeat: Duration,
-    /// The TCP port of the control API and gRPC; 0 picks a free port (written to state.json).
-    pub control_port: u16,
-    /// The TCP bind address; only loopback addresses are accepted.
-    pub bind_addr: IpAddr,
-    /// Installation profile (home, travel, sport).
-    pub profile: String,
-    /// Host role (hub, node).
+/// A model could not be built for a role.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct ModelFactoryError {
     pub role: String,
-    /// Enabled optional hub services by name; empty = all. The core services
-    /// ([`tau_api::components::CORE_HUB_SERVICES`]: the control API and gRPC) run whatever this
-    /// says.
-    pub services: Vec<String>,
-    /// The deadlines and cap of the hub's listeners (TCP and the Unix socket).
-    pub connections: ConnLimits,
+    pub reason: String,
 }
 
-/// A [`HubOptions`] the hub refuses to start with (a configuration error: exit 78).
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum OptionsError {
-    /// The TCP listener would be reachable from other hosts.
-    #[error("hub bind address {0} is not a loopback address; the hub listens on 127.0.0.1 only")]
-    NotLoopback(IpAddr),
-    /// A heartbeat of zero would spin.
-    #[error("[hub].heartbeat_seconds must be at least 1")]
-    ZeroHeartbeat,
-    /// The data directory must be absolute, so the hub does not depend on its working directory.
-    #[error("TAU_DATA_DIR must be an absolute path, got {0:?}")]
-    RelativeDataDir(PathBuf),
+/// Builds the model serving a role. Providers plug in here.
+pub trait ModelFactory: Send + Sync {
+    /// The model for `role`, whose configuration is `config` (`None` for a role tau.toml does not
+    /// define, which the core only asks for when tau.toml defines no roles at all).
+    fn build(
+        &self,
+        role: &str,
+        config: Option<&RoleConfig>,
+    ) -> Result<Arc<dyn Model>, ModelFactoryError>;
 }
 
-impl HubOptions {
-    /// Options with defaults for everything but the data directory.
-    pub fn new(data_dir: PathBuf) -> Self {
+/// Serves every role with the fake model's offline demo.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DemoModelFactory;
+
+impl ModelFactory for DemoModelFactory {
+    fn build(
+        &self,
+        _role: &str,
+        _config: Option<&RoleConfig>,
+    ) -> Result<Arc<dyn Model>, ModelFactoryError> {
+        Ok(Arc::new(FakeModel::demo()))
+    }
+}
+
+/// Serves every role with one shared model (tests script it; benchmarks use it).
+#[derive(Clone)]
+pub struct SharedModelFactory(pub Arc<dyn Model>);
+
+impl ModelFactory for SharedModelFactory {
+    fn build(
+        &self,
+        _role: &str,
+        _config: Option<&RoleConfig>,
+    ) -> Result<Arc<dyn Model>, ModelFactoryError> {
+        Ok(Arc::clone(&self.0))
+    }
+}
+
+/// Serves each role with the provider tau.toml names for it (`crate::provider`), credentials from
+/// the installation's environment; a role tau.toml does not define (it defines none) gets the
+/// offline demo model.
+pub struct ProviderModelFactory {
+    env: Env,
+    options: ProviderOptions,
+}
+
+impl ProviderModelFactory {
+    pub fn new(env: Env, options: ProviderOptions) -> Self {
+        Self { env, options }
+    }
+
+    /// The factory of a discovered installation (`[component.anthropic]`, `[component.bedrock]`
+    /// settings; credentials from its environment and `.env`).
+    pub fn from_installation(installation: &Installation) -> Result<Self, ProviderError> {
+        let options =
+            ProviderOptions::from_component_settings(&installation.config.component_settings)?;
+        Ok(Self::new(installation.env.clone(), options))
+    }
+}
+
+impl ModelFactory for ProviderModelFactory {
+    fn build(
+        &self,
+        role: &str,
+        config: Option<&RoleConfig>,
+    ) -> Result<Arc<dyn Model>, ModelFactoryError> {
+        let Some(config) = config else {
+            return Ok(Arc::new(FakeModel::demo()));
+        };
+        build_model_with(role, config, &self.env, &self.options).map_err(|e| ModelFactoryError {
+            role: role.to_owned(),
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// The hub core's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CoreOptions {
+    /// `[models.roles.*]` by name.
+    pub roles: BTreeMap<String, RoleConfig>,
+    /// The role used when none is pinned or stored.
+    pub default_role: String,
+    /// Per-turn limits (`[agent] max_turns`, `max_total_tokens`).
+    pub limits: Limits,
+    /// `[agent] context`.
+    pub context: ContextMode,
+    /// `[agent] window_size`: how many recent messages the model sees (see `hub::window`).
+    pub window_size: usize,
+    /// `[components.tools] disabled`.
+    pub disabled_tools: Vec<String>,
+    /// `<TAU_HOME>/persona` for an installation with a tau.toml (its persona.md is then required,
+    /// see [`CoreOptions::check_persona`]) or one without a tau.toml that holds a persona.md;
+    /// `None` (no tau.toml and no persona.md, the offline quick start): the shipped persona.
+    pub persona_dir: Option<PathBuf>,
+    /// Installation profile and host role (shown in the persona's `## Now`, stored with sessions).
+    pub profile: String,
+    pub host_role: String,
+    /// How long a tier-2 question stays open; `None`: until decided or cancelled.
+    pub approval_timeout: Option<Duration>,
+    /// An open session nobody uses is dropped from memory after this long.
+    pub idle_after: Duration,
+    /// Turns that may wait behind a running one, per session.
+    pub max_queued_turns: usize,
+    /// Sessions held in memory at once; opening one more drops the least recently used one
+    /// nobody uses, or is refused when all are in use.
+    pub max_open_sessions: usize,
+    /// Events kept per session for `after_seq` replays, and how far a subscriber may fall behind.
+    pub replay_buffer: usize,
+    pub subscriber_lag: usize,
+    /// Where the start-up scan for approvals left pending records which sessions the next start
+    /// must read (see `hub::scan_mark`); `None`: every start reads every session.
+    pub approval_scan_mark: Option<PathBuf>,
+    /// `[mcp.servers.*]`, resolved: the MCP servers the core starts, with their tools' tiers.
+    pub mcp_servers: Vec<crate::mcp::McpServerSpec>,
+}
+
+/// The approval scan mark's file, next to the sessions in the data directory.
+pub const APPROVAL_SCAN_MARK_FILE: &str = "approval-scan.json";
+/// Default of [`CoreOptions::idle_after`].
+pub const DEFAULT_IDLE_AFTER: Duration = Duration::from_secs(30 * 60);
+/// Default of [`CoreOptions::max_queued_turns`].
+pub const DEFAULT_MAX_QUEUED_TURNS: usize = 16;
+/// Default of [`CoreOptions::max_open_sessions`].
+pub const DEFAULT_MAX_OPEN_SESSIONS: usize = 256;
+
+impl Default for CoreOptions {
+    fn default() -> Self {
         Self {
-            data_dir,
-            heartbeat: DEFAULT_HEARTBEAT,
-            control_port: DEFAULT_CONTROL_PORT,
-            bind_addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            roles: BTreeMap::new(),
+            default_role: DEFAULT_ROLE.to_owned(),
+            limits: Limits::default(),
+            context: ContextMode::Sliding,
+            window_size: tau_api::config::DEFAULT_WINDOW_SIZE as usize,
+            disabled_tools: Vec::new(),
+            persona_dir: None,
             profile: "home".to_owned(),
-            role: "hub".to_owned(),
-            services: Vec::new(),
-            connections: ConnLimits::default(),
+            host_role: "hub".to_owned(),
+            approval_timeout: None,
+            idle_after: DEFAULT_IDLE_AFTER,
+            max_queued_turns: DEFAULT_MAX_QUEUED_TURNS,
+            max_open_sessions: DEFAULT_MAX_OPEN_SESSIONS,
+            replay_buffer: super::bus::DEFAULT_REPLAY_BUFFER,
+            subscriber_lag: super::bus::DEFAULT_SUBSCRIBER_LAG,
+            approval_scan_mark: None,
+            mcp_servers: Vec::new(),
         }
     }
+}
 
-    /// The options of a discovered installation: TAU_DATA_DIR, `[hub] heartbeat_seconds`, the hub
-    /// port (TAU_HUB_PORT over `[hub] control_port`), profile, role and `[components.hub]
-    /// services`; connection deadlines from [`CONNECTION_DEADLINE_ENV`] when it is set.
+impl CoreOptions {
+    /// The options of a discovered installation.
     pub fn from_installation(installation: &Installation) -> Self {
-        let mut options = Self::new(installation.paths.data_dir.clone());
-        options.heartbeat = Duration::from_secs(installation.config.hub.heartbeat_seconds);
-        options.control_port = installation.settings.hub_port;
-        options.profile = installation.settings.profile.as_str().to_owned();
-        options.role = installation.settings.role.as_str().to_owned();
-        options.services = installation.config.components.hub.services.clone();
-        if let Some(limits) = installation
-            .env
-            .non_empty(CONNECTION_DEADLINE_ENV)
-            .and_then(ConnLimits::from_deadline_ms)
-        {
-            options.connections = limits;
+        let config = &installation.config;
+        let roles = config.models.roles.clone();
+        let persona_dir = &installation.paths.persona_dir;
+        let persona_dir = (installation.paths.config_file.is_file()
+            || persona_dir.join(PERSONA_FILE).is_file())
+        .then(|| persona_dir.clone());
+        Self {
+            default_role: default_role(&roles),
+            roles,
+            limits: Limits {
+                turns: Some(config.agent.max_turns),
+                total_tokens: config.agent.max_total_tokens,
+            },
+            context: match config.agent.context {
+                ConfigContextMode::Sliding => ContextMode::Sliding,
+                ConfigContextMode::Summarize => ContextMode::Summarize,
+            },
+            window_size: config.agent.window_size as usize,
+            disabled_tools: config.components.tools.disabled.clone(),
+            persona_dir,
+            profile: installation.settings.profile.as_str().to_owned(),
+            host_role: installation.settings.role.as_str().to_owned(),
+            approval_scan_mark: Some(installation.paths.data_dir.join(APPROVAL_SCAN_MARK_FILE)),
+            approval_timeout: config
+                .agent
+                .approval_timeout_seconds
+                .map(|s| Duration::from_secs(u64::from(s))),
+            mcp_servers: crate::mcp::specs_from_config(&config.mcp, &installation.env),
+            ..Self::default()
         }
-        options
     }
 
-    /// Checks what the hub refuses to start with.
-    pub fn validate(&self) -> Result<(), OptionsError> {
-        if !self.bind_addr.is_loopback() {
-            return Err(OptionsError::NotLoopback(self.bind_addr));
+    /// Whether the configured persona can be used: a missing, empty or unreadable persona.md of
+    /// an installation is a configuration error (`taud` refuses to start, naming the file).
+    pub fn check_persona(&self) -> Result<(), PersonaError> {
+        match &self.persona_dir {
+            Some(dir) => PersonaLoader::check(dir),
+            None => Ok(()),
         }
-        if self.heartbeat.is_zero() {
-            return Err(OptionsError::ZeroHeartbeat);
-        }
-        if !self.data_dir.is_absolute() {
-            return Err(OptionsError::RelativeDataDir(self.data_dir.clone()));
-        }
-        Ok(())
     }
 
-    /// The paths of the hub's files.
-    pub fn paths(&self) -> HubPaths {
-        HubPaths::in_dir(self.data_dir.join("hub"))
+    /// Whether `role` may be asked for: a role of tau.toml, or the default when it defines none.
+    pub fn knows_role(&self, role: &str) -> bool {
+        self.roles.contains_key(role) || (self.roles.is_empty() && role == self.default_role)
     }
+}
 
-    /// Whether the service `name` is enabled: a core service always is (without the control API
-    /// and gRPC nobody could reach the hub); an optional one when the list is empty or names it.
-    pub fn service_enabled(&self, name: &str) -> bool {
-        tau_api::components::CORE_HUB_SERVICES.contains(&name)
-            || self.services.is_empty()
-            || self.services.iter().any(|s| s == name)
+/// `brain` when tau.toml has it, else its first role, else `brain`.
+pub fn default_role(roles: &BTreeMap<String, RoleConfig>) -> String {
+    if roles.contains_key(DEFAULT_ROLE) {
+        return DEFAULT_ROLE.to_owned();
     }
+    roles
+        .keys()
+        .next()
+        .cloned()
+        .unwrap_or_else(|| DEFAULT_ROLE.to_owned())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn defaults_validate() {
-        HubOptions::new(PathBuf::from("/d")).validate().unwrap();
+    fn role() -> RoleConfig {
+        RoleConfig {
+            provider: "fake".into(),
+            model_id: "m".into(),
+            max_tokens: 10,
+            cache: None,
+            fallback: None,
+            tuning: Default::default(),
+        }
     }
 
     #[test]
-    fn non_loopback_bind_is_refused() {
-        let mut o = HubOptions::new(PathBuf::from("/d"));
-        o.bind_addr = "0.0.0.0".parse().unwrap();
-        assert_eq!(o.validate(), Err(OptionsError::NotLoopback(o.bind_addr)));
-        o.bind_addr = "192.168.1.2".parse().unwrap();
-        assert!(o.validate().is_err());
-        o.bind_addr = "::1".parse().unwrap();
-        o.validate().unwrap();
+    fn providers_serve_configured_roles_and_the_demo_the_rest() {
+        let factory = ProviderModelFactory::new(Env::new(), ProviderOptions::default());
+        assert_eq!(
+            factory.build("brain", None).unwrap().name(),
+            FakeModel::demo().name()
+        );
+        assert!(
+            factory.build("fast", Some(&role())).is_ok(),
+            "the fake provider needs nothing"
+        );
+        let mut anthropic = role();
+        anthropic.provider = "anthropic".into();
+        let err = factory.build("brain", Some(&anthropic)).err().unwrap();
+        assert_eq!(err.role, "brain");
+        assert!(err.reason.contains("ANTHROPIC"), "{err}");
     }
 
     #[test]
-    fn zero_heartbeat_and_relative_dir_are_refused() {
-        let mut o = HubOptions::new(PathBuf::from("/d"));
-        o.heartbeat = Duration::ZERO;
-        assert_eq!(o.validate(), Err(OptionsError::ZeroHeartbeat));
-        let o = HubOptions::new(PathBuf::from("rel"));
-        assert!(matches!(
-            o.validate(),
-            Err(OptionsError::RelativeDataDir(_))
-        ));
+    fn the_default_role_prefers_brain() {
+        let mut roles = BTreeMap::new();
+        assert_eq!(default_role(&roles), "brain");
+        roles.insert("fast".to_owned(), role());
+        assert_eq!(default_role(&roles), "fast");
+        roles.insert("brain".to_owned(), role());
+        assert_eq!(default_role(&roles), "brain");
     }
 
     #[test]
-    fn built_from_an_installation() {
+    fn known_roles() {
+        let mut options = CoreOptions::default();
+        assert!(options.knows_role("brain"), "the default with no roles");
+        assert!(!options.knows_role("fast"));
+        options.roles.insert("fast".to_owned(), role());
+        assert!(options.knows_role("fast"));
+        assert!(!options.knows_role("brain"));
+    }
+
+    #[test]
+    fn options_come_from_the_installation() {
         let tmp = tempfile::tempdir().unwrap();
         let home = tmp.path().join("home");
-        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(home.join("persona")).unwrap();
+        std::fs::write(home.join("persona/persona.md"), "You are tau.").unwrap();
         std::fs::write(
             home.join("tau.toml"),
-            "[hub]\nheartbeat_seconds = 2\ncontrol_port = 9000\n[components.hub]\nservices = [\"grpc\"]\n",
+            "[models.roles.fast]\nprovider = \"fake\"\nmodel_id = \"m\"\n\n[agent]\nmax_turns = 3\nwindow_size = 8\napproval_timeout_seconds = 90\n\n[components.tools]\ndisabled = [\"demo_physical_action\"]\n",
         )
         .unwrap();
         let env: tau_api::env::Env = [
             ("HOME", tmp.path().join("user").to_str().unwrap()),
             ("TAU_HOME", home.to_str().unwrap()),
             ("TAU_DATA_DIR", tmp.path().join("data").to_str().unwrap()),
-            ("TAU_HUB_PORT", "9100"),
-            ("TAU_ROLE", "node"),
         ]
         .into_iter()
         .collect();
-        let found = Installation::discover(env, tmp.path()).unwrap();
-        let o = HubOptions::from_installation(&found);
-        assert_eq!(o.data_dir, tmp.path().join("data"));
-        assert_eq!(o.heartbeat, Duration::from_secs(2));
-        assert_eq!(o.control_port, 9100);
-        assert_eq!((o.profile.as_str(), o.role.as_str()), ("home", "node"));
-        assert_eq!(o.services, vec!["grpc".to_owned()]);
-        assert_eq!(o.connections, ConnLimits::default());
-    }
+        let installation = Installation::discover(env.clone(), tmp.path()).unwrap();
+        let options = CoreOptions::from_installation(&installation);
+        assert_eq!(options.default_role, "fast");
+        assert_eq!(options.limits.turns, Some(3));
+        assert_eq!(options.window_size, 8);
+        assert_eq!(options.approval_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(options.disabled_tools, vec!["demo_physical_action"]);
+        assert_eq!(options.persona_dir, Some(home.join("persona")));
+        options.check_persona().unwrap();
 
-    #[test]
-    fn the_connection_deadline_knob_is_read_from_the_environment() {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let with = |value: &str| {
-            let env: tau_api::env::Env = [
-                ("HOME", tmp.path().join("user").to_str().unwrap()),
-                ("TAU_HOME", home.to_str().unwrap()),
-                ("TAU_DATA_DIR", tmp.path().join("data").to_str().unwrap()),
-                (CONNECTION_DEADLINE_ENV, value),
-            ]
-            .into_iter()
-            .collect();
-            HubOptions::from_installation(&Installation::discover(env, tmp.path()).unwrap())
-        };
-        assert_eq!(
-            with("750").connections,
-            ConnLimits::with_deadline(Duration::from_millis(750))
-        );
-        assert_eq!(with("soon").connections, ConnLimits::default());
-    }
+        // With a tau.toml, a missing or empty persona.md is a configuration error.
+        std::fs::remove_file(home.join("persona/persona.md")).unwrap();
+        let installation = Installation::discover(env.clone(), tmp.path()).unwrap();
+        let options = CoreOptions::from_installation(&installation);
+        assert_eq!(options.persona_dir, Some(home.join("persona")));
+        let err = options.check_persona().unwrap_err();
+        assert!(matches!(err, PersonaError::Missing { .. }), "{err}");
+        std::fs::write(home.join("persona/persona.md"), "<!-- nothing -->\n").unwrap();
+        let err = options.check_persona().unwrap_err();
+        assert!(matches!(err, PersonaError::Empty { .. }), "{err}");
 
-    #[test]
-    fn empty_service_list_enables_all() {
-        let mut o = HubOptions::new(PathBuf::from("/d"));
-        assert!(o.service_enabled("grpc"));
-        assert!(o.service_enabled("telegram"));
-        o.services = vec!["control-api".into()];
-        assert!(o.service_enabled("control-api"));
-        assert!(o.service_enabled("grpc"), "a core service always runs");
-        assert!(
-            !o.service_enabled("telegram"),
-            "an optional one must be listed"
-        );
-    }
-
-    #[test]
-    fn naming_an_optional_service_keeps_the_core_ones() {
-        let mut o = HubOptions::new(PathBuf::from("/d"));
-        o.services = vec!["telegram".into()];
-        assert!(o.service_enabled("telegram"));
-        assert!(o.service_enabled("control-api") && o.service_enabled("grpc"));
-        assert!(!o.service_enabled("relay"));
+        // Without a tau.toml and a persona.md: the shipped persona.
+        std::fs::remove_file(home.join("persona/persona.md")).unwrap();
+        std::fs::remove_file(home.join("tau.toml")).unwrap();
+        let installation = Installation::discover(env, tmp.path()).unwrap();
+        let options = CoreOptions::from_installation(&installation);
+        assert_eq!(options.persona_dir, None);
+        options.check_persona().unwrap();
     }
 }

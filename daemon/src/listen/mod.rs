@@ -11,7 +11,7 @@
 //! one has ended. This module knows nothing of tonic: a listener passes its own peer information.
 
 pub mod accept;
-pub mod limits;
+pub mod conn_limits;
 pub mod nofile;
 pub mod slots;
 #[cfg(test)]
@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 pub use accept::Acceptor;
-pub use limits::ConnLimits;
+pub use conn_limits::ConnLimits;
 use slots::{Slot, Slots};
 
 /// The HTTP versions a listener speaks.

@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::result::to_output;
+use super::server_spec::ToolTier;
 use super::session::{CallError, CallHandle, ListedTool};
-use super::spec::ToolTier;
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
 /// Longest description the model sees of an MCP tool (it is the server's, untrusted).

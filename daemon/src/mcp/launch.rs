@@ -18,7 +18,7 @@ use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
 use super::McpError;
-use super::spec::McpServerSpec;
+use super::server_spec::McpServerSpec;
 
 /// Lines of stderr kept per server.
 pub const TAIL_LINES: usize = 40;

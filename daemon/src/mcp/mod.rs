@@ -15,8 +15,8 @@ mod adapter;
 mod launch;
 mod names;
 mod result;
+mod server_spec;
 mod session;
-mod spec;
 mod status;
 mod supervisor;
 
@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 pub use adapter::{McpTool, distribution};
 pub use names::model_names;
 pub use result::{MAX_RESULT_BYTES, to_output};
-pub use spec::{Backoff, McpServerSpec, ToolTier, specs_from_config};
+pub use server_spec::{Backoff, McpServerSpec, ToolTier, specs_from_config};
 pub use status::{Phase, ServerStatus, ToolListing, ToolState};
 
 use crate::tool::Tool;
@@ -149,7 +149,7 @@ pub fn hub_catalog(
     disabled: &[String],
     mcp: &McpManager,
 ) -> Result<crate::tool::ToolCatalog, crate::tool::CatalogError> {
-    let mut catalog = crate::tools::shipped_catalog(clock, &[])?;
+    let mut catalog = crate::tool::builtin::shipped_catalog(clock, &[])?;
     for tool in mcp.tools() {
         let name = tool.spec().name.clone();
         if let Err(e) = catalog.add(tool) {
@@ -162,7 +162,7 @@ pub fn hub_catalog(
 
 /// The MCP tools that are listed but not offered (untiered, or tiered but missing), for
 /// `ListTools` and `tau components`.
-pub fn not_offered(mcp: &McpManager) -> Vec<crate::hubcore::ToolSummary> {
+pub fn not_offered(mcp: &McpManager) -> Vec<crate::hub::ToolSummary> {
     mcp.status()
         .into_iter()
         .flat_map(|server| {
@@ -171,7 +171,7 @@ pub fn not_offered(mcp: &McpManager) -> Vec<crate::hubcore::ToolSummary> {
                 .tools
                 .into_iter()
                 .filter(|t| t.state != ToolState::Offered)
-                .map(move |t| crate::hubcore::ToolSummary {
+                .map(move |t| crate::hub::ToolSummary {
                     name: if t.name.is_empty() {
                         t.tool.clone()
                     } else {

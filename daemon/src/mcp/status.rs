@@ -6,8 +6,8 @@
 
 use serde::Serialize;
 
+use super::server_spec::ToolTier;
 use super::session::ListedTool;
-use super::spec::ToolTier;
 
 /// Where a server is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -16,8 +16,8 @@ use super::McpError;
 use super::adapter::{HandleSlot, McpTool};
 use super::launch::{StderrTail, kill_group, launch};
 use super::names::model_names;
+use super::server_spec::McpServerSpec;
 use super::session::{Connection, ListedTool};
-use super::spec::McpServerSpec;
 use super::status::{Phase, ServerStatus, ToolListing, ToolState};
 
 /// How long a dead server's stderr may take to be read to its end.

@@ -30,7 +30,7 @@
 //! - every method is synchronous and safe to call from many threads at once; locks are held only
 //!   for a stat and a small read, never while a context source runs.
 mod context;
-mod file;
+mod watched_file;
 
 #[cfg(test)]
 mod tests;
@@ -43,7 +43,7 @@ use jiff::tz::TimeZone;
 
 pub use self::context::{ContextPatch, ContextSource, ContextSourceError, NowContext};
 use self::context::{ContextSources, one_line};
-use self::file::{FirstReadError, Problem, WatchedFile};
+use self::watched_file::{FirstReadError, Problem, WatchedFile};
 use crate::clock;
 pub use crate::clock::{Clock, SystemClock, TIME_ZONE};
 use crate::message::{CachePoint, SystemContentBlock};
@@ -173,7 +173,7 @@ impl PersonaLoader {
         sources: Vec<Arc<dyn ContextSource>>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let persona = PersonaText::Shipped(Arc::from(file::clean(SHIPPED_PERSONA)));
+        let persona = PersonaText::Shipped(Arc::from(watched_file::clean(SHIPPED_PERSONA)));
         Self::assemble(
             persona,
             None,

@@ -383,7 +383,7 @@ fn the_shipped_persona_works_without_any_files() {
     assert_eq!(loader.persona_path(), None);
     assert_eq!(loader.user_path(), None);
     let prompt = loader.build_system_prompt();
-    let persona = file::clean(SHIPPED_PERSONA);
+    let persona = watched_file::clean(SHIPPED_PERSONA);
     assert!(!persona.is_empty());
     assert_eq!(
         prompt,
@@ -407,7 +407,7 @@ fn the_shipped_files_are_the_repository_files_and_hold_the_rules() {
         fs::read_to_string(root.join("user.example.md")).unwrap(),
         SHIPPED_USER_EXAMPLE
     );
-    let persona = file::clean(SHIPPED_PERSONA);
+    let persona = watched_file::clean(SHIPPED_PERSONA);
     for rule in [
         "Turkish by default",
         "two sentences",
@@ -419,7 +419,7 @@ fn the_shipped_files_are_the_repository_files_and_hold_the_rules() {
     }
     assert!(!persona.contains("<!--"));
     // The example is a usable user.md once copied: comments gone, facts left.
-    let example = file::clean(SHIPPED_USER_EXAMPLE);
+    let example = watched_file::clean(SHIPPED_USER_EXAMPLE);
     assert!(example.starts_with("### Name and address\n"), "{example}");
     assert!(!example.contains("<!--"));
 }

@@ -11,8 +11,8 @@ use axum::middleware::Next;
 use axum::response::Response;
 use tonic::transport::server::UdsConnectInfo;
 
-use crate::hub::BearerToken;
-use crate::hub::token::BearerRefused;
+use crate::host::BearerToken;
+use crate::host::token::BearerRefused;
 
 /// Why a caller was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,7 +96,7 @@ mod tests {
 
     fn token() -> BearerToken {
         let tmp = tempfile::tempdir().unwrap();
-        crate::hub::token::ensure(&tmp.path().join("token")).unwrap()
+        crate::host::token::ensure(&tmp.path().join("token")).unwrap()
     }
 
     #[test]

@@ -14,7 +14,7 @@ use tonic::Status;
 
 use super::errors;
 use super::wire;
-use crate::hubcore::{CoreError, EventStream, HubCore, StartTurn, TurnStream};
+use crate::hub::{CoreError, EventStream, HubCore, StartTurn, TurnStream};
 
 /// A server stream of `T`.
 pub type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -267,7 +267,7 @@ pub fn decide(
     core: &HubCore,
     request: &pb::DecideApprovalRequest,
 ) -> Result<pb::DecideApprovalResponse, Status> {
-    use crate::hubcore::DecideOutcome;
+    use crate::hub::DecideOutcome;
     let answer = wire::answer(request.decision)
         .ok_or_else(|| invalid("decision must be APPROVED or REJECTED"))?;
     let outcome = core.decide(&request.approval_id, answer, &request.attachment_id)?;

@@ -6,7 +6,7 @@ use tau_api::components::HubServiceReport;
 use tau_api::hub_files::CrashReport;
 use tau_api::proto::v1 as pb;
 
-use crate::hub::HubStatus;
+use crate::host::HubStatus;
 
 /// A [`HubStatus`] as a `GetStatusResponse`.
 pub fn status(status: HubStatus) -> pb::GetStatusResponse {

@@ -13,7 +13,7 @@
 use tau_api::error_marks::{mark_context_mismatch, mark_cut_off};
 
 use super::auth::AuthError;
-use crate::hubcore::{CoreError, Lagged};
+use crate::hub::{CoreError, Lagged};
 
 /// The trailer naming the seq a cut-off subscriber resumes after.
 pub const RESUME_TRAILER: &str = "tau-resume-after-seq";
@@ -111,7 +111,7 @@ mod tests {
             assert_eq!((status.code(), status.message()), (code, "x"));
         }
         let mismatch = tonic::Status::from(CoreError::ContextMismatch(
-            crate::session::SessionContextMismatch {
+            crate::store::SessionContextMismatch {
                 session_id: "s1".into(),
                 recorded: "summarize".into(),
             },
@@ -139,7 +139,7 @@ mod tests {
         use tau_api::error_marks::is_cut_off;
         use tokio_util::sync::CancellationToken;
 
-        use crate::hubcore::{ApprovalAnswer, ApprovalRegistry, EventBus, PendingInfo};
+        use crate::hub::{ApprovalAnswer, ApprovalRegistry, EventBus, PendingInfo};
 
         let registry = ApprovalRegistry::new();
         let bus = Arc::new(EventBus::new("s1"));

@@ -25,8 +25,8 @@ use tonic_health::server::HealthReporter;
 use super::auth;
 use super::tau_service::TauApi;
 use super::uds;
-use crate::hub::{Hub, HubService, ServiceError, token};
-use crate::hubcore::{CoreSetup, HubCore};
+use crate::host::{Hub, HubService, ServiceError, token};
+use crate::hub::{CoreSetup, HubCore};
 use crate::listen::{self, Protocols};
 
 /// The gRPC service's name.

@@ -10,8 +10,8 @@ use tonic::{Request, Response, Status};
 
 use super::calls::{self, BoxStream};
 use super::convert;
-use crate::hub::Hub;
-use crate::hubcore::HubCore;
+use crate::host::Hub;
+use crate::hub::HubCore;
 
 /// The `tau.v1.Tau` implementation.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@
 use tau_api::proto::v1 as pb;
 
 use crate::gate::{ApprovalStatus, ToolCallStatus};
-use crate::hubcore::{
+use crate::hub::{
     ApprovalAnswer, EventKind, OpenTarget, PendingInfo, Resolution, SessionEvent, SessionSummary,
     Snapshot, ToolSummary, TurnInfo, turns::shown_arguments,
 };

@@ -4,6 +4,7 @@
 //! Invariants: no tool without a tier reaches the catalog; the catalog is the only source of tools the
 //! agent runs; tools are called only through the tier gate (`crate::gate`).
 
+pub mod builtin;
 mod call;
 mod catalog;
 mod spec;

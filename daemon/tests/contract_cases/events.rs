@@ -139,10 +139,10 @@ pub fn the_gate_records_its_events_through_the_sink(h: &Harness) {
     assert_eq!(events[0]["arguments"], json!({"x": 1}));
 }
 
-fn new_session(messages: Vec<taud::session::SessionMessage>) -> taud::session::NewSession {
+fn new_session(messages: Vec<taud::store::SessionMessage>) -> taud::store::NewSession {
     let now = now_utc();
-    taud::session::NewSession {
-        session: Session::new(taud::session::new_session_id(now).unwrap(), now),
+    taud::store::NewSession {
+        session: Session::new(taud::store::new_session_id(now).unwrap(), now),
         agent: SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Summarize, now),
         messages,
         meta: SessionMeta {

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use serde_json::json;
 use tau_api::config::RoleConfig;
-use taud::hubcore::{
+use taud::hub::{
     CoreOptions, CoreSetup, EventKind, EventStream, HubCore, OpenTarget, SessionEvent,
     SharedModelFactory, StartTurn, TurnStream,
 };
-use taud::session::{Durability, SessionBackends, SessionStoreConfig};
+use taud::store::{Durability, SessionBackends, SessionStoreConfig};
 use taud::testing::{FakeModel, FakeReply};
 
 pub const DEADLINE: Duration = Duration::from_secs(10);

@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Value, json};
 use taud::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, ToolUse};
-use taud::session::{
+use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, Session, SessionAgent, SessionMessage, SessionMeta, SessionStore,
 };
 

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use taud::session::DEFAULT_AGENT_ID;
+use taud::store::DEFAULT_AGENT_ID;
 
 use super::{Damage, ID, MESSAGES, apply};
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use taud::message::Message;
-use taud::session::{
+use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, Durability, SessionAgent, SessionBackends, SessionMessage,
     SessionStore, SessionStoreConfig, create_fresh_session, now_utc,
 };

@@ -6,9 +6,9 @@
 //! `anthropic-version` is always sent; the base URL comes from tau.toml, ANTHROPIC_BASE_URL, or the
 //! public API, in that order (see [`crate::provider`]).
 
-pub mod events;
-pub mod request;
+pub mod messages_body;
 pub mod sse;
+pub mod stream_event;
 
 use async_trait::async_trait;
 
@@ -62,7 +62,7 @@ impl Transport for AnthropicTransport {
     }
 
     async fn open(&self, request: &ModelRequest) -> Result<AttemptStream, Failure> {
-        let body = request::body(
+        let body = messages_body::body(
             request,
             &self.settings.model_id,
             self.settings.max_tokens,
@@ -81,7 +81,7 @@ impl Transport for AnthropicTransport {
         let response = builder.send().await.map_err(|e| transport_failure(&e))?;
         let status = response.status();
         if status.is_success() {
-            return Ok(decode_body(response, events::AnthropicDecoder::new()));
+            return Ok(decode_body(response, stream_event::AnthropicDecoder::new()));
         }
         let hint = retry_after(response.headers());
         let should_retry = response
@@ -94,7 +94,7 @@ impl Transport for AnthropicTransport {
                 _ => None,
             });
         let body = error_body(response).await;
-        Err(events::http_failure(
+        Err(stream_event::http_failure(
             status.as_u16(),
             &body,
             hint,

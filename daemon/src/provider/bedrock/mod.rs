@@ -9,9 +9,9 @@
 //! tau.toml's, else AWS_ENDPOINT_URL_BEDROCK_RUNTIME, else AWS_ENDPOINT_URL, else the region's
 //! public endpoint; secrets travel only in headers.
 
-pub mod events;
+pub mod converse_body;
+pub mod converse_event;
 pub mod eventstream;
-pub mod request;
 pub mod sigv4;
 pub mod skew;
 
@@ -138,7 +138,7 @@ impl Transport for BedrockTransport {
     }
 
     async fn open(&self, request: &ModelRequest) -> Result<AttemptStream, Failure> {
-        let body = request::body(request, self.settings.max_tokens, self.settings.cache);
+        let body = converse_body::body(request, self.settings.max_tokens, self.settings.cache);
         let body = serde_json::to_vec(&body)
             .map_err(|e| Failure::fatal(ModelError::Request(e.to_string())))?;
         let signed = matches!(self.settings.credentials.auth, BedrockAuth::SigV4(_));
@@ -147,7 +147,7 @@ impl Transport for BedrockTransport {
             let response = self.send(&body, self.clock.now()).await?;
             let status = response.status();
             if status.is_success() {
-                return Ok(decode_body(response, events::BedrockDecoder::new()));
+                return Ok(decode_body(response, converse_event::BedrockDecoder::new()));
             }
             let headers = response.headers();
             let hint = retry_after(headers);
@@ -157,9 +157,9 @@ impl Transport for BedrockTransport {
                 .map(str::to_owned);
             let offset = skew::offset_from(headers, self.clock.now());
             let text = error_body(response).await;
-            let (code, message) = events::error_parts(error_type.as_deref(), &text);
+            let (code, message) = converse_event::error_parts(error_type.as_deref(), &text);
             if !(signed && skew::is_skew(status.as_u16(), &code, &message)) {
-                return Err(events::error_failure(
+                return Err(converse_event::error_failure(
                     &code,
                     &message,
                     Some(status.as_u16()),

@@ -5,10 +5,10 @@
 
 use serde_json::json;
 
-use super::model::FakeReply;
+use super::scripted::FakeReply;
 use crate::message::{ContentBlock, Message, Role, ToolResultContent, ToolResultStatus};
 use crate::model::ModelRequest;
-use crate::tools::{CurrentTime, DemoPhysicalAction};
+use crate::tool::builtin::{CurrentTime, DemoPhysicalAction};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lang {

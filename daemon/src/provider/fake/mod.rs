@@ -6,6 +6,6 @@
 //! it for months.
 
 mod demo;
-mod model;
+mod scripted;
 
-pub use model::{FakeModel, FakeReply};
+pub use scripted::{FakeModel, FakeReply};

@@ -6,8 +6,8 @@
 //! the base URL comes from `[component.ollama] base_url`, OLLAMA_HOST, or `http://127.0.0.1:11434`
 //! (see [`tau_api::model_endpoints`]); a missing model is a fatal error that says how to pull it.
 
-pub mod events;
-pub mod request;
+pub mod chat_body;
+pub mod chat_chunk;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -67,7 +67,7 @@ impl Transport for OllamaTransport {
 
     async fn open(&self, request: &ModelRequest) -> Result<AttemptStream, Failure> {
         let s = &self.settings;
-        let body = request::body(request, &s.model_id, s.max_tokens, &s.tuning);
+        let body = chat_body::body(request, &s.model_id, s.max_tokens, &s.tuning);
         let response = self
             .client
             .post(&self.url)
@@ -78,7 +78,7 @@ impl Transport for OllamaTransport {
             .map_err(|e| transport_failure(&e))?;
         let status = response.status();
         if status.is_success() {
-            let decoder = events::OllamaDecoder::new(&s.model_id, call_id_prefix());
+            let decoder = chat_chunk::OllamaDecoder::new(&s.model_id, call_id_prefix());
             return Ok(decode_body(response, decoder));
         }
         let hint = retry_after(response.headers());

@@ -8,8 +8,8 @@
 //! SSE; the base URL (which includes `/v1`) comes from `[component.openai] base_url`,
 //! OPENAI_BASE_URL, or `https://api.openai.com/v1`.
 
-pub mod events;
-pub mod request;
+pub mod completion_body;
+pub mod completion_chunk;
 
 use async_trait::async_trait;
 use tau_api::config::ModelTuning;
@@ -65,7 +65,7 @@ impl Transport for OpenAiTransport {
 
     async fn open(&self, request: &ModelRequest) -> Result<AttemptStream, Failure> {
         let s = &self.settings;
-        let body = request::body(
+        let body = completion_body::body(
             request,
             &s.model_id,
             s.max_tokens,
@@ -85,7 +85,7 @@ impl Transport for OpenAiTransport {
         if status.is_success() {
             return Ok(decode_body(
                 response,
-                events::OpenAiDecoder::new(&s.model_id),
+                completion_chunk::OpenAiDecoder::new(&s.model_id),
             ));
         }
         let hint = retry_after(response.headers());

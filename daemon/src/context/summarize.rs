@@ -1,0 +1,463 @@
+//! The model's window over a long session under `[agent] context = "summarize"`, and the one entry
+//! point [`model_window`] that also covers `sliding`, so a caller switches on [`ContextMode`] in one
+//! place.
+//!
+//! The store keeps every message; a [`Window`] is what the model sees. Under `summarize` it is the
+//! recorded summary (a user message, followed by [`SEED_ACKNOWLEDGEMENT`] so roles keep
+//! alternating) and then every stored message from `removed_message_count` on. The summary covers
+//! exactly the stored messages before `removed_message_count`.
+//!
+//! Invariants:
+//! - The recent part never splits a toolUse/toolResult pair and starts at a clean user message
+//!   (the cut points come from [`sliding_window_start`]).
+//! - The newest `window_size` messages are never summarized: a summary never covers a message at
+//!   or after the sliding cut for `window_size` ([`sliding_window_start`]: pair-safe, starting at
+//!   a clean user message), so they always reach the model verbatim.
+//! - A new summary is made only when the window has to move past messages the summary does not
+//!   cover yet, i.e. when that sliding cut lies beyond `removed_message_count`. It then folds the
+//!   old summary and the newly dropped messages into one and cuts exactly at the sliding cut. The
+//!   model therefore sees the summary and the last `window_size` messages (fewer when the cut had
+//!   to move forward to a clean start, more only when a long tool chain has no clean start); the
+//!   price is a summary call on each turn that moves the window.
+//! - A recorded state that does not fit the history (a count beyond it, a count without a summary,
+//!   a cut that is not a clean start) is not trusted: it is reset and, if needed, summarized anew.
+//! - Nothing here writes to the store: the caller persists [`Window::state`] when
+//!   [`Window::state_changed`].
+
+use crate::context::compaction::{CompactionError, SEED_ACKNOWLEDGEMENT};
+use crate::context::sliding::{is_clean_start, sliding_window_start};
+use crate::context::summary_call::{SummaryCall, summarize};
+use crate::message::Message;
+use crate::store::ContextMode;
+use crate::store::ConversationManagerState;
+
+/// The first line of a summarizing window's summary message.
+pub const WINDOW_SUMMARY_HEADER: &str = "Summary of the earlier conversation:";
+
+/// What the model sees of a session, and the conversation manager state that goes with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    /// The messages for the model: the `prepended` summary pair (if any), then the stored messages
+    /// from `start` on, as given.
+    pub messages: Vec<Message>,
+    /// The index in the full history of the first stored message in `messages`
+    /// (= `state.removed_message_count`).
+    pub start: usize,
+    /// How many messages at the front of `messages` are not stored messages: 2 (the summary and
+    /// its acknowledgement) or 0.
+    pub prepended: usize,
+    /// The conversation manager state after this window; persist it when `state_changed`.
+    pub state: ConversationManagerState,
+    /// Whether `state` differs from the recorded one.
+    pub state_changed: bool,
+    /// How many stored messages were newly folded into the summary by this call (0: no model call).
+    pub summarized: usize,
+}
+
+impl Window {
+    /// The index in the full history of `messages[position]`, or `None` for a prepended message.
+    pub fn stored_index(&self, position: usize) -> Option<usize> {
+        position.checked_sub(self.prepended).map(|i| self.start + i)
+    }
+}
+
+/// The window for `mode`: [`sliding_window`] (no model call) or [`summarizing_window`].
+pub async fn model_window(
+    mode: ContextMode,
+    history: &[Message],
+    state: &ConversationManagerState,
+    window_size: usize,
+    call: &SummaryCall<'_>,
+) -> Result<Window, CompactionError> {
+    match mode {
+        ContextMode::Sliding => Ok(sliding_window(history, state, window_size)),
+        ContextMode::Summarize => summarizing_window(history, state, window_size, call).await,
+    }
+}
+
+/// The sliding window: the last `window_size` messages (see [`sliding_window_start`]), no summary.
+/// `removed_message_count` becomes the window start; the rest of the state is kept.
+pub fn sliding_window(
+    history: &[Message],
+    state: &ConversationManagerState,
+    window_size: usize,
+) -> Window {
+    let start = sliding_window_start(history, window_size);
+    let mut new_state = state.clone();
+    new_state.removed_message_count = start as u64;
+    Window {
+        messages: history[start..].to_vec(),
+        start,
+        prepended: 0,
+        state_changed: new_state != *state,
+        state: new_state,
+        summarized: 0,
+    }
+}
+
+/// The summarizing window as recorded, without a model call: the summary (if any) and every stored
+/// message it does not cover. What a caller shows the model when a new summary failed.
+pub fn recorded_summary_window(history: &[Message], state: &ConversationManagerState) -> Window {
+    let (trusted, changed) = trusted_state(history, state);
+    view(history, trusted, changed, 0)
+}
+
+/// Where a new summary would cut the history, or `None` when the recorded summary still covers
+/// everything the window has to drop (no model call needed).
+pub fn summary_cut(
+    history: &[Message],
+    state: &ConversationManagerState,
+    window_size: usize,
+) -> Option<usize> {
+    let (trusted, _) = trusted_state(history, state);
+    let covered = recorded_start(history, &trusted)?;
+    let needed = sliding_window_start(history, window_size);
+    (needed > covered).then_some(needed)
+}
+
+/// The summarizing window; summarizes with `call` when [`summary_cut`] says so.
+///
+/// A failed summary is an error and the recorded state stays as it was; the caller may fall back
+/// to [`recorded_summary_window`].
+pub async fn summarizing_window(
+    history: &[Message],
+    state: &ConversationManagerState,
+    window_size: usize,
+    call: &SummaryCall<'_>,
+) -> Result<Window, CompactionError> {
+    let (mut trusted, changed) = trusted_state(history, state);
+    let Some(cut) = summary_cut(history, &trusted, window_size) else {
+        return Ok(view(history, trusted, changed, 0));
+    };
+    let covered = recorded_start(history, &trusted).unwrap_or(0);
+    let mut input: Vec<Message> = Vec::with_capacity(cut - covered + 1);
+    input.extend(trusted.summary_message.iter().map(Message::for_model));
+    input.extend(history[covered..cut].iter().map(Message::for_model));
+    let summary = summarize(call, &input, None).await?;
+    trusted.summary_message = Some(Message::user_text(format!(
+        "{WINDOW_SUMMARY_HEADER}\n{summary}"
+    )));
+    trusted.removed_message_count = cut as u64;
+    Ok(view(history, trusted, true, cut - covered))
+}
+
+/// The recorded window start, if the state fits the history.
+fn recorded_start(history: &[Message], state: &ConversationManagerState) -> Option<usize> {
+    let removed = usize::try_from(state.removed_message_count).ok()?;
+    let fits = match (removed, &state.summary_message) {
+        (0, None) => true,
+        (0, Some(_)) | (_, None) => false,
+        (removed, Some(_)) => {
+            removed == history.len()
+                || (removed < history.len() && is_clean_start(history, removed))
+        }
+    };
+    fits.then_some(removed)
+}
+
+/// The state if it fits the history, else a reset one (no summary, nothing removed); and whether
+/// it was reset.
+fn trusted_state(
+    history: &[Message],
+    state: &ConversationManagerState,
+) -> (ConversationManagerState, bool) {
+    if recorded_start(history, state).is_some() {
+        return (state.clone(), false);
+    }
+    tracing::warn!(
+        removed = state.removed_message_count,
+        messages = history.len(),
+        has_summary = state.summary_message.is_some(),
+        "the recorded conversation summary does not fit the stored history; starting it again"
+    );
+    let mut reset = state.clone();
+    reset.removed_message_count = 0;
+    reset.summary_message = None;
+    (reset, true)
+}
+
+fn view(
+    history: &[Message],
+    state: ConversationManagerState,
+    state_changed: bool,
+    summarized: usize,
+) -> Window {
+    let start = recorded_start(history, &state).unwrap_or(0);
+    let mut messages = Vec::with_capacity(history.len() - start + 2);
+    if let Some(summary) = &state.summary_message {
+        messages.push(summary.clone());
+        messages.push(Message::assistant_text(SEED_ACKNOWLEDGEMENT));
+    }
+    let prepended = messages.len();
+    messages.extend_from_slice(&history[start..]);
+    Window {
+        messages,
+        start,
+        prepended,
+        state,
+        state_changed,
+        summarized,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{ContentBlock, Role, ToolResult, ToolResultStatus, ToolUse};
+    use crate::testing::{FakeModel, FakeReply};
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
+    fn turn(n: usize) -> Vec<Message> {
+        vec![
+            Message::user_text(format!("q{n}")),
+            Message::assistant_text(format!("a{n}")),
+        ]
+    }
+
+    fn tool_turn(n: usize, calls: usize) -> Vec<Message> {
+        let mut messages = vec![Message::user_text(format!("job{n}"))];
+        for i in 0..calls {
+            let id = format!("t{n}-{i}");
+            messages.push(Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse(ToolUse {
+                    tool_use_id: id.clone(),
+                    name: "lamp".into(),
+                    input: json!({}),
+                })],
+                metadata: None,
+            });
+            messages.push(Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult(ToolResult::text(
+                    id,
+                    ToolResultStatus::Success,
+                    "ok",
+                ))],
+                metadata: None,
+            });
+        }
+        messages.push(Message::assistant_text(format!("done{n}")));
+        messages
+    }
+
+    fn fresh() -> ConversationManagerState {
+        ConversationManagerState::new(ContextMode::Summarize)
+    }
+
+    /// The window's stored part is a suffix of the history starting cleanly, and every toolUse in
+    /// it has its result right after it.
+    fn assert_well_formed(history: &[Message], window: &Window) {
+        assert_eq!(
+            &window.messages[window.prepended..],
+            &history[window.start..]
+        );
+        if window.start < history.len() {
+            assert!(is_clean_start(history, window.start), "{}", window.start);
+        }
+        if window.prepended == 2 {
+            assert_eq!(window.messages[0].role, Role::User);
+            assert_eq!(window.messages[1].text(), SEED_ACKNOWLEDGEMENT);
+        }
+        let roles: Vec<Role> = window.messages.iter().map(|m| m.role).collect();
+        assert!(roles.windows(2).all(|w| w[0] != w[1]), "{roles:?}");
+        for (i, message) in window.messages.iter().enumerate() {
+            for tool_use in message.tool_uses() {
+                let next = &window.messages[i + 1];
+                assert!(
+                    next.tool_results()
+                        .any(|r| r.tool_use_id == tool_use.tool_use_id)
+                );
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_short_history_needs_no_summary() {
+        let history: Vec<Message> = (0..3).flat_map(turn).collect();
+        let model = FakeModel::scripted([]);
+        let call = SummaryCall::new(&model, CancellationToken::new());
+        let window = summarizing_window(&history, &fresh(), 10, &call)
+            .await
+            .unwrap();
+        assert_eq!(window.messages, history);
+        assert_eq!(
+            (window.start, window.prepended, window.summarized),
+            (0, 0, 0)
+        );
+        assert!(!window.state_changed);
+        assert_eq!(model.call_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn older_messages_are_summarized_and_the_state_returned() {
+        let history: Vec<Message> = (0..10).flat_map(turn).collect();
+        let model = FakeModel::scripted([FakeReply::text("The user asked q0 to q5.")]);
+        let call = SummaryCall::new(&model, CancellationToken::new());
+        let window = summarizing_window(&history, &fresh(), 8, &call)
+            .await
+            .unwrap();
+        // Over the window (20 > 8): cut at the sliding start for the window; the newest 8
+        // messages stay verbatim.
+        assert_eq!(window.start, 12);
+        assert_eq!(window.summarized, 12);
+        assert!(window.state_changed);
+        assert_eq!(window.state.removed_message_count, 12);
+        let summary =
+            Message::user_text(format!("{WINDOW_SUMMARY_HEADER}\nThe user asked q0 to q5."));
+        assert_eq!(window.state.summary_message.as_ref(), Some(&summary));
+        assert_eq!(window.messages[0], summary);
+        assert_eq!(window.messages.len(), 2 + 8);
+        assert_eq!(&window.messages[2..], &history[12..]);
+        assert_well_formed(&history, &window);
+        // The call saw the dropped messages and nothing after the cut.
+        let request = model.last_request().unwrap();
+        let seen: String = request.messages.iter().map(Message::text).collect();
+        assert!(seen.contains("q0") && seen.contains("a5"));
+        assert!(!seen.contains("q6"));
+        assert!(request.tools.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_covered_history_is_not_summarized_again_until_the_window_moves() {
+        let mut history: Vec<Message> = (0..10).flat_map(turn).collect();
+        let model = FakeModel::scripted([FakeReply::text("first"), FakeReply::text("second")]);
+        let call = SummaryCall::new(&model, CancellationToken::new());
+        let first = summarizing_window(&history, &fresh(), 8, &call)
+            .await
+            .unwrap();
+        let state = first.state;
+        // The same history again: the summary covers what the window drops; no new call.
+        let again = summarizing_window(&history, &state, 8, &call)
+            .await
+            .unwrap();
+        assert!(!again.state_changed);
+        assert_eq!(again.summarized, 0);
+        assert_eq!(again.messages, first.messages);
+        assert_eq!(model.call_count(), 1);
+        // A new turn moves the window: the new summary folds in the old one and only the two
+        // messages that left the window.
+        history.extend(turn(10));
+        assert_eq!(summary_cut(&history, &state, 8), Some(14));
+        let window = summarizing_window(&history, &state, 8, &call)
+            .await
+            .unwrap();
+        assert_eq!(model.call_count(), 2);
+        assert_eq!(window.start, 14);
+        assert_eq!(window.summarized, 2);
+        assert_eq!(&window.messages[2..], &history[14..]);
+        let request = model.last_request().unwrap();
+        let seen: String = request.messages.iter().map(Message::text).collect();
+        assert!(request.messages[0].text().contains("first"));
+        assert!(seen.contains("q6") && seen.contains("a6"));
+        assert!(!seen.contains("q7"), "{seen}");
+        assert_eq!(
+            window.messages[0].text(),
+            format!("{WINDOW_SUMMARY_HEADER}\nsecond")
+        );
+        assert_well_formed(&history, &window);
+    }
+
+    #[tokio::test]
+    async fn tool_pairs_stay_together_and_the_newest_messages_are_kept() {
+        let mut history = turn(0);
+        history.extend(tool_turn(1, 3));
+        history.extend(turn(2));
+        history.extend(tool_turn(3, 4));
+        for window_size in 1..history.len() + 2 {
+            let model = FakeModel::scripted([FakeReply::text("summary")]);
+            let call = SummaryCall::new(&model, CancellationToken::new());
+            let window = summarizing_window(&history, &fresh(), window_size, &call)
+                .await
+                .unwrap();
+            assert_well_formed(&history, &window);
+            // Never cut past the sliding start: the newest window_size messages are kept.
+            assert_eq!(
+                window.start,
+                sliding_window_start(&history, window_size),
+                "{window_size}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_summary_changes_nothing_and_the_recorded_window_remains() {
+        let history: Vec<Message> = (0..10).flat_map(turn).collect();
+        let model = FakeModel::scripted([FakeReply::error("down")]);
+        let call = SummaryCall::new(&model, CancellationToken::new());
+        let err = summarizing_window(&history, &fresh(), 4, &call)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, CompactionError::Model(_)), "{err}");
+        let fallback = recorded_summary_window(&history, &fresh());
+        assert_eq!(fallback.messages, history);
+        assert!(!fallback.state_changed);
+    }
+
+    #[tokio::test]
+    async fn a_state_that_does_not_fit_is_reset() {
+        let history: Vec<Message> = (0..3).flat_map(turn).collect();
+        let mut state = fresh();
+        state.removed_message_count = 40;
+        state.summary_message = Some(Message::user_text("stale"));
+        let window = recorded_summary_window(&history, &state);
+        assert!(window.state_changed);
+        assert_eq!(window.messages, history);
+        assert_eq!(window.state.summary_message, None);
+        assert_eq!(window.state.removed_message_count, 0);
+
+        // A count at an assistant message, or without a summary, is not trusted either.
+        state.removed_message_count = 1;
+        assert!(recorded_summary_window(&history, &state).state_changed);
+        state.removed_message_count = 2;
+        state.summary_message = None;
+        assert!(recorded_summary_window(&history, &state).state_changed);
+        state.summary_message = Some(Message::user_text("ok"));
+        let window = recorded_summary_window(&history, &state);
+        assert!(!window.state_changed);
+        assert_eq!(window.start, 2);
+        assert_eq!(window.stored_index(0), None);
+        assert_eq!(window.stored_index(2), Some(2));
+    }
+
+    #[tokio::test]
+    async fn window_zero_keeps_only_the_summary() {
+        let history: Vec<Message> = (0..2).flat_map(turn).collect();
+        let model = FakeModel::scripted([FakeReply::text("all of it")]);
+        let call = SummaryCall::new(&model, CancellationToken::new());
+        let window = summarizing_window(&history, &fresh(), 0, &call)
+            .await
+            .unwrap();
+        assert_eq!(window.start, 4);
+        assert_eq!(window.messages.len(), 2);
+        assert_eq!(window.messages[1].text(), SEED_ACKNOWLEDGEMENT);
+    }
+
+    #[tokio::test]
+    async fn model_window_switches_on_the_mode() {
+        let history: Vec<Message> = (0..10).flat_map(turn).collect();
+        let model = FakeModel::scripted([FakeReply::text("sum")]);
+        let call = SummaryCall::new(&model, CancellationToken::new());
+        let sliding_state = ConversationManagerState::new(ContextMode::Sliding);
+        let window = model_window(ContextMode::Sliding, &history, &sliding_state, 4, &call)
+            .await
+            .unwrap();
+        assert_eq!(model.call_count(), 0);
+        assert_eq!(window.start, 16);
+        assert_eq!(window.messages, history[16..].to_vec());
+        assert_eq!(window.prepended, 0);
+        assert!(window.state_changed);
+        assert_eq!(window.state.removed_message_count, 16);
+        assert_eq!(window.state.name, sliding_state.name);
+        let again = sliding_window(&history, &window.state, 4);
+        assert!(!again.state_changed);
+
+        let window = model_window(ContextMode::Summarize, &history, &fresh(), 4, &call)
+            .await
+            .unwrap();
+        assert_eq!(model.call_count(), 1);
+        assert_eq!(window.prepended, 2);
+        assert_eq!(window.start, 16);
+    }
+}

@@ -1,0 +1,361 @@
+//! [`SessionRuntime`]: one open session in memory: its agent (on a model role), the recorder that
+//! stores what the agent says, the turn table and the worker's wake-up, and when it was last used.
+//!
+//! Invariants:
+//! - One agent per open session; it is replaced only by a role switch, which holds `agent_lock`
+//!   (the worker holds it for each turn), so a turn never runs on a half-switched agent.
+//! - The store keeps every message. Under `sliding` the agent's history is restored from the
+//!   stored conversation's window (`[agent] window_size`, cut where a window may start); under
+//!   `summarize` from every stored message. Either way the agent's `ConversationWindow`
+//!   (`super::window`) cuts what the model sees before every model call.
+//! - A pending repair notice survives a rebuilt agent: a role switch hands the old agent's notice
+//!   to the new one, and the worker records it in the agent record (`_internal_state`, see
+//!   [`RepairNotice`]) after every turn that leaves one, so an agent rebuilt from the store (an idle
+//!   session reopened, a hub restart) takes it over while no message was stored since.
+//! - Std locks here are short and never held across an `.await`.
+//! - A role switch or compaction never waits behind a turn (which may wait for a person): it takes
+//!   `agent_lock` only while no turn runs or waits ([`SessionRuntime::lock_agent_idle`]).
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::approvals::ApprovalRegistry;
+use super::bus::EventBus;
+use super::error::CoreError;
+use super::hub_approver::{ApprovalReadiness, HubApprover, TurnSlot};
+use super::options::{CoreOptions, ModelFactory};
+use super::recorder::SessionRecorder;
+use super::turns::TurnTable;
+use crate::agent::{ConversationWindow, SystemPromptSource, TauAgent};
+use crate::clock::SystemClock;
+use crate::context::modes::{SlidingWindow, SummarizingWindow};
+use crate::context::sliding_window_start;
+use crate::mcp::hub_catalog;
+use crate::message::Message;
+use crate::store::{
+    ContextMode, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionAgent, SessionError,
+    SessionStore, now_utc, read_agent_for_mode,
+};
+
+/// What building an agent needs, shared by every session.
+pub(crate) struct AgentParts {
+    pub store: Arc<dyn SessionStore>,
+    pub options: CoreOptions,
+    pub factory: Arc<dyn ModelFactory>,
+    pub persona: Arc<dyn SystemPromptSource>,
+    pub registry: Arc<ApprovalRegistry>,
+    /// Notes the sessions approvals are asked in, for the next start's scan.
+    pub journal: Option<Arc<super::scan_mark::ScanJournal>>,
+    /// The MCP servers; their tools join the catalog at each turn's start.
+    pub mcp: Arc<crate::mcp::McpManager>,
+}
+
+/// The agent of an open session, with the role it runs on.
+#[derive(Clone)]
+pub(crate) struct AgentSlot {
+    pub agent: TauAgent,
+    pub recorder: Arc<SessionRecorder>,
+    pub role: String,
+}
+
+/// One open session.
+pub(crate) struct SessionRuntime {
+    pub session_id: String,
+    pub bus: Arc<EventBus>,
+    pub readiness: Arc<ApprovalReadiness>,
+    pub turn_slot: Arc<TurnSlot>,
+    pub wake: Notify,
+    pub stop: CancellationToken,
+    pub agent_lock: tokio::sync::Mutex<()>,
+    slot: Mutex<AgentSlot>,
+    turns: Mutex<TurnTable>,
+    last_used: Mutex<Instant>,
+    store: Arc<dyn SessionStore>,
+}
+
+impl SessionRuntime {
+    /// Builds the session's agent on `role` (blocking: it reads the store) and the runtime around
+    /// it. The worker is not started here.
+    pub(crate) fn open(
+        parts: &AgentParts,
+        session_id: &str,
+        role: &str,
+        bus: Arc<EventBus>,
+    ) -> Result<Self, CoreError> {
+        let readiness = Arc::new(ApprovalReadiness::default());
+        let turn_slot = Arc::new(TurnSlot::default());
+        let slot = build_agent(parts, session_id, role, &bus, &readiness, &turn_slot, None)?;
+        Ok(Self {
+            session_id: session_id.to_owned(),
+            bus,
+            readiness,
+            turn_slot,
+            wake: Notify::new(),
+            stop: CancellationToken::new(),
+            agent_lock: tokio::sync::Mutex::new(()),
+            slot: Mutex::new(slot),
+            turns: Mutex::new(TurnTable::default()),
+            last_used: Mutex::new(Instant::now()),
+            store: Arc::clone(&parts.store),
+        })
+    }
+
+    /// Takes `agent_lock` for a change of the agent (a role switch, a compaction), refused with
+    /// `refusal` as FAILED_PRECONDITION while a turn runs or waits: a turn holds the lock for its
+    /// whole length, approvals included. While the lock is held by something else (a worker
+    /// finishing a turn, another switch), it waits, checking again every few milliseconds.
+    pub(crate) async fn lock_agent_idle(
+        &self,
+        refusal: &str,
+    ) -> Result<tokio::sync::MutexGuard<'_, ()>, CoreError> {
+        const POLL: std::time::Duration = std::time::Duration::from_millis(5);
+        loop {
+            if self.lock_turns().busy() {
+                return Err(CoreError::FailedPrecondition(refusal.to_owned()));
+            }
+            if let Ok(guard) = self.agent_lock.try_lock() {
+                // A turn accepted in between waits for this guard; it is not running yet.
+                return Ok(guard);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    pub(crate) fn lock_turns(&self) -> MutexGuard<'_, TurnTable> {
+        self.turns.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The current agent and its recorder.
+    pub(crate) fn agent(&self) -> (TauAgent, Arc<SessionRecorder>) {
+        let slot = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        (slot.agent.clone(), Arc::clone(&slot.recorder))
+    }
+
+    /// The role the agent runs on.
+    pub(crate) fn role(&self) -> String {
+        self.slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .role
+            .clone()
+    }
+
+    /// Replaces the agent (the caller holds `agent_lock`); returns the previous role.
+    pub(crate) fn replace_agent(&self, slot: AgentSlot) -> String {
+        let mut current = self.slot.lock().unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut *current, slot).role
+    }
+
+    /// Builds an agent for this session on `role` (blocking), for a role switch; it takes over
+    /// the current agent's pending repair notice (the caller holds `agent_lock`).
+    pub(crate) fn build_for_role(
+        &self,
+        parts: &AgentParts,
+        role: &str,
+    ) -> Result<AgentSlot, CoreError> {
+        let notice = self.agent().0.pending_notice();
+        build_agent(
+            parts,
+            &self.session_id,
+            role,
+            &self.bus,
+            &self.readiness,
+            &self.turn_slot,
+            notice,
+        )
+    }
+
+    /// Records the agent's pending repair notice, if it has one, in the agent record (after a
+    /// turn, with `agent_lock` held). A failed write is logged: the notice then lives only in
+    /// memory, and a rebuilt agent uses the generic one.
+    pub(crate) async fn save_pending_notice(&self) {
+        let (agent, recorder) = self.agent();
+        let Some(text) = agent.pending_notice() else {
+            return;
+        };
+        let count = recorder.offset().saturating_add(agent.history_len());
+        let notice = RepairNotice {
+            v: REPAIR_NOTICE_VERSION,
+            text,
+            message_count: u64::try_from(count).unwrap_or(u64::MAX),
+        };
+        let store = Arc::clone(&self.store);
+        let session_id = self.session_id.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            let Some(mut record) = store.read_agent(&session_id, DEFAULT_AGENT_ID)? else {
+                return Ok(());
+            };
+            record.set_repair_notice(Some(notice));
+            store.update_agent(&session_id, &record)
+        })
+        .await;
+        let error = match written {
+            Ok(Ok(())) => return,
+            Ok(Err(error)) => error.to_string(),
+            Err(error) => error.to_string(),
+        };
+        warn!(session_id = %self.session_id, "cannot record the pending repair notice: {error}");
+    }
+
+    /// Marks the session as used now.
+    pub(crate) fn touch(&self) {
+        *self
+            .last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Instant::now();
+    }
+
+    pub(crate) fn idle_for(&self) -> std::time::Duration {
+        self.last_used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .elapsed()
+    }
+
+    /// Sets the session's title from its first user text, if it has none.
+    pub(crate) async fn note_first_text(&self, text: &str) {
+        let store = Arc::clone(&self.store);
+        let session_id = self.session_id.clone();
+        let text = text.to_owned();
+        let written = tokio::task::spawn_blocking(move || {
+            let mut meta = store.read_meta(&session_id)?.unwrap_or_default();
+            if meta.set_title_if_missing(&text) {
+                store.write_meta(&session_id, &meta)?;
+            }
+            Ok::<_, crate::store::SessionError>(())
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                warn!(session_id = %self.session_id, "cannot set the session title: {error}");
+            }
+            Err(error) => {
+                warn!(session_id = %self.session_id, "cannot set the session title: {error}");
+            }
+        }
+    }
+}
+
+/// Builds the agent of `session_id` on `role` (blocking: reads the store). Its pending repair
+/// notice is `carried` (from the agent it replaces), else the one recorded in the agent record.
+fn build_agent(
+    parts: &AgentParts,
+    session_id: &str,
+    role: &str,
+    bus: &Arc<EventBus>,
+    readiness: &Arc<ApprovalReadiness>,
+    turn_slot: &Arc<TurnSlot>,
+    carried: Option<String>,
+) -> Result<AgentSlot, CoreError> {
+    let options = &parts.options;
+    let store = &parts.store;
+    let record = match read_agent_for_mode(
+        store.as_ref(),
+        session_id,
+        DEFAULT_AGENT_ID,
+        options.context,
+    )? {
+        Some(record) => record,
+        None => {
+            let record = SessionAgent::new(DEFAULT_AGENT_ID, options.context, now_utc());
+            store.create_agent(session_id, &record)?;
+            record
+        }
+    };
+    let stored = store.list_messages(session_id, DEFAULT_AGENT_ID, None, 0)?;
+    let next_id = match stored.last() {
+        None => 0,
+        // A damaged store may end at the last id there is: no message could follow it.
+        Some(last) => last.message_id.checked_add(1).ok_or_else(|| {
+            SessionError::corrupt(
+                format!("message {} of session {session_id}", last.message_id),
+                "its id is the last one there is",
+            )
+        })?,
+    };
+    let notice = carried.or_else(|| record.repair_notice(next_id));
+    let messages: Vec<Message> = stored.iter().map(|m| m.to_message().clone()).collect();
+    // Sliding: only the window is restored. Summarize: everything, so that history positions are
+    // stored message ids (the summary state counts stored messages).
+    let start = match options.context {
+        ContextMode::Sliding => sliding_window_start(&messages, options.window_size),
+        ContextMode::Summarize => 0,
+    };
+    let window: Vec<Message> = messages.into_iter().skip(start).collect();
+    let offset = usize::try_from(next_id)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(window.len());
+    let model = parts
+        .factory
+        .build(role, options.roles.get(role))
+        .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
+    let conversation_window: Arc<dyn ConversationWindow> = match options.context {
+        ContextMode::Summarize if offset == 0 => Arc::new(SummarizingWindow::new(
+            Arc::clone(&model),
+            Arc::clone(store),
+            session_id,
+            options.window_size,
+            record,
+        )),
+        ContextMode::Summarize => {
+            warn!(%session_id, "stored message ids have gaps; the model sees a sliding window");
+            Arc::new(SlidingWindow::new(options.window_size))
+        }
+        ContextMode::Sliding => Arc::new(SlidingWindow::new(options.window_size)),
+    };
+    let catalog = hub_catalog(Arc::new(SystemClock), &options.disabled_tools, &parts.mcp)
+        .map_err(|e| CoreError::Unavailable(format!("tool catalog: {e}")))?;
+    let catalog_source: Option<crate::agent::CatalogSource> = (!parts.mcp.is_empty()).then(|| {
+        let mcp = Arc::clone(&parts.mcp);
+        let disabled = options.disabled_tools.clone();
+        Arc::new(move || {
+            hub_catalog(Arc::new(SystemClock), &disabled, &mcp).unwrap_or_else(|e| {
+                warn!("tool catalog: {e}");
+                crate::tool::ToolCatalog::new()
+            })
+        }) as crate::agent::CatalogSource
+    });
+    let recorder = Arc::new(
+        SessionRecorder::new(
+            Arc::clone(store),
+            session_id,
+            offset,
+            Arc::clone(bus),
+            Arc::clone(readiness),
+            Arc::clone(turn_slot),
+        )
+        .with_journal(parts.journal.clone()),
+    );
+    let approver = Arc::new(HubApprover::new(
+        Arc::clone(&parts.registry),
+        Arc::clone(bus),
+        Arc::clone(readiness),
+        Arc::clone(turn_slot),
+    ));
+    let mut agent = TauAgent::builder(model).catalog(catalog);
+    if let Some(source) = catalog_source {
+        agent = agent.catalog_source(source);
+    }
+    let agent = agent
+        .approver(approver)
+        .event_sink(Arc::clone(&recorder) as _)
+        .gate_timeout(options.approval_timeout)
+        .history(window)
+        .pending_notice(notice)
+        .conversation_window(conversation_window)
+        .history_observer(Arc::clone(&recorder) as _)
+        .system_prompt(Arc::clone(&parts.persona))
+        .limits(options.limits)
+        .session_id(session_id)
+        .build();
+    Ok(AgentSlot {
+        agent,
+        recorder,
+        role: role.to_owned(),
+    })
+}

@@ -1,0 +1,501 @@
+//! The session operations of [`HubCore`]: list, get, open (new, by id, by index of the channel's
+//! last listing, most recent; with an optional role pin), switch role, compact (through
+//! `session::compact_session`), read events.
+//!
+//! Invariants: every store call runs on a blocking thread; a listing is remembered per channel for
+//! `index`; a role must be one tau.toml defines (the default role when it defines none); a session
+//! remembers the role it last ran on; a role switch builds the new agent first, so a failure
+//! changes nothing.
+
+use std::sync::{Arc, PoisonError};
+
+use serde_json::Value;
+
+use super::core::{HubCore, MAX_LISTED_IDS, check_channel, check_session_id};
+use super::error::CoreError;
+use super::event::EventKind;
+use super::limits::{MAX_FOCUS_BYTES, MAX_REF_ID_LEN, MAX_ROLE_LEN, check_len};
+use crate::agent::TauAgent;
+use crate::context::{CompactRequest, CompactionError, SummaryCall, compact_session};
+use crate::message::Message;
+use crate::store::{
+    DEFAULT_AGENT_ID, RECENT_SESSIONS_LIMIT, SessionMeta, SessionStore, create_fresh_session,
+    most_recent_session, recent_sessions,
+};
+
+/// A session as listings and snapshots show it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SessionSummary {
+    pub session_id: String,
+    /// 1-based position in the listing it came from; 0 outside one.
+    pub index: u32,
+    /// RFC 3339, UTC.
+    pub created_at: String,
+    pub updated_at: String,
+    pub channel: String,
+    pub title: String,
+    pub message_count: u64,
+    pub role: String,
+    pub profile: String,
+    pub compacted_from: String,
+    pub compacted_to: String,
+    pub context: String,
+}
+
+/// A session with its stored messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionDetail {
+    pub summary: SessionSummary,
+    /// `(index, message, created_at)`, oldest first (empty unless asked for).
+    pub messages: Vec<(u64, Message, String)>,
+    /// Whether an agent is in memory, and whether a turn runs or waits.
+    pub open: bool,
+    pub busy: bool,
+    /// For an open session: the agent's in-memory message count, and whether the last model
+    /// call was answered by the role's fallback.
+    pub in_memory_messages: u64,
+    pub fallback_in_use: bool,
+}
+
+/// Which session to open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenTarget {
+    New,
+    Id(String),
+    /// 1-based index of the channel's last listing.
+    Index(u32),
+    MostRecent,
+}
+
+/// An opened session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opened {
+    pub session: SessionSummary,
+    pub resumed: bool,
+    pub role: String,
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compacted {
+    /// The new session, which starts from the summary.
+    pub session: SessionSummary,
+    pub previous_session_id: String,
+    pub summarized_messages: u64,
+    pub summary: String,
+}
+
+/// What a role switch did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleSwitch {
+    pub session_id: String,
+    pub role: String,
+    pub previous_role: String,
+}
+
+fn fill_meta(summary: &mut SessionSummary, meta: SessionMeta) {
+    summary.channel = meta.channel.unwrap_or_default();
+    summary.title = meta.title.unwrap_or_default();
+    summary.role = meta.role.unwrap_or_default();
+    summary.profile = meta.profile.unwrap_or_default();
+    summary.compacted_from = meta.compacted_from.unwrap_or_default();
+    summary.compacted_to = meta.compacted_to.unwrap_or_default();
+    summary.context = meta
+        .context
+        .map(|c| c.as_str().to_owned())
+        .unwrap_or_default();
+}
+
+/// The summary of one stored session (blocking).
+fn read_summary(store: &dyn SessionStore, session_id: &str) -> Result<SessionSummary, CoreError> {
+    let session = store
+        .read_session(session_id)?
+        .ok_or_else(|| CoreError::session_not_found(session_id))?;
+    let count = match store.list_messages(session_id, DEFAULT_AGENT_ID, None, 0) {
+        Ok(messages) => messages.len() as u64,
+        Err(crate::store::SessionError::AgentNotFound { .. }) => 0,
+        Err(error) => return Err(error.into()),
+    };
+    let mut summary = SessionSummary {
+        session_id: session.session_id,
+        created_at: session.created_at.to_string(),
+        updated_at: session.updated_at.to_string(),
+        message_count: count,
+        ..SessionSummary::default()
+    };
+    if let Some(meta) = store.read_meta(session_id)? {
+        fill_meta(&mut summary, meta);
+    }
+    Ok(summary)
+}
+
+impl HubCore {
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&dyn SessionStore) -> Result<T, CoreError> + Send + 'static,
+    ) -> Result<T, CoreError> {
+        let store = Arc::clone(self.store());
+        tokio::task::spawn_blocking(move || work(store.as_ref()))
+            .await
+            .map_err(|e| CoreError::Unavailable(e.to_string()))?
+    }
+
+    /// The summary of a session; `NotFound` when it does not exist.
+    pub async fn summary(&self, session_id: &str) -> Result<SessionSummary, CoreError> {
+        check_session_id(session_id)?;
+        let id = session_id.to_owned();
+        self.blocking(move |store| read_summary(store, &id)).await
+    }
+
+    /// `NotFound` unless the session exists.
+    pub(crate) async fn require_session(&self, session_id: &str) -> Result<(), CoreError> {
+        let id = session_id.to_owned();
+        self.blocking(move |store| {
+            store
+                .read_session(&id)?
+                .map(|_| ())
+                .ok_or_else(|| CoreError::session_not_found(&id))
+        })
+        .await
+    }
+
+    /// The most recent sessions with messages (default 10), newest first; remembered per channel.
+    pub async fn list_sessions(
+        &self,
+        limit: usize,
+        channel: &str,
+        exclude: Option<&str>,
+    ) -> Result<Vec<SessionSummary>, CoreError> {
+        let channel = check_channel(channel)?;
+        check_len(
+            "exclude_session_id",
+            exclude.unwrap_or_default(),
+            MAX_REF_ID_LEN,
+        )?;
+        let limit = if limit == 0 {
+            RECENT_SESSIONS_LIMIT
+        } else {
+            limit
+        };
+        let exclude = exclude.filter(|e| !e.is_empty()).map(str::to_owned);
+        let listing = self
+            .blocking(move |store| {
+                let listing = recent_sessions(store, limit, exclude.as_deref())?;
+                let mut summaries = Vec::with_capacity(listing.len());
+                for entry in listing {
+                    let mut summary = SessionSummary {
+                        session_id: entry.session_id.clone(),
+                        index: u32::try_from(entry.index).unwrap_or(u32::MAX),
+                        updated_at: entry.updated_at.to_string(),
+                        message_count: entry.message_count,
+                        ..SessionSummary::default()
+                    };
+                    if let Some(session) = store.read_session(&entry.session_id)? {
+                        summary.created_at = session.created_at.to_string();
+                    }
+                    if let Some(meta) = store.read_meta(&entry.session_id)? {
+                        fill_meta(&mut summary, meta);
+                    }
+                    summaries.push(summary);
+                }
+                Ok(summaries)
+            })
+            .await?;
+        let ids = listing
+            .iter()
+            .take(MAX_LISTED_IDS)
+            .map(|s| s.session_id.clone())
+            .collect();
+        self.inner
+            .listings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(channel, ids);
+        Ok(listing)
+    }
+
+    /// A session's metadata and, when asked, its stored messages.
+    pub async fn get_session(
+        &self,
+        session_id: &str,
+        include_messages: bool,
+    ) -> Result<SessionDetail, CoreError> {
+        check_session_id(session_id)?;
+        let id = session_id.to_owned();
+        let (summary, messages) = self
+            .blocking(move |store| {
+                let summary = read_summary(store, &id)?;
+                let messages = if include_messages && summary.message_count > 0 {
+                    store
+                        .list_messages(&id, DEFAULT_AGENT_ID, None, 0)?
+                        .into_iter()
+                        .map(|m| {
+                            let shown = m.to_message().clone();
+                            (m.message_id, shown, m.created_at.to_string())
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                Ok((summary, messages))
+            })
+            .await?;
+        let runtime = self.open_runtime(session_id).await;
+        let agent = runtime.as_ref().map(|r| r.agent().0);
+        Ok(SessionDetail {
+            summary,
+            messages,
+            open: runtime.is_some(),
+            busy: runtime.as_ref().is_some_and(|r| r.lock_turns().busy()),
+            in_memory_messages: agent
+                .as_ref()
+                .map_or(0, |a| u64::try_from(a.history_len()).unwrap_or(u64::MAX)),
+            fallback_in_use: agent.as_ref().is_some_and(TauAgent::fallback_in_use),
+        })
+    }
+
+    /// The role a session opens on: the pin, else its stored role (if still defined), else the
+    /// default; recorded in its metadata (blocking).
+    pub(crate) fn resolve_role(
+        &self,
+        session_id: &str,
+        pin: Option<&str>,
+    ) -> Result<String, CoreError> {
+        let options = self.options();
+        let store = self.store();
+        store
+            .read_session(session_id)?
+            .ok_or_else(|| CoreError::session_not_found(session_id))?;
+        let mut meta = store.read_meta(session_id)?.unwrap_or_default();
+        let role = match pin {
+            Some(role) if options.knows_role(role) => role.to_owned(),
+            Some(role) => return Err(unknown_role(role)),
+            None => meta
+                .role
+                .clone()
+                .filter(|r| options.knows_role(r))
+                .unwrap_or_else(|| options.default_role.clone()),
+        };
+        if meta.role.as_deref() != Some(role.as_str()) {
+            meta.role = Some(role.clone());
+            store.write_meta(session_id, &meta)?;
+        }
+        Ok(role)
+    }
+
+    /// Opens a session for turns.
+    pub async fn open_session(
+        &self,
+        target: OpenTarget,
+        role: Option<&str>,
+        channel: &str,
+        exclude: Option<&str>,
+    ) -> Result<Opened, CoreError> {
+        let channel = check_channel(channel)?;
+        check_len("role", role.unwrap_or_default(), MAX_ROLE_LEN)?;
+        check_len(
+            "exclude_session_id",
+            exclude.unwrap_or_default(),
+            MAX_REF_ID_LEN,
+        )?;
+        let role = role.filter(|r| !r.is_empty());
+        if let Some(role) = role
+            && !self.options().knows_role(role)
+        {
+            return Err(unknown_role(role));
+        }
+        let exclude = exclude.filter(|e| !e.is_empty()).map(str::to_owned);
+        let (session_id, resumed) = match target {
+            OpenTarget::New => (self.create_session(&channel, role).await?, false),
+            OpenTarget::Id(id) => {
+                check_session_id(&id)?;
+                self.require_session(&id).await?;
+                (id, true)
+            }
+            OpenTarget::Index(n) => (self.by_index(&channel, n).await?, true),
+            OpenTarget::MostRecent => {
+                let found = self
+                    .blocking(move |store| Ok(most_recent_session(store, exclude.as_deref())?))
+                    .await?;
+                let found = found.ok_or_else(|| {
+                    CoreError::NotFound("there is no earlier session with messages".to_owned())
+                })?;
+                (found.session_id, true)
+            }
+        };
+        let runtime = self.runtime(&session_id, role).await?;
+        if let Some(role) = role
+            && runtime.role() != role
+        {
+            self.switch_role(&session_id, role).await?;
+        }
+        let session = self.summary(&session_id).await?;
+        Ok(Opened {
+            role: runtime.role(),
+            session,
+            resumed,
+        })
+    }
+
+    async fn create_session(&self, channel: &str, role: Option<&str>) -> Result<String, CoreError> {
+        let meta = SessionMeta {
+            channel: Some(channel.to_owned()),
+            profile: Some(self.options().profile.clone()),
+            role: Some(role.map_or_else(|| self.options().default_role.clone(), str::to_owned)),
+            context: Some(self.options().context),
+            ..SessionMeta::default()
+        };
+        self.blocking(move |store| {
+            let session = create_fresh_session(store)?;
+            store.write_meta(&session.session_id, &meta)?;
+            Ok(session.session_id)
+        })
+        .await
+    }
+
+    async fn by_index(&self, channel: &str, n: u32) -> Result<String, CoreError> {
+        if n == 0 {
+            return Err(CoreError::InvalidArgument("index is 1-based".to_owned()));
+        }
+        let remembered = self
+            .inner
+            .listings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(channel)
+            .cloned();
+        let ids = match remembered {
+            Some(ids) => ids,
+            None => self
+                .list_sessions(0, channel, None)
+                .await?
+                .into_iter()
+                .map(|s| s.session_id)
+                .collect(),
+        };
+        let position = usize::try_from(n - 1).unwrap_or(usize::MAX);
+        ids.get(position).cloned().ok_or_else(|| {
+            CoreError::NotFound(format!(
+                "there is no session {n} in the last listing ({} sessions)",
+                ids.len()
+            ))
+        })
+    }
+
+    /// Rebuilds a session's agent on another role (`/model`).
+    pub async fn switch_role(&self, session_id: &str, role: &str) -> Result<RoleSwitch, CoreError> {
+        check_len("role", role, MAX_ROLE_LEN)?;
+        if !self.options().knows_role(role) {
+            return Err(unknown_role(role));
+        }
+        let runtime = self.runtime(session_id, None).await?;
+        let _agent = runtime
+            .lock_agent_idle(
+                "a turn is running or waiting in this session; switch the role when it has finished",
+            )
+            .await?;
+        let current = runtime.role();
+        if current == role {
+            return Ok(RoleSwitch {
+                session_id: session_id.to_owned(),
+                role: role.to_owned(),
+                previous_role: current,
+            });
+        }
+        let core = self.clone();
+        let worker_runtime = Arc::clone(&runtime);
+        let wanted = role.to_owned();
+        let slot = tokio::task::spawn_blocking(move || {
+            let slot = worker_runtime.build_for_role(&core.inner.parts, &wanted)?;
+            let store = core.store();
+            let mut meta = store
+                .read_meta(&worker_runtime.session_id)?
+                .unwrap_or_default();
+            meta.role = Some(wanted);
+            store.write_meta(&worker_runtime.session_id, &meta)?;
+            Ok::<_, CoreError>(slot)
+        })
+        .await
+        .map_err(|e| CoreError::Unavailable(e.to_string()))??;
+        let previous = runtime.replace_agent(slot);
+        runtime.bus.publish(
+            None,
+            EventKind::RoleSwitched {
+                role: role.to_owned(),
+                previous_role: previous.clone(),
+            },
+        );
+        Ok(RoleSwitch {
+            session_id: session_id.to_owned(),
+            role: role.to_owned(),
+            previous_role: previous,
+        })
+    }
+
+    /// Summarizes a session into a new one that starts from the summary (the session's own
+    /// model writes it; the old session keeps every message). Refused while a turn runs or waits;
+    /// a failed summary changes nothing.
+    pub async fn compact_session(
+        &self,
+        session_id: &str,
+        focus: &str,
+        channel: &str,
+    ) -> Result<Compacted, CoreError> {
+        let channel = check_channel(channel)?;
+        check_len("focus", focus, MAX_FOCUS_BYTES)?;
+        let runtime = self.runtime(session_id, None).await?;
+        let _agent = runtime
+            .lock_agent_idle(
+                "a turn is running or waiting in this session; compact it when it has finished",
+            )
+            .await?;
+        let (agent, _) = runtime.agent();
+        let model = agent.model();
+        let call = SummaryCall::new(model.as_ref(), self.inner.stop.child_token());
+        let mut request = CompactRequest::new(session_id, self.options().context);
+        request.focus = Some(focus.trim().to_owned()).filter(|f| !f.is_empty());
+        request.messages = Some(agent.messages());
+        request.meta = SessionMeta {
+            channel: Some(channel),
+            profile: Some(self.options().profile.clone()),
+            role: Some(runtime.role()),
+            ..SessionMeta::default()
+        };
+        let outcome = compact_session(Arc::clone(self.store()), &call, request)
+            .await
+            .map_err(|e| match e {
+                CompactionError::Store(store) => CoreError::from(store),
+                CompactionError::EmptyHistory => CoreError::FailedPrecondition(e.to_string()),
+                other => CoreError::Unavailable(format!(
+                    "could not compact the session: {other}; nothing changed"
+                )),
+            })?;
+        let session = self.summary(&outcome.new_session_id).await?;
+        Ok(Compacted {
+            session,
+            previous_session_id: outcome.previous_session_id,
+            summarized_messages: u64::try_from(outcome.summarized_count).unwrap_or(u64::MAX),
+            summary: outcome.summary,
+        })
+    }
+
+    /// The stored agent events of a session, oldest first.
+    pub async fn read_events(&self, session_id: &str) -> Result<Vec<Value>, CoreError> {
+        check_session_id(session_id)?;
+        let id = session_id.to_owned();
+        self.blocking(move |store| {
+            store
+                .read_session(&id)?
+                .ok_or_else(|| CoreError::session_not_found(&id))?;
+            Ok(store.read_events(&id)?)
+        })
+        .await
+    }
+}
+
+fn unknown_role(role: &str) -> CoreError {
+    CoreError::NotFound(format!(
+        "model role {:?} is not defined in tau.toml ([models.roles.<role>])",
+        role.chars().take(80).collect::<String>()
+    ))
+}

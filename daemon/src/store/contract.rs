@@ -1,0 +1,349 @@
+//! The `SessionStore` contract every backend implements: the nine Strands `SessionRepository`
+//! operations plus `list_sessions`, events and metadata; and `StoreEventSink`, the gate event sink
+//! that writes the agent events of one session into its store.
+//!
+//! Contract (checked by the shared suite in `daemon/tests/session_contract.rs`):
+//! - Methods are synchronous and may block on disk I/O; async callers use `spawn_blocking`.
+//! - Every id is validated ([`crate::store::validate_id`]) before any I/O: a bad id is
+//!   `SessionError::InvalidId`.
+//! - `read_*` return `Ok(None)` when the record (or its session) does not exist; `create_*` fail with
+//!   `*Exists` when it does and `*NotFound` when its parent does not; `update_*` fail with
+//!   `*NotFound`.
+//! - Nothing is ever deleted, and a message is never overwritten: `update_message` only records a
+//!   redaction (`redact_message`) beside the original.
+//! - `create_message` moves the session's `updated_at` to now and counts the message; a stored
+//!   message is durable when the call returns (with `Durability::Full`).
+//! - `list_messages` is ordered by numeric id; `list_sessions` by `updated_at`, newest first
+//!   (ties: larger id first).
+//! - Events are JSON objects, returned in append order; a record without `"v"` gets `"v": 1`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::Value;
+use tracing::{debug, warn};
+
+use crate::gate::{AgentEvent, EventSink};
+use crate::store::id::new_session_id;
+use crate::store::meta::SessionMeta;
+use crate::store::records::{
+    FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, now_utc,
+};
+use crate::store::store_error::SessionError;
+
+/// Whether writes wait for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// fsync before a write returns (files and their directories; sqlite `synchronous=FULL`).
+    #[default]
+    Full,
+    /// No fsync. Only for tests and benchmark set-up: a power loss may lose recent writes (a
+    /// process crash does not).
+    NoSync,
+}
+
+/// Where a session is kept. Object-safe and shared between threads as `Arc<dyn SessionStore>`.
+pub trait SessionStore: Send + Sync {
+    /// The backend name (`file`, `sqlite`, …), for `/session` and `tau doctor`.
+    fn backend_name(&self) -> &str;
+
+    /// Creates a session record; `SessionExists` if the id is taken.
+    fn create_session(&self, session: &Session) -> Result<(), SessionError>;
+    /// The session record, or `None`.
+    fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError>;
+
+    /// Creates an agent record in an existing session.
+    fn create_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError>;
+    /// The agent record, or `None`.
+    fn read_agent(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+    ) -> Result<Option<SessionAgent>, SessionError>;
+    /// Replaces an agent record; its original `created_at` is kept and `updated_at` set to now.
+    fn update_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError>;
+
+    /// Stores a new message; `MessageExists` if its id is taken (never overwritten).
+    fn create_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message: &SessionMessage,
+    ) -> Result<(), SessionError>;
+    /// One message, or `None`.
+    fn read_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message_id: u64,
+    ) -> Result<Option<SessionMessage>, SessionError>;
+    /// Records `message.redact_message` on the stored message with the same id; the original text
+    /// stays. `NotARedaction` if `redact_message` is `None`.
+    fn update_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message: &SessionMessage,
+    ) -> Result<(), SessionError>;
+    /// Messages ordered by id, skipping `offset`, at most `limit`. `SessionNotFound` /
+    /// `AgentNotFound` if the agent does not exist.
+    fn list_messages(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        limit: Option<usize>,
+        offset: usize,
+    ) -> Result<Vec<SessionMessage>, SessionError>;
+
+    /// Every session, newest `updated_at` first.
+    fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError>;
+
+    /// Appends one agent event (a JSON object) to the session's event log.
+    fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError>;
+    /// The session's events in append order (empty if none).
+    fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError>;
+
+    /// Replaces the session's metadata.
+    fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError>;
+    /// The session's metadata, or `None` if none was written (`SessionNotFound` if no session).
+    fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError>;
+
+    /// Creates a whole session in one step: the record, one agent with its first messages and
+    /// the metadata (what a compaction writes). `SessionExists` if the id is taken; a message
+    /// whose id is not its position is `InvalidMessageOrder`.
+    ///
+    /// The built-in backends make the session visible (`read_session`, `list_sessions`) only
+    /// complete: a failure part way leaves nothing a reader sees (the file backend writes
+    /// `session.json` last, sqlite uses one transaction). This default, for other backends, is the
+    /// plain sequence of `create_session`, `create_agent`, `create_message` and `write_meta`,
+    /// which may leave a partial session behind.
+    fn create_complete_session(&self, new: &NewSession) -> Result<(), SessionError> {
+        new.check_order()?;
+        let id = new.session.session_id.as_str();
+        self.create_session(&new.session)?;
+        self.create_agent(id, &new.agent)?;
+        for message in &new.messages {
+            self.create_message(id, &new.agent.agent_id, message)?;
+        }
+        self.write_meta(id, &new.meta)
+    }
+}
+
+/// A session to create whole with [`SessionStore::create_complete_session`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSession {
+    pub session: Session,
+    pub agent: SessionAgent,
+    /// The agent's messages; the `message_id`s must be 0, 1, 2 … in order.
+    pub messages: Vec<SessionMessage>,
+    pub meta: SessionMeta,
+}
+
+impl NewSession {
+    /// Refuses messages whose ids are not 0, 1, 2 … in order.
+    pub fn check_order(&self) -> Result<(), SessionError> {
+        for (position, message) in (0u64..).zip(&self.messages) {
+            if message.message_id != position {
+                return Err(SessionError::InvalidMessageOrder {
+                    expected: position,
+                    found: message.message_id,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for dyn SessionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SessionStore({})", self.backend_name())
+    }
+}
+
+/// The event as stored: a JSON object with `"v"` (added as 1 when missing).
+pub fn event_record(event: &Value) -> Result<Value, SessionError> {
+    let Value::Object(map) = event else {
+        return Err(SessionError::InvalidEvent(json_kind(event)));
+    };
+    if map.contains_key("v") {
+        return Ok(event.clone());
+    }
+    let mut record = serde_json::Map::with_capacity(map.len() + 1);
+    record.insert("v".to_owned(), Value::from(FORMAT_VERSION));
+    record.extend(map.iter().map(|(k, v)| (k.clone(), v.clone())));
+    Ok(Value::Object(record))
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Creates a whole session (see [`SessionStore::create_complete_session`]) with a fresh id,
+/// retrying when the random suffix collides with an existing session; returns its id.
+pub fn create_fresh_complete_session(
+    store: &dyn SessionStore,
+    agent: SessionAgent,
+    messages: Vec<SessionMessage>,
+    meta: SessionMeta,
+) -> Result<String, SessionError> {
+    const ATTEMPTS: usize = 16;
+    let now = now_utc();
+    let mut new = NewSession {
+        session: Session::new(new_session_id(now)?, now),
+        agent,
+        messages,
+        meta,
+    };
+    let mut last = None;
+    for _ in 0..ATTEMPTS {
+        match store.create_complete_session(&new) {
+            Ok(()) => return Ok(new.session.session_id),
+            Err(err @ SessionError::SessionExists(_)) => last = Some(err),
+            Err(err) => return Err(err),
+        }
+        let now = now_utc();
+        new.session = Session::new(new_session_id(now)?, now);
+    }
+    Err(last.unwrap_or_else(|| SessionError::SessionExists(String::new())))
+}
+
+/// Creates a session with a fresh id (`20260929-153012-3f9a`), retrying when the random suffix
+/// collides with an existing session.
+pub fn create_fresh_session(store: &dyn SessionStore) -> Result<Session, SessionError> {
+    const ATTEMPTS: usize = 16;
+    let mut last = None;
+    for _ in 0..ATTEMPTS {
+        let now = now_utc();
+        let session = Session::new(new_session_id(now)?, now);
+        match store.create_session(&session) {
+            Ok(()) => return Ok(session),
+            Err(err @ SessionError::SessionExists(_)) => last = Some(err),
+            Err(err) => return Err(err),
+        }
+    }
+    Err(last.unwrap_or_else(|| SessionError::SessionExists(String::new())))
+}
+
+/// Writes the agent events of one session into its store: it is a gate [`EventSink`] (each
+/// event serialized and appended, in emit order), and [`StoreEventSink::emit_json`] appends any
+/// JSON object. A failed append through the `EventSink` is logged at WARN once per sink (and its
+/// clones), later ones at DEBUG, so a broken disk does not flood the log.
+#[derive(Clone)]
+pub struct StoreEventSink {
+    pub store: Arc<dyn SessionStore>,
+    pub session_id: String,
+    warned: Arc<AtomicBool>,
+}
+
+impl StoreEventSink {
+    pub fn new(store: Arc<dyn SessionStore>, session_id: impl Into<String>) -> Self {
+        Self {
+            store,
+            session_id: session_id.into(),
+            warned: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Appends one serialized event; durable when it returns `Ok`. The caller decides what a failure
+    /// means (an approval that cannot be recorded must not be asked).
+    pub fn emit_json(&self, event: Value) -> Result<(), SessionError> {
+        self.store.append_event(&self.session_id, &event)
+    }
+}
+
+impl EventSink for StoreEventSink {
+    fn record(&self, event: AgentEvent) -> Result<(), crate::gate::SinkError> {
+        let value =
+            serde_json::to_value(&event).map_err(|e| crate::gate::SinkError(e.to_string()))?;
+        self.emit_json(value)
+            .map_err(|e| crate::gate::SinkError(e.to_string()))
+    }
+
+    fn emit(&self, event: AgentEvent) {
+        let kind = event.kind();
+        let written = match serde_json::to_value(&event) {
+            Ok(value) => self.emit_json(value).map_err(|e| e.to_string()),
+            Err(error) => Err(format!("cannot serialize it: {error}")),
+        };
+        let Err(error) = written else {
+            return;
+        };
+        if self.warned.swap(true, Ordering::Relaxed) {
+            debug!(session_id = %self.session_id, kind, "cannot record an agent event: {error}");
+        } else {
+            warn!(
+                session_id = %self.session_id,
+                kind,
+                "cannot record an agent event: {error} (further failures of this session's event log are logged at debug level)"
+            );
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreEventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreEventSink")
+            .field("backend", &self.store.backend_name())
+            .field("session_id", &self.session_id)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_get_a_version_and_keep_their_keys() {
+        let record = event_record(&json!({"type": "tool_call", "tool": "x"})).unwrap();
+        assert_eq!(record, json!({"v": 1, "type": "tool_call", "tool": "x"}));
+        let own = json!({"v": 7, "type": "x"});
+        assert_eq!(event_record(&own).unwrap(), own);
+    }
+
+    #[test]
+    fn the_sink_warns_once_about_failed_writes() {
+        use crate::gate::ErrorEvent;
+        use crate::testing::{at_level, logs_during};
+        use tracing::Level;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn SessionStore> =
+            Arc::new(crate::store::FileSessionStore::open(dir.path(), Durability::NoSync).unwrap());
+        let sink = StoreEventSink::new(store, "20000101-000000-0000");
+        let event = AgentEvent::Error(ErrorEvent {
+            location: "tier_gate".into(),
+            message: "unknown tool".into(),
+            tool: None,
+            tool_use_id: None,
+            session_id: "20000101-000000-0000".into(),
+        });
+        let ((), lines) = logs_during(|| {
+            for _ in 0..3 {
+                sink.clone().emit(event.clone());
+            }
+        });
+        let warnings = at_level(&lines, Level::WARN);
+        assert_eq!(warnings.len(), 1, "{lines:?}");
+        assert!(warnings[0].contains("cannot record an agent event"));
+        assert_eq!(at_level(&lines, Level::DEBUG).len(), 2, "{lines:?}");
+    }
+
+    #[test]
+    fn events_must_be_objects() {
+        for bad in [json!(null), json!([1]), json!("x"), json!(3)] {
+            assert!(matches!(
+                event_record(&bad),
+                Err(SessionError::InvalidEvent(_))
+            ));
+        }
+    }
+}

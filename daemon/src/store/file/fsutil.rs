@@ -1,0 +1,329 @@
+//! The file backend's disk primitives: symlink-refusing path walks and reads, private directories,
+//! and the two atomic writes (create-new and replace) with fsync.
+//!
+//! Invariants:
+//! - Directories are created 0700 and files 0600; nothing here ever deletes a record (only its own
+//!   temporary files).
+//! - No path component under the store root is followed if it is a symbolic link: directories are
+//!   checked with `symlink_metadata`, files are opened with `O_NOFOLLOW`.
+//! - A record becomes visible only complete: it is written to a temporary file in the same directory
+//!   (name starting with `.`, never a valid id or message name), fsynced, then hard-linked to its
+//!   name (create-new: fails if the name exists) or renamed over it (replace). With
+//!   `Durability::Full` the directory is fsynced before the operation counts as done.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+
+use crate::store::contract::Durability;
+use crate::store::id::random_hex8;
+use crate::store::store_error::SessionError;
+
+pub(crate) const DIR_MODE: u32 = 0o700;
+pub(crate) const FILE_MODE: u32 = 0o600;
+
+fn is_symlink_error(err: &std::io::Error) -> bool {
+    err.raw_os_error() == Some(Errno::ELOOP as i32)
+}
+
+/// Maps an open error on `path`, turning `ELOOP` (the `O_NOFOLLOW` refusal) into `Symlink`.
+pub(crate) fn open_error(path: &Path, err: std::io::Error) -> SessionError {
+    if is_symlink_error(&err) {
+        SessionError::Symlink {
+            path: path.to_path_buf(),
+        }
+    } else {
+        SessionError::io(path, err)
+    }
+}
+
+/// `root/components…` if every component exists as a real directory; `None` if one is missing.
+/// A symbolic link is `Symlink`, a file where a directory belongs is `Corrupt`.
+pub(crate) fn existing_dir(
+    root: &Path,
+    components: &[&str],
+) -> Result<Option<PathBuf>, SessionError> {
+    let mut path = root.to_path_buf();
+    for component in components {
+        path.push(component);
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(SessionError::Symlink { path });
+            }
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(SessionError::corrupt(
+                    path.display(),
+                    "expected a directory",
+                ));
+            }
+            Err(err) if err.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(SessionError::io(path, err)),
+        }
+    }
+    Ok(Some(path))
+}
+
+/// Creates `parent/name` as a private directory; `Ok(true)` if it was created, `Ok(false)` if a real
+/// directory was there already.
+pub(crate) fn make_dir(parent: &Path, name: &str) -> Result<bool, SessionError> {
+    let path = parent.join(name);
+    match DirBuilder::new().mode(DIR_MODE).create(&path) {
+        Ok(()) => Ok(true),
+        Err(err) if err.kind() == ErrorKind::AlreadyExists => {
+            match existing_dir(parent, &[name])? {
+                Some(_) => Ok(false),
+                None => Err(SessionError::io(path, err)),
+            }
+        }
+        Err(err) => Err(SessionError::io(path, err)),
+    }
+}
+
+/// Creates the store root (and its parents) as private directories if missing; the root itself may
+/// be a symbolic link the user set up.
+pub(crate) fn make_root(root: &Path) -> Result<(), SessionError> {
+    DirBuilder::new()
+        .mode(DIR_MODE)
+        .recursive(true)
+        .create(root)
+        .map_err(|err| SessionError::io(root, err))
+}
+
+/// fsyncs a directory so the names created or replaced in it are durable.
+pub(crate) fn sync_dir(dir: &Path, durability: Durability) -> Result<(), SessionError> {
+    if durability == Durability::NoSync {
+        return Ok(());
+    }
+    let file = File::open(dir).map_err(|err| SessionError::io(dir, err))?;
+    file.sync_all().map_err(|err| SessionError::io(dir, err))
+}
+
+/// Opens a file for reading without following a symbolic link; `None` if it does not exist.
+pub(crate) fn open_read(path: &Path) -> Result<Option<File>, SessionError> {
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(path)
+    {
+        Ok(file) => Ok(Some(file)),
+        Err(err) if err.kind() == ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(open_error(path, err)),
+    }
+}
+
+/// Reads a whole file into `buf` (cleared first) without following a symbolic link; `false` if the
+/// file does not exist.
+pub(crate) fn read_into(path: &Path, buf: &mut Vec<u8>) -> Result<bool, SessionError> {
+    buf.clear();
+    let Some(mut file) = open_read(path)? else {
+        return Ok(false);
+    };
+    file.read_to_end(buf)
+        .map_err(|err| SessionError::io(path, err))?;
+    Ok(true)
+}
+
+/// Reads and parses a JSON record; `None` if the file does not exist.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Option<T>, SessionError> {
+    let mut buf = Vec::new();
+    if !read_into(path, &mut buf)? {
+        return Ok(None);
+    }
+    parse_json(path, &buf).map(Some)
+}
+
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<T, SessionError> {
+    serde_json::from_slice(bytes).map_err(|err| SessionError::corrupt(path.display(), err))
+}
+
+/// A complete, fsynced temporary file waiting to be linked or renamed to its name. Dropping it
+/// removes the temporary name (never the record it was linked to).
+pub(crate) struct TempFile {
+    path: PathBuf,
+    armed: bool,
+}
+
+impl TempFile {
+    /// Writes `bytes` to a new temporary file in `dir` (fsynced with `Durability::Full`).
+    pub(crate) fn write(
+        dir: &Path,
+        name: &str,
+        bytes: &[u8],
+        durability: Durability,
+    ) -> Result<Self, SessionError> {
+        let path = dir.join(format!(".{name}.{}.tmp", random_hex8()?));
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(FILE_MODE)
+            .custom_flags(OFlag::O_NOFOLLOW.bits())
+            .open(&path)
+            .map_err(|err| open_error(&path, err))?;
+        let temp = TempFile { path, armed: true };
+        file.write_all(bytes)
+            .map_err(|err| SessionError::io(&temp.path, err))?;
+        if durability == Durability::Full {
+            file.sync_all()
+                .map_err(|err| SessionError::io(&temp.path, err))?;
+        }
+        Ok(temp)
+    }
+
+    /// Gives the content the name `target` unless that name exists (`Ok(false)` then). The
+    /// directory is not fsynced here.
+    pub(crate) fn link_new(mut self, target: &Path) -> Result<bool, SessionError> {
+        let linked = match fs::hard_link(&self.path, target) {
+            Ok(()) => true,
+            Err(err) if err.kind() == ErrorKind::AlreadyExists => false,
+            Err(err) => return Err(SessionError::io(target, err)),
+        };
+        self.remove();
+        Ok(linked)
+    }
+
+    /// Atomically replaces `target` (which must not be a symbolic link) with the content. The
+    /// directory is not fsynced here.
+    pub(crate) fn replace(mut self, target: &Path) -> Result<(), SessionError> {
+        match fs::symlink_metadata(target) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(SessionError::Symlink {
+                    path: target.to_path_buf(),
+                });
+            }
+            Ok(_) => {}
+            Err(err) if err.kind() == ErrorKind::NotFound => {}
+            Err(err) => return Err(SessionError::io(target, err)),
+        }
+        fs::rename(&self.path, target).map_err(|err| SessionError::io(target, err))?;
+        self.armed = false;
+        Ok(())
+    }
+
+    fn remove(&mut self) {
+        if self.armed {
+            self.armed = false;
+            if let Err(err) = fs::remove_file(&self.path) {
+                tracing::warn!(path = %self.path.display(), %err, "could not remove a temporary file");
+            }
+        }
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Writes `dir/name` atomically if it does not exist yet (`Ok(false)` if it does), then fsyncs `dir`.
+pub(crate) fn create_new(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    durability: Durability,
+) -> Result<bool, SessionError> {
+    let created = TempFile::write(dir, name, bytes, durability)?.link_new(&dir.join(name))?;
+    if created {
+        sync_dir(dir, durability)?;
+    }
+    Ok(created)
+}
+
+/// Replaces `dir/name` atomically, then fsyncs `dir`.
+pub(crate) fn replace(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    durability: Durability,
+) -> Result<(), SessionError> {
+    TempFile::write(dir, name, bytes, durability)?.replace(&dir.join(name))?;
+    sync_dir(dir, durability)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{PermissionsExt, symlink};
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn create_new_never_replaces_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(create_new(dir.path(), "a.json", b"1", Durability::Full).unwrap());
+        assert!(!create_new(dir.path(), "a.json", b"2", Durability::Full).unwrap());
+        assert_eq!(fs::read(dir.path().join("a.json")).unwrap(), b"1");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        assert_eq!(mode(&dir.path().join("a.json")), FILE_MODE);
+    }
+
+    #[test]
+    fn replace_swaps_content_and_refuses_a_symlink_target() {
+        let dir = tempfile::tempdir().unwrap();
+        replace(dir.path(), "a.json", b"1", Durability::Full).unwrap();
+        replace(dir.path(), "a.json", b"2", Durability::Full).unwrap();
+        assert_eq!(fs::read(dir.path().join("a.json")).unwrap(), b"2");
+        let outside = dir.path().join("outside");
+        fs::write(&outside, b"keep").unwrap();
+        symlink(&outside, dir.path().join("b.json")).unwrap();
+        let err = replace(dir.path(), "b.json", b"x", Durability::Full).unwrap_err();
+        assert!(matches!(err, SessionError::Symlink { .. }), "{err}");
+        assert_eq!(fs::read(&outside).unwrap(), b"keep");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            3,
+            "temporary file left behind"
+        );
+    }
+
+    #[test]
+    fn reads_refuse_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("real"), b"{}").unwrap();
+        symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+        let err = read_json::<serde_json::Value>(&dir.path().join("link")).unwrap_err();
+        assert!(matches!(err, SessionError::Symlink { .. }), "{err}");
+        assert!(
+            read_json::<serde_json::Value>(&dir.path().join("none"))
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn walks_refuse_symlinked_and_non_directory_components() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert!(make_dir(root, "real").unwrap());
+        assert!(!make_dir(root, "real").unwrap());
+        assert_eq!(mode(&root.join("real")), DIR_MODE);
+        symlink(root.join("real"), root.join("link")).unwrap();
+        fs::write(root.join("file"), b"").unwrap();
+        assert!(existing_dir(root, &["real"]).unwrap().is_some());
+        assert!(existing_dir(root, &["missing", "x"]).unwrap().is_none());
+        assert!(matches!(
+            existing_dir(root, &["link", "x"]),
+            Err(SessionError::Symlink { .. })
+        ));
+        assert!(matches!(
+            make_dir(root, "link"),
+            Err(SessionError::Symlink { .. })
+        ));
+        assert!(matches!(
+            existing_dir(root, &["file"]),
+            Err(SessionError::Corrupt { .. })
+        ));
+    }
+}

@@ -1,0 +1,163 @@
+//! Append-only JSON-lines files of the file backend: each session's `events.jsonl` and the sessions
+//! directory's listing index.
+//!
+//! Invariants and the torn-line policy:
+//! - An append is one `write` of one complete line (`O_APPEND`), then `fdatasync` with
+//!   `Durability::Full`. If the file does not end with a newline (an earlier append was torn by a
+//!   crash), the line is prefixed with one, so a torn fragment never swallows the next record.
+//! - On read, a torn last line (no trailing newline) is skipped silently: its append never returned.
+//!   A line in the middle that does not parse (a torn fragment terminated by a later append, or
+//!   damage) is skipped with a warning, so one bad line never makes a history unreadable. Lines are
+//!   never rewritten in place.
+
+use std::fs::OpenOptions;
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+use nix::fcntl::OFlag;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::store::contract::Durability;
+use crate::store::file::fsutil::{FILE_MODE, open_error, read_into, sync_dir};
+use crate::store::store_error::SessionError;
+
+/// Appends one record as a line to `dir/name` (created 0600 if missing).
+pub(crate) fn append_line<T: Serialize>(
+    dir: &Path,
+    name: &str,
+    record: &T,
+    durability: Durability,
+) -> Result<(), SessionError> {
+    let path = dir.join(name);
+    let open = |create: bool| {
+        OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(create)
+            .mode(FILE_MODE)
+            .custom_flags(OFlag::O_NOFOLLOW.bits())
+            .open(&path)
+    };
+    let (mut file, created) = match open(false) {
+        Ok(file) => (file, false),
+        Err(err) if err.kind() == ErrorKind::NotFound => match open(true) {
+            Ok(file) => (file, true),
+            // Someone else created it in between.
+            Err(err) if err.kind() == ErrorKind::AlreadyExists => {
+                (open(false).map_err(|err| open_error(&path, err))?, false)
+            }
+            Err(err) => return Err(open_error(&path, err)),
+        },
+        Err(err) => return Err(open_error(&path, err)),
+    };
+    let len = file
+        .metadata()
+        .map_err(|err| SessionError::io(&path, err))?
+        .len();
+    let mut line = Vec::with_capacity(256);
+    if len > 0 {
+        let mut last = [0u8; 1];
+        file.read_exact_at(&mut last, len - 1)
+            .map_err(|err| SessionError::io(&path, err))?;
+        if last[0] != b'\n' {
+            line.push(b'\n');
+        }
+    }
+    serde_json::to_writer(&mut line, record)
+        .map_err(|err| SessionError::corrupt(path.display(), err))?;
+    line.push(b'\n');
+    file.write_all(&line)
+        .map_err(|err| SessionError::io(&path, err))?;
+    if durability == Durability::Full {
+        file.sync_data()
+            .map_err(|err| SessionError::io(&path, err))?;
+    }
+    if created {
+        sync_dir(dir, durability)?;
+    }
+    Ok(())
+}
+
+/// Reads every record of `path` (empty if the file does not exist), applying the torn-line policy.
+pub(crate) fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, SessionError> {
+    let mut buf = Vec::new();
+    if !read_into(path, &mut buf)? {
+        return Ok(Vec::new());
+    }
+    Ok(parse_lines(path, &buf))
+}
+
+/// Parses the content of a JSON-lines file; see the module documentation for what is skipped.
+pub(crate) fn parse_lines<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Vec<T> {
+    let mut records = Vec::new();
+    let mut rest = bytes;
+    let mut line_no = 0usize;
+    while !rest.is_empty() {
+        line_no += 1;
+        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+            tracing::debug!(path = %path.display(), line = line_no, "skipping a torn last line");
+            break;
+        };
+        let line = &rest[..end];
+        rest = &rest[end + 1..];
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<T>(line) {
+            Ok(record) => records.push(record),
+            Err(err) => {
+                tracing::warn!(path = %path.display(), line = line_no, %err, "skipping an unreadable line");
+            }
+        }
+    }
+    records
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Map, Value, json};
+
+    fn objects(bytes: &[u8]) -> Vec<Value> {
+        parse_lines::<Map<String, Value>>(Path::new("e"), bytes)
+            .into_iter()
+            .map(Value::Object)
+            .collect()
+    }
+
+    #[test]
+    fn a_torn_last_line_is_skipped() {
+        let bytes = b"{\"a\":1}\n{\"b\":2}\n{\"c\":";
+        assert_eq!(objects(bytes), vec![json!({"a": 1}), json!({"b": 2})]);
+    }
+
+    #[test]
+    fn bad_middle_lines_are_skipped() {
+        let bytes = b"{\"a\":1}\n{\"c\":\n[1]\n\n{\"b\":2}\n";
+        assert_eq!(objects(bytes), vec![json!({"a": 1}), json!({"b": 2})]);
+    }
+
+    #[test]
+    fn an_append_after_a_torn_line_starts_on_a_new_line() {
+        let dir = tempfile::tempdir().unwrap();
+        append_line(dir.path(), "e.jsonl", &json!({"a": 1}), Durability::Full).unwrap();
+        let path = dir.path().join("e.jsonl");
+        let mut file = OpenOptions::new().append(true).open(&path).unwrap();
+        file.write_all(b"{\"torn\":").unwrap();
+        append_line(dir.path(), "e.jsonl", &json!({"b": 2}), Durability::Full).unwrap();
+        let read: Vec<Value> = read_lines(&path).unwrap();
+        assert_eq!(read, vec![json!({"a": 1}), json!({"b": 2})]);
+    }
+
+    #[test]
+    fn a_missing_file_reads_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            read_lines::<Value>(&dir.path().join("none"))
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

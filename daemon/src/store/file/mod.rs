@@ -1,0 +1,585 @@
+//! The `file` session backend: one directory per session under the sessions directory, in the seed's
+//! layout, plus one listing index beside the sessions:
+//!
+//! ```text
+//! <sessions_dir>/<id>/session.json                      session record (+ message_count); updated_at orders listings
+//! <sessions_dir>/<id>/meta.json                         channel, profile, title, role, context, compaction links
+//! <sessions_dir>/<id>/events.jsonl                      one agent event per line, append-only (see `jsonl`)
+//! <sessions_dir>/<id>/agents/tau/agent.json             agent record
+//! <sessions_dir>/<id>/agents/tau/messages/000000.json   one file per message, in order
+//! <sessions_dir>/.sessions-index.jsonl                  listing index, derived and self-repairing (see `index`)
+//! ```
+//!
+//! Invariants: the disk rules of [`fsutil`] (0700/0600, no symlink followed, records visible only
+//! complete, fsync with `Durability::Full`); nothing is deleted but the store's own stale temporary
+//! files; a message file is created once and only replaced to add its redaction. The message files
+//! are the truth: an append writes the message, then the index line, then `session.json`
+//! (`updated_at`, `message_count`), so a crash in between leaves `session.json` one short (and the
+//! index no further behind than it). Each session is reconciled once per process before it is
+//! read, listed or written (see [`reconcile`]): its stale temporary files are removed, and a
+//! `message_count` that differs from its message files is set to their number (with `updated_at`
+//! moved to the newest message) in the index and `session.json`. One process writes a session at
+//! a time (the hub runs one agent per session, and one hub owns the data directory), and this
+//! process reconciles a session before its first write to it, so no temporary file removed is in
+//! use; within this process `session.json` updates and index appends are serialized by one lock
+//! (taken after the reconciliation lock when both are held). A session created whole
+//! (`create_complete_session`, a compaction) gets every other file before its `session.json`, so
+//! it is seen complete or not at all.
+
+mod fsutil;
+mod index;
+mod jsonl;
+mod read;
+mod reconcile;
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::store::contract::{Durability, NewSession, SessionStore, event_record};
+use crate::store::id::validate_id;
+use crate::store::meta::SessionMeta;
+use crate::store::records::{
+    FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, check_version, now_utc,
+};
+use crate::store::store_error::{IdKind, SessionError};
+
+use fsutil::{
+    TempFile, create_new, existing_dir, make_dir, make_root, read_json, replace, sync_dir,
+};
+use index::{INDEX_FILE, IndexEntry, ListingIndex};
+use read::read_messages;
+
+const SESSION_FILE: &str = "session.json";
+const META_FILE: &str = "meta.json";
+const EVENTS_FILE: &str = "events.jsonl";
+const AGENTS_DIR: &str = "agents";
+const AGENT_FILE: &str = "agent.json";
+const MESSAGES_DIR: &str = "messages";
+
+/// `session.json` as stored: the session record plus the listing counter.
+#[derive(Debug, Serialize, Deserialize)]
+struct SessionFile {
+    #[serde(flatten)]
+    session: Session,
+    #[serde(default)]
+    message_count: u64,
+}
+
+/// The message file name of `id`: six digits, wider past 999999.
+fn message_file_name(id: u64) -> String {
+    format!("{id:06}.json")
+}
+
+/// The id of a message file name, if it is one in canonical form.
+fn parse_message_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(".json")?;
+    if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let id: u64 = digits.parse().ok()?;
+    (message_file_name(id) == name).then_some(id)
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, SessionError> {
+    serde_json::to_vec_pretty(value).map_err(|err| SessionError::corrupt("record", err))
+}
+
+/// Sessions as directories of JSON files.
+pub struct FileSessionStore {
+    root: PathBuf,
+    durability: Durability,
+    /// The listing index; its lock also serializes read-modify-write of `session.json`.
+    index: Mutex<ListingIndex>,
+    /// The sessions reconciled with their files by this process (or created by it); its lock is
+    /// held through a reconciliation, so one runs once and before any write of this process.
+    reconciled: Mutex<HashSet<String>>,
+}
+
+impl FileSessionStore {
+    /// Opens (creating if missing, 0700) the sessions directory `root`.
+    pub fn open(root: impl Into<PathBuf>, durability: Durability) -> Result<Self, SessionError> {
+        let root = root.into();
+        make_root(&root)?;
+        let removed = reconcile::remove_temps(&root, &|record| record == INDEX_FILE)?;
+        if removed > 0 {
+            tracing::info!(root = %root.display(), removed, "removed stale temporary files of the session index");
+        }
+        Ok(Self {
+            index: Mutex::new(ListingIndex::new(&root, durability)),
+            reconciled: Mutex::new(HashSet::new()),
+            root,
+            durability,
+        })
+    }
+
+    /// The sessions directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn lock_index(&self) -> MutexGuard<'_, ListingIndex> {
+        // A panic elsewhere leaves the index file as consistent as a crash would.
+        self.index.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn session_dir(&self, session_id: &str) -> Result<Option<PathBuf>, SessionError> {
+        validate_id(IdKind::Session, session_id)?;
+        let Some(dir) = existing_dir(&self.root, &[session_id])? else {
+            return Ok(None);
+        };
+        // A directory without session.json is a creation that never finished.
+        Ok(fsutil::open_read(&dir.join(SESSION_FILE))?.map(|_| dir))
+    }
+
+    /// The directory of an existing session, reconciled.
+    fn require_session_dir(&self, session_id: &str) -> Result<PathBuf, SessionError> {
+        let dir = self
+            .session_dir(session_id)?
+            .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))?;
+        self.ensure_reconciled(session_id, &dir);
+        Ok(dir)
+    }
+
+    /// The messages directory of an existing agent, or the precise `NotFound` error.
+    fn require_messages_dir(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+    ) -> Result<PathBuf, SessionError> {
+        validate_id(IdKind::Session, session_id)?;
+        validate_id(IdKind::Agent, agent_id)?;
+        if let Some(dir) = existing_dir(
+            &self.root,
+            &[session_id, AGENTS_DIR, agent_id, MESSAGES_DIR],
+        )? {
+            self.ensure_reconciled(session_id, &self.root.join(session_id));
+            return Ok(dir);
+        }
+        self.require_session_dir(session_id)?;
+        Err(SessionError::AgentNotFound {
+            session_id: session_id.to_owned(),
+            agent_id: agent_id.to_owned(),
+        })
+    }
+
+    fn read_session_file(&self, dir: &Path) -> Result<Option<SessionFile>, SessionError> {
+        let path = dir.join(SESSION_FILE);
+        let Some(file) = read_json::<SessionFile>(&path)? else {
+            return Ok(None);
+        };
+        check_version(file.session.v, path.display())?;
+        Ok(Some(file))
+    }
+
+    /// Creates the directory and `session.json` of a new, empty session and records it in the index.
+    fn write_new_session(&self, session: &Session) -> Result<(), SessionError> {
+        let id = session.session_id.as_str();
+        if make_dir(&self.root, id)? {
+            sync_dir(&self.root, self.durability)?;
+        }
+        let dir = self.root.join(id);
+        let mut record = session.clone();
+        record.v = FORMAT_VERSION;
+        let file = SessionFile {
+            session: record,
+            message_count: 0,
+        };
+        if !create_new(&dir, SESSION_FILE, &to_json(&file)?, self.durability)? {
+            return Err(SessionError::SessionExists(id.to_owned()));
+        }
+        self.lock_index().record(&index_entry(&file))
+    }
+
+    fn read_message_file(
+        &self,
+        path: &Path,
+        message_id: u64,
+    ) -> Result<Option<SessionMessage>, SessionError> {
+        let Some(record) = read_json::<SessionMessage>(path)? else {
+            return Ok(None);
+        };
+        check_message(path, &record, message_id)?;
+        Ok(Some(record))
+    }
+}
+
+fn check_message(
+    path: &Path,
+    record: &SessionMessage,
+    message_id: u64,
+) -> Result<(), SessionError> {
+    check_version(record.v, path.display())?;
+    if record.message_id != message_id {
+        return Err(SessionError::corrupt(
+            path.display(),
+            format!(
+                "holds message_id {} instead of {message_id}",
+                record.message_id
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl SessionStore for FileSessionStore {
+    fn backend_name(&self) -> &str {
+        "file"
+    }
+
+    fn create_session(&self, session: &Session) -> Result<(), SessionError> {
+        let id = session.session_id.as_str();
+        validate_id(IdKind::Session, id)?;
+        // A session created here has nothing to reconcile; marking it first keeps a listing from
+        // touching its files while they are written.
+        let fresh = self.lock_reconciled().insert(id.to_owned());
+        let created = self.write_new_session(session);
+        if fresh && matches!(created, Err(SessionError::SessionExists(_))) {
+            self.lock_reconciled().remove(id);
+        }
+        created
+    }
+
+    fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError> {
+        validate_id(IdKind::Session, session_id)?;
+        let Some(dir) = self.session_dir(session_id)? else {
+            return Ok(None);
+        };
+        self.ensure_reconciled(session_id, &dir);
+        Ok(self.read_session_file(&dir)?.map(|file| file.session))
+    }
+
+    fn create_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
+        validate_id(IdKind::Agent, &agent.agent_id)?;
+        let dir = self.require_session_dir(session_id)?;
+        let agent_id = agent.agent_id.as_str();
+        if make_dir(&dir, AGENTS_DIR)? {
+            sync_dir(&dir, self.durability)?;
+        }
+        let agents = dir.join(AGENTS_DIR);
+        if make_dir(&agents, agent_id)? {
+            sync_dir(&agents, self.durability)?;
+        }
+        let agent_dir = agents.join(agent_id);
+        // The messages directory exists before the agent does, so an agent always has one.
+        let messages_created = make_dir(&agent_dir, MESSAGES_DIR)?;
+        let mut record = agent.clone();
+        record.v = FORMAT_VERSION;
+        let created = TempFile::write(&agent_dir, AGENT_FILE, &to_json(&record)?, self.durability)?
+            .link_new(&agent_dir.join(AGENT_FILE))?;
+        if created || messages_created {
+            sync_dir(&agent_dir, self.durability)?;
+        }
+        if created {
+            Ok(())
+        } else {
+            Err(SessionError::AgentExists {
+                session_id: session_id.to_owned(),
+                agent_id: agent_id.to_owned(),
+            })
+        }
+    }
+
+    fn read_agent(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+    ) -> Result<Option<SessionAgent>, SessionError> {
+        validate_id(IdKind::Session, session_id)?;
+        validate_id(IdKind::Agent, agent_id)?;
+        let Some(dir) = existing_dir(&self.root, &[session_id, AGENTS_DIR, agent_id])? else {
+            return Ok(None);
+        };
+        let path = dir.join(AGENT_FILE);
+        let Some(record) = read_json::<SessionAgent>(&path)? else {
+            return Ok(None);
+        };
+        check_version(record.v, path.display())?;
+        Ok(Some(record))
+    }
+
+    fn update_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
+        let agent_id = agent.agent_id.as_str();
+        let Some(existing) = self.read_agent(session_id, agent_id)? else {
+            self.require_session_dir(session_id)?;
+            return Err(SessionError::AgentNotFound {
+                session_id: session_id.to_owned(),
+                agent_id: agent_id.to_owned(),
+            });
+        };
+        let session_dir = self.require_session_dir(session_id)?;
+        let mut record = agent.clone();
+        record.v = FORMAT_VERSION;
+        record.created_at = existing.created_at;
+        record.updated_at = now_utc();
+        let dir = session_dir.join(AGENTS_DIR).join(agent_id);
+        replace(&dir, AGENT_FILE, &to_json(&record)?, self.durability)
+    }
+
+    fn create_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message: &SessionMessage,
+    ) -> Result<(), SessionError> {
+        let messages = self.require_messages_dir(session_id, agent_id)?;
+        let session_dir = self.root.join(session_id);
+        let mut record = message.clone();
+        record.v = FORMAT_VERSION;
+        let name = message_file_name(message.message_id);
+        let created = TempFile::write(&messages, &name, &to_json(&record)?, self.durability)?
+            .link_new(&messages.join(&name))?;
+        if !created {
+            return Err(SessionError::MessageExists {
+                session_id: session_id.to_owned(),
+                agent_id: agent_id.to_owned(),
+                message_id: message.message_id,
+            });
+        }
+        {
+            let mut index = self.lock_index();
+            let mut file = self
+                .read_session_file(&session_dir)?
+                .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))?;
+            file.session.updated_at = now_utc().max(file.session.updated_at);
+            // Saturating: a damaged count (or id) at the top of the range must not overflow.
+            file.message_count = file
+                .message_count
+                .saturating_add(1)
+                .max(message.message_id.saturating_add(1));
+            // The index line before `session.json`: a crash between them leaves `session.json`
+            // behind its message files, which the next reconciliation sees, never the index alone.
+            index.record(&index_entry(&file))?;
+            TempFile::write(
+                &session_dir,
+                SESSION_FILE,
+                &to_json(&file)?,
+                self.durability,
+            )?
+            .replace(&session_dir.join(SESSION_FILE))?;
+        }
+        // Both directory fsyncs after both renames: on journaling file systems the second is
+        // usually free.
+        sync_dir(&messages, self.durability)?;
+        sync_dir(&session_dir, self.durability)
+    }
+
+    fn read_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message_id: u64,
+    ) -> Result<Option<SessionMessage>, SessionError> {
+        validate_id(IdKind::Session, session_id)?;
+        validate_id(IdKind::Agent, agent_id)?;
+        let Some(dir) = existing_dir(
+            &self.root,
+            &[session_id, AGENTS_DIR, agent_id, MESSAGES_DIR],
+        )?
+        else {
+            return Ok(None);
+        };
+        self.read_message_file(&dir.join(message_file_name(message_id)), message_id)
+    }
+
+    fn update_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message: &SessionMessage,
+    ) -> Result<(), SessionError> {
+        let messages = self.require_messages_dir(session_id, agent_id)?;
+        let Some(redaction) = message.redact_message.clone() else {
+            return Err(SessionError::NotARedaction {
+                session_id: session_id.to_owned(),
+                message_id: message.message_id,
+            });
+        };
+        let name = message_file_name(message.message_id);
+        let Some(mut record) = self.read_message_file(&messages.join(&name), message.message_id)?
+        else {
+            return Err(SessionError::MessageNotFound {
+                session_id: session_id.to_owned(),
+                agent_id: agent_id.to_owned(),
+                message_id: message.message_id,
+            });
+        };
+        record.v = FORMAT_VERSION;
+        record.redact_message = Some(redaction);
+        record.updated_at = now_utc();
+        replace(&messages, &name, &to_json(&record)?, self.durability)
+    }
+
+    fn list_messages(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        limit: Option<usize>,
+        offset: usize,
+    ) -> Result<Vec<SessionMessage>, SessionError> {
+        let dir = self.require_messages_dir(session_id, agent_id)?;
+        let mut ids = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(|err| SessionError::io(&dir, err))? {
+            let entry = entry.map_err(|err| SessionError::io(&dir, err))?;
+            if let Some(id) = entry.file_name().to_str().and_then(parse_message_file_name) {
+                ids.push(id);
+            }
+        }
+        ids.sort_unstable();
+        let selected: Vec<u64> = ids
+            .into_iter()
+            .skip(offset)
+            .take(limit.unwrap_or(usize::MAX))
+            .collect();
+        read_messages(&dir, &selected)
+    }
+
+    /// Every session, reconciled with its files first where this process has not yet (see
+    /// [`reconcile`]).
+    fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        let mut sessions = self.reconciled_listing()?;
+        sort_sessions(&mut sessions);
+        Ok(sessions)
+    }
+
+    fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError> {
+        let record = event_record(event)?;
+        let dir = self.require_session_dir(session_id)?;
+        jsonl::append_line(&dir, EVENTS_FILE, &record, self.durability)
+    }
+
+    fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError> {
+        let dir = self.require_session_dir(session_id)?;
+        let events: Vec<Map<String, Value>> = jsonl::read_lines(&dir.join(EVENTS_FILE))?;
+        Ok(events.into_iter().map(Value::Object).collect())
+    }
+
+    fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError> {
+        let dir = self.require_session_dir(session_id)?;
+        let mut record = meta.clone();
+        record.v = FORMAT_VERSION;
+        replace(&dir, META_FILE, &to_json(&record)?, self.durability)
+    }
+
+    /// Writes the agent, its messages and `meta.json` into a new session directory first and
+    /// `session.json` last: until then the directory is an unfinished creation nobody sees.
+    fn create_complete_session(&self, new: &NewSession) -> Result<(), SessionError> {
+        new.check_order()?;
+        let id = new.session.session_id.as_str();
+        let agent_id = new.agent.agent_id.as_str();
+        validate_id(IdKind::Session, id)?;
+        validate_id(IdKind::Agent, agent_id)?;
+        // Only a directory made here: a leftover one may hold another creation's files. Marked
+        // reconciled first, so a listing never touches the files being written.
+        let fresh = self.lock_reconciled().insert(id.to_owned());
+        if !make_dir(&self.root, id)? {
+            if fresh {
+                self.lock_reconciled().remove(id);
+            }
+            return Err(SessionError::SessionExists(id.to_owned()));
+        }
+        sync_dir(&self.root, self.durability)?;
+        let dir = self.root.join(id);
+        make_dir(&dir, AGENTS_DIR)?;
+        let agents = dir.join(AGENTS_DIR);
+        make_dir(&agents, agent_id)?;
+        let agent_dir = agents.join(agent_id);
+        make_dir(&agent_dir, MESSAGES_DIR)?;
+        let messages = agent_dir.join(MESSAGES_DIR);
+        for message in &new.messages {
+            let mut record = message.clone();
+            record.v = FORMAT_VERSION;
+            let name = message_file_name(message.message_id);
+            if !TempFile::write(&messages, &name, &to_json(&record)?, self.durability)?
+                .link_new(&messages.join(&name))?
+            {
+                return Err(SessionError::MessageExists {
+                    session_id: id.to_owned(),
+                    agent_id: agent_id.to_owned(),
+                    message_id: message.message_id,
+                });
+            }
+        }
+        sync_dir(&messages, self.durability)?;
+        let mut agent = new.agent.clone();
+        agent.v = FORMAT_VERSION;
+        if !create_new(&agent_dir, AGENT_FILE, &to_json(&agent)?, self.durability)? {
+            return Err(SessionError::AgentExists {
+                session_id: id.to_owned(),
+                agent_id: agent_id.to_owned(),
+            });
+        }
+        // The session directory's own entries are synced by the two file creations below.
+        sync_dir(&agents, self.durability)?;
+        let mut meta = new.meta.clone();
+        meta.v = FORMAT_VERSION;
+        if !create_new(&dir, META_FILE, &to_json(&meta)?, self.durability)? {
+            return Err(SessionError::SessionExists(id.to_owned()));
+        }
+        let mut session = new.session.clone();
+        session.v = FORMAT_VERSION;
+        let file = SessionFile {
+            session,
+            message_count: u64::try_from(new.messages.len()).unwrap_or(u64::MAX),
+        };
+        if !create_new(&dir, SESSION_FILE, &to_json(&file)?, self.durability)? {
+            return Err(SessionError::SessionExists(id.to_owned()));
+        }
+        self.lock_index().record(&index_entry(&file))
+    }
+
+    fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
+        let dir = self.require_session_dir(session_id)?;
+        let path = dir.join(META_FILE);
+        let Some(meta) = read_json::<SessionMeta>(&path)? else {
+            return Ok(None);
+        };
+        check_version(meta.v, path.display())?;
+        Ok(Some(meta))
+    }
+}
+
+fn index_entry(file: &SessionFile) -> IndexEntry {
+    IndexEntry {
+        v: FORMAT_VERSION,
+        session_id: file.session.session_id.clone(),
+        created_at: file.session.created_at,
+        updated_at: file.session.updated_at,
+        message_count: file.message_count,
+    }
+}
+
+/// Newest `updated_at` first; ties broken by the larger id first (ids start with their time).
+pub(crate) fn sort_sessions(sessions: &mut [SessionInfo]) {
+    sessions.sort_unstable_by(|a, b| {
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| b.session_id.cmp(&a.session_id))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_file_names_are_canonical() {
+        assert_eq!(message_file_name(0), "000000.json");
+        assert_eq!(message_file_name(1_234_567), "1234567.json");
+        assert_eq!(parse_message_file_name("000042.json"), Some(42));
+        assert_eq!(parse_message_file_name("1234567.json"), Some(1_234_567));
+        for other in [
+            "42.json",
+            "0000042.json",
+            ".000001.json.ab.tmp",
+            "00000a.json",
+            "000001.jsn",
+        ] {
+            assert_eq!(parse_message_file_name(other), None, "{other}");
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Reading many message files of one agent at once, in id order, on a few threads.
+//!
+//! Invariant: every record read is checked against the id its file name gives; a file that
+//! vanished between listing and reading is skipped (only someone removing it behind the store's
+//! back does that).
+
+use std::path::Path;
+
+use crate::store::records::SessionMessage;
+use crate::store::store_error::SessionError;
+
+use super::{check_message, fsutil, message_file_name};
+
+/// Reads many messages on up to four threads: small-file reads are syscall-bound, and a long
+/// session is opened while a person waits.
+pub(super) fn read_messages(dir: &Path, ids: &[u64]) -> Result<Vec<SessionMessage>, SessionError> {
+    const PER_THREAD_MIN: usize = 512;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(4)
+        .min(ids.len() / PER_THREAD_MIN)
+        .max(1);
+    if threads == 1 {
+        return read_message_run(dir, ids);
+    }
+    let chunk = ids.len().div_ceil(threads);
+    let results: Vec<Result<Vec<SessionMessage>, SessionError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ids
+            .chunks(chunk)
+            .map(|run| scope.spawn(move || read_message_run(dir, run)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle.join().unwrap_or_else(|_| {
+                    Err(SessionError::corrupt(
+                        dir.display(),
+                        "a message reader panicked",
+                    ))
+                })
+            })
+            .collect()
+    });
+    let mut messages = Vec::with_capacity(ids.len());
+    for run in results {
+        messages.extend(run?);
+    }
+    Ok(messages)
+}
+
+fn read_message_run(dir: &Path, ids: &[u64]) -> Result<Vec<SessionMessage>, SessionError> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut messages = Vec::with_capacity(ids.len());
+    let mut path = dir.to_path_buf();
+    for &id in ids {
+        path.push(message_file_name(id));
+        // A file listed a moment ago is gone only if someone removed it behind our back.
+        if fsutil::read_into(&path, &mut buf)? {
+            let record: SessionMessage = fsutil::parse_json(&path, &buf)?;
+            check_message(&path, &record, id)?;
+            messages.push(record);
+        }
+        path.pop();
+    }
+    Ok(messages)
+}
