@@ -14,7 +14,6 @@
 mod executor;
 mod history;
 mod notice;
-mod stop;
 mod turn;
 mod turn_event;
 mod window;
@@ -32,8 +31,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::model::{STOP_REASONS, StopReason, UnknownStopReason};
 pub use history::{HistoryError, HistoryObserver};
-pub use stop::{STOP_REASONS, StopReason, UnknownStopReason};
 pub use turn::{CANCELLED_PLACEHOLDER, TOOL_INTERRUPTED, UNFINISHED_NOTICE};
 pub use turn_event::{Limits, StaticSystemPrompt, SystemPromptSource, TurnEnd, TurnEvent};
 pub use window::{ConversationWindow, WholeHistory, WindowError};

@@ -21,10 +21,10 @@ use super::AgentInner;
 use super::executor::run_tools;
 use super::history::{Dangling, HistoryError};
 use super::notice::model_error_notice;
-use super::stop::StopReason;
 use super::turn_event::{TurnEnd, TurnEvent, TurnOutput};
 use crate::gate::CallContext;
 use crate::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, Usage};
+use crate::model::StopReason;
 use crate::model::{
     AssembledMessage, MessageAssembler, ModelError, ModelEvent, ModelRequest, ReasoningDelta,
 };

@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use super::stop::StopReason;
 use crate::gate::{ApprovalRequest, ApprovalStatus, Decision, ToolCallStatus};
 use crate::message::{SystemContentBlock, Usage};
+use crate::model::StopReason;
 use crate::tool::Tier;
 
 /// One event of a running turn.

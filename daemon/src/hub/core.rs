@@ -48,7 +48,6 @@ use crate::clock::SystemClock;
 use crate::mcp::{McpManager, hub_catalog};
 use crate::persona::PersonaLoader;
 use crate::store::{IdKind, SessionStore, validate_id};
-use crate::tool::Tier;
 
 /// The channel a request names when it names none.
 pub const DEFAULT_CHANNEL: &str = "api";
@@ -72,19 +71,7 @@ pub struct StartTurn {
     pub idempotency_key: String,
 }
 
-/// A tool as the catalog lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolSummary {
-    pub name: String,
-    /// `None` for an MCP tool the owner did not tier (never offered).
-    pub tier: Option<Tier>,
-    pub description: String,
-    pub effect: String,
-    /// The MCP server of an MCP tool.
-    pub server: Option<String>,
-    /// `ready`, or for an MCP tool not offered: `untiered` or `missing`.
-    pub state: String,
-}
+pub use crate::tool::ToolSummary;
 
 /// Sessions whose last seq is remembered after they leave memory.
 pub const REMEMBERED_SEQS: usize = 4096;

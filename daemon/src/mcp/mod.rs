@@ -162,7 +162,7 @@ pub fn hub_catalog(
 
 /// The MCP tools that are listed but not offered (untiered, or tiered but missing), for
 /// `ListTools` and `tau components`.
-pub fn not_offered(mcp: &McpManager) -> Vec<crate::hub::ToolSummary> {
+pub fn not_offered(mcp: &McpManager) -> Vec<crate::tool::ToolSummary> {
     mcp.status()
         .into_iter()
         .flat_map(|server| {
@@ -171,7 +171,7 @@ pub fn not_offered(mcp: &McpManager) -> Vec<crate::hub::ToolSummary> {
                 .tools
                 .into_iter()
                 .filter(|t| t.state != ToolState::Offered)
-                .map(move |t| crate::hub::ToolSummary {
+                .map(move |t| crate::tool::ToolSummary {
                     name: if t.name.is_empty() {
                         t.tool.clone()
                     } else {

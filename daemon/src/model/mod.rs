@@ -12,6 +12,7 @@
 //! provider watches the cancellation token and the loop also stops reading the stream on cancel.
 
 mod assemble;
+mod stop_reason;
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -25,9 +26,9 @@ pub use assemble::{
     stopped_tool_text,
 };
 
-pub use crate::agent::StopReason;
 use crate::message::{Message, Metrics, SystemContentBlock, Usage};
 use crate::tool::ToolSpec;
+pub use stop_reason::{STOP_REASONS, StopReason, UnknownStopReason};
 
 /// What one model call sends.
 #[derive(Debug, Clone, PartialEq)]

@@ -29,7 +29,7 @@
 //!   and an empty node list reads `none`;
 //! - every method is synchronous and safe to call from many threads at once; locks are held only
 //!   for a stat and a small read, never while a context source runs.
-mod context;
+mod now_sources;
 mod watched_file;
 
 #[cfg(test)]
@@ -41,8 +41,8 @@ use std::sync::Arc;
 
 use jiff::tz::TimeZone;
 
-pub use self::context::{ContextPatch, ContextSource, ContextSourceError, NowContext};
-use self::context::{ContextSources, one_line};
+pub use self::now_sources::{ContextPatch, ContextSource, ContextSourceError, NowContext};
+use self::now_sources::{ContextSources, one_line};
 use self::watched_file::{FirstReadError, Problem, WatchedFile};
 use crate::clock;
 pub use crate::clock::{Clock, SystemClock, TIME_ZONE};
@@ -255,7 +255,8 @@ impl PersonaLoader {
     /// The `## Now` block, without a trailing newline.
     fn now_text(&self) -> String {
         let context = self.context.merged();
-        let date_time = clock::format_now(self.clock.now(), &self.zone);
+        let date_time =
+            clock::format_now(self.clock.now(), &self.zone).unwrap_or_else(|| UNKNOWN.to_owned());
         let nodes = match &context.nodes {
             None => UNKNOWN.to_owned(),
             Some(nodes) if nodes.is_empty() => NO_NODES.to_owned(),

@@ -10,10 +10,10 @@
 mod approvers;
 #[cfg(test)]
 mod logs;
-mod sink;
+mod memory_sink;
 
 pub use crate::provider::fake::{FakeModel, FakeReply};
 pub use approvers::{ScriptedAnswer, ScriptedApprover, UnansweredApprover};
 #[cfg(test)]
 pub use logs::{LogLine, at_level, logs_during};
-pub use sink::MemorySink;
+pub use memory_sink::MemorySink;

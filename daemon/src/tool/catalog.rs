@@ -169,6 +169,21 @@ fn fold_name(name: &str) -> String {
     name.replace('-', "_")
 }
 
+/// A tool as listings show it (`ListTools`, `tau components`): a catalog entry, or an MCP tool
+/// that is listed but not offered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolSummary {
+    pub name: String,
+    /// `None` for an MCP tool the owner did not tier (never offered).
+    pub tier: Option<Tier>,
+    pub description: String,
+    pub effect: String,
+    /// The MCP server of an MCP tool.
+    pub server: Option<String>,
+    /// `ready`, or for an MCP tool not offered: `untiered` or `missing`.
+    pub state: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

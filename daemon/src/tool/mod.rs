@@ -10,7 +10,7 @@ mod catalog;
 mod spec;
 
 pub use call::{BUILTIN_DISTRIBUTION, Tool, ToolContext, ToolError, ToolOutput};
-pub use catalog::{CatalogEntry, CatalogError, ToolCatalog, UntieredToolError};
+pub use catalog::{CatalogEntry, CatalogError, ToolCatalog, ToolSummary, UntieredToolError};
 pub use spec::{
     InputSchema, NoTier, TauAnnotation, Tier, ToolAnnotations, ToolSpec, ToolSpecBuilder,
     is_valid_tool_name,
