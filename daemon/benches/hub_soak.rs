@@ -5,7 +5,7 @@
 //! Run: `cargo bench -p taud --bench hub_soak [-- TURNS [SESSIONS]]` (default 10,000 turns over 1
 //! session). The budget: ≤ 10 MiB of growth per 10,000 turns after the first 1,000.
 
-#[path = "../tests/soak/mod.rs"]
+#[path = "../tests/support/soak.rs"]
 mod soak;
 
 use soak::{SoakHub, SoakPlan, SoakResult};

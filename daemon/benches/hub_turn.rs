@@ -5,7 +5,7 @@
 //!
 //! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS]` (default 300).
 
-#[path = "../tests/soak/mod.rs"]
+#[path = "../tests/support/soak.rs"]
 mod soak;
 
 use std::sync::Arc;

@@ -1,15 +1,19 @@
 //! The agent loop with the fake model: limits, queueing, cancel, tool ordering, sequential execution
 //! when a tier-2 tool is registered, and the repair of a dangling history.
 
-mod common;
+mod support {
+    pub mod agent;
+}
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
-use common::{Act, Concurrency, DEADLINE, Recorder, TestTool, all_results, result_text, wait_for};
 use serde_json::json;
+use support::agent::{
+    Act, Concurrency, DEADLINE, Recorder, TestTool, all_results, result_text, wait_for,
+};
 use taud::agent::{Limits, StopReason, TauAgent, TurnEvent, TurnOptions};
 use taud::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, ToolUse};
 use taud::testing::{FakeModel, FakeReply};

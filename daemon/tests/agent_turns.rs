@@ -2,14 +2,16 @@
 //! odd model output (unknown tool, broken input, max_tokens), throttling, a caller that goes away,
 //! and the fake model's offline demo with the shipped tools.
 
-mod common;
+mod support {
+    pub mod agent;
+}
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Act, Concurrency, DEADLINE, Recorder, TestTool, all_results, result_text};
 use serde_json::json;
+use support::agent::{Act, Concurrency, DEADLINE, Recorder, TestTool, all_results, result_text};
 use taud::agent::{
     Limits, StaticSystemPrompt, StopReason, SystemPromptSource, TauAgent, TurnEvent,
 };

@@ -4,14 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support {
+    pub mod agent;
+}
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use common::{Act, Concurrency, Recorder, TestTool, lock};
 use serde_json::json;
+use support::agent::{Act, Concurrency, Recorder, TestTool, lock};
 use taud::agent::{ConversationWindow, StopReason, TauAgent, WindowError};
 use taud::context::sliding_window_start;
 use taud::message::{Message, Role};

@@ -6,9 +6,11 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod api_common;
-mod hub_common;
-mod hubcore_common;
+mod support {
+    pub mod api;
+    pub mod hub;
+    pub mod process;
+}
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
@@ -45,11 +47,11 @@ fn hub_setup() -> Setup {
 
 fn service(setup: &Setup) -> GrpcService {
     let model = Arc::new(FakeModel::scripted(vec![]));
-    let mut core = hubcore_common::setup(
+    let mut core = support::hub::setup(
         &setup.tmp.path().join("store"),
         "file",
         &model,
-        hubcore_common::options(),
+        support::hub::options(),
     );
     core.factory = Arc::clone(&setup.factory);
     GrpcService::with_core(core)
@@ -61,7 +63,7 @@ async fn a_caller_of_another_uid_is_refused_on_the_socket() {
     let own = nix::unistd::geteuid().as_raw();
     let service = service(&setup).with_socket_uid(own.wrapping_add(1));
     service.start(&setup.hub).await.unwrap();
-    let mut client = TauClient::new(hub_common::uds_channel(&setup.hub.paths().socket).await);
+    let mut client = TauClient::new(support::process::uds_channel(&setup.hub.paths().socket).await);
     let err = client
         .get_status(pb::GetStatusRequest {})
         .await
@@ -78,7 +80,7 @@ async fn a_caller_of_another_uid_is_refused_on_the_socket() {
     // The same service with the caller's own uid answers.
     let service = service_for_own_uid(&setup);
     service.start(&setup.hub).await.unwrap();
-    let mut client = TauClient::new(hub_common::uds_channel(&setup.hub.paths().socket).await);
+    let mut client = TauClient::new(support::process::uds_channel(&setup.hub.paths().socket).await);
     client.get_status(pb::GetStatusRequest {}).await.unwrap();
     service.stop().await.unwrap();
 }
@@ -99,7 +101,7 @@ async fn a_start_that_cannot_listen_stops_the_session_service_it_started() {
     let err = service.start(&setup.hub).await.unwrap_err();
     assert!(err.to_string().contains("cannot listen"), "{err}");
     // The core (and its reaper task) let go of the factory, store and all.
-    let deadline = Instant::now() + hub_common::DEADLINE;
+    let deadline = Instant::now() + support::process::DEADLINE;
     while Arc::strong_count(&setup.factory) != held {
         assert!(
             Instant::now() < deadline,
@@ -122,27 +124,27 @@ async fn a_subscriber_that_falls_behind_gets_resource_exhausted_with_the_resume_
         );
         12
     ])]));
-    let mut options = hubcore_common::options();
+    let mut options = support::hub::options();
     options.subscriber_lag = 2;
-    let core = hubcore_common::setup(&setup.tmp.path().join("store"), "file", &model, options);
+    let core = support::hub::setup(&setup.tmp.path().join("store"), "file", &model, options);
     let service = GrpcService::with_core(core).with_socket_uid(nix::unistd::geteuid().as_raw());
     service.start(&setup.hub).await.unwrap();
-    let mut client = TauClient::new(hub_common::uds_channel(&setup.hub.paths().socket).await);
-    let id = api_common::new_session(&mut client, "terminal").await;
-    let (mut slow, snapshot) = api_common::subscribe(&mut client, &id, None).await;
+    let mut client = TauClient::new(support::process::uds_channel(&setup.hub.paths().socket).await);
+    let id = support::api::new_session(&mut client, "terminal").await;
+    let (mut slow, snapshot) = support::api::subscribe(&mut client, &id, None).await;
     let mut turn = client
-        .start_turn(api_common::turn(&id, "count", "terminal"))
+        .start_turn(support::api::turn(&id, "count", "terminal"))
         .await
         .unwrap()
         .into_inner();
     // Read the turn stream until it ends or is cut off too; the turn runs to its end either way.
-    while let Ok(Some(_)) = tokio::time::timeout(hub_common::DEADLINE, turn.message())
+    while let Ok(Some(_)) = tokio::time::timeout(support::process::DEADLINE, turn.message())
         .await
         .unwrap()
     {}
     let mut last_seq = snapshot.last_seq;
     let status = loop {
-        match tokio::time::timeout(hub_common::DEADLINE, slow.message())
+        match tokio::time::timeout(support::process::DEADLINE, slow.message())
             .await
             .unwrap()
         {
@@ -173,8 +175,8 @@ async fn a_subscriber_that_falls_behind_gets_resource_exhausted_with_the_resume_
         "{status}"
     );
     // Resuming after it gives the rest of the turn without gaps.
-    let (mut resumed, _) = api_common::subscribe(&mut client, &id, Some(last_seq)).await;
-    let rest = api_common::events_until_end(&mut resumed).await;
+    let (mut resumed, _) = support::api::subscribe(&mut client, &id, Some(last_seq)).await;
+    let rest = support::api::events_until_end(&mut resumed).await;
     assert_eq!(rest[0].seq, last_seq + 1);
     service.stop().await.unwrap();
 }

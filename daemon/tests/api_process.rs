@@ -5,11 +5,13 @@
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod api_common;
-mod hub_common;
+mod support {
+    pub mod api;
+    pub mod process;
+}
 
-use api_common::*;
-use hub_common::{self as common, Install, tcp_channel, with_token};
+use support::api::*;
+use support::process::{self as common, Install, tcp_channel, with_token};
 use tau_api::proto::v1::{self as pb, session_event::Kind, tau_client::TauClient};
 use tonic::Code;
 

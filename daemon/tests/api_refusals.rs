@@ -5,12 +5,14 @@
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod api_common;
-mod hub_common;
+mod support {
+    pub mod api;
+    pub mod process;
+}
 
-use api_common::*;
-use hub_common::{Install, tcp_channel, wait_for, with_token};
 use nix::sys::signal::Signal;
+use support::api::*;
+use support::process::{Install, tcp_channel, wait_for, with_token};
 use tau_api::proto::v1::{self as pb, tau_client::TauClient};
 use tonic::Code;
 

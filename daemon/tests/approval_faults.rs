@@ -15,12 +15,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod hubcore_common;
+mod support {
+    pub mod hub;
+}
 
 use std::time::Duration;
 
-use hubcore_common::*;
 use serde_json::Value;
+use support::hub::*;
 use taud::hub::{
     ApprovalAnswer, CoreError, DecideOutcome, EventKind, EventStream, Resolution, StartTurn,
     TurnStream,

@@ -6,9 +6,11 @@
 //! turn, 70 KiB per tool turn); the bound below leaves room for allocator noise and caches that
 //! fill up once, and none for that.
 
-mod soak;
+mod support {
+    pub mod soak;
+}
 
-use soak::{SoakHub, SoakPlan};
+use support::soak::{SoakHub, SoakPlan};
 
 /// Growth allowed over the 1,000 turns after warm-up.
 const MAX_GROWTH_MIB: f64 = 4.0;

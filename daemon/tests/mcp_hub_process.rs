@@ -3,15 +3,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod hub_common;
-mod mcp_common;
+mod support {
+    pub mod mcp;
+    pub mod process;
+}
 
 use std::time::Duration;
 
-use hub_common::{Install, get_json, get_status, wait_for};
-use mcp_common::{fake_script, gone};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use support::mcp::{fake_script, gone};
+use support::process::{Install, get_json, get_status, wait_for};
 
 fn server(install: &Install) -> serde_json::Value {
     get_status(install)["mcp"]["servers"][0].clone()

@@ -5,12 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod hubcore_common;
+mod support {
+    pub mod hub;
+}
 
 use std::time::Duration;
 
-use hubcore_common::{drain, ended_text, fixture_with, options};
 use serde_json::json;
+use support::hub::{drain, ended_text, fixture_with, options};
 use taud::hub::EventKind;
 use taud::mcp::{McpServerSpec, Phase, ToolState};
 use taud::message::ToolResultContent;

@@ -5,13 +5,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod mcp_common;
+mod support {
+    pub mod mcp;
+}
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mcp_common::*;
 use serde_json::{Value, json};
+use support::mcp::*;
 use taud::mcp::{McpManager, Phase, ToolState};
 use taud::message::ToolResultContent;
 use taud::tool::{Tier, Tool, ToolContext, ToolError};

@@ -14,10 +14,12 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod api_common;
-mod hub_common;
-mod hubcore_common;
-mod props_common;
+mod support {
+    pub mod api;
+    pub mod hub;
+    pub mod process;
+    pub mod props;
+}
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -27,8 +29,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use props_common::{panics, runner};
 use proptest::prelude::*;
+use support::props::{panics, runner};
 use tau_api::proto::v1::{self as pb, tau_client::TauClient};
 use taud::host::{Hub, HubOptions, HubService};
 use taud::rpc::GrpcService;
@@ -104,7 +106,7 @@ fn field() -> impl Strategy<Value = Field> {
         1 => Just(Field::TurnId),
         1 => Just(Field::StreamId),
         4 => proptest::sample::select(&NAMES[..]).prop_map(Field::Name),
-        3 => props_common::text().prop_map(Field::Text),
+        3 => support::props::text().prop_map(Field::Text),
         1 => (200_000usize..300_000).prop_map(|n| Field::Text("y".repeat(n))),
     ]
 }
@@ -243,10 +245,10 @@ async fn fixture(backend: &'static str) -> Fixture {
     let hub = Hub::new(options, None);
     let store = tmp.path().join("store");
     let model = Arc::new(FakeModel::demo());
-    let core = hubcore_common::setup(&store, backend, &model, hubcore_common::options());
+    let core = support::hub::setup(&store, backend, &model, support::hub::options());
     let service = GrpcService::with_core(core).with_socket_uid(nix::unistd::geteuid().as_raw());
     service.start(&hub).await.unwrap();
-    let client = TauClient::new(hub_common::uds_channel(&hub.paths().socket).await);
+    let client = TauClient::new(support::process::uds_channel(&hub.paths().socket).await);
     let mut fixture = Fixture {
         _tmp: tmp,
         store,
@@ -269,20 +271,21 @@ impl Fixture {
         let idle = match idle {
             Some(idle) => idle,
             None => {
-                let idle = api_common::new_session(client, "terminal").await;
+                let idle = support::api::new_session(client, "terminal").await;
                 let (mut stream, _) =
-                    api_common::start(client, api_common::turn(&idle, "hello", "terminal")).await;
-                api_common::rest(&mut stream).await;
+                    support::api::start(client, support::api::turn(&idle, "hello", "terminal"))
+                        .await;
+                support::api::rest(&mut stream).await;
                 idle
             }
         };
-        let busy = api_common::new_session(client, "terminal").await;
-        let (mut stream, accepted) = api_common::start(
+        let busy = support::api::new_session(client, "terminal").await;
+        let (mut stream, accepted) = support::api::start(
             client,
-            api_common::turn(&busy, "turn on the lamp", "terminal"),
+            support::api::turn(&busy, "turn on the lamp", "terminal"),
         )
         .await;
-        let pending = api_common::until_approval(&mut stream).await;
+        let pending = support::api::until_approval(&mut stream).await;
         let mut watch = client
             .subscribe(pb::SubscribeRequest {
                 session_id: idle.clone(),

@@ -11,10 +11,12 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod api_common;
-mod hub_common;
-mod hubcore_common;
-mod props_common;
+mod support {
+    pub mod api;
+    pub mod hub;
+    pub mod process;
+    pub mod props;
+}
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -22,8 +24,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut};
-use props_common::runner;
 use proptest::prelude::*;
+use support::props::runner;
 use tau_api::proto::v1::{self as pb, tau_client::TauClient};
 use taud::host::{Hub, HubOptions, HubService};
 use taud::rpc::GrpcService;
@@ -128,12 +130,12 @@ async fn fixture() -> Fixture {
     let hub = Hub::new(options, None);
     let store = tmp.path().join("store");
     let model = Arc::new(FakeModel::demo());
-    let core = hubcore_common::setup(&store, "file", &model, hubcore_common::options());
+    let core = support::hub::setup(&store, "file", &model, support::hub::options());
     let service = GrpcService::with_core(core).with_socket_uid(nix::unistd::geteuid().as_raw());
     service.start(&hub).await.unwrap();
-    let channel = hub_common::uds_channel(&hub.paths().socket).await;
+    let channel = support::process::uds_channel(&hub.paths().socket).await;
     let mut client = TauClient::new(channel.clone());
-    api_common::new_session(&mut client, "terminal").await;
+    support::api::new_session(&mut client, "terminal").await;
     Fixture {
         _tmp: tmp,
         store,
@@ -236,10 +238,10 @@ fn a_request_over_the_message_size_limit_is_refused_and_the_hub_goes_on() {
         let sessions = f.store.join("sessions");
         let before = entries(&sessions);
         let mut client = TauClient::new(f.channel.clone());
-        let id = api_common::new_session(&mut client, "terminal").await;
+        let id = support::api::new_session(&mut client, "terminal").await;
         let before_turn = entries(&sessions.join(&id));
         let err = client
-            .start_turn(api_common::turn(&id, &"z".repeat(5 << 20), "terminal"))
+            .start_turn(support::api::turn(&id, &"z".repeat(5 << 20), "terminal"))
             .await
             .unwrap_err();
         assert_eq!(err.code(), Code::OutOfRange, "{err}");
@@ -311,7 +313,7 @@ fn the_bearer_check_lets_only_the_token_through_whatever_the_header() {
 /// status too long for the client's header limit would arrive as a broken HTTP/2 stream.
 #[test]
 fn a_refusal_quoting_a_damaged_record_reaches_the_client_as_one_bounded_line() {
-    use props_common::{ID, fill};
+    use support::props::{ID, fill};
     use taud::rpc::errors::MAX_STATUS_MESSAGE;
     use taud::store::{Durability, FileSessionStore};
     let rt = tokio::runtime::Builder::new_multi_thread()

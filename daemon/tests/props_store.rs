@@ -11,15 +11,17 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod props_common;
+mod support {
+    pub mod props;
+}
 
 use jiff::Timestamp;
-use props_common::targets::{
-    FileTarget, RowTarget, SqlJunk, damage_file, damage_row, file_target, row_target,
-};
-use props_common::{Damage, ID, MESSAGES, apply, approval_event, damage, fill, runner};
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use support::props::targets::{
+    FileTarget, RowTarget, SqlJunk, damage_file, damage_row, file_target, row_target,
+};
+use support::props::{Damage, ID, MESSAGES, apply, approval_event, damage, fill, runner};
 use taud::message::Message;
 use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, Durability, FileSessionStore, Session, SessionAgent,
@@ -292,9 +294,9 @@ fn a_database_file_of_arbitrary_bytes_is_refused_cleanly() {
 fn the_restart_scan_reads_arbitrary_events_without_panicking() {
     let event = prop_oneof![
         (
-            proptest::option::of(props_common::junk()),
-            proptest::option::of(props_common::junk()),
-            proptest::option::of(props_common::junk())
+            proptest::option::of(support::props::junk()),
+            proptest::option::of(support::props::junk()),
+            proptest::option::of(support::props::junk())
         )
             .prop_map(|(id, status, tool)| {
                 let mut event = approval_event("pending");
@@ -442,7 +444,7 @@ fn every_stored_number_at_its_extremes_reads_or_names_its_record() {
         RowTarget::MetaRecord,
         RowTarget::EventRecord(0),
     ];
-    for raw in props_common::EXTREME_NUMBERS {
+    for raw in support::props::EXTREME_NUMBERS {
         for pick in 0..3 {
             let damage = Damage::Number(pick, raw);
             for target in &file_targets {
@@ -530,7 +532,7 @@ fn a_sqlite_session_row_that_cannot_be_read_is_left_out_of_the_listing() {
 /// still reads and lists, and an error names the entry.
 #[test]
 fn a_reshaped_session_tree_never_panics_a_reader_or_a_write() {
-    use props_common::targets::{reshape, shapes};
+    use support::props::targets::{reshape, shapes};
     for shape in shapes() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("sessions");

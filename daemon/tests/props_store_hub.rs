@@ -9,18 +9,20 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod hubcore_common;
-mod props_common;
+mod support {
+    pub mod hub;
+    pub mod props;
+}
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use props_common::targets::{
+use proptest::prelude::*;
+use support::props::targets::{
     FileTarget, RowTarget, damage_file, damage_row, file_target, row_target,
 };
-use props_common::{Damage, ID, damage, fill, panics, runner};
-use proptest::prelude::*;
+use support::props::{Damage, ID, damage, fill, panics, runner};
 use taud::hub::{CoreError, HubCore, OpenTarget, StartTurn};
 use taud::store::{Durability, FileSessionStore, SqliteSessionStore};
 use taud::testing::{FakeModel, FakeReply};
@@ -76,8 +78,8 @@ async fn turn(core: &HubCore, session_id: &str) -> Result<Vec<&'static str>, Cor
             idempotency_key: String::new(),
         })
         .await?;
-    let events = hubcore_common::drain(&mut stream).await;
-    Ok(hubcore_common::names(&events))
+    let events = support::hub::drain(&mut stream).await;
+    Ok(support::hub::names(&events))
 }
 
 async fn hub_case(
@@ -90,7 +92,7 @@ async fn hub_case(
     let model = Arc::new(FakeModel::scripted(
         (0..4).map(|i| FakeReply::text(format!("reply {i}"))),
     ));
-    let setup = hubcore_common::setup(tmp.path(), backend, &model, hubcore_common::options());
+    let setup = support::hub::setup(tmp.path(), backend, &model, support::hub::options());
     let core = within("the start", setup.start())
         .await?
         .map_err(|e| TestCaseError::fail(format!("the session service did not start: {e}")))?;
@@ -191,7 +193,7 @@ fn a_hub_with_a_damaged_sqlite_session_starts_and_answers_cleanly() {
 
 #[test]
 fn a_hub_over_a_reshaped_session_tree_starts_and_answers_cleanly() {
-    use props_common::targets::{Shape, reshape, shapes};
+    use support::props::targets::{Shape, reshape, shapes};
     let rt = tokio_runtime();
     for shape in shapes() {
         let mut applies = true;
@@ -218,11 +220,11 @@ fn a_hub_over_a_reshaped_session_tree_starts_and_answers_cleanly() {
 fn a_hub_over_extreme_numbers_in_sqlite_records_starts_and_answers_cleanly() {
     let rt = tokio_runtime();
     for target in [
-        RowTarget::MessageRecord(props_common::MESSAGES - 1),
+        RowTarget::MessageRecord(support::props::MESSAGES - 1),
         RowTarget::AgentRecord,
         RowTarget::SessionRecord,
     ] {
-        for raw in props_common::EXTREME_NUMBERS {
+        for raw in support::props::EXTREME_NUMBERS {
             for pick in 0..3 {
                 let damage = Damage::Number(pick, raw);
                 rt.block_on(hub_case("sqlite", |root| {

@@ -2,13 +2,15 @@
 //! bodies split at awkward points, the exact request bodies, errors after 200, throttling, retries
 //! and credentials.
 
-mod provider_support;
+mod support {
+    pub mod provider;
+}
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use provider_support::{MockServer, Reply, assemble, awkward_cuts, call, hello};
 use serde_json::json;
+use support::provider::{MockServer, Reply, assemble, awkward_cuts, call, hello};
 use tau_api::config::{CacheConfig, CacheStrategy, CacheTtl, FallbackConfig, RoleConfig};
 use tau_api::env::Env;
 use taud::agent::{StaticSystemPrompt, StopReason, TauAgent};

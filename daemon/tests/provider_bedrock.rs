@@ -2,14 +2,16 @@
 //! split inside preludes and between headers and payloads, SigV4 and bearer authentication, the
 //! exact request bodies, exception frames, throttling, a corrupted CRC and the fallback.
 
-mod provider_support;
+mod support {
+    pub mod provider;
+}
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use provider_support::sigv4_check::assert_signed_as_sent;
-use provider_support::{MockServer, Reply, assemble, call, hello};
 use serde_json::json;
+use support::provider::sigv4_check::assert_signed_as_sent;
+use support::provider::{MockServer, Reply, assemble, call, hello};
 use tau_api::config::{CacheConfig, CacheStrategy, CacheTtl, FallbackConfig, RoleConfig};
 use tau_api::env::Env;
 use taud::agent::{StaticSystemPrompt, StopReason, TauAgent};

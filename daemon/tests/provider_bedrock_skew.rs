@@ -4,14 +4,16 @@
 //! header): one re-signed retry with the server's clock, the offset kept for later calls, a clear
 //! error when it does not help, and no retry for other 403s.
 
-mod provider_support;
+mod support {
+    pub mod provider;
+}
 
 use std::sync::Arc;
 
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
-use provider_support::sigv4_check::assert_signed_as_sent;
-use provider_support::{MockServer, Recorded, Reply, assemble, call, hello};
+use support::provider::sigv4_check::assert_signed_as_sent;
+use support::provider::{MockServer, Recorded, Reply, assemble, call, hello};
 use tau_api::env::Env;
 use taud::model::{Model, ModelError};
 use taud::provider::bedrock::{BedrockSettings, BedrockTransport};

@@ -3,13 +3,15 @@
 //! bodies with the role's tuning, a tool turn through the agent with a tier-2 approval, every
 //! error path, retries, and a cloud role falling back to the local one.
 
-mod provider_support;
+mod support {
+    pub mod provider;
+}
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use provider_support::{MockServer, Reply, assemble, awkward_cuts, call, hello};
 use serde_json::json;
+use support::provider::{MockServer, Reply, assemble, awkward_cuts, call, hello};
 use tau_api::config::{FallbackConfig, KeepAlive, ModelTuning, RoleConfig, Temperature};
 use tau_api::env::Env;
 use taud::agent::{StaticSystemPrompt, StopReason, TauAgent};

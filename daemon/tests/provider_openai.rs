@@ -3,13 +3,15 @@
 //! over many deltas, the exact request bodies, a tool turn through the agent with a tier-2
 //! approval, every error path, retries, and the key rules.
 
-mod provider_support;
+mod support {
+    pub mod provider;
+}
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use provider_support::{MockServer, Reply, assemble, awkward_cuts, call, hello};
 use serde_json::json;
+use support::provider::{MockServer, Reply, assemble, awkward_cuts, call, hello};
 use tau_api::config::{ModelTuning, RoleConfig, Temperature};
 use tau_api::env::Env;
 use taud::agent::{StaticSystemPrompt, StopReason, TauAgent};

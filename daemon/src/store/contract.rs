@@ -2,7 +2,7 @@
 //! operations plus `list_sessions`, events and metadata; and `StoreEventSink`, the gate event sink
 //! that writes the agent events of one session into its store.
 //!
-//! Contract (checked by the shared suite in `daemon/tests/session_contract.rs`):
+//! Contract (checked by the shared suite in `daemon/tests/store_contract.rs`):
 //! - Methods are synchronous and may block on disk I/O; async callers use `spawn_blocking`.
 //! - Every id is validated ([`crate::store::validate_id`]) before any I/O: a bad id is
 //!   `SessionError::InvalidId`.

@@ -2,7 +2,7 @@
 //! metadata, kept by a [`SessionStore`] backend (`file` or `sqlite`, chosen by `[sessions].backend`
 //! through a [`SessionBackends`] registry value).
 //!
-//! Invariants (both backends, checked by one contract suite in `daemon/tests/session_contract.rs`):
+//! Invariants (both backends, checked by one contract suite in `daemon/tests/store_contract.rs`):
 //! ids are plain names checked before any I/O; nothing is ever deleted and no message overwritten;
 //! every stored record carries a format version and readers ignore unknown keys; a write that
 //! returned is durable (with `Durability::Full`) and a crash never leaves a partial record visible.

@@ -1,6 +1,6 @@
 //! Contract cases about a session's events and whole sessions: events appended in order with a
 //! version, the event sink and the tier gate writing through it, and a session created whole (the
-//! compaction path), visible only once complete. Part of `session_contract.rs`'s `cases`.
+//! compaction path), visible only once complete. Part of `store_contract.rs`'s `cases`.
 
 use super::*;
 

@@ -1,7 +1,7 @@
 //! The sqlite backend's schema and its numbered migrations, tracked in `PRAGMA user_version`.
 //!
 //! Invariants: a migration is never edited once released (a database of every earlier version must
-//! open; `daemon/tests/session_sqlite_schema.rs` keeps a copy of version 1 to prove it); each
+//! open; `daemon/tests/store_sqlite_schema.rs` keeps a copy of version 1 to prove it); each
 //! migration runs in its own IMMEDIATE transaction together with the `user_version` bump, so a crash
 //! leaves the database at one version or the next; a database newer than [`LATEST_VERSION`] is
 //! refused untouched.

@@ -6,11 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod hubcore_common;
+mod support {
+    pub mod hub;
+}
 
 use std::sync::Arc;
 
-use hubcore_common::*;
+use support::hub::*;
 use taud::context::{CONTINUATION_PROMPT, SEED_ACKNOWLEDGEMENT, WINDOW_SUMMARY_HEADER};
 use taud::hub::{CoreOptions, OpenTarget};
 use taud::message::{Message, Role, SystemContentBlock};

@@ -8,7 +8,9 @@
 // Test and benchmark code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod support {
+    pub mod store;
+}
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -19,7 +21,7 @@ use taud::store::{
     create_fresh_session, now_utc,
 };
 
-use support::user_message;
+use support::store::user_message;
 
 const INDEX: &str = ".sessions-index.jsonl";
 

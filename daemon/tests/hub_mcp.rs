@@ -6,15 +6,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod hubcore_common;
-mod mcp_common;
+mod support {
+    pub mod hub;
+    pub mod mcp;
+}
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use hubcore_common::{drain, ended_text, fixture_with, next_turn_event, options};
-use mcp_common::{fake_spec, wait_gone};
 use serde_json::json;
+use support::hub::{drain, ended_text, fixture_with, next_turn_event, options};
+use support::mcp::{fake_spec, wait_gone};
 use taud::gate::ToolCallStatus;
 use taud::hub::{ApprovalAnswer, EventKind, HubCore, SessionEvent};
 use taud::mcp::Phase;
@@ -22,7 +24,7 @@ use taud::message::{ToolResultContent, ToolResultStatus};
 use taud::testing::FakeReply;
 
 async fn wait_ready(core: &HubCore) {
-    let deadline = tokio::time::Instant::now() + mcp_common::DEADLINE;
+    let deadline = tokio::time::Instant::now() + support::mcp::DEADLINE;
     while core.mcp().status().iter().any(|s| s.state != Phase::Ready) {
         assert!(
             tokio::time::Instant::now() < deadline,

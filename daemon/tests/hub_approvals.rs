@@ -4,9 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod hubcore_common;
+mod support {
+    pub mod hub;
+}
 
-use hubcore_common::*;
+use support::hub::*;
 use taud::hub::{ApprovalAnswer, CoreError, DecideOutcome, EventKind, Resolution};
 use taud::testing::FakeReply;
 

@@ -6,16 +6,18 @@
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod api_common;
-mod hub_common;
+mod support {
+    pub mod api;
+    pub mod process;
+}
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use api_common::*;
-use hub_common::{Install, http_get, tcp_channel, wait_for, with_token};
+use support::api::*;
+use support::process::{Install, http_get, tcp_channel, wait_for, with_token};
 use tau_api::proto::v1::{self as pb, session_event::Kind, tau_client::TauClient};
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

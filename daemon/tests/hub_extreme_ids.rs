@@ -6,13 +6,15 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod hubcore_common;
-mod props_common;
+mod support {
+    pub mod hub;
+    pub mod props;
+}
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use props_common::{ID, fill, panics};
+use support::props::{ID, fill, panics};
 use taud::hub::{CoreError, OpenTarget, StartTurn};
 use taud::store::{DEFAULT_AGENT_ID, Durability, FileSessionStore};
 use taud::testing::{FakeModel, FakeReply};
@@ -41,7 +43,7 @@ async fn core(dir: &std::path::Path) -> taud::hub::HubCore {
     let model = Arc::new(FakeModel::scripted(
         (0..3).map(|i| FakeReply::text(format!("reply {i}"))),
     ));
-    hubcore_common::setup(dir, "file", &model, hubcore_common::options())
+    support::hub::setup(dir, "file", &model, support::hub::options())
         .start()
         .await
         .unwrap()
@@ -87,9 +89,9 @@ async fn a_turn_whose_message_ids_would_pass_the_top_ends_without_overflowing() 
         })
         .await
         .unwrap();
-    let events = hubcore_common::drain(&mut stream).await;
+    let events = support::hub::drain(&mut stream).await;
     assert_eq!(
-        hubcore_common::names(&events).last().copied(),
+        support::hub::names(&events).last().copied(),
         Some("turn_ended")
     );
     assert_eq!(

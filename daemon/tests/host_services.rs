@@ -5,8 +5,10 @@
 // Test services outside #[test] functions: a poisoned lock must fail the test loudly.
 #![allow(clippy::unwrap_used)]
 
-mod hub_common;
-use hub_common as common;
+mod support {
+    pub mod process;
+}
+use support::process as common;
 
 use std::sync::{Arc, Mutex};
 

@@ -5,13 +5,15 @@
 // Test code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod support {
+    pub mod store;
+}
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Harness, tree};
+use support::store::{Harness, tree};
 use taud::context::{
     CONTINUATION_PROMPT, CompactRequest, CompactionError, SummaryCall, compact_session,
     seed_messages,

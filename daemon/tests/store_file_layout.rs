@@ -5,7 +5,9 @@
 // Test and benchmark code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod support {
+    pub mod store;
+}
 
 use std::fs;
 use std::io::Write;
@@ -18,7 +20,7 @@ use taud::store::{
     SessionStore, create_fresh_session, now_utc,
 };
 
-use support::user_message;
+use support::store::user_message;
 
 fn store(dir: &Path) -> FileSessionStore {
     FileSessionStore::open(dir.join("sessions"), Durability::Full).unwrap()

@@ -1,14 +1,16 @@
 //! The `SessionStore` contract, run against every built-in backend: each case in `cases` is a
 //! generic function over an opened store, instantiated once per backend by `contract_suite!`.
-//! (The crash test is its own binary, `session_crash.rs`, since it re-executes itself.)
+//! (The crash test is its own binary, `store_crash.rs`, since it re-executes itself.)
 
 // Test and benchmark code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod support {
+    pub mod store;
+}
 
 use serde_json::json;
-use support::{Harness, assistant_message, tree, user_message};
+use support::store::{Harness, assistant_message, tree, user_message};
 use taud::message::Message;
 use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, IdKind, Session, SessionAgent, SessionError, SessionMeta,

@@ -5,7 +5,9 @@
 // Test and benchmark code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod support {
+    pub mod store;
+}
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -13,7 +15,7 @@ use rusqlite::Connection;
 use serde_json::json;
 use taud::store::{Durability, SessionError, SessionStore, SqliteSessionStore};
 
-use support::user_message;
+use support::store::user_message;
 
 /// Schema version 1 exactly as released.
 const SCHEMA_V1: &str = "

@@ -2,9 +2,11 @@
 //! stop, crash reports, the JSON control API, gRPC over the Unix socket and TCP, file modes, and a
 //! failing service that the hub survives.
 
-mod api_common;
-mod hub_common;
-use hub_common as common;
+mod support {
+    pub mod api;
+    pub mod process;
+}
+use support::process as common;
 
 use std::os::unix::fs::PermissionsExt;
 
@@ -498,7 +500,7 @@ async fn a_taken_port_skips_the_control_api_but_grpc_serves_the_socket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_a_turn_waiting_on_an_approval_stops_cleanly_and_records_it_cancelled() {
-    use api_common::{new_session, socket_client, start, turn, until_approval};
+    use support::api::{new_session, socket_client, start, turn, until_approval};
     use tau_api::proto::v1::{self as pb, session_event::Kind};
 
     let install = Install::new();

@@ -4,7 +4,7 @@
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use super::hub_common as common;
+use super::process as common;
 
 use common::{Install, uds_channel};
 use tau_api::proto::v1::{self as pb, session_event::Kind, tau_client::TauClient};

@@ -20,7 +20,9 @@
 // Test and benchmark code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+mod support {
+    pub mod store;
+}
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -34,7 +36,7 @@ use taud::store::{
     now_utc,
 };
 
-use support::{BACKENDS, open_backend, user_message};
+use support::store::{BACKENDS, open_backend, user_message};
 
 const WRITER_ENV: &str = "TAU_SESSION_CRASH_WRITER";
 const DIR_ENV: &str = "TAU_SESSION_CRASH_DIR";

@@ -5,11 +5,13 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod hubcore_common;
+mod support {
+    pub mod hub;
+}
 
 use std::time::Duration;
 
-use hubcore_common::{BACKENDS, drain, fixture, lamp, until_approval};
+use support::hub::{BACKENDS, drain, fixture, lamp, until_approval};
 use taud::hub::{ApprovalAnswer, CoreError, OpenTarget};
 use taud::testing::FakeReply;
 

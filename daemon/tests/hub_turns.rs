@@ -4,12 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod hubcore_common;
+mod support {
+    pub mod hub;
+}
 
 use std::time::Duration;
 
-use hubcore_common::*;
 use serde_json::json;
+use support::hub::*;
 use taud::gate::Decision;
 use taud::hub::{
     ApprovalAnswer, CoreError, DecideOutcome, EventKind, LAG_GRACE, Resolution, StartTurn,
