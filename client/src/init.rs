@@ -53,7 +53,7 @@ pub fn run(
     profile: Option<ProfileArg>,
 ) -> anyhow::Result<ExitCode> {
     let process_env = environment::snapshot(ctx);
-    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let cwd = environment::current_dir()?;
     let home = match &args.home {
         Some(dir) => cwd.join(dir),
         None => paths::resolve_home(&process_env, &cwd, process_env.user_home().as_deref())?,

@@ -24,13 +24,11 @@ mod style;
 pub(crate) mod turn;
 
 use std::io::IsTerminal;
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use tau_api::env::Env;
 use tau_api::i18n::Messages;
 use tau_api::installation::Installation;
 use tau_api::proto::v1::{self as pb, open_session_request::Target};
@@ -41,7 +39,8 @@ use self::render::{Limits, Printer};
 use self::state::{Chat, LocalInfo};
 use self::style::Style;
 use crate::cli::Context;
-use crate::connect::HubAddress;
+use crate::environment;
+use crate::hub_link::HubAddress;
 use crate::relay::call::{self, CallError};
 
 /// Exit code when no hub answers and none was started (EX_UNAVAILABLE).
@@ -82,12 +81,8 @@ pub(crate) fn open(
     ctx: &Context,
     out: Option<Box<dyn std::io::Write + Send>>,
 ) -> anyhow::Result<Result<(tokio::runtime::Runtime, Chat, std::path::PathBuf), ExitCode>> {
-    let mut env = Env::from_process();
-    for (key, value) in &ctx.child_env {
-        env.set(*key, value.to_string_lossy());
-    }
-    let cwd = std::env::current_dir().context("reading the current directory")?;
-    let installation = Installation::discover(env, &cwd)?;
+    let installation =
+        Installation::discover(environment::snapshot(ctx), &environment::current_dir()?)?;
     let stdout_terminal = std::io::stdout().is_terminal();
     let mut printer = match out {
         Some(out) => Printer::new(out, Style::new(false)),
@@ -112,12 +107,9 @@ pub(crate) fn open(
     let start = if args.no_start {
         None
     } else {
-        let exe_dir = std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(Path::to_path_buf));
-        let path_var = installation.env.get("PATH").map(std::ffi::OsString::from);
+        let path_var = installation.env.get("PATH").map(std::ffi::OsStr::new);
         Some(StartOptions {
-            taud: crate::hubctl::find_taud(exe_dir.as_deref(), path_var.as_deref()),
+            taud: crate::hubctl::find_taud(environment::exe_dir().as_deref(), path_var),
             log_file: installation.paths.logs_dir.join("taud.out"),
             child_env: ctx.child_env.clone(),
             deadline: START_DEADLINE,

@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::commands::{role_line, tier_number};
 use super::render;
 use super::state::Chat;
-use crate::doctor::hub::{Probe, probe};
+use crate::hub_link::control_http::{Probe, probe};
 use crate::relay::call::{CallError, call};
 
 /// How long the control API's `/health` may take to answer (the `tau doctor` probe).

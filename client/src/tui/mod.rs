@@ -106,10 +106,7 @@ pub fn run(args: &TuiArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
                 return Ok(code);
             }
         };
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let theme = Theme {
-        color: !no_color && std::env::var("TERM").ok().as_deref() != Some("dumb"),
-    };
+    let theme = Theme::detect(&crate::environment::snapshot(ctx));
     let guard = term::TerminalGuard::enter()?;
     let flag = guard.flag();
     let _runtime = runtime.enter();
