@@ -33,15 +33,12 @@ use crate::cli::Context;
 use crate::environment;
 use crate::event_json;
 use crate::feed::FeedError;
-use crate::hub_link::{self, HubAddress};
+use crate::hub_link::{self, EXIT_NO_HUB, HubAddress};
 use crate::relay::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
 use crate::relay::{Answer, Front, Outcome, Relay};
 
 /// The channel `tau ask` speaks for.
 pub const CHANNEL: &str = "cli";
-
-/// Exit code when no hub answers (EX_UNAVAILABLE).
-pub const EXIT_NO_HUB: u8 = 69;
 
 /// Options of `tau ask`.
 #[derive(Debug, Args)]

@@ -43,11 +43,8 @@ use self::state::{Chat, LocalInfo};
 use self::style::Style;
 use crate::cli::Context;
 use crate::environment;
-use crate::hub_link::HubAddress;
+use crate::hub_link::{EXIT_NO_HUB, HubAddress};
 use crate::relay::call::{self, CallError};
-
-/// Exit code when no hub answers and none was started (EX_UNAVAILABLE).
-pub const EXIT_NO_HUB: u8 = 69;
 
 /// How long a hub started by `tau chat` may take to answer.
 const START_DEADLINE: Duration = Duration::from_secs(20);

@@ -31,6 +31,9 @@ pub use self::loopback_tcp::BearerAuth;
 /// How long connecting to the hub may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The exit code of a command that needs a hub when none answers (EX_UNAVAILABLE).
+pub const EXIT_NO_HUB: u8 = 69;
+
 /// A `tau.v1.Tau` client on either transport.
 pub type HubClient = TauClient<InterceptedService<Channel, BearerAuth>>;
 

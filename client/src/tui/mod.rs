@@ -289,18 +289,7 @@ impl Tui {
     async fn turn(&mut self, text: &str) {
         self.app.turn_started(text);
         self.draw_now();
-        let request = pb::StartTurnRequest {
-            session_id: self.chat.session_id().to_owned(),
-            text: text.to_owned(),
-            channel: CHANNEL.to_owned(),
-            idempotency_key: self.chat.next_turn_key(),
-        };
-        let started = call(
-            &mut self.chat.interrupts,
-            self.chat.deadlines.call,
-            self.chat.hub.start_turn(request),
-        )
-        .await;
+        let started = crate::chat::turn::start(&mut self.chat, text).await;
         let stream = match started {
             Ok(stream) => stream,
             Err(error) => {
