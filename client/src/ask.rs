@@ -23,7 +23,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use tau_api::env::Env;
 use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt, is_approval_answer};
 use tau_api::installation::Installation;
 use tau_api::lang::Lang;
@@ -31,17 +30,15 @@ use tau_api::proto::v1::{self as pb, open_session_request::Target, session_event
 
 use crate::approve;
 use crate::cli::Context;
+use crate::environment;
 use crate::event_json;
 use crate::feed::FeedError;
-use crate::grpc;
+use crate::hub_link::{self, EXIT_NO_HUB, HubAddress};
 use crate::relay::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
 use crate::relay::{Answer, Front, Outcome, Relay};
 
 /// The channel `tau ask` speaks for.
 pub const CHANNEL: &str = "cli";
-
-/// Exit code when no hub answers (EX_UNAVAILABLE).
-pub const EXIT_NO_HUB: u8 = 69;
 
 /// Options of `tau ask`.
 #[derive(Debug, Args)]
@@ -66,12 +63,8 @@ pub fn run(args: &AskArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     if text.trim().is_empty() {
         anyhow::bail!("nothing to ask");
     }
-    let mut env = Env::from_process();
-    for (key, value) in &ctx.child_env {
-        env.set(*key, value.to_string_lossy());
-    }
-    let cwd = std::env::current_dir().context("reading the current directory")?;
-    let installation = Installation::discover(env, &cwd)?;
+    let installation =
+        Installation::discover(environment::snapshot(ctx), &environment::current_dir()?)?;
     if args.approve && !tty_available() {
         anyhow::bail!(
             "--approve needs a terminal to ask on (/dev/tty), and there is none; tier-2 actions cannot be approved here"
@@ -131,7 +124,7 @@ fn call_error(what: &str, error: CallError) -> anyhow::Error {
 
 impl Ask {
     async fn run(self, socket: &Path) -> anyhow::Result<ExitCode> {
-        let mut client = match grpc::connect_unix(socket).await {
+        let mut client = match hub_link::connect(&HubAddress::Unix(socket.to_path_buf())).await {
             Ok(client) => client,
             Err(not_running) => {
                 eprintln!("tau ask: {not_running}. Start one with `tau hub run`.");

@@ -14,7 +14,6 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use serde::Serialize;
 use tau_api::components::{
     ComponentKind, ComponentState, UnknownName, component_states, merge_hub_report, unknown_names,
@@ -23,8 +22,8 @@ use tau_api::config::{KnownNames, PLANNED_PROVIDERS};
 use tau_api::installation::Installation;
 
 use crate::cli::{ComponentsArgs, Context};
-use crate::doctor::hub::{self, HubServices};
 use crate::environment;
+use crate::hub_link::control_http::{self as hub, HubServices};
 
 /// How long asking the hub may take in all.
 const HUB_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
@@ -103,7 +102,7 @@ fn merge_from_hub(states: &mut Vec<ComponentState>, port: u16, token_file: &Path
 /// Runs `tau components`.
 pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let env = environment::snapshot(ctx);
-    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let cwd = environment::current_dir()?;
     let known = PLANNED_PROVIDERS
         .iter()
         .fold(KnownNames::builtin(), |k, p| k.with_provider(*p));

@@ -53,7 +53,7 @@ pub fn run(
     profile: Option<ProfileArg>,
 ) -> anyhow::Result<ExitCode> {
     let process_env = environment::snapshot(ctx);
-    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let cwd = environment::current_dir()?;
     let home = match &args.home {
         Some(dir) => cwd.join(dir),
         None => paths::resolve_home(&process_env, &cwd, process_env.user_home().as_deref())?,
@@ -70,27 +70,63 @@ pub fn run(
 
     files::create_private_dir(&home)?;
     let mut out = Vec::new();
+    let config_action = write_config(args, &home, &process_env, &env, &env_file, &mut out)?;
+    write_persona_files(args, &home, &mut out)?;
+
+    if let Some(profile) = profile.map(profile_of) {
+        out.push(add_profile(&env_file, dotenv.as_ref(), profile)?);
+    }
+
+    for line in &out {
+        println!("{line}");
+    }
+    match &config_action {
+        Some((provider, why, lang, lang_why)) => {
+            println!("provider: {provider} ({why})");
+            println!("UI language: {lang} ({lang_why})");
+        }
+        None => println!("tau.toml kept: its provider and language are unchanged"),
+    }
+    println!("next: {}", next_step(&config_action, &home, &env_file));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `tau init` wrote into a new tau.toml: the provider and why, the UI language and why.
+type ConfigChoice = (BuiltinProvider, String, Lang, &'static str);
+
+/// Writes `<home>/tau.toml` unless it exists (and `--force` is not given). `process_env` is the
+/// environment of `tau`, `env` the same with `<home>/.env` filled in.
+fn write_config(
+    args: &InitArgs,
+    home: &Path,
+    process_env: &Env,
+    env: &Env,
+    env_file: &Path,
+    out: &mut Vec<Written>,
+) -> anyhow::Result<Option<ConfigChoice>> {
     let config_file = home.join(CONFIG_FILE_NAME);
-    let config_action = if config_file.exists() && !args.force {
+    if config_file.exists() && !args.force {
         out.push(Written::Kept {
-            path: config_file.clone(),
+            path: config_file,
             why: "exists; --force replaces it",
         });
-        None
-    } else {
-        let (provider, why) = choose_provider(args.provider, &process_env, &env, &env_file);
-        let (lang, lang_why) = choose_language(args)?;
-        let mut text = with_language(&render_template(provider), lang);
-        let mut why = why;
-        if provider == BuiltinProvider::Ollama {
-            let (local, note) = ollama::with_local_models(&text, &env);
-            text = local;
-            why = format!("{why}; {note}");
-        }
-        out.push(write_file(&config_file, &text, 0o644, args.force)?);
-        Some((provider, why, lang, lang_why))
-    };
+        return Ok(None);
+    }
+    let (provider, why) = choose_provider(args.provider, process_env, env, env_file);
+    let (lang, lang_why) = choose_language(args)?;
+    let mut text = with_language(&render_template(provider), lang);
+    let mut why = why;
+    if provider == BuiltinProvider::Ollama {
+        let (local, note) = ollama::with_local_models(&text, env);
+        text = local;
+        why = format!("{why}; {note}");
+    }
+    out.push(write_file(&config_file, &text, 0o644, args.force)?);
+    Ok(Some((provider, why, lang, lang_why)))
+}
 
+/// Writes the persona files and `.env.example`, each by its [`Policy`].
+fn write_persona_files(args: &InitArgs, home: &Path, out: &mut Vec<Written>) -> anyhow::Result<()> {
     let persona_dir = home.join("persona");
     files::create_private_dir(&persona_dir)?;
     let plan: [(PathBuf, String, u32, Policy); 4] = [
@@ -133,23 +169,7 @@ pub fn run(
         }
         out.push(write_file(path, text, *mode, replace)?);
     }
-
-    if let Some(profile) = profile.map(profile_of) {
-        out.push(add_profile(&env_file, dotenv.as_ref(), profile)?);
-    }
-
-    for line in &out {
-        println!("{line}");
-    }
-    match &config_action {
-        Some((provider, why, lang, lang_why)) => {
-            println!("provider: {provider} ({why})");
-            println!("UI language: {lang} ({lang_why})");
-        }
-        None => println!("tau.toml kept: its provider and language are unchanged"),
-    }
-    println!("next: {}", next_step(&config_action, &home, &env_file));
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The provider for a new tau.toml and why it was chosen.
@@ -243,11 +263,7 @@ fn add_profile(
 }
 
 /// The one line telling the person what to do next.
-fn next_step(
-    config_action: &Option<(BuiltinProvider, String, Lang, &'static str)>,
-    home: &Path,
-    env_file: &Path,
-) -> String {
+fn next_step(config_action: &Option<ConfigChoice>, home: &Path, env_file: &Path) -> String {
     let user = home.join("persona").join("user.md");
     match config_action {
         Some((BuiltinProvider::Fake, ..)) => format!(

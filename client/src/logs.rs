@@ -26,7 +26,7 @@ pub fn start(command: &Command, ctx: &Context) -> Option<LoggingGuard> {
         Command::Tui(_) => "tui",
         _ => return configure_logging(None, ctx.verbose, true).ok(),
     };
-    let Ok(cwd) = std::env::current_dir() else {
+    let Ok(cwd) = environment::current_dir() else {
         return configure_logging(None, ctx.verbose, true).ok();
     };
     let env = environment::snapshot(ctx);

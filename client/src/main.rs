@@ -7,12 +7,12 @@ mod ask;
 mod chat;
 mod cli;
 mod components;
-mod connect;
 mod doctor;
 mod environment;
 mod event_json;
 mod feed;
-mod grpc;
+mod http_get;
+mod hub_link;
 mod hubctl;
 mod init;
 mod logs;
@@ -56,9 +56,10 @@ fn main() -> ExitCode {
 /// `tau hub …`: needs the installation's paths, not a valid `tau.toml`, so that a hub can be
 /// inspected and stopped even while its configuration is broken.
 fn run_hub(command: &hubctl::HubCommand, ctx: &cli::Context) -> anyhow::Result<ExitCode> {
-    let cwd = std::env::current_dir()?;
-    let located =
-        tau_api::installation::Located::discover(tau_api::env::Env::from_process(), &cwd)?;
+    let located = tau_api::installation::Located::discover(
+        environment::snapshot(ctx),
+        &environment::current_dir()?,
+    )?;
     let mut hub_ctx = hubctl::HubContext::new(located.paths, &located.env)?;
     hub_ctx.child_env = ctx.child_env.clone();
     hub_ctx.verbose = ctx.verbose;

@@ -10,15 +10,14 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use tau_api::config::McpConfig;
 use tau_api::installation::Installation;
 
 use crate::cli::Context;
-use crate::doctor::hub;
 use crate::environment;
+use crate::hub_link::control_http as hub;
 
 const HUB_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -50,7 +49,7 @@ pub struct McpTiersArgs {
 /// Runs `tau mcp …`.
 pub fn run(command: &McpCommand, ctx: &Context) -> anyhow::Result<ExitCode> {
     let env = environment::snapshot(ctx);
-    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let cwd = environment::current_dir()?;
     let installation = Installation::discover(env, &cwd)?;
     let hub = hub::status_json(
         installation.settings.hub_port,

@@ -9,6 +9,7 @@ use std::process::{Command, ExitCode, Stdio};
 use serde::Serialize;
 
 use crate::cli::{Context, VersionArgs};
+use crate::environment;
 
 #[derive(Debug, Serialize)]
 struct Versions {
@@ -20,7 +21,7 @@ struct Versions {
 
 /// Prints the versions; exit 0 even when taud is missing (that is information, not an error).
 pub fn run(args: &VersionArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let taud_path = find_taud();
+    let taud_path = find_taud(ctx);
     let taud = taud_path.as_ref().and_then(|path| taud_version(path, ctx));
     let versions = Versions {
         tau: tau_api::VERSION,
@@ -42,11 +43,12 @@ pub fn run(args: &VersionArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
 
 /// The `taud` binary `tau` would start: next to this executable, else on PATH (the same lookup as
 /// `tau hub run` and `tau chat`).
-fn find_taud() -> Option<PathBuf> {
-    let exe_dir = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(std::path::Path::to_path_buf));
-    crate::hubctl::find_taud(exe_dir.as_deref(), std::env::var_os("PATH").as_deref())
+fn find_taud(ctx: &Context) -> Option<PathBuf> {
+    let env = environment::snapshot(ctx);
+    crate::hubctl::find_taud(
+        environment::exe_dir().as_deref(),
+        env.get("PATH").map(std::ffi::OsStr::new),
+    )
 }
 
 fn taud_version(path: &PathBuf, ctx: &Context) -> Option<String> {

@@ -5,11 +5,11 @@ mod common;
 
 use std::path::Path;
 
-use common::{Sandbox, config_of, mode, providers, repository_file, serve_once, write_own_files};
+use common::{
+    SECRET, Sandbox, config_of, mode, providers, repository_file, serve_once, write_own_files,
+};
 use tau_api::config::{BuiltinProvider, render_template};
 use tau_api::lang::Lang;
-
-const SECRET: &str = "sk-test-secret-value-123";
 
 #[test]
 fn a_fresh_init_writes_every_file_from_the_shipped_templates() {

@@ -16,8 +16,7 @@ use std::time::{Duration, Instant};
 
 use tau_api::proto::v1 as pb;
 
-use crate::connect::{self, HubAddress, HubClient};
-use crate::grpc::NotRunning;
+use crate::hub_link::{self, HubAddress, HubClient, NotRunning};
 
 /// How long one health check may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -84,7 +83,7 @@ pub enum AttachError {
 
 /// Connects and checks that the hub answers a status call.
 pub async fn check(address: &HubAddress) -> Result<HubClient, NotRunning> {
-    let mut client = connect::connect(address).await?;
+    let mut client = hub_link::connect(address).await?;
     let not_running = |reason: String| NotRunning {
         socket: PathBuf::from(address.describe()),
         reason,

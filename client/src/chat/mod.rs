@@ -5,8 +5,9 @@
 //!
 //! - [`attach`]: connect, start the hub, wait for its health; [`turn`]: one turn, its events and
 //!   approvals (answers are read by `crate::approve`); [`render`] and [`style`]: what is
-//!   printed and how; [`commands`], [`sessions`], [`status_report`]: the slash commands; [`editor`]: the
-//!   input line and its history; [`state`]: what one run holds.
+//!   printed and how; [`history`]: a stored conversation as `/resume` shows it; [`commands`],
+//!   [`sessions`], [`status_report`]: the slash commands; [`editor`]: the input line and its
+//!   history; [`state`]: what one run holds.
 //!
 //! Invariants: the chat decides nothing by itself (the hub owns sessions, turns and approvals);
 //! Ctrl-C during a reply cancels the turn, during a slash command abandons it (back to the
@@ -16,6 +17,7 @@
 mod attach;
 pub(crate) mod commands;
 mod editor;
+mod history;
 pub(crate) mod render;
 mod sessions;
 pub(crate) mod state;
@@ -24,15 +26,14 @@ mod style;
 pub(crate) mod turn;
 
 use std::io::IsTerminal;
-use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use tau_api::env::Env;
 use tau_api::i18n::Messages;
 use tau_api::installation::Installation;
+use tau_api::lang::Lang;
 use tau_api::proto::v1::{self as pb, open_session_request::Target};
 
 use self::attach::{AttachError, StartOptions};
@@ -41,11 +42,9 @@ use self::render::{Limits, Printer};
 use self::state::{Chat, LocalInfo};
 use self::style::Style;
 use crate::cli::Context;
-use crate::connect::HubAddress;
+use crate::environment;
+use crate::hub_link::{EXIT_NO_HUB, HubAddress};
 use crate::relay::call::{self, CallError};
-
-/// Exit code when no hub answers and none was started (EX_UNAVAILABLE).
-pub const EXIT_NO_HUB: u8 = 69;
 
 /// How long a hub started by `tau chat` may take to answer.
 const START_DEADLINE: Duration = Duration::from_secs(20);
@@ -82,12 +81,8 @@ pub(crate) fn open(
     ctx: &Context,
     out: Option<Box<dyn std::io::Write + Send>>,
 ) -> anyhow::Result<Result<(tokio::runtime::Runtime, Chat, std::path::PathBuf), ExitCode>> {
-    let mut env = Env::from_process();
-    for (key, value) in &ctx.child_env {
-        env.set(*key, value.to_string_lossy());
-    }
-    let cwd = std::env::current_dir().context("reading the current directory")?;
-    let installation = Installation::discover(env, &cwd)?;
+    let installation =
+        Installation::discover(environment::snapshot(ctx), &environment::current_dir()?)?;
     let stdout_terminal = std::io::stdout().is_terminal();
     let mut printer = match out {
         Some(out) => Printer::new(out, Style::new(false)),
@@ -96,45 +91,17 @@ pub(crate) fn open(
     let messages = Messages::builtin();
     let lang = installation.settings.lang;
 
-    let address = if args.tcp {
-        HubAddress::Tcp {
-            port: installation.settings.hub_port,
-            token_file: installation.paths.hub.token_file.clone(),
-        }
-    } else {
-        HubAddress::Unix(installation.paths.hub.socket.clone())
-    };
+    let address = hub_address(args, &installation);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
 
-    let start = if args.no_start {
-        None
-    } else {
-        let exe_dir = std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(Path::to_path_buf));
-        let path_var = installation.env.get("PATH").map(std::ffi::OsString::from);
-        Some(StartOptions {
-            taud: crate::hubctl::find_taud(exe_dir.as_deref(), path_var.as_deref()),
-            log_file: installation.paths.logs_dir.join("taud.out"),
-            child_env: ctx.child_env.clone(),
-            deadline: START_DEADLINE,
-        })
-    };
+    let start = (!args.no_start).then(|| start_options(ctx, &installation));
     let attached = match runtime.block_on(attach::attach(&address, start.as_ref())) {
         Ok(attached) => attached,
-        Err(AttachError::NotRunning(_)) => {
-            eprintln!("{}", messages.t_or_key("hub.not_running", lang, &[]));
-            return Ok(Err(ExitCode::from(EXIT_NO_HUB)));
-        }
         Err(error) => {
-            let reason = error.to_string();
-            eprintln!(
-                "{}",
-                messages.t_or_key("hub.start_failed", lang, &[("reason", &reason)])
-            );
+            eprintln!("{}", attach_failure(&messages, lang, &error));
             return Ok(Err(ExitCode::from(EXIT_NO_HUB)));
         }
     };
@@ -142,7 +109,6 @@ pub(crate) fn open(
         printer.dim(&messages.t_or_key("hub.started", lang, &[("pid", &pid)]));
     }
 
-    let agent = &installation.config.agent;
     let mut chat = Chat {
         hub: attached.client,
         printer,
@@ -152,17 +118,7 @@ pub(crate) fn open(
         role: String::new(),
         pinned_role: args.role.clone(),
         listing: None,
-        info: LocalInfo {
-            profile: installation.settings.profile.as_str().to_owned(),
-            context: agent.context.as_str().to_owned(),
-            window: agent.window_size,
-            limits: Limits {
-                max_turns: agent.max_turns,
-                max_total_tokens: agent.max_total_tokens,
-            },
-            hub_port: installation.settings.hub_port,
-            defaults: installation.config.source().is_defaults(),
-        },
+        info: local_info(&installation),
         interactive: crate::approve::stdin_is_terminal(),
         stdout_terminal,
         turns_started: 0,
@@ -177,6 +133,57 @@ pub(crate) fn open(
     }
     let history_file = installation.paths.data_dir.join("chat_history");
     Ok(Ok((runtime, chat, history_file)))
+}
+
+/// The hub's Unix socket, or its loopback port with `--tcp`.
+fn hub_address(args: &ChatArgs, installation: &Installation) -> HubAddress {
+    if args.tcp {
+        HubAddress::Tcp {
+            port: installation.settings.hub_port,
+            token_file: installation.paths.hub.token_file.clone(),
+        }
+    } else {
+        HubAddress::Unix(installation.paths.hub.socket.clone())
+    }
+}
+
+/// How to start a hub when none answers: `taud` next to `tau` or on PATH, its output appended to
+/// `<logs>/taud.out`, the global options exported to it.
+fn start_options(ctx: &Context, installation: &Installation) -> StartOptions {
+    let path_var = installation.env.get("PATH").map(std::ffi::OsStr::new);
+    StartOptions {
+        taud: crate::hubctl::find_taud(environment::exe_dir().as_deref(), path_var),
+        log_file: installation.paths.logs_dir.join("taud.out"),
+        child_env: ctx.child_env.clone(),
+        deadline: START_DEADLINE,
+    }
+}
+
+/// The line that says why no hub could be attached.
+fn attach_failure(messages: &Messages, lang: Lang, error: &AttachError) -> String {
+    match error {
+        AttachError::NotRunning(_) => messages.t_or_key("hub.not_running", lang, &[]),
+        error => {
+            let reason = error.to_string();
+            messages.t_or_key("hub.start_failed", lang, &[("reason", &reason)])
+        }
+    }
+}
+
+/// What `/status` shows about this installation without asking the hub.
+fn local_info(installation: &Installation) -> LocalInfo {
+    let agent = &installation.config.agent;
+    LocalInfo {
+        profile: installation.settings.profile.as_str().to_owned(),
+        context: agent.context.as_str().to_owned(),
+        window: agent.window_size,
+        limits: Limits {
+            max_turns: agent.max_turns,
+            max_total_tokens: agent.max_total_tokens,
+        },
+        hub_port: installation.settings.hub_port,
+        defaults: installation.config.source().is_defaults(),
+    }
 }
 
 /// Runs `tau chat`.

@@ -8,6 +8,7 @@
 use tau_api::proto::v1::{self as pb, open_session_request::Target};
 use tonic::Code;
 
+use super::history;
 use super::render;
 use super::state::{CHANNEL, Chat};
 use crate::relay::call::{CallError, call};
@@ -215,12 +216,12 @@ async fn announce_resumed(chat: &mut Chat) {
         let text = chat.t("history.earlier", &[("count", &skip)]);
         chat.printer.dim(&text);
     }
-    let lines = render::history_lines(
+    let lines = history::history_lines(
         &chat.messages,
         chat.lang,
         detail.messages.get(skip..).unwrap_or_default(),
     );
-    render::print_history(&mut chat.printer, &lines);
+    history::print_history(&mut chat.printer, &lines);
 }
 
 /// `/new`.

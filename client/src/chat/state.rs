@@ -11,7 +11,7 @@ use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
 
 use super::render::{self, Limits, Printer};
-use crate::connect::HubClient;
+use crate::hub_link::HubClient;
 use crate::relay::call::{self, CallError, Deadlines, Interrupts};
 
 /// The channel `tau chat` speaks for: approvals of its turns are asked here.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::commands::{role_line, tier_number};
 use super::render;
 use super::state::Chat;
-use crate::doctor::hub::{Probe, probe};
+use crate::hub_link::control_http::{Probe, probe};
 use crate::relay::call::{CallError, call};
 
 /// How long the control API's `/health` may take to answer (the `tau doctor` probe).
@@ -36,8 +36,88 @@ pub async fn show(chat: &mut Chat) {
     }
 }
 
+/// What the hub said for `/status`; `None` where it refused to say.
+struct HubAnswers {
+    status: Option<pb::GetStatusResponse>,
+    /// Messages the agent holds in memory (`None`: unknown).
+    in_memory: Option<u64>,
+    fallback_in_use: bool,
+    roles: Option<pb::ListModelRolesResponse>,
+    tools: Option<Vec<pb::ToolInfo>>,
+}
+
 async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
+    let answers = ask_hub(chat).await?;
     let unknown = chat.t("value.unknown", &[]);
+    let session = chat.session.clone();
+    let title = chat.title_of(&session);
+    let session_line = chat.t(
+        "status.session",
+        &[
+            ("id", &session.session_id),
+            ("title", &title),
+            ("count", &session.message_count),
+            ("role", &chat.role),
+        ],
+    );
+    let model_line = model_line(chat, &answers).unwrap_or_else(|| unknown.clone());
+    let context_line = chat.t(
+        "status.context",
+        &[
+            ("mode", &chat.info.context),
+            ("window", &chat.info.window),
+            (
+                "count",
+                &answers
+                    .in_memory
+                    .map_or_else(|| unknown.clone(), |n| n.to_string()),
+            ),
+        ],
+    );
+    let tools_line = answers.tools.as_ref().map_or_else(
+        || unknown.clone(),
+        |tools| {
+            let approval = tools
+                .iter()
+                .filter(|tool| tier_number(tool.tier) == Some(2))
+                .count();
+            chat.t(
+                "status.tools",
+                &[("count", &tools.len()), ("approval", &approval)],
+            )
+        },
+    );
+    let language = format!("{} ({})", chat.lang.as_str(), chat.lang.native_name());
+    let taud = answers.status.as_ref().map_or_else(
+        || unknown.clone(),
+        |status| render::one_line(&status.version, 40),
+    );
+    let versions = format!("tau {} · taud {taud}", tau_api::VERSION);
+    let hub_line = hub_line(chat).await?;
+
+    let title = chat.t("status.title", &[]);
+    let style = chat.printer.style();
+    chat.printer.line(&style.bold(&title));
+    let rows = [
+        ("label.profile", chat.info.profile.clone()),
+        ("label.session", session_line),
+        ("label.model", model_line),
+        ("label.context", context_line),
+        ("label.tools", tools_line),
+        ("label.language", language),
+        ("label.versions", versions),
+        ("label.hub", hub_line),
+    ];
+    for (label, value) in rows {
+        let label = chat.t(label, &[]);
+        chat.printer.line(&format!("  {label}: {value}"));
+    }
+    Ok(())
+}
+
+/// Asks the hub its status, the session, the model roles and the tools, in that order; the
+/// session it returns becomes the chat's.
+async fn ask_hub(chat: &mut Chat) -> Result<HubAnswers, CallError> {
     let deadline = chat.deadlines.call;
     let status = answered(
         call(
@@ -70,73 +150,46 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
     let request = chat.hub.list_tools(pb::ListToolsRequest {});
     let tools = answered(call(&mut chat.interrupts, deadline, request).await)?
         .map(|response| response.tools);
+    Ok(HubAnswers {
+        status,
+        in_memory,
+        fallback_in_use,
+        roles,
+        tools,
+    })
+}
 
-    let session = chat.session.clone();
-    let title = chat.title_of(&session);
-    let session_line = chat.t(
-        "status.session",
-        &[
-            ("id", &session.session_id),
-            ("title", &title),
-            ("count", &session.message_count),
-            ("role", &chat.role),
-        ],
-    );
-    let model_line = roles
-        .as_ref()
-        .and_then(|roles| roles.roles.iter().find(|role| role.name == chat.role))
-        .map_or_else(
-            || unknown.clone(),
-            |role| {
-                let mut line = role_line(chat, role);
-                if !role.fallback_provider.is_empty() {
-                    let fallback = chat.t(
-                        "model.fallback",
-                        &[
-                            ("provider", &role.fallback_provider),
-                            ("model_id", &role.fallback_model_id),
-                        ],
-                    );
-                    let state = if fallback_in_use {
-                        chat.t("model.fallback_in_use", &[])
-                    } else {
-                        chat.t("model.fallback_standby", &[])
-                    };
-                    line.push_str(&format!(" · {fallback} ({state})"));
-                }
-                line
-            },
+/// The chat's role, its provider and model, and its fallback with whether it is in use; `None`
+/// when the hub did not list the role.
+fn model_line(chat: &Chat, answers: &HubAnswers) -> Option<String> {
+    let role = answers
+        .roles
+        .as_ref()?
+        .roles
+        .iter()
+        .find(|role| role.name == chat.role)?;
+    let mut line = role_line(chat, role);
+    if !role.fallback_provider.is_empty() {
+        let fallback = chat.t(
+            "model.fallback",
+            &[
+                ("provider", &role.fallback_provider),
+                ("model_id", &role.fallback_model_id),
+            ],
         );
-    let context_line = chat.t(
-        "status.context",
-        &[
-            ("mode", &chat.info.context),
-            ("window", &chat.info.window),
-            (
-                "count",
-                &in_memory.map_or_else(|| unknown.clone(), |n| n.to_string()),
-            ),
-        ],
-    );
-    let tools_line = tools.as_ref().map_or_else(
-        || unknown.clone(),
-        |tools| {
-            let approval = tools
-                .iter()
-                .filter(|tool| tier_number(tool.tier) == Some(2))
-                .count();
-            chat.t(
-                "status.tools",
-                &[("count", &tools.len()), ("approval", &approval)],
-            )
-        },
-    );
-    let language = format!("{} ({})", chat.lang.as_str(), chat.lang.native_name());
-    let taud = status.as_ref().map_or_else(
-        || unknown.clone(),
-        |status| render::one_line(&status.version, 40),
-    );
-    let versions = format!("tau {} · taud {taud}", tau_api::VERSION);
+        let state = if answers.fallback_in_use {
+            chat.t("model.fallback_in_use", &[])
+        } else {
+            chat.t("model.fallback_standby", &[])
+        };
+        line.push_str(&format!(" · {fallback} ({state})"));
+    }
+    Some(line)
+}
+
+/// Whether the hub answers `GET /health` on the control port (the `tau doctor` probe); Ctrl-C
+/// ends `/status`.
+async fn hub_line(chat: &mut Chat) -> Result<String, CallError> {
     let url = format!("http://127.0.0.1:{}/health", chat.info.hub_port);
     let port = chat.info.hub_port;
     let probing = tokio::task::spawn_blocking(move || probe(port, PROBE_DEADLINE));
@@ -144,7 +197,7 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
         probe = probing => probe.unwrap_or_else(|e| Probe::Unexpected(e.to_string())),
         () = chat.interrupts.next() => return Err(CallError::Interrupted),
     };
-    let hub_line = match probe {
+    Ok(match probe {
         Probe::Hub { .. } => chat.t("hub.up", &[("url", &url)]),
         Probe::NotRunning => chat.t("hub.down", &[("url", &url)]),
         Probe::Unexpected(reason) => format!(
@@ -152,24 +205,5 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
             chat.t("hub.down", &[("url", &url)]),
             render::one_line(&reason, 120)
         ),
-    };
-
-    let title = chat.t("status.title", &[]);
-    let style = chat.printer.style();
-    chat.printer.line(&style.bold(&title));
-    let rows = [
-        ("label.profile", chat.info.profile.clone()),
-        ("label.session", session_line),
-        ("label.model", model_line),
-        ("label.context", context_line),
-        ("label.tools", tools_line),
-        ("label.language", language),
-        ("label.versions", versions),
-        ("label.hub", hub_line),
-    ];
-    for (label, value) in rows {
-        let label = chat.t(label, &[]);
-        chat.printer.line(&format!("  {label}: {value}"));
-    }
-    Ok(())
+    })
 }

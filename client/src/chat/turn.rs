@@ -37,19 +37,7 @@ pub enum TurnOutcome {
 
 /// Runs one turn with `text` on the chat's current session.
 pub async fn run_turn(chat: &mut Chat, text: &str) -> TurnOutcome {
-    let request = pb::StartTurnRequest {
-        session_id: chat.session_id().to_owned(),
-        text: text.to_owned(),
-        channel: CHANNEL.to_owned(),
-        idempotency_key: chat.next_turn_key(),
-    };
-    let stream = match call(
-        &mut chat.interrupts,
-        chat.deadlines.call,
-        chat.hub.start_turn(request),
-    )
-    .await
-    {
+    let stream = match start(chat, text).await {
         Ok(stream) => stream,
         Err(error) => {
             chat.report(&error);
@@ -78,6 +66,27 @@ pub async fn run_turn(chat: &mut Chat, text: &str) -> TurnOutcome {
         }
         Outcome::Stopped => TurnOutcome::Failed,
     }
+}
+
+/// Starts a turn with `text` on the chat's current session for this channel, with a fresh
+/// idempotency key (a one-shot call: it has a deadline and gives way to Ctrl-C). `tau chat` and
+/// `tau tui` both start their turns here.
+pub(crate) async fn start(
+    chat: &mut Chat,
+    text: &str,
+) -> Result<tonic::Streaming<pb::StartTurnResponse>, CallError> {
+    let request = pb::StartTurnRequest {
+        session_id: chat.session_id().to_owned(),
+        text: text.to_owned(),
+        channel: CHANNEL.to_owned(),
+        idempotency_key: chat.next_turn_key(),
+    };
+    call(
+        &mut chat.interrupts,
+        chat.deadlines.call,
+        chat.hub.start_turn(request),
+    )
+    .await
 }
 
 fn stream_lost(chat: &mut Chat, reason: &str) -> TurnOutcome {

@@ -11,8 +11,8 @@ use std::time::Duration;
 use tau_api::config::Config;
 use tau_api::env::Env;
 
-use super::hub;
 use super::report::Check;
+use crate::hub_link::control_http as hub;
 
 /// The MCP checks of `config` (none when it has no `[mcp.servers.*]`).
 pub fn checks(config: &Config, env: &Env, token_file: &Path) -> Vec<Check> {

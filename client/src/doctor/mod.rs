@@ -18,7 +18,6 @@
 
 mod credentials;
 mod file_checks;
-pub(crate) mod hub;
 mod mcp_checks;
 pub(crate) mod model_server;
 mod report;
@@ -28,7 +27,6 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use tau_api::components::{HubServiceReport, component_states, merge_hub_report, unknown_names};
 use tau_api::config::{
     Config, ConfigSource, DEFAULT_CONTROL_PORT, KnownNames, PLANNED_PROVIDERS, Settings,
@@ -40,6 +38,7 @@ use tau_api::paths::{self, ENV_FILE_NAME, Paths};
 
 use crate::cli::{Context, DoctorArgs};
 use crate::environment;
+use crate::hub_link::control_http as hub;
 
 pub use self::report::{Check, Report, Status};
 
@@ -49,7 +48,7 @@ const HUB_PROBE_DEADLINE: Duration = Duration::from_secs(1);
 /// Runs `tau doctor`.
 pub fn run(args: &DoctorArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let env = environment::snapshot(ctx);
-    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let cwd = environment::current_dir()?;
     let report = diagnose(env, &cwd);
     if args.json {
         println!("{}", report.to_json()?);

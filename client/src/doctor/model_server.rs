@@ -18,8 +18,8 @@ use tau_api::config::{Config, component_base_url};
 use tau_api::env::Env;
 use tau_api::model_endpoints::{ollama_base_url, openai_base_url};
 
-use super::hub::{body_of, complete, is_timeout, no_answer, with_deadline};
 use super::report::{Check, Status};
+use crate::http_get::{body_of, complete, is_timeout, no_answer, with_deadline};
 
 /// How long one endpoint may take to answer.
 pub const MODEL_SERVER_DEADLINE: Duration = Duration::from_secs(2);

@@ -127,9 +127,7 @@ impl HubContext {
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
             .unwrap_or_else(|| user_home.join(".config"));
-        let exe_dir = std::env::current_exe()
-            .ok()
-            .and_then(|exe| exe.parent().map(Path::to_path_buf));
+        let exe_dir = crate::environment::exe_dir();
         Ok(Self {
             paths,
             config_home,

@@ -131,42 +131,9 @@ pub fn write_text(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     if report.running {
-        match report.pid {
-            Some(pid) => writeln!(out, "tau hub: running (pid {pid})")?,
-            None => writeln!(out, "tau hub: running")?,
-        }
-        if let Some(started) = &report.started_at {
-            let up = age_s(started, now).map(duration).unwrap_or_default();
-            writeln!(out, "  started:    {started} (up {up})")?;
-        }
-        if let (Some(age), Some(every)) = (report.heartbeat_age_s, report.heartbeat_seconds) {
-            let stale = if report.heartbeat_stale {
-                " (STALE: the hub may be hung)"
-            } else {
-                ""
-            };
-            writeln!(
-                out,
-                "  heartbeat:  {} ago, every {every}s{stale}",
-                duration(age)
-            )?;
-        }
-        if let Some(port) = report.control_port {
-            writeln!(out, "  control:    http://127.0.0.1:{port}")?;
-        }
-        writeln!(out, "  socket:     {}", report.socket)?;
+        write_running(report, now, out)?;
     } else {
-        writeln!(out, "tau hub: not running")?;
-        if let Some(stopped) = &report.stopped_at {
-            writeln!(out, "  stopped cleanly at {stopped}")?;
-        } else if report.unclean_exit {
-            let seen = report.heartbeat_at.as_deref().unwrap_or("?");
-            writeln!(
-                out,
-                "  the last hub (pid {}) did not stop cleanly (last heartbeat {seen}); the next start records a crash report",
-                report.pid.map_or_else(|| "?".to_owned(), |p| p.to_string())
-            )?;
-        }
+        write_not_running(report, out)?;
     }
     match &report.last_crash {
         Some(crash) => writeln!(
@@ -176,7 +143,66 @@ pub fn write_text(
         )?,
         None => writeln!(out, "  last crash: none")?,
     }
-    match &report.service_manager {
+    if let Some(line) = service_manager_line(&report.service_manager) {
+        writeln!(out, "{line}")?;
+    }
+    for problem in &report.problems {
+        writeln!(out, "  problem:    {problem}")?;
+    }
+    Ok(())
+}
+
+/// The lines of a running hub: pid, start, heartbeat, where it listens.
+fn write_running(
+    report: &StatusReport,
+    now: jiff::Timestamp,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    match report.pid {
+        Some(pid) => writeln!(out, "tau hub: running (pid {pid})")?,
+        None => writeln!(out, "tau hub: running")?,
+    }
+    if let Some(started) = &report.started_at {
+        let up = age_s(started, now).map(duration).unwrap_or_default();
+        writeln!(out, "  started:    {started} (up {up})")?;
+    }
+    if let (Some(age), Some(every)) = (report.heartbeat_age_s, report.heartbeat_seconds) {
+        let stale = if report.heartbeat_stale {
+            " (STALE: the hub may be hung)"
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "  heartbeat:  {} ago, every {every}s{stale}",
+            duration(age)
+        )?;
+    }
+    if let Some(port) = report.control_port {
+        writeln!(out, "  control:    http://127.0.0.1:{port}")?;
+    }
+    writeln!(out, "  socket:     {}", report.socket)
+}
+
+/// The lines of a hub that is not running: how the last one stopped.
+fn write_not_running(report: &StatusReport, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "tau hub: not running")?;
+    if let Some(stopped) = &report.stopped_at {
+        writeln!(out, "  stopped cleanly at {stopped}")?;
+    } else if report.unclean_exit {
+        let seen = report.heartbeat_at.as_deref().unwrap_or("?");
+        writeln!(
+            out,
+            "  the last hub (pid {}) did not stop cleanly (last heartbeat {seen}); the next start records a crash report",
+            report.pid.map_or_else(|| "?".to_owned(), |p| p.to_string())
+        )?;
+    }
+    Ok(())
+}
+
+/// The service manager's line (systemd or launchd); `None` on a platform without one.
+fn service_manager_line(manager: &ManagerStatus) -> Option<String> {
+    match manager {
         ManagerStatus::Systemd {
             unit,
             installed,
@@ -193,7 +219,7 @@ pub fn write_text(
                     active.as_deref().unwrap_or("?")
                 ),
             };
-            writeln!(out, "  systemd:    {unit} {what}")?;
+            Some(format!("  systemd:    {unit} {what}"))
         }
         ManagerStatus::Launchd {
             label,
@@ -220,14 +246,10 @@ pub fn write_text(
                     parts.join(", ")
                 }
             };
-            writeln!(out, "  launchd:    {label} {what}")?;
+            Some(format!("  launchd:    {label} {what}"))
         }
-        ManagerStatus::None => {}
+        ManagerStatus::None => None,
     }
-    for problem in &report.problems {
-        writeln!(out, "  problem:    {problem}")?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -106,10 +106,7 @@ pub fn run(args: &TuiArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
                 return Ok(code);
             }
         };
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let theme = Theme {
-        color: !no_color && std::env::var("TERM").ok().as_deref() != Some("dumb"),
-    };
+    let theme = Theme::detect(&crate::environment::snapshot(ctx));
     let guard = term::TerminalGuard::enter()?;
     let flag = guard.flag();
     let _runtime = runtime.enter();
@@ -292,18 +289,7 @@ impl Tui {
     async fn turn(&mut self, text: &str) {
         self.app.turn_started(text);
         self.draw_now();
-        let request = pb::StartTurnRequest {
-            session_id: self.chat.session_id().to_owned(),
-            text: text.to_owned(),
-            channel: CHANNEL.to_owned(),
-            idempotency_key: self.chat.next_turn_key(),
-        };
-        let started = call(
-            &mut self.chat.interrupts,
-            self.chat.deadlines.call,
-            self.chat.hub.start_turn(request),
-        )
-        .await;
+        let started = crate::chat::turn::start(&mut self.chat, text).await;
         let stream = match started {
             Ok(stream) => stream,
             Err(error) => {

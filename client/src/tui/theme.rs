@@ -4,6 +4,7 @@
 //! still visible).
 
 use ratatui::style::{Color, Modifier, Style};
+use tau_api::env::Env;
 
 /// The TUI's palette switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,6 +13,14 @@ pub struct Theme {
 }
 
 impl Theme {
+    /// Colour unless `NO_COLOR` is set (non-empty) or `TERM` is `dumb` in `env`.
+    pub fn detect(env: &Env) -> Self {
+        let no_color = env.get("NO_COLOR").is_some_and(|value| !value.is_empty());
+        Self {
+            color: !no_color && env.get("TERM") != Some("dumb"),
+        }
+    }
+
     pub fn dim(self) -> Style {
         if self.color {
             Style::default().fg(Color::DarkGray)

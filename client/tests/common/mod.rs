@@ -16,6 +16,9 @@ use serde_json::Value;
 use tau_api::config::Config;
 use tau_api::env::Env;
 
+/// A credential value the tests plant; it must never appear in any output.
+pub const SECRET: &str = "sk-test-secret-value-123";
+
 pub struct Sandbox {
     root: tempfile::TempDir,
     port: u16,

@@ -5,7 +5,8 @@
 //! Invariants: only 127.0.0.1 is contacted; the whole probe ends by its deadline; at most
 //! [`MAX_RESPONSE`] bytes are read; nothing but a 200 response whose JSON body has `"ok": true`
 //! counts as a tau hub; `GET /status` carries the hub token from `<TAU_DATA_DIR>/hub/token` (the
-//! hub shows its services only to a caller with it), and the token is never shown.
+//! hub shows its services only to a caller with it, read by [`super::token`]), and the token is
+//! never shown.
 
 use std::io::{ErrorKind, Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -13,6 +14,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use tau_api::components::{HubServiceReport, reports_from_status};
+
+use crate::http_get::{body_of, complete, is_timeout, no_answer, with_deadline};
 
 /// The longest response read.
 const MAX_RESPONSE: usize = 64 * 1024;
@@ -69,7 +72,7 @@ pub const NO_HUB: &str = "hub not running: built-in table only";
 /// giving up after `deadline`. Without a readable token the hub is still asked (to tell a hub that
 /// is not running from one that will not list its services to us).
 pub fn services(port: u16, token_file: &Path, deadline: Duration) -> HubServices {
-    let token = read_token(token_file);
+    let token = super::token::read(token_file);
     let authorization = match &token {
         Ok(token) => format!("Authorization: Bearer {token}\r\n"),
         Err(_) => String::new(),
@@ -101,7 +104,7 @@ pub fn status_json(
     token_file: &Path,
     deadline: Duration,
 ) -> Result<serde_json::Value, Option<String>> {
-    let token = read_token(token_file).map_err(Some)?;
+    let token = super::token::read(token_file).map_err(Some)?;
     let authorization = format!("Authorization: Bearer {token}\r\n");
     match get(port, "/status", &authorization, deadline) {
         Ok(body) => serde_json::from_slice(&body)
@@ -110,17 +113,6 @@ pub fn status_json(
         Err(Probe::Unexpected(why)) => Err(Some(why)),
         Err(Probe::Hub { .. }) => Err(Some("GET /status gave no answer".to_string())),
     }
-}
-
-/// The hub token in `file`, trimmed; an error names the file, never its content.
-fn read_token(file: &Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("cannot read the hub token {}: {e}", file.display()))?;
-    let token = text.trim();
-    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        return Err(format!("the hub token {} is not a token", file.display()));
-    }
-    Ok(token.to_owned())
 }
 
 /// `GET <path>` on the loopback port with `headers` (each line ending in CRLF): the body of a 200
@@ -175,90 +167,6 @@ fn get(port: u16, path: &str, headers: &str, deadline: Duration) -> Result<Vec<u
         }
     }
     body_of(&response, path).map_err(Probe::Unexpected)
-}
-
-pub(super) fn no_answer(deadline: Duration) -> String {
-    format!("no answer within {} ms", deadline.as_millis())
-}
-
-pub(super) fn is_timeout(e: &std::io::Error) -> bool {
-    matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock)
-}
-
-/// Sets the socket's read and write timeouts to what is left before `until`.
-pub(super) fn with_deadline(stream: &TcpStream, until: Instant) -> std::io::Result<()> {
-    let left = until.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(ErrorKind::TimedOut.into());
-    }
-    stream.set_read_timeout(Some(left))?;
-    stream.set_write_timeout(Some(left))
-}
-
-/// The head and body of a response, split at the blank line.
-fn split(response: &[u8]) -> Option<(&str, &[u8])> {
-    let at = response.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&response[..at]).ok()?;
-    Some((head, &response[at + 4..]))
-}
-
-fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
-    head.lines().skip(1).find_map(|line| {
-        let (key, value) = line.split_once(':')?;
-        key.trim().eq_ignore_ascii_case(name).then(|| value.trim())
-    })
-}
-
-/// Whether a Content-Length response has all its body (else read to the end of the stream).
-pub(super) fn complete(response: &[u8]) -> bool {
-    let Some((head, body)) = split(response) else {
-        return false;
-    };
-    header(head, "content-length")
-        .and_then(|v| v.parse::<usize>().ok())
-        .is_some_and(|len| body.len() >= len)
-}
-
-/// The body of a 200 answer to `GET <path>`, de-chunked; why not, otherwise.
-pub(super) fn body_of(response: &[u8], path: &str) -> Result<Vec<u8>, String> {
-    let Some((head, body)) = split(response) else {
-        return Err("the answer is not HTTP".to_string());
-    };
-    let status_line = head.lines().next().unwrap_or_default();
-    let mut parts = status_line.split_whitespace();
-    let (Some(version), Some(code)) = (parts.next(), parts.next()) else {
-        return Err("the answer is not HTTP".to_string());
-    };
-    if !version.starts_with("HTTP/") {
-        return Err("the answer is not HTTP".to_string());
-    }
-    if code != "200" {
-        return Err(format!("GET {path} answered HTTP {code}"));
-    }
-    if header(head, "transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-        return dechunk(body).ok_or_else(|| "a malformed chunked answer".to_string());
-    }
-    let len = header(head, "content-length")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(body.len())
-        .min(body.len());
-    Ok(body[..len].to_vec())
-}
-
-fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let at = body.windows(2).position(|w| w == b"\r\n")?;
-        let size_text = std::str::from_utf8(&body[..at]).ok()?;
-        let size_text = size_text.split(';').next()?.trim();
-        let size = usize::from_str_radix(size_text, 16).ok()?;
-        body = &body[at + 2..];
-        if size == 0 {
-            return Some(out);
-        }
-        out.extend_from_slice(body.get(..size)?);
-        body = body.get(size + 2..)?;
-    }
 }
 
 #[cfg(test)]
