@@ -1,5 +1,6 @@
-//! The agent loop with the fake model: limits, queueing, cancel, tool ordering, sequential execution
-//! when a tier-2 tool is registered, and the repair of a dangling history.
+//! The agent loop with the fake model: limits, queueing (and refusing to queue), cancel, tool
+//! ordering, sequential execution when a tier-2 tool is registered, and the repair of a dangling
+//! history.
 
 mod support {
     pub mod agent;
@@ -14,7 +15,7 @@ use serde_json::json;
 use support::agent::{
     Act, Concurrency, DEADLINE, Recorder, TestTool, all_results, result_text, wait_for,
 };
-use taud::agent::{Limits, StopReason, TauAgent, TurnEvent, TurnOptions};
+use taud::agent::{AgentBusy, Limits, StopReason, TauAgent, TurnEvent, TurnOptions};
 use taud::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, ToolUse};
 use taud::testing::{FakeModel, FakeReply};
 use taud::tool::{Tier, ToolCatalog};
@@ -151,6 +152,62 @@ async fn two_streams_on_one_agent_are_serialized() {
             (Role::User, "B".into()),
         ]
     );
+}
+
+/// A caller with its own turn queue (the hub's worker) starts turns with `try_stream_with`: run at
+/// once when the agent is free, refused (never queued) while a turn runs, also one queued with
+/// `stream`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_must_not_queue_is_refused_while_another_runs() {
+    let track = Arc::new(Concurrency::default());
+    let release = Arc::new(Notify::new());
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::tool_call("hold", json!({})),
+        FakeReply::text("A done"),
+        FakeReply::text("B done"),
+        FakeReply::text("C done"),
+    ]));
+    let hold = Act::WaitFor {
+        signal: Arc::clone(&release),
+        within: DEADLINE,
+    };
+    let agent = TauAgent::builder(model.clone())
+        .catalog(catalog(vec![TestTool::shared(
+            "hold",
+            Tier::Read,
+            hold,
+            &track,
+        )]))
+        .build();
+    let mut first = agent
+        .try_stream_with("A", TurnOptions::default())
+        .expect("the agent is free");
+    let started = wait_for(&mut first, |e| {
+        matches!(e, TurnEvent::ToolUseStarted { .. })
+    })
+    .await;
+    assert!(started.is_some());
+    assert_eq!(
+        agent
+            .try_stream_with("refused", TurnOptions::default())
+            .err(),
+        Some(AgentBusy)
+    );
+    let queued = agent.stream("B");
+    release.notify_one();
+    assert_eq!(first.finish().await.unwrap().text, "A done");
+    assert_eq!(queued.finish().await.unwrap().text, "B done");
+    let third = agent
+        .try_stream_with("C", TurnOptions::default())
+        .expect("free again once every turn ended");
+    assert_eq!(third.finish().await.unwrap().text, "C done");
+    let prompts: Vec<String> = agent
+        .messages()
+        .iter()
+        .filter(|m| m.role == Role::User && !m.text().is_empty())
+        .map(Message::text)
+        .collect();
+    assert_eq!(prompts, ["A", "B", "C"], "the refused turn left nothing");
 }
 
 #[tokio::test]

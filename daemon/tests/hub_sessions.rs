@@ -372,6 +372,17 @@ async fn shutdown_cancels_turns_and_ends_subscriptions() {
         f.core.open_session(OpenTarget::New, None, "x", None).await,
         Err(CoreError::Unavailable(_))
     ));
+    assert_eq!(f.core.open_sessions(), 0, "every session left memory");
+    let refused = f
+        .core
+        .start_turn(StartTurn {
+            session_id: id.clone(),
+            text: "after the stop".to_owned(),
+            channel: String::new(),
+            idempotency_key: String::new(),
+        })
+        .await;
+    assert!(matches!(refused, Err(CoreError::Unavailable(_))));
 }
 
 #[tokio::test]

@@ -3,13 +3,21 @@
 //! `stream(prompt)` starts a turn on its own task and returns a [`TurnStream`] of [`TurnEvent`]s
 //! over a bounded channel; `ask(prompt)` waits for the text.
 //!
-//! Invariants: one turn at a time per agent: the turn task holds a fair (FIFO) tokio mutex for the
-//! whole turn (never the caller); `stream_with` takes the turn's place in that queue before it
-//! returns, so turns run in call order; a turn outlives its caller (dropping the stream does not
-//! stop it; cancel does); every turn ends with exactly one `TurnEnd`, also when it was cancelled
-//! while queued (then nothing was appended); the agent never touches global state. The pending
-//! repair notice (what the next turn tells the model about an unfinished one) can be read out
-//! ([`TauAgent::pending_notice`]) and handed to a rebuilt agent ([`TauAgentBuilder::pending_notice`]).
+//! Invariants: one turn at a time per agent: the turn task holds the agent's turn lock, a fair
+//! (FIFO) tokio mutex, for the whole turn (never the caller). Two ways in:
+//! - `stream`/`stream_with` queue on that lock, taking the turn's place before they return, so
+//!   turns run in call order. This queue is for direct users of an agent (tests, benchmarks, an
+//!   embedder): whoever calls from several places gets turns one at a time, in call order.
+//! - `try_stream_with` never queues: it is refused ([`AgentBusy`]) while a turn holds the lock.
+//!   It is for a caller that keeps its own turn queue and is its only consumer, as the hub's
+//!   session worker is (`hub::turns`): on the hub path a turn waits in exactly one queue, the
+//!   session's turn table, and the lock only asserts that turns do not overlap.
+//!
+//! A turn outlives its caller (dropping the stream does not stop it; cancel does); every turn ends
+//! with exactly one `TurnEnd`, also when it was cancelled while queued (then nothing was appended);
+//! the agent never touches global state. The pending repair notice (what the next turn tells the
+//! model about an unfinished one) can be read out ([`TauAgent::pending_notice`]) and handed to a
+//! rebuilt agent ([`TauAgentBuilder::pending_notice`]). See ARCHITECTURE.md, "agent/".
 
 mod executor;
 mod history;
@@ -64,6 +72,11 @@ pub enum AgentError {
     TurnAborted,
 }
 
+/// [`TauAgent::try_stream_with`] was refused: a turn is running on the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a turn is already running on this agent")]
+pub struct AgentBusy;
+
 pub(crate) struct AgentInner {
     model: Arc<dyn Model>,
     gate: TierGate,
@@ -76,7 +89,8 @@ pub(crate) struct AgentInner {
     session_id: String,
     channel: String,
     event_capacity: usize,
-    /// Held by the running turn; tokio's mutex is fair, so waiters get it in the order they queued.
+    /// Held by the running turn; tokio's mutex is fair, so waiters get it in the order they queued
+    /// (see the module doc for who queues on it).
     turn_lock: Arc<tokio::sync::Mutex<()>>,
     /// The notice of a turn that left the history dangling (see `turn`).
     notice: Mutex<Option<PendingNotice>>,
@@ -218,18 +232,13 @@ impl TauAgent {
         self.stream_with(prompt, TurnOptions::default())
     }
 
-    /// Runs one user turn on its own task (queued behind a running one) and streams its events.
-    /// Needs a tokio runtime; without one the stream ends at once with `TurnAborted`.
+    /// Runs one user turn on its own task (queued behind a running one, in call order) and
+    /// streams its events. Needs a tokio runtime; without one the stream ends at once with
+    /// `TurnAborted`.
     pub fn stream_with(&self, prompt: impl Into<String>, options: TurnOptions) -> TurnStream {
-        let (sender, receiver) = mpsc::channel(self.inner.event_capacity.max(1));
-        let cancel = options.cancel.unwrap_or_default();
-        let stream = TurnStream {
-            receiver,
-            cancel: cancel.clone(),
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return stream;
-        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.spawn_turn(prompt.into(), options, std::future::pending());
+        }
         // Take the turn's place in the fair queue now, in call order: poll the lock future once
         // (a waiter is queued on its first poll); the turn task polls it on with its own waker.
         let mut queued = Box::pin(Arc::clone(&self.inner.turn_lock).lock_owned());
@@ -240,13 +249,46 @@ impl TauAgent {
             Poll::Ready(guard) => Either::Left(std::future::ready(guard)),
             Poll::Pending => Either::Right(queued),
         };
+        self.spawn_turn(prompt.into(), options, place)
+    }
+
+    /// Runs one user turn on its own task now and streams its events, or is refused while a turn
+    /// runs: it never queues (for a caller with its own turn queue; see the module doc). Needs a
+    /// tokio runtime; without one the stream ends at once with `TurnAborted`.
+    pub fn try_stream_with(
+        &self,
+        prompt: impl Into<String>,
+        options: TurnOptions,
+    ) -> Result<TurnStream, AgentBusy> {
+        let guard = Arc::clone(&self.inner.turn_lock)
+            .try_lock_owned()
+            .map_err(|_| AgentBusy)?;
+        Ok(self.spawn_turn(prompt.into(), options, std::future::ready(guard)))
+    }
+
+    /// Spawns the task of one turn, which runs once `place` gives it the turn lock (or ends as
+    /// cancelled if cancelled first).
+    fn spawn_turn(
+        &self,
+        prompt: String,
+        options: TurnOptions,
+        place: impl Future<Output = tokio::sync::OwnedMutexGuard<()>> + Send + 'static,
+    ) -> TurnStream {
+        let (sender, receiver) = mpsc::channel(self.inner.event_capacity.max(1));
+        let cancel = options.cancel.unwrap_or_default();
+        let stream = TurnStream {
+            receiver,
+            cancel: cancel.clone(),
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return stream;
+        };
         let inner = Arc::clone(&self.inner);
         let ctx = CallContext {
             session_id: inner.session_id.clone(),
             channel: options.channel.unwrap_or_else(|| inner.channel.clone()),
             cancel,
         };
-        let prompt = prompt.into();
         runtime.spawn(async move {
             let out = TurnOutput::new(sender);
             let queued = tokio::select! {

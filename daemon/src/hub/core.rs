@@ -10,23 +10,24 @@
 //!   bus or an agent is made for it.
 //! - Seqs are numbered per process: [`HubCore::stream_id`] (random per core) names the numbering;
 //!   a resumption naming another stream is refused, never served events of another numbering.
-//! - Requests are checked before anything is touched: ids are plain names, channels are short plain
-//!   names ([`MAX_CHANNEL_LEN`]), idempotency keys are bounded ([`MAX_IDEMPOTENCY_KEY_LEN`]; a
-//!   session remembers at most `REMEMBERED_TURNS` of them), texts are non-empty and bounded, and
-//!   so is every other client string ([`super::limits`]).
-//! - Opening a session reads the store on a blocking thread; the open map is a tokio mutex held
-//!   across that read, so a session is never opened twice.
+//! - Requests are checked before anything is touched, all by [`super::limits`] (ids, channels,
+//!   texts, idempotency keys: a session remembers at most `REMEMBERED_TURNS` of them).
+//! - Open sessions are [`OpenSessions`]; the core holds it and never its parts. Opening a session
+//!   reads the store on a blocking thread with the open map held, so a session is never opened
+//!   twice.
 //! - Each session's worker is watched (`supervise`): a worker that dies takes its session out of
 //!   memory with it (its turns end with an error), so the next call opens it afresh.
-//! - Shutdown cancels every running and queued turn, resolves pending approvals as cancelled and
-//!   waits (bounded) for the workers to store their turns.
+//! - Shutdown retires every open session (its running turn cancelled, its queued turns ended,
+//!   pending approvals resolved as cancelled) and waits (bounded) for the workers to store their
+//!   turns.
+//!
+//! See ARCHITECTURE.md, "hub/" and "The path of a turn".
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -35,9 +36,12 @@ use super::bus::EventBus;
 use super::error::CoreError;
 use super::event::{EventKind, PendingInfo, SessionEvent};
 use super::ids::new_id;
-use super::limits::{MAX_REF_ID_LEN, MAX_TEXT_BYTES, check_len};
+use super::limits::{
+    check_channel, check_idempotency_key, check_ref_id, check_session_id, check_text,
+};
+use super::open_sessions::OpenSessions;
 use super::options::{CoreOptions, ModelFactory};
-use super::remembered::Remembered;
+use super::remembered::ChannelListings;
 use super::restart::{ExpiredApproval, expire_stale_approvals};
 use super::runtime::{AgentParts, SessionRuntime};
 use super::scan_mark::{ScanJournal, ScanPlan};
@@ -47,16 +51,8 @@ use crate::agent::SystemPromptSource;
 use crate::clock::SystemClock;
 use crate::mcp::{McpManager, hub_catalog};
 use crate::persona::PersonaLoader;
-use crate::store::{IdKind, SessionStore, validate_id};
+use crate::store::SessionStore;
 
-/// The channel a request names when it names none.
-pub const DEFAULT_CHANNEL: &str = "api";
-/// The longest channel name, in bytes.
-pub const MAX_CHANNEL_LEN: usize = 64;
-/// The longest idempotency key, in bytes.
-pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
-/// The longest user text, in characters.
-pub const MAX_TEXT_CHARS: usize = 100_000;
 /// How long shutdown waits for the session workers.
 pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
@@ -65,7 +61,7 @@ pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 pub struct StartTurn {
     pub session_id: String,
     pub text: String,
-    /// Empty: [`DEFAULT_CHANNEL`].
+    /// Empty: [`DEFAULT_CHANNEL`](super::limits::DEFAULT_CHANNEL).
     pub channel: String,
     /// Empty: no deduplication.
     pub idempotency_key: String,
@@ -73,39 +69,23 @@ pub struct StartTurn {
 
 pub use crate::tool::ToolSummary;
 
-/// Sessions whose last seq is remembered after they leave memory.
-pub const REMEMBERED_SEQS: usize = 4096;
-/// Channels whose last listing is remembered.
-pub const REMEMBERED_LISTINGS: usize = 64;
-/// Session ids remembered per listing (an index past them is listed afresh).
-pub const MAX_LISTED_IDS: usize = 1000;
-
-pub(crate) struct CoreInner {
-    pub(crate) parts: AgentParts,
+struct CoreInner {
+    parts: AgentParts,
     /// This process's event numbering (see [`HubCore::stream_id`]).
     stream_id: String,
-    pub(super) open: tokio::sync::Mutex<HashMap<String, Arc<SessionRuntime>>>,
-    pub(super) open_count: AtomicUsize,
-    pub(super) workers: Mutex<HashMap<String, JoinHandle<()>>>,
-    /// The last seq of sessions that left memory (one number each, for sessions that exist; the
-    /// oldest forgotten past [`REMEMBERED_SEQS`]).
-    pub(super) last_seqs: Mutex<Remembered<u64>>,
-    /// Wakes the idle reaper when a session opens (it sleeps without a timer while none is).
-    pub(super) opened: tokio::sync::Notify,
+    sessions: Arc<OpenSessions>,
     /// How many times the idle reaper has looked for idle sessions.
-    pub(super) reaper_passes: AtomicU64,
-    /// The last listing per channel, for `OpenSession.index` (at most [`REMEMBERED_LISTINGS`]
-    /// channels, each at most [`MAX_LISTED_IDS`] ids).
-    pub(crate) listings: Mutex<Remembered<Vec<String>>>,
+    reaper_passes: Arc<AtomicU64>,
+    /// The last listing per channel, for `OpenSession.index`.
+    listings: ChannelListings,
     ids: AtomicU64,
-    closing: AtomicBool,
-    pub(crate) stop: CancellationToken,
+    stop: CancellationToken,
 }
 
 /// The hub's domain core. Cheap to clone.
 #[derive(Clone)]
 pub struct HubCore {
-    pub(crate) inner: Arc<CoreInner>,
+    inner: Arc<CoreInner>,
 }
 
 impl std::fmt::Debug for HubCore {
@@ -115,41 +95,6 @@ impl std::fmt::Debug for HubCore {
             .field("open_sessions", &self.open_sessions())
             .finish()
     }
-}
-
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// `channel`, or the default for an empty one; refused unless a short plain name.
-pub fn check_channel(channel: &str) -> Result<String, CoreError> {
-    if channel.is_empty() {
-        return Ok(DEFAULT_CHANNEL.to_owned());
-    }
-    if channel.len() > MAX_CHANNEL_LEN {
-        return Err(CoreError::InvalidArgument(format!(
-            "channel is {} bytes long; at most {MAX_CHANNEL_LEN} are allowed",
-            channel.len()
-        )));
-    }
-    let plain = channel
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !plain {
-        return Err(CoreError::InvalidArgument(format!(
-            "channel {:?} is not a plain name (letters, digits, '-', '_', '.'; at most {MAX_CHANNEL_LEN})",
-            channel.chars().take(80).collect::<String>()
-        )));
-    }
-    Ok(channel.to_owned())
-}
-
-/// A session id from a request, checked.
-pub fn check_session_id(session_id: &str) -> Result<(), CoreError> {
-    if session_id.is_empty() {
-        return Err(CoreError::InvalidArgument("session_id is empty".to_owned()));
-    }
-    validate_id(IdKind::Session, session_id).map_err(CoreError::from)
 }
 
 impl HubCore {
@@ -177,6 +122,11 @@ impl HubCore {
             .approval_scan_mark
             .as_ref()
             .map(|path| Arc::new(ScanJournal::new(path, store.backend_name())));
+        let registry = ApprovalRegistry::new();
+        let sessions = Arc::new(OpenSessions::new(
+            options.max_open_sessions,
+            Arc::clone(&registry),
+        ));
         Ok(Self {
             inner: Arc::new(CoreInner {
                 parts: AgentParts {
@@ -184,20 +134,15 @@ impl HubCore {
                     options,
                     factory,
                     persona,
-                    registry: ApprovalRegistry::new(),
+                    registry,
                     journal,
                     mcp: Arc::new(McpManager::new(options_mcp)),
                 },
                 stream_id: new_id("stream", 0),
-                open: tokio::sync::Mutex::new(HashMap::new()),
-                open_count: AtomicUsize::new(0),
-                workers: Mutex::new(HashMap::new()),
-                last_seqs: Mutex::new(Remembered::new(REMEMBERED_SEQS)),
-                opened: tokio::sync::Notify::new(),
-                reaper_passes: AtomicU64::new(0),
-                listings: Mutex::new(Remembered::new(REMEMBERED_LISTINGS)),
+                sessions,
+                reaper_passes: Arc::new(AtomicU64::new(0)),
+                listings: ChannelListings::default(),
                 ids: AtomicU64::new(0),
-                closing: AtomicBool::new(false),
                 stop: CancellationToken::new(),
             }),
         })
@@ -226,28 +171,19 @@ impl HubCore {
         for approval in &expired {
             self.registry().remember_expired(&approval.approval_id);
         }
-        super::reaper::spawn(self);
+        super::reaper::spawn(
+            Arc::clone(&self.inner.sessions),
+            self.options().idle_after,
+            self.inner.stop.clone(),
+            Arc::clone(&self.inner.reaper_passes),
+        );
         Ok(expired)
     }
 
     /// Stops: cancels every turn, resolves pending approvals as cancelled, waits for the workers.
     pub async fn shutdown(&self) {
-        self.inner.closing.store(true, Ordering::SeqCst);
         self.inner.stop.cancel();
-        let runtimes: Vec<Arc<SessionRuntime>> = {
-            let mut open = self.inner.open.lock().await;
-            self.inner.open_count.store(0, Ordering::Relaxed);
-            open.drain().map(|(_, runtime)| runtime).collect()
-        };
-        for runtime in &runtimes {
-            runtime.cancel(None);
-            runtime.stop.cancel();
-            self.registry().cancel_session(&runtime.session_id);
-        }
-        let workers: Vec<JoinHandle<()>> = lock(&self.inner.workers)
-            .drain()
-            .map(|(_, worker)| worker)
-            .collect();
+        let workers = self.inner.sessions.close_all().await;
         let waiting = futures::future::join_all(workers);
         if tokio::time::timeout(SHUTDOWN_WAIT, waiting).await.is_err() {
             warn!("some session workers did not stop in time");
@@ -285,9 +221,44 @@ impl HubCore {
         &self.inner.parts.store
     }
 
+    /// What building a session's agent needs.
+    pub(super) fn parts(&self) -> &AgentParts {
+        &self.inner.parts
+    }
+
+    /// A token cancelled when the hub stops (for work a call starts, such as a summary).
+    pub(super) fn stop_token(&self) -> CancellationToken {
+        self.inner.stop.child_token()
+    }
+
+    /// The remembered listings per channel.
+    pub(super) fn listings(&self) -> &ChannelListings {
+        &self.inner.listings
+    }
+
+    /// The open sessions (tests: to stand in for a session's runtime).
+    #[cfg(test)]
+    pub(super) fn open_map(&self) -> &Arc<OpenSessions> {
+        &self.inner.sessions
+    }
+
     /// Sessions with an agent in memory.
     pub fn open_sessions(&self) -> usize {
-        self.inner.open_count.load(Ordering::Relaxed)
+        self.inner.sessions.len()
+    }
+
+    /// How many times the idle reaper has looked for idle sessions (it looks only while sessions
+    /// are open).
+    pub fn reaper_passes(&self) -> u64 {
+        self.inner.reaper_passes.load(Ordering::Relaxed)
+    }
+
+    /// Drops the agents of sessions nobody uses (their history stays in the store).
+    pub async fn drop_idle(&self) {
+        self.inner
+            .sessions
+            .retire_idle(self.options().idle_after)
+            .await;
     }
 
     /// The tools an agent may call.
@@ -320,7 +291,7 @@ impl HubCore {
     /// Sessions the core keeps anything for in memory: an open agent (with its bus), or the
     /// remembered last seq of one that left memory. Never more than the sessions that exist.
     pub fn sessions_tracked(&self) -> usize {
-        self.open_sessions() + lock(&self.inner.last_seqs).len()
+        self.inner.sessions.tracked()
     }
 
     /// The open runtime of a session, opening it (on `pin`, else its stored role, else the default
@@ -331,25 +302,13 @@ impl HubCore {
         pin: Option<&str>,
     ) -> Result<Arc<SessionRuntime>, CoreError> {
         check_session_id(session_id)?;
-        let mut open = self.inner.open.lock().await;
+        let mut open = self.inner.sessions.lock().await;
         if let Some(runtime) = open.get(session_id) {
             runtime.touch();
-            return Ok(Arc::clone(runtime));
+            return Ok(runtime);
         }
-        if self.inner.closing.load(Ordering::SeqCst) {
-            return Err(CoreError::Unavailable("the hub is stopping".to_owned()));
-        }
-        let max_open = self.options().max_open_sessions;
-        if open.len() >= max_open && !self.retire_least_recent(&mut open) {
-            return Err(CoreError::ResourceExhausted(format!(
-                "{} sessions are open in memory and each has a turn, a client or an approval (at most {max_open}); try again when one is done",
-                open.len()
-            )));
-        }
-        let last_seq = lock(&self.inner.last_seqs)
-            .get(session_id)
-            .copied()
-            .unwrap_or(0);
+        open.make_room()?;
+        let last_seq = open.last_seq(session_id);
         let core = self.clone();
         let id = session_id.to_owned();
         let pin = pin.map(str::to_owned);
@@ -367,23 +326,19 @@ impl HubCore {
         })
         .await
         .map_err(|e| CoreError::Unavailable(e.to_string()))??;
-        lock(&self.inner.last_seqs).remove(session_id);
         let runtime = Arc::new(runtime);
         let worker = tokio::spawn(super::supervise::run_watched(
-            self.clone(),
+            Arc::clone(&self.inner.sessions),
             Arc::clone(&runtime),
         ));
-        lock(&self.inner.workers).insert(session_id.to_owned(), worker);
-        open.insert(session_id.to_owned(), Arc::clone(&runtime));
-        self.inner.open_count.store(open.len(), Ordering::Relaxed);
-        self.inner.opened.notify_one();
+        open.insert(Arc::clone(&runtime), worker);
         info!(session_id, role = %runtime.role(), "session opened");
         Ok(runtime)
     }
 
     /// The open runtime of a session, if it is in memory.
     pub(crate) async fn open_runtime(&self, session_id: &str) -> Option<Arc<SessionRuntime>> {
-        self.inner.open.lock().await.get(session_id).cloned()
+        self.inner.sessions.get(session_id).await
     }
 
     fn new_turn_id(&self) -> String {
@@ -393,22 +348,8 @@ impl HubCore {
     /// Starts a turn (or finds the one its idempotency key names) and streams its events.
     pub async fn start_turn(&self, request: StartTurn) -> Result<TurnStream, CoreError> {
         let channel = check_channel(&request.channel)?;
-        if request.text.trim().is_empty() {
-            return Err(CoreError::InvalidArgument("text is empty".to_owned()));
-        }
-        check_len("text", &request.text, MAX_TEXT_BYTES)?;
-        if request.text.chars().count() > MAX_TEXT_CHARS {
-            return Err(CoreError::InvalidArgument(format!(
-                "text is longer than {MAX_TEXT_CHARS} characters"
-            )));
-        }
-        if request.idempotency_key.len() > MAX_IDEMPOTENCY_KEY_LEN {
-            return Err(CoreError::InvalidArgument(format!(
-                "idempotency_key is {} bytes long; at most {MAX_IDEMPOTENCY_KEY_LEN} are allowed",
-                request.idempotency_key.len()
-            )));
-        }
-        let key = (!request.idempotency_key.is_empty()).then(|| request.idempotency_key.clone());
+        check_text(&request.text)?;
+        let key = check_idempotency_key(&request.idempotency_key)?;
         let max_queued = self.options().max_queued_turns;
         for _ in 0..2 {
             let runtime = self.runtime(&request.session_id, None).await?;
@@ -492,7 +433,7 @@ impl HubCore {
     ) -> Result<Option<String>, CoreError> {
         check_session_id(session_id)?;
         if let Some(turn_id) = turn_id {
-            check_len("turn_id", turn_id, MAX_REF_ID_LEN)?;
+            check_ref_id("turn_id", turn_id)?;
         }
         match self.open_runtime(session_id).await {
             Some(runtime) => Ok(runtime.cancel(turn_id)),
@@ -528,7 +469,7 @@ impl HubCore {
         let channel = check_channel(channel)?;
         check_session_id(session_id)?;
         if let Some(stream_id) = stream_id {
-            check_len("stream_id", stream_id, MAX_REF_ID_LEN)?;
+            check_ref_id("stream_id", stream_id)?;
         }
         if let (Some(after_seq), Some(stream_id)) = (after_seq, stream_id)
             && stream_id != self.stream_id()

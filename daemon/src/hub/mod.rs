@@ -14,11 +14,12 @@
 //!   decide them; [`hub_approver`]: the gate's approver that registers and waits; [`restart`]:
 //!   approvals an earlier hub left pending, expired at start; [`scan_mark`]: when that scan last
 //!   ran, so a start reads only the sessions that could hold one.
-//! - [`supervise`]: watches each session's worker; a dead one takes its session out of memory.
-//! - [`reaper`]: drops the agents of idle sessions from memory, with a timer only while any is
-//!   open.
+//! - [`open_sessions`]: the sessions in memory (within a cap), their remembered last seqs, and
+//!   the one retire path by which a session leaves memory, used by [`supervise`] (a dead worker
+//!   takes its session out of memory), [`reaper`] (idle sessions, with a timer only while any is
+//!   open) and shutdown.
 //! - [`options`]: what the core needs from the configuration, and the model factory seam;
-//!   [`limits`]: the bounds on client strings.
+//!   [`limits`]: every check on client input, with its bound.
 //!
 //! Invariants: no global state (everything hangs off a [`HubCore`] the hub owns); no std lock is
 //! held across an `.await`; lock order is bus, then turn table or registry.
@@ -31,6 +32,7 @@ pub mod event;
 pub mod hub_approver;
 pub mod ids;
 pub mod limits;
+mod open_sessions;
 pub mod options;
 mod reaper;
 pub mod recorder;
@@ -49,10 +51,11 @@ pub use approvals::{
     PendingTicket,
 };
 pub use bus::{EventBus, Lagged, SubscribeError, Subscription};
-pub use core::{DEFAULT_CHANNEL, HubCore, StartTurn, ToolSummary};
+pub use core::{HubCore, StartTurn, ToolSummary};
 pub use error::CoreError;
 pub use event::{EventKind, PendingInfo, Resolution, SessionEvent, TurnInfo};
 pub use hub_approver::{ApprovalReadiness, FLUSH_WAIT, HUB_APPROVER, HubApprover, TurnSlot};
+pub use limits::DEFAULT_CHANNEL;
 pub use options::{
     CoreOptions, DemoModelFactory, ModelFactory, ModelFactoryError, ProviderModelFactory,
     SharedModelFactory,

@@ -2,11 +2,54 @@
 //! the last seq of sessions that left memory) with a fixed number of entries, so nothing a client
 //! does, however many channels or sessions it names, grows the hub's memory without bound.
 //!
+//! [`ChannelListings`] is the one kept per channel.
+//!
 //! Invariants: at most `capacity` entries; inserting a new key when full forgets the key inserted
 //! longest ago (an update keeps its place); what is forgotten is only a convenience (a listing
 //! index to list again, an `after_seq` to subscribe afresh), never state.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, PoisonError};
+
+/// Channels whose last listing is remembered.
+pub const REMEMBERED_LISTINGS: usize = 64;
+/// Session ids remembered per listing (an index past them is listed afresh).
+pub const MAX_LISTED_IDS: usize = 1000;
+
+/// The last listing per channel, for `OpenSession.index`: at most [`REMEMBERED_LISTINGS`]
+/// channels, each at most [`MAX_LISTED_IDS`] ids.
+#[derive(Debug)]
+pub(crate) struct ChannelListings {
+    listings: Mutex<Remembered<Vec<String>>>,
+}
+
+impl Default for ChannelListings {
+    fn default() -> Self {
+        Self {
+            listings: Mutex::new(Remembered::new(REMEMBERED_LISTINGS)),
+        }
+    }
+}
+
+impl ChannelListings {
+    /// Remembers the session ids of `channel`'s last listing (the first [`MAX_LISTED_IDS`]).
+    pub(crate) fn remember(&self, channel: String, ids: impl IntoIterator<Item = String>) {
+        let ids = ids.into_iter().take(MAX_LISTED_IDS).collect();
+        self.listings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(channel, ids);
+    }
+
+    /// The session ids of `channel`'s last listing, if remembered.
+    pub(crate) fn get(&self, channel: &str) -> Option<Vec<String>> {
+        self.listings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(channel)
+            .cloned()
+    }
+}
 
 /// A bounded map that forgets its oldest entry first.
 #[derive(Debug)]

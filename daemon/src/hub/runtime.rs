@@ -70,6 +70,8 @@ pub(crate) struct SessionRuntime {
     pub turn_slot: Arc<TurnSlot>,
     pub wake: Notify,
     pub stop: CancellationToken,
+    /// Held by the worker for each turn and by a role switch or compaction. Not a turn queue: the
+    /// worker is its only waiter; the others only try it ([`SessionRuntime::lock_agent_idle`]).
     pub agent_lock: tokio::sync::Mutex<()>,
     slot: Mutex<AgentSlot>,
     turns: Mutex<TurnTable>,

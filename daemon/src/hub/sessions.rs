@@ -7,14 +7,16 @@
 //! remembers the role it last ran on; a role switch builds the new agent first, so a failure
 //! changes nothing.
 
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::core::{HubCore, MAX_LISTED_IDS, check_channel, check_session_id};
+use super::core::HubCore;
 use super::error::CoreError;
 use super::event::EventKind;
-use super::limits::{MAX_FOCUS_BYTES, MAX_REF_ID_LEN, MAX_ROLE_LEN, check_len};
+use super::limits::{
+    check_channel, check_focus, check_listing_index, check_ref_id, check_role, check_session_id,
+};
 use crate::agent::TauAgent;
 use crate::context::{CompactRequest, CompactionError, SummaryCall, compact_session};
 use crate::message::Message;
@@ -167,11 +169,7 @@ impl HubCore {
         exclude: Option<&str>,
     ) -> Result<Vec<SessionSummary>, CoreError> {
         let channel = check_channel(channel)?;
-        check_len(
-            "exclude_session_id",
-            exclude.unwrap_or_default(),
-            MAX_REF_ID_LEN,
-        )?;
+        check_ref_id("exclude_session_id", exclude.unwrap_or_default())?;
         let limit = if limit == 0 {
             RECENT_SESSIONS_LIMIT
         } else {
@@ -201,16 +199,8 @@ impl HubCore {
                 Ok(summaries)
             })
             .await?;
-        let ids = listing
-            .iter()
-            .take(MAX_LISTED_IDS)
-            .map(|s| s.session_id.clone())
-            .collect();
-        self.inner
-            .listings
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(channel, ids);
+        self.listings()
+            .remember(channel, listing.iter().map(|s| s.session_id.clone()));
         Ok(listing)
     }
 
@@ -292,12 +282,8 @@ impl HubCore {
         exclude: Option<&str>,
     ) -> Result<Opened, CoreError> {
         let channel = check_channel(channel)?;
-        check_len("role", role.unwrap_or_default(), MAX_ROLE_LEN)?;
-        check_len(
-            "exclude_session_id",
-            exclude.unwrap_or_default(),
-            MAX_REF_ID_LEN,
-        )?;
+        check_role(role.unwrap_or_default())?;
+        check_ref_id("exclude_session_id", exclude.unwrap_or_default())?;
         let role = role.filter(|r| !r.is_empty());
         if let Some(role) = role
             && !self.options().knows_role(role)
@@ -354,16 +340,8 @@ impl HubCore {
     }
 
     async fn by_index(&self, channel: &str, n: u32) -> Result<String, CoreError> {
-        if n == 0 {
-            return Err(CoreError::InvalidArgument("index is 1-based".to_owned()));
-        }
-        let remembered = self
-            .inner
-            .listings
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(channel)
-            .cloned();
+        check_listing_index(n)?;
+        let remembered = self.listings().get(channel);
         let ids = match remembered {
             Some(ids) => ids,
             None => self
@@ -384,7 +362,7 @@ impl HubCore {
 
     /// Rebuilds a session's agent on another role (`/model`).
     pub async fn switch_role(&self, session_id: &str, role: &str) -> Result<RoleSwitch, CoreError> {
-        check_len("role", role, MAX_ROLE_LEN)?;
+        check_role(role)?;
         if !self.options().knows_role(role) {
             return Err(unknown_role(role));
         }
@@ -406,7 +384,7 @@ impl HubCore {
         let worker_runtime = Arc::clone(&runtime);
         let wanted = role.to_owned();
         let slot = tokio::task::spawn_blocking(move || {
-            let slot = worker_runtime.build_for_role(&core.inner.parts, &wanted)?;
+            let slot = worker_runtime.build_for_role(core.parts(), &wanted)?;
             let store = core.store();
             let mut meta = store
                 .read_meta(&worker_runtime.session_id)?
@@ -442,7 +420,7 @@ impl HubCore {
         channel: &str,
     ) -> Result<Compacted, CoreError> {
         let channel = check_channel(channel)?;
-        check_len("focus", focus, MAX_FOCUS_BYTES)?;
+        check_focus(focus)?;
         let runtime = self.runtime(session_id, None).await?;
         let _agent = runtime
             .lock_agent_idle(
@@ -451,7 +429,7 @@ impl HubCore {
             .await?;
         let (agent, _) = runtime.agent();
         let model = agent.model();
-        let call = SummaryCall::new(model.as_ref(), self.inner.stop.child_token());
+        let call = SummaryCall::new(model.as_ref(), self.stop_token());
         let mut request = CompactRequest::new(session_id, self.options().context);
         request.focus = Some(focus.trim().to_owned()).filter(|f| !f.is_empty());
         request.messages = Some(agent.messages());

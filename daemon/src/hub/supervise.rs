@@ -1,12 +1,13 @@
 //! Watching the session workers: each worker runs under [`run_watched`], which notices when it
-//! dies (a panic, or an end while its session is still open) and retires the session, so a
-//! session never stays wedged behind a worker that is gone.
+//! dies (a panic, or an end while its session is still open) and retires the session through
+//! [`OpenSessions::retire_dead`], so a session never stays wedged behind a worker that is gone.
+//! See ARCHITECTURE.md, "hub/".
 //!
 //! Invariants:
-//! - Retiring happens under the open map's lock: the session's turns end with an error
+//! - Retiring is [`OpenSessions`]'s one retire path: the session's turns end with an error
 //!   (`TurnEnded`, stop reason `error`), its pending approvals are cancelled, its last seq is
-//!   remembered and it leaves the map, all before any call can open it again, so the old and the
-//!   new bus never number the same seq.
+//!   remembered and it leaves the map, all under the map's lock, before any call can open it
+//!   again, so the old and the new bus never number the same seq.
 //! - A worker that ends because its session was dropped or the hub stops is not retired again.
 //! - No std lock is held across an `.await`.
 
@@ -17,46 +18,29 @@ use std::sync::Arc;
 use futures::FutureExt;
 use tracing::error;
 
-use super::core::HubCore;
+use super::open_sessions::OpenSessions;
 use super::runtime::SessionRuntime;
 use super::turns::run_worker;
 
 /// Runs the worker of `runtime`, retiring the session when the worker dies.
-pub(super) async fn run_watched(core: HubCore, runtime: Arc<SessionRuntime>) {
-    watch(&core, &runtime, run_worker(&runtime)).await;
+pub(super) async fn run_watched(sessions: Arc<OpenSessions>, runtime: Arc<SessionRuntime>) {
+    watch(&sessions, &runtime, run_worker(&runtime)).await;
 }
 
 /// Runs `work` (a session's worker) and retires the session if it panics or ends while the
 /// session is still open.
-async fn watch(core: &HubCore, runtime: &Arc<SessionRuntime>, work: impl Future<Output = ()>) {
+async fn watch(
+    sessions: &OpenSessions,
+    runtime: &Arc<SessionRuntime>,
+    work: impl Future<Output = ()>,
+) {
     let panicked = AssertUnwindSafe(work).catch_unwind().await.is_err();
     if panicked {
         error!(session_id = %runtime.session_id, "the session's worker panicked");
     }
-    core.retire(runtime, panicked).await;
-}
-
-impl HubCore {
-    /// Takes a session whose worker is gone out of memory (see the module invariants).
-    async fn retire(&self, runtime: &Arc<SessionRuntime>, panicked: bool) {
-        let id = runtime.session_id.as_str();
-        let mut open = self.inner.open.lock().await;
-        let current = open
-            .get(id)
-            .is_some_and(|open_one| Arc::ptr_eq(open_one, runtime));
-        if !current && !panicked {
-            // Dropped as idle or stopped with the hub: nothing is left to do.
-            return;
-        }
-        let ended = runtime.fail_all();
-        runtime.turn_slot.set(None);
-        self.registry().cancel_session(id);
-        runtime.stop.cancel();
-        if current {
-            self.take_out(&mut open, id);
-        }
+    if let Some(ended) = sessions.retire_dead(runtime, panicked).await {
         error!(
-            session_id = %id,
+            session_id = %runtime.session_id,
             turns_ended = ended,
             "the session's worker stopped; the session left memory and opens again on the next call"
         );
@@ -66,7 +50,7 @@ impl HubCore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hub::{CoreOptions, CoreSetup, EventKind, OpenTarget, SharedModelFactory};
+    use crate::hub::{CoreOptions, CoreSetup, EventKind, HubCore, OpenTarget, SharedModelFactory};
     use crate::hub::{StartTurn, runtime::SessionRuntime};
     use crate::store::{Durability, SessionBackends, SessionStoreConfig};
     use crate::testing::{FakeModel, FakeReply};
@@ -127,20 +111,22 @@ mod tests {
             let role = core.resolve_role(&id, None).unwrap();
             let last = core.open_runtime(&id).await.unwrap().bus.last_seq();
             let bus = Arc::new(crate::hub::EventBus::continuing(id.as_str(), 64, 64, last));
-            Arc::new(SessionRuntime::open(&core.inner.parts, &id, &role, bus).unwrap())
+            Arc::new(SessionRuntime::open(core.parts(), &id, &role, bus).unwrap())
         };
         let replaced = core
-            .inner
-            .open
+            .open_map()
             .lock()
             .await
-            .insert(id.clone(), Arc::clone(&stand_in))
+            .replace(Arc::clone(&stand_in))
             .unwrap();
         replaced.stop.cancel();
         let mut waiting = core.start_turn(turn(&id, "hello")).await.unwrap();
         let accepted_seq = waiting.accepted().first_seq;
 
-        watch(&core, &stand_in, async { panic!("a bug in the worker") }).await;
+        watch(core.open_map(), &stand_in, async {
+            panic!("a bug in the worker")
+        })
+        .await;
 
         let mut events = Vec::new();
         while let Some(event) = waiting.next().await.unwrap() {
@@ -181,9 +167,9 @@ mod tests {
             .session
             .session_id;
         // As the idle reaper does: out of the map, its worker stopped.
-        let runtime = core.inner.open.lock().await.remove(&id).unwrap();
+        let runtime = core.open_map().lock().await.remove(&id).unwrap();
         runtime.stop.cancel();
-        watch(&core, &runtime, async {}).await;
+        watch(core.open_map(), &runtime, async {}).await;
         assert!(!runtime.lock_turns().closed, "left alone");
         core.shutdown().await;
     }

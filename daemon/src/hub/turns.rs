@@ -4,6 +4,9 @@
 //! Invariants:
 //! - Turns of a session run one at a time in the order they were accepted; a queue longer than the
 //!   configured bound refuses new turns (`ResourceExhausted`).
+//! - The table is the one queue a turn waits in on the hub path: the worker, its only consumer,
+//!   hands each turn to the agent with `TauAgent::try_stream_with`, which runs it at once or
+//!   refuses (never queues); the agent's own FIFO lock only guards against overlap.
 //! - Every accepted turn gets exactly one `TurnEnded` event (also when it is cancelled while queued),
 //!   published after every other event of the turn.
 //! - A turn belongs to the worker, not to a client: nothing a client does (going away) stops it;
@@ -12,15 +15,18 @@
 //!   snapshot's turns agree with the events after it.
 //! - Every event a turn produces goes through the worker in the turn's order; the worker marks each
 //!   approval question flushed so the approver asks only after the events before it are out.
+//!
+//! See ARCHITECTURE.md, "The path of a turn".
 
 use std::collections::{HashMap, VecDeque};
 
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{error, warn};
 
 use super::event::{EventKind, TurnInfo, now_rfc3339};
+use super::recorder::SessionRecorder;
 use super::runtime::SessionRuntime;
-use crate::agent::{StopReason, TurnEnd, TurnEvent, TurnOptions};
+use crate::agent::{AgentBusy, StopReason, TurnEnd, TurnEvent, TurnOptions};
 use crate::gate::{ToolCallEvent, format_approval_arguments};
 use crate::message::Usage;
 
@@ -245,6 +251,23 @@ impl SessionRuntime {
         })
     }
 
+    /// Closes the session to new turns unless a turn runs or waits; whether it closed (an idle
+    /// session leaving memory).
+    pub(crate) fn close_if_idle(&self) -> bool {
+        let mut turns = self.lock_turns();
+        if turns.busy() {
+            return false;
+        }
+        turns.closed = true;
+        true
+    }
+
+    /// Closes the session to new turns (the hub stops); turns already accepted go on until
+    /// cancelled.
+    pub(crate) fn close_to_turns(&self) {
+        self.lock_turns().closed = true;
+    }
+
     /// Closes the session to new turns and ends the running turn and every queued one with an
     /// error (its worker died). Returns how many turns it ended.
     pub(crate) fn fail_all(&self) -> usize {
@@ -347,13 +370,40 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     let (agent, recorder) = runtime.agent();
     runtime.turn_slot.set(Some(turn_id.clone()));
     runtime.note_first_text(&record.info.text).await;
-    let mut stream = agent.stream_with(
-        record.info.text.clone(),
-        TurnOptions {
-            channel: Some(record.info.channel.clone()),
-            cancel: Some(record.cancel.clone()),
-        },
-    );
+    let options = TurnOptions {
+        channel: Some(record.info.channel.clone()),
+        cancel: Some(record.cancel.clone()),
+    };
+    // The turn waited in the turn table; the agent runs it now or refuses, never queues it.
+    let end = match agent.try_stream_with(record.info.text.clone(), options) {
+        Ok(stream) => relay(runtime, &record, &recorder, stream).await,
+        Err(AgentBusy) => {
+            error!(session_id = %runtime.session_id, %turn_id, "the session's agent was running another turn");
+            Some(ended_with_error(
+                "The agent was busy with another turn. Try again.",
+            ))
+        }
+    };
+    runtime.turn_slot.set(None);
+    runtime.save_pending_notice().await;
+    let end = end.unwrap_or_else(|| {
+        warn!(session_id = %runtime.session_id, %turn_id, "a turn ended without its end event");
+        ended_with_error("The turn ended unexpectedly.")
+    });
+    // Free the agent before the turn is seen to end: a role switch or compaction sent as soon as
+    // a client reads `TurnEnded` must find it free (it is refused, not queued, while busy).
+    drop(agent_guard);
+    runtime.finish(&turn_id, end);
+}
+
+/// Publishes the events of a running turn on the session's bus, in order, and returns its end.
+async fn relay(
+    runtime: &SessionRuntime,
+    record: &TurnRecord,
+    recorder: &SessionRecorder,
+    mut stream: crate::agent::TurnStream,
+) -> Option<TurnEnd> {
+    let turn_id = record.info.turn_id.as_str();
     let mut end = None;
     while let Some(event) = stream.next_event().await {
         let kind = match event {
@@ -401,24 +451,20 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
                 EventKind::ToolCall(record)
             }
         };
-        runtime.bus.publish(Some(&turn_id), kind);
+        runtime.bus.publish(Some(turn_id), kind);
     }
-    runtime.turn_slot.set(None);
-    runtime.save_pending_notice().await;
-    let end = end.unwrap_or_else(|| {
-        warn!(session_id = %runtime.session_id, %turn_id, "a turn ended without its end event");
-        TurnEnd {
-            stop_reason: StopReason::Error,
-            text: String::new(),
-            usage: Usage::default(),
-            model_calls: 0,
-            notice: Some("The turn ended unexpectedly.".to_owned()),
-        }
-    });
-    // Free the agent before the turn is seen to end: a role switch or compaction sent as soon as
-    // a client reads `TurnEnded` must find it free (it is refused, not queued, while busy).
-    drop(agent_guard);
-    runtime.finish(&turn_id, end);
+    end
+}
+
+/// The `TurnEnd` of a turn the worker had to end itself, with `notice`.
+fn ended_with_error(notice: &str) -> TurnEnd {
+    TurnEnd {
+        stop_reason: StopReason::Error,
+        text: String::new(),
+        usage: Usage::default(),
+        model_calls: 0,
+        notice: Some(notice.to_owned()),
+    }
 }
 
 /// The arguments of a `tool_call` record as shown to a person.
