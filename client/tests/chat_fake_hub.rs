@@ -8,13 +8,15 @@
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod scripted_hub;
+mod support {
+    pub mod scripted_hub;
+}
 
 use std::time::Duration;
 
 use tau_api::proto::v1 as pb;
 
-use scripted_hub::*;
+use support::scripted_hub::*;
 
 #[test]
 fn replies_stream_sanitized_with_dim_throttling_and_stop_notices() {

@@ -1,10 +1,12 @@
 //! `tau components` through the real binary: every group, versions, a tool switched off, names
 //! nothing provides, `--json`, and a broken config.
 
-mod common;
+mod support {
+    pub mod sandbox;
+}
 
-use common::{Sandbox, configured};
 use serde_json::Value;
+use support::sandbox::{Sandbox, configured};
 
 #[test]
 fn every_group_is_listed_with_a_disabled_tool_and_an_unknown_name() {
@@ -123,8 +125,9 @@ fn a_broken_config_is_one_line_and_exit_1() {
 
 #[test]
 fn a_running_hub_reports_a_failed_service_as_its_load_error() {
-    let mut sandbox = common::configured("", "");
-    let (port, server) = common::serve_hub(&sandbox, common::status_with_failed_grpc(), 2);
+    let mut sandbox = support::sandbox::configured("", "");
+    let (port, server) =
+        support::sandbox::serve_hub(&sandbox, support::sandbox::status_with_failed_grpc(), 2);
     sandbox.set_port(port);
     let run = sandbox.run(&["components"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -164,7 +167,7 @@ fn a_running_hub_reports_a_failed_service_as_its_load_error() {
 
 #[test]
 fn without_a_hub_one_line_says_the_table_is_built_in_only() {
-    let sandbox = common::configured("", "");
+    let sandbox = support::sandbox::configured("", "");
     let run = sandbox.run(&["components"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(

@@ -2,9 +2,11 @@
 //! names and the hub probe against a local listener, with the exit code and the text and `--json`
 //! output. The checks of files and permissions are in `doctor_files.rs`.
 
-mod common;
+mod support {
+    pub mod sandbox;
+}
 
-use common::{SECRET, Sandbox, anthropic_config, checks, doctor, serve_once, status};
+use support::sandbox::{SECRET, Sandbox, anthropic_config, checks, doctor, serve_once, status};
 
 #[test]
 fn a_healthy_installation_passes_every_check() {
@@ -323,7 +325,8 @@ fn a_fallback_without_credentials_is_only_a_warning() {
 #[test]
 fn a_hub_service_that_failed_to_start_fails_the_components_check() {
     let mut sandbox = Sandbox::healthy();
-    let (port, server) = common::serve_hub(&sandbox, common::status_with_failed_grpc(), 2);
+    let (port, server) =
+        support::sandbox::serve_hub(&sandbox, support::sandbox::status_with_failed_grpc(), 2);
     sandbox.set_port(port);
     let (run, json) = doctor(&sandbox);
     assert_eq!(run.code, 1, "{}", run.stdout);

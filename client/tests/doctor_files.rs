@@ -2,9 +2,11 @@
 //! directory or database, the persona, `user.md`, `.env` against `.env.example`, files and
 //! directories open to others, files it cannot read). The other checks are in `doctor.rs`.
 
-mod common;
+mod support {
+    pub mod sandbox;
+}
 
-use common::{SECRET, Sandbox, checks, doctor, status};
+use support::sandbox::{SECRET, Sandbox, checks, doctor, status};
 
 #[test]
 fn a_sessions_path_that_is_not_a_directory_fails() {

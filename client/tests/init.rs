@@ -1,11 +1,13 @@
 //! `tau init` through the real binary: what it writes, what it never overwrites, how it picks the
 //! provider and the language, and `--profile`.
 
-mod common;
+mod support {
+    pub mod sandbox;
+}
 
 use std::path::Path;
 
-use common::{
+use support::sandbox::{
     SECRET, Sandbox, config_of, mode, providers, repository_file, serve_once, write_own_files,
 };
 use tau_api::config::{BuiltinProvider, render_template};

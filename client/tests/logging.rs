@@ -2,9 +2,11 @@
 //! records to `<TAU_DATA_DIR>/logs/tau.log`; `.env` problems and unknown `tau.toml` tables are
 //! told once, on stderr, by ask and components, and only as a check line by doctor.
 
-mod common;
+mod support {
+    pub mod sandbox;
+}
 
-use common::{Sandbox, checks, doctor};
+use support::sandbox::{Sandbox, checks, doctor};
 
 /// A healthy installation whose tau.toml has an unknown table and whose .env a broken line 2.
 fn with_problems() -> Sandbox {
