@@ -1,6 +1,6 @@
 //! [`TauAgent`]: one conversation's agent loop: model, tools behind the tier gate, history, limits.
 //!
-//! `stream(prompt)` starts a turn on its own task and returns a [`TurnStream`] of [`TurnEvent`]s
+//! `stream(prompt)` starts a turn on its own task and returns an [`AgentTurn`] of [`TurnEvent`]s
 //! over a bounded channel; `ask(prompt)` waits for the text.
 //!
 //! Invariants: one turn at a time per agent: the turn task holds the agent's turn lock, a fair
@@ -129,7 +129,7 @@ impl std::fmt::Debug for TauAgent {
 pub struct TurnOptions {
     /// The channel the prompt came from (approvals are asked there); default: the agent's.
     pub channel: Option<String>,
-    /// Cancels this turn; default: a fresh token (see [`TurnStream::cancel`]).
+    /// Cancels this turn; default: a fresh token (see [`AgentTurn::cancel`]).
     pub cancel: Option<CancellationToken>,
 }
 
@@ -228,14 +228,14 @@ impl TauAgent {
     }
 
     /// Runs one user turn; see [`TauAgent::stream_with`].
-    pub fn stream(&self, prompt: impl Into<String>) -> TurnStream {
+    pub fn stream(&self, prompt: impl Into<String>) -> AgentTurn {
         self.stream_with(prompt, TurnOptions::default())
     }
 
     /// Runs one user turn on its own task (queued behind a running one, in call order) and
     /// streams its events. Needs a tokio runtime; without one the stream ends at once with
     /// `TurnAborted`.
-    pub fn stream_with(&self, prompt: impl Into<String>, options: TurnOptions) -> TurnStream {
+    pub fn stream_with(&self, prompt: impl Into<String>, options: TurnOptions) -> AgentTurn {
         if tokio::runtime::Handle::try_current().is_err() {
             return self.spawn_turn(prompt.into(), options, std::future::pending());
         }
@@ -259,7 +259,7 @@ impl TauAgent {
         &self,
         prompt: impl Into<String>,
         options: TurnOptions,
-    ) -> Result<TurnStream, AgentBusy> {
+    ) -> Result<AgentTurn, AgentBusy> {
         let guard = Arc::clone(&self.inner.turn_lock)
             .try_lock_owned()
             .map_err(|_| AgentBusy)?;
@@ -273,10 +273,10 @@ impl TauAgent {
         prompt: String,
         options: TurnOptions,
         place: impl Future<Output = tokio::sync::OwnedMutexGuard<()>> + Send + 'static,
-    ) -> TurnStream {
+    ) -> AgentTurn {
         let (sender, receiver) = mpsc::channel(self.inner.event_capacity.max(1));
         let cancel = options.cancel.unwrap_or_default();
-        let stream = TurnStream {
+        let stream = AgentTurn {
             receiver,
             cancel: cancel.clone(),
         };
@@ -331,12 +331,12 @@ impl TauAgent {
 
 /// The events of one turn. Implements `Stream`; dropping it does not stop the turn.
 #[derive(Debug)]
-pub struct TurnStream {
+pub struct AgentTurn {
     receiver: mpsc::Receiver<TurnEvent>,
     cancel: CancellationToken,
 }
 
-impl TurnStream {
+impl AgentTurn {
     /// The next event; `None` after `TurnEnd`.
     pub async fn next_event(&mut self) -> Option<TurnEvent> {
         self.receiver.recv().await
@@ -371,7 +371,7 @@ impl TurnStream {
     }
 }
 
-impl Stream for TurnStream {
+impl Stream for AgentTurn {
     type Item = TurnEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<TurnEvent>> {

@@ -401,7 +401,7 @@ async fn relay(
     runtime: &SessionRuntime,
     record: &TurnRecord,
     recorder: &SessionRecorder,
-    mut stream: crate::agent::TurnStream,
+    mut stream: crate::agent::AgentTurn,
 ) -> Option<TurnEnd> {
     let turn_id = record.info.turn_id.as_str();
     let mut end = None;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
-use taud::agent::{HistoryError, HistoryObserver, TurnEvent, TurnStream};
+use taud::agent::{HistoryError, HistoryObserver, TurnEvent, AgentTurn};
 use taud::message::{Message, ToolResult, ToolResultContent};
 use taud::tool::{Tier, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use tokio::sync::Notify;
@@ -116,7 +116,7 @@ pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Reads events until one matches, within the deadline; `None` if the stream ended or time ran out.
 pub async fn wait_for(
-    stream: &mut TurnStream,
+    stream: &mut AgentTurn,
     matches: impl Fn(&TurnEvent) -> bool,
 ) -> Option<TurnEvent> {
     let found = tokio::time::timeout(DEADLINE, async {
