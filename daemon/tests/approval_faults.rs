@@ -22,7 +22,7 @@ use std::time::Duration;
 use hubcore_common::*;
 use serde_json::Value;
 use taud::hub::{
-    ApprovalAnswer, CoreError, DecideOutcome, EventKind, EventStream, Resolution, StartTurn,
+    ApprovalAnswer, ApprovalOutcome, CoreError, DecideOutcome, EventKind, EventStream, StartTurn,
     TurnStream,
 };
 use taud::testing::FakeReply;
@@ -128,12 +128,15 @@ struct Answer {
     outcome: Result<DecideOutcome, String>,
 }
 
-fn stored_status(resolution: Resolution) -> &'static str {
+fn stored_status(resolution: ApprovalOutcome) -> &'static str {
     match resolution {
-        Resolution::Approved => "approved",
-        Resolution::Rejected | Resolution::ChannelClosed => "rejected",
-        Resolution::Timeout => "timeout",
-        Resolution::Cancelled | Resolution::ExpiredByRestart => "cancelled",
+        ApprovalOutcome::Approved => "approved",
+        ApprovalOutcome::Rejected | ApprovalOutcome::ChannelClosed => "rejected",
+        ApprovalOutcome::Timeout => "timeout",
+        ApprovalOutcome::Cancelled | ApprovalOutcome::ExpiredByRestart => "cancelled",
+        ApprovalOutcome::Error | ApprovalOutcome::Invalid => {
+            panic!("the registry never ends an approval as {resolution:?}")
+        }
     }
 }
 
@@ -155,7 +158,7 @@ async fn resolutions_until_end(
     turn_id: &str,
     approval: &str,
     why: &str,
-) -> Vec<Resolution> {
+) -> Vec<ApprovalOutcome> {
     let mut seen = Vec::new();
     loop {
         let event = tokio::time::timeout(DEADLINE, observer.next())
@@ -378,7 +381,7 @@ async fn trial(s: Scenario, why: String) {
         .unwrap_or_default()
         .starts_with("Simulated:");
     assert_eq!(ran, approved_by_rightful, "{why}: {call} {answers:?}");
-    assert_eq!(ran, winner == Resolution::Approved, "{why}: {call}");
+    assert_eq!(ran, winner == ApprovalOutcome::Approved, "{why}: {call}");
     assert_eq!(call["approval"], stored_status(winner), "{why}: {call}");
     // What the model read, when the turn went on to ask it again.
     let tool_use_id = call["tool_use_id"].as_str().unwrap().to_owned();

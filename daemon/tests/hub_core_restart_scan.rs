@@ -13,8 +13,8 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use taud::hub::scan_mark::{SCAN_MARGIN, ScanJournal};
 use taud::hub::{
-    ApprovalAnswer, CoreOptions, DecideOutcome, DemoModelFactory, EventKind, HubCore, ModelFactory,
-    Resolution, SharedModelFactory, StartTurn,
+    ApprovalAnswer, ApprovalOutcome, CoreOptions, DecideOutcome, DemoModelFactory, EventKind,
+    HubCore, ModelFactory, SharedModelFactory, StartTurn,
 };
 use taud::store::{
     Durability, FileSessionStore, Session, SessionAgent, SessionError, SessionInfo, SessionMessage,
@@ -302,7 +302,7 @@ async fn an_approval_expired_by_restart_answers_expired_after_any_number_of_rest
         assert_eq!(
             core.decide("apr-0", ApprovalAnswer::Approve, &attachment)
                 .unwrap(),
-            DecideOutcome::Expired(Resolution::ExpiredByRestart),
+            DecideOutcome::Expired(ApprovalOutcome::ExpiredByRestart),
             "restart {restart}"
         );
         assert_eq!(

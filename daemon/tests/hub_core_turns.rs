@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use hubcore_common::*;
 use serde_json::json;
-use taud::gate::Decision;
 use taud::hub::{
-    ApprovalAnswer, CoreError, DecideOutcome, EventKind, LAG_GRACE, Resolution, StartTurn,
+    ApprovalAnswer, ApprovalOutcome, CoreError, DecideOutcome, EventKind, LAG_GRACE, StartTurn,
 };
 use taud::testing::FakeReply;
 
@@ -108,9 +107,9 @@ async fn an_attached_client_approves_and_rejects() {
         assert_eq!(
             f.core.decide(&approval, answer, &attachment).unwrap(),
             DecideOutcome::Applied(if ran {
-                Resolution::Approved
+                ApprovalOutcome::Approved
             } else {
-                Resolution::Rejected
+                ApprovalOutcome::Rejected
             })
         );
         assert_eq!(
@@ -118,9 +117,9 @@ async fn an_attached_client_approves_and_rejects() {
                 .decide(&approval, ApprovalAnswer::Approve, &attachment)
                 .unwrap(),
             DecideOutcome::AlreadyDecided(if ran {
-                Resolution::Approved
+                ApprovalOutcome::Approved
             } else {
-                Resolution::Rejected
+                ApprovalOutcome::Rejected
             })
         );
         let rest = drain(&mut stream).await;
@@ -143,9 +142,9 @@ async fn an_attached_client_approves_and_rejects() {
             .map(|e| e["status"].as_str().unwrap().to_owned())
             .collect();
         let decided = if ran {
-            Decision::Approved
+            ApprovalOutcome::Approved
         } else {
-            Decision::Rejected
+            ApprovalOutcome::Rejected
         };
         assert_eq!(
             approvals,
@@ -223,7 +222,11 @@ async fn a_dropped_client_leaves_its_turn_running_and_its_approval_rejected() {
                 _ => {}
             }
         }
-        assert_eq!(resolution, Some(Resolution::ChannelClosed), "{backend}");
+        assert_eq!(
+            resolution,
+            Some(ApprovalOutcome::ChannelClosed),
+            "{backend}"
+        );
         let detail = f.core.get_session(&id, true).await.unwrap();
         assert_eq!(
             detail.summary.message_count, 4,
@@ -394,7 +397,7 @@ async fn a_queued_turn_can_be_cancelled_before_it_runs() {
     assert!(rest.iter().any(|e| matches!(
         e.kind,
         EventKind::ApprovalResolved {
-            resolution: Resolution::Cancelled,
+            resolution: ApprovalOutcome::Cancelled,
             ..
         }
     )));
@@ -465,7 +468,7 @@ async fn a_cut_off_client_that_resubscribes_within_the_grace_keeps_its_approval(
         f.core
             .decide(&approval, ApprovalAnswer::Approve, &attachment)
             .unwrap(),
-        DecideOutcome::Applied(Resolution::Approved)
+        DecideOutcome::Applied(ApprovalOutcome::Approved)
     );
     // The turn goes on with the approval; the resumed stream may lag again on a lag of 2.
     let deadline = tokio::time::Instant::now() + DEADLINE;
@@ -513,7 +516,7 @@ async fn a_cut_off_client_that_does_not_come_back_has_its_approval_rejected_afte
     }
     assert_eq!(
         f.core.registry().resolution_of(&approval),
-        Some(Resolution::ChannelClosed)
+        Some(ApprovalOutcome::ChannelClosed)
     );
 }
 
@@ -561,7 +564,10 @@ async fn an_approval_nobody_answers_times_out_with_the_configured_deadline() {
         .collect();
     assert_eq!(
         statuses,
-        vec!["pending".to_owned(), Decision::Timeout.as_str().to_owned()]
+        vec![
+            "pending".to_owned(),
+            ApprovalOutcome::Timeout.as_str().to_owned()
+        ]
     );
     assert!(f.core.list_pending(None).unwrap().is_empty());
 }

@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::approval::ApprovalOutcome;
 use super::format::format_approval_arguments;
-use super::sink::Decision;
 use crate::tool::Tier;
 
 /// Everything a person needs to decide one tier-2 call.
@@ -59,15 +59,15 @@ pub trait Approver: Send + Sync {
         None
     }
 
-    /// Asks for a decision. Anything but `Ok(Decision::Approved)` refuses the call.
-    async fn decide(&self, request: &ApprovalRequest) -> Result<Decision, ApproverError>;
+    /// Asks for a decision. Anything but `Ok(ApprovalOutcome::Approved)` refuses the call.
+    async fn decide(&self, request: &ApprovalRequest) -> Result<ApprovalOutcome, ApproverError>;
 
     /// Ends the question as `proposed` (the gate's timeout, a cancel, a failure) unless a decision
     /// for it already won, and returns the decision that stands: the gate records and acts on that
     /// one. The gate calls it when it stops waiting, while the `decide` future is still alive (it
     /// is dropped right after and never polled again), and also for a question it never asked, so
     /// an approver can forget its per-question state. The default keeps `proposed`.
-    fn conclude(&self, request: &ApprovalRequest, proposed: Decision) -> Decision {
+    fn conclude(&self, request: &ApprovalRequest, proposed: ApprovalOutcome) -> ApprovalOutcome {
         let _ = request;
         proposed
     }
@@ -83,8 +83,8 @@ impl Approver for AutoRejectApprover {
         "auto_reject"
     }
 
-    async fn decide(&self, _request: &ApprovalRequest) -> Result<Decision, ApproverError> {
-        Ok(Decision::Rejected)
+    async fn decide(&self, _request: &ApprovalRequest) -> Result<ApprovalOutcome, ApproverError> {
+        Ok(ApprovalOutcome::Rejected)
     }
 }
 
@@ -108,7 +108,7 @@ mod tests {
         };
         assert_eq!(
             AutoRejectApprover.decide(&request).await,
-            Ok(Decision::Rejected)
+            Ok(ApprovalOutcome::Rejected)
         );
         assert_eq!(AutoRejectApprover.timeout(), None);
         assert_eq!(request.formatted_arguments(), r#"{"action": "x\u202e"}"#);
