@@ -186,7 +186,7 @@ async fn approval_or_end(turn: &mut TurnStream, why: &str) -> Option<String> {
             .await
             .unwrap_or_else(|| panic!("{why}: the turn's stream ended early"));
         match &event.kind {
-            EventKind::ApprovalRequested(info) => return Some(info.approval_id.clone()),
+            EventKind::ApprovalRequested(info) => return Some(info.request.approval_id.clone()),
             EventKind::TurnEnded(_) => return None,
             _ => {}
         }

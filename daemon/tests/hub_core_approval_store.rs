@@ -140,7 +140,7 @@ async fn an_approval_the_store_cannot_record_runs_no_tool() {
         if let EventKind::ApprovalRequested(info) = &event.kind {
             assert_eq!(
                 core.decide(
-                    &info.approval_id,
+                    &info.request.approval_id,
                     ApprovalAnswer::Approve,
                     turn.attachment_id()
                 )

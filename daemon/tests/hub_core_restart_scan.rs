@@ -343,7 +343,7 @@ async fn an_approval_a_hub_left_pending_is_found_though_its_clock_was_stepped_ba
             .unwrap()
             .unwrap();
         if let EventKind::ApprovalRequested(info) = &event.kind {
-            break info.approval_id.clone();
+            break info.request.approval_id.clone();
         }
     };
     let expired: Vec<String> = {

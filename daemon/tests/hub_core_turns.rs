@@ -101,8 +101,11 @@ async fn an_attached_client_approves_and_rejects() {
         let approval = until_approval(&mut stream).await;
         let pending = f.core.list_pending(Some(&id)).unwrap();
         assert_eq!(pending.len(), 1);
-        assert_eq!(pending[0].channel, "terminal");
-        assert_eq!(pending[0].arguments, r#"{"action": "turn on the lamp"}"#);
+        assert_eq!(pending[0].request.channel, "terminal");
+        assert_eq!(
+            pending[0].request.formatted_arguments(),
+            r#"{"action": "turn on the lamp"}"#
+        );
         let attachment = stream.attachment_id().to_owned();
         assert_eq!(
             f.core.decide(&approval, answer, &attachment).unwrap(),
@@ -415,7 +418,7 @@ async fn lagged_turn_with_a_pending_approval(f: &Fixture, id: &str) -> (String, 
     let deadline = tokio::time::Instant::now() + DEADLINE;
     let approval = loop {
         if let Some(pending) = f.core.list_pending(Some(id)).unwrap().first() {
-            break pending.approval_id.clone();
+            break pending.request.approval_id.clone();
         }
         assert!(tokio::time::Instant::now() < deadline, "no approval asked");
         tokio::time::sleep(Duration::from_millis(5)).await;

@@ -1,5 +1,7 @@
 //! The approval vocabulary the gate and the hub share, and its string forms, in one place.
 //!
+//! - [`ApprovalRequest`]: the record of one pending approval, made by the gate, kept and shown by
+//!   the hub.
 //! - [`ApprovalOutcome`]: how one tier-2 question ended. The gate's verdict, the hub's registry,
 //!   the `DecideApproval` answer, the `approval_resolved` event and the stored `approval` event all
 //!   speak of an approval's fate with it.
@@ -17,8 +19,42 @@
 //! meaning, so records written by older versions read the same (see the tests). Only
 //! [`ApprovalOutcome::Approved`] approves.
 
+use std::time::Duration;
+
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use super::format::format_approval_arguments;
+use crate::tool::Tier;
+
+/// The record of one pending approval: everything a person needs to decide one tier-2 call. The
+/// gate makes it; the hub keeps it while the question is open and shows it to clients (with where
+/// and when it was asked, `crate::hub::PendingInfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// Unique per question; the `approval` events and the hub's decide call use it.
+    pub approval_id: String,
+    pub tool: String,
+    pub tier: Tier,
+    /// The model's arguments, untrusted: show them with [`ApprovalRequest::formatted_arguments`].
+    pub arguments: Value,
+    /// The tool's effect sentence (English).
+    pub effect: String,
+    pub session_id: String,
+    /// The channel the call came from; only a decision from that channel counts.
+    pub channel: String,
+    pub tool_use_id: String,
+    /// How long the question stays open, when a timeout applies.
+    pub timeout: Option<Duration>,
+}
+
+impl ApprovalRequest {
+    /// The arguments as shown to a person: sorted JSON, control and bidi characters escaped.
+    pub fn formatted_arguments(&self) -> String {
+        format_approval_arguments(&self.arguments)
+    }
+}
 
 /// How one approval question ended. Only `Approved` lets the call run.
 ///

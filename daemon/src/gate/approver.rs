@@ -10,38 +10,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use super::approval::ApprovalOutcome;
-use super::format::format_approval_arguments;
-use crate::tool::Tier;
-
-/// Everything a person needs to decide one tier-2 call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ApprovalRequest {
-    /// Unique per question; the `approval` events and the hub's decide call use it.
-    pub approval_id: String,
-    pub tool: String,
-    pub tier: Tier,
-    /// The model's arguments, untrusted: show them with [`ApprovalRequest::formatted_arguments`].
-    pub arguments: Value,
-    /// The tool's effect sentence (English).
-    pub effect: String,
-    pub session_id: String,
-    /// The channel the call came from; only a decision from that channel counts.
-    pub channel: String,
-    pub tool_use_id: String,
-    /// How long the question stays open, when a timeout applies.
-    pub timeout: Option<Duration>,
-}
-
-impl ApprovalRequest {
-    /// The arguments as shown to a person: sorted JSON, control and bidi characters escaped.
-    pub fn formatted_arguments(&self) -> String {
-        format_approval_arguments(&self.arguments)
-    }
-}
+use super::approval::{ApprovalOutcome, ApprovalRequest};
 
 /// An approver failed to produce a decision; the gate records `error` and refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -91,6 +61,7 @@ impl Approver for AutoRejectApprover {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tool::Tier;
     use serde_json::json;
 
     #[tokio::test]

@@ -39,8 +39,8 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
-pub use approval::{ApprovalAnswer, ApprovalOutcome, ApprovalState, CallApproval};
-pub use approver::{ApprovalRequest, Approver, ApproverError, AutoRejectApprover};
+pub use approval::{ApprovalAnswer, ApprovalOutcome, ApprovalRequest, ApprovalState, CallApproval};
+pub use approver::{Approver, ApproverError, AutoRejectApprover};
 pub use exemption::ExemptionHandle;
 pub use format::format_approval_arguments;
 pub use pending::PendingApproval;

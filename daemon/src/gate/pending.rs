@@ -17,8 +17,8 @@ use futures::FutureExt;
 use tracing::{info, warn};
 
 use super::GateInner;
-use super::approval::{ApprovalOutcome, ApprovalState, CallApproval};
-use super::approver::ApprovalRequest;
+use super::approval::{ApprovalOutcome, ApprovalRequest, ApprovalState, CallApproval};
+
 use super::sink::{AgentEvent, ApprovalEvent, ErrorEvent};
 use super::verdict::{CallContext, GateCall, Permit, Refusal, RefusalReason, Verdict};
 use crate::tool::Tool;

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::agent::TurnEnd;
-use crate::gate::{ApprovalOutcome, ErrorEvent, ToolCallEvent};
+use crate::gate::{ApprovalOutcome, ApprovalRequest, ErrorEvent, ToolCallEvent};
 
 /// One event of a session, numbered by the session's bus.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,21 +93,16 @@ pub struct TurnInfo {
     pub accepted_at: String,
 }
 
-/// A tier-2 approval waiting for a decision, as clients see it.
+/// A tier-2 approval waiting for a decision, as clients see it: the gate's record of the question
+/// and where and when the hub asked it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingInfo {
-    pub approval_id: String,
-    pub session_id: String,
+    /// The question (its session, channel, tool, arguments …). Only a client attached on its
+    /// channel may decide; clients are shown its arguments with
+    /// [`ApprovalRequest::formatted_arguments`].
+    pub request: ApprovalRequest,
     /// The turn that asked (empty when the call came from outside a turn).
     pub turn_id: String,
-    /// Only a client attached on this channel may decide.
-    pub channel: String,
-    pub tool: String,
-    pub tier: u8,
-    /// Sorted JSON with control and bidirectional characters escaped.
-    pub arguments: String,
-    pub effect: String,
-    pub tool_use_id: String,
     /// RFC 3339, UTC.
     pub asked_at: String,
     /// RFC 3339, UTC; `None` when no timeout applies.

@@ -118,18 +118,24 @@ pub fn resolution(outcome: ApprovalOutcome) -> pb::ApprovalResolution {
 }
 
 pub fn pending(info: PendingInfo) -> pb::PendingApproval {
+    let PendingInfo {
+        request,
+        turn_id,
+        asked_at,
+        deadline,
+    } = info;
     pb::PendingApproval {
-        approval_id: info.approval_id,
-        session_id: info.session_id,
-        turn_id: info.turn_id,
-        channel: info.channel,
-        tool: info.tool,
-        tier: u32::from(info.tier),
-        arguments: info.arguments,
-        effect: info.effect,
-        tool_use_id: info.tool_use_id,
-        asked_at: info.asked_at,
-        deadline: info.deadline.unwrap_or_default(),
+        tier: u32::from(request.tier.number()),
+        arguments: request.formatted_arguments(),
+        approval_id: request.approval_id,
+        session_id: request.session_id,
+        turn_id,
+        channel: request.channel,
+        tool: request.tool,
+        effect: request.effect,
+        tool_use_id: request.tool_use_id,
+        asked_at,
+        deadline: deadline.unwrap_or_default(),
     }
 }
 

@@ -103,12 +103,12 @@ impl ApprovalRegistry {
             if state.held.contains(attachment_id) {
                 return (None, Err(DecideError::CutOff(attachment_id.to_owned())));
             }
-            if attached.session_id != entry.info.session_id
-                || attached.channel != entry.info.channel
+            if attached.session_id != entry.info.request.session_id
+                || attached.channel != entry.info.request.channel
             {
                 let error = DecideError::WrongChannel {
-                    session_id: entry.info.session_id.clone(),
-                    asked_on: entry.info.channel.clone(),
+                    session_id: entry.info.request.session_id.clone(),
+                    asked_on: entry.info.request.channel.clone(),
                     attached_session: attached.session_id.clone(),
                     attached_on: attached.channel.clone(),
                 };
@@ -166,10 +166,10 @@ impl State {
         self.remember(approval_id, outcome);
         let info = entry.info;
         info!(
-            approval_id = %info.approval_id,
-            session_id = %info.session_id,
-            tool = %info.tool,
-            channel = %info.channel,
+            approval_id = %info.request.approval_id,
+            session_id = %info.request.session_id,
+            tool = %info.request.tool,
+            channel = %info.request.channel,
             resolution = outcome.as_str(),
             "approval resolved"
         );
@@ -177,9 +177,9 @@ impl State {
         Some((
             turn_id,
             EventKind::ApprovalResolved {
-                approval_id: info.approval_id,
-                tool: info.tool,
-                tool_use_id: info.tool_use_id,
+                approval_id: info.request.approval_id,
+                tool: info.request.tool,
+                tool_use_id: info.request.tool_use_id,
                 resolution: outcome,
                 decided_by_channel: decided_by.map(str::to_owned),
             },
@@ -281,15 +281,8 @@ impl Approver for ClientApprover {
             .and_then(|t| jiff::Timestamp::now().checked_add(t).ok())
             .map(|t| t.to_string());
         let info = PendingInfo {
-            approval_id: request.approval_id.clone(),
-            session_id: request.session_id.clone(),
+            request: request.clone(),
             turn_id: self.turn.get().unwrap_or_default(),
-            channel: request.channel.clone(),
-            tool: request.tool.clone(),
-            tier: request.tier.number(),
-            arguments: request.formatted_arguments(),
-            effect: request.effect.clone(),
-            tool_use_id: request.tool_use_id.clone(),
             asked_at: now_rfc3339(),
             deadline,
         };

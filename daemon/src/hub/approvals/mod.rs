@@ -90,7 +90,9 @@ pub(crate) struct AttachmentEntry {
 
 impl AttachmentEntry {
     fn shows(&self, info: &PendingInfo) -> bool {
-        self.session_id == info.session_id && self.channel == info.channel && self.scope.shows(info)
+        self.session_id == info.request.session_id
+            && self.channel == info.request.channel
+            && self.scope.shows(info)
     }
 }
 
@@ -181,7 +183,7 @@ impl ApprovalRegistry {
     /// streams carry it; asked where there are none, it is resolved as `ChannelClosed` at once.
     pub fn register(self: &Arc<Self>, bus: &Arc<EventBus>, info: PendingInfo) -> PendingTicket {
         let (responder, receiver) = oneshot::channel();
-        let approval_id = info.approval_id.clone();
+        let approval_id = info.request.approval_id.clone();
         let unwatched = bus.publish_with(|_| {
             let mut state = self.lock();
             state.asked += 1;
@@ -225,8 +227,8 @@ impl ApprovalRegistry {
             .lock()
             .pending
             .values()
-            .filter(|e| e.info.session_id == session_id)
-            .map(|e| (e.info.approval_id.clone(), Arc::clone(&e.bus)))
+            .filter(|e| e.info.request.session_id == session_id)
+            .map(|e| (e.info.request.approval_id.clone(), Arc::clone(&e.bus)))
             .collect();
         for (id, bus) in ids {
             bus.publish_with(|_| {
@@ -258,7 +260,7 @@ impl ApprovalRegistry {
         let mut entries: Vec<&PendingEntry> = state
             .pending
             .values()
-            .filter(|e| session_id.is_none_or(|s| e.info.session_id == s))
+            .filter(|e| session_id.is_none_or(|s| e.info.request.session_id == s))
             .collect();
         entries.sort_by_key(|e| e.asked);
         entries.into_iter().map(|e| e.info.clone()).collect()

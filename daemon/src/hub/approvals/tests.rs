@@ -6,15 +6,18 @@ use crate::gate::ApprovalAnswer;
 
 fn info(id: &str, session: &str, channel: &str) -> PendingInfo {
     PendingInfo {
-        approval_id: id.into(),
-        session_id: session.into(),
+        request: crate::gate::ApprovalRequest {
+            approval_id: id.into(),
+            tool: "demo_physical_action".into(),
+            tier: crate::tool::Tier::Physical,
+            arguments: serde_json::json!({}),
+            effect: "moves nothing".into(),
+            session_id: session.into(),
+            channel: channel.into(),
+            tool_use_id: "tu-1".into(),
+            timeout: None,
+        },
         turn_id: "turn-1".into(),
-        channel: channel.into(),
-        tool: "demo_physical_action".into(),
-        tier: 2,
-        arguments: "{}".into(),
-        effect: "moves nothing".into(),
-        tool_use_id: "tu-1".into(),
         asked_at: "now".into(),
         deadline: None,
     }
@@ -102,7 +105,7 @@ async fn the_last_attachment_going_rejects_its_pending_approvals() {
     assert_eq!(registry.pending_count(), 2, "one terminal client is left");
     drop(second);
     assert_eq!(ticket.wait().await, ApprovalOutcome::ChannelClosed);
-    assert_eq!(registry.list_pending(None)[0].approval_id, "a2");
+    assert_eq!(registry.list_pending(None)[0].request.approval_id, "a2");
     drop(telegram);
     assert_eq!(registry.pending_count(), 0);
 }

@@ -114,7 +114,10 @@ async fn a_client_decision_is_the_answer() {
         wait_pending(&f.registry).await;
         let pending = f.registry.list_pending(None);
         assert_eq!(pending[0].turn_id, "turn-1");
-        assert_eq!(pending[0].arguments, r#"{"a": "x\u202e", "b": 1}"#);
+        assert_eq!(
+            pending[0].request.formatted_arguments(),
+            r#"{"a": "x\u202e", "b": 1}"#
+        );
         assert_eq!(pending[0].deadline, None);
         assert!(matches!(
             f.registry.decide("a1", answer, terminal.id()),
