@@ -1,4 +1,7 @@
 //! [`PendingApproval`]: a tier-2 question that was recorded as `pending` and is waiting to be asked.
+//! [`PendingApproval::wait`] asks the approver (in the hub, `crate::hub::ClientApprover`) and
+//! `finish` turns the [`ApprovalOutcome`] into the durable `approved` record and the [`Permit`],
+//! or into a refusal: the last step of ARCHITECTURE.md's "path of an approval".
 //!
 //! Invariants: the `pending` approval event was emitted before this value exists (so a store that
 //! persists events has the question before anyone is asked); questions of one gate are asked one at

@@ -13,7 +13,7 @@
 //! How an approval of an earlier hub ended stays readable: [`stored_outcome`] reads it back from
 //! the session's events, and `HubCore::stored_outcome` answers a decision on it (an approval
 //! expired by restart answers `Expired` after any number of restarts, not only after the one that
-//! expired it); that read runs through [`store_io`] and its result is remembered, so it is read at
+//! expired it); that read runs through `store_io` and its result is remembered, so it is read at
 //! most once per id while remembered. Statuses are read and written with the gate's approval
 //! vocabulary ([`ApprovalState`]).
 

@@ -4,7 +4,7 @@
 //! 1. [`HubCore::decide`] checks the request; an id this hub never saw is looked up in the stored
 //!    events (`crate::hub::restart`).
 //! 2. [`ApprovalRegistry::decide`] refuses a decision from an attachment that may not decide it.
-//! 3. [`State::resolve`] chooses the winner: it sends the outcome to the waiting ticket, remembers
+//! 3. `State::resolve` chooses the winner: it sends the outcome to the waiting ticket, remembers
 //!    it and returns the `ApprovalResolved` event the bus publishes.
 //! 4. [`PendingTicket::wait`] wakes [`ClientApprover::decide`], which hands the outcome to the gate
 //!    (`crate::gate::PendingApproval`, which records an approval and makes the permit). A gate that

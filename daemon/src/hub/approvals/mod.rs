@@ -3,6 +3,16 @@
 //! chosen; every report of it (the DecideApproval answer, the live `ApprovalResolved` event, the
 //! gate's verdict and stored `approval` event, the logs) reads that winner.
 //!
+//! This file holds the registry's bookkeeping (registering a question, listing, remembering how
+//! one ended). The rest, one concern a file:
+//! - [`decide`]: the path of a decision, in order: `HubCore::decide`, [`ApprovalRegistry::decide`],
+//!   the winner, [`PendingTicket`] and [`ClientApprover`], the gate's approver in the hub;
+//! - [`readiness`]: when a question may be asked (recorded, and the turn's events published);
+//! - [`attach`], [`grace`]: the attachments, and the hold of one cut off for lagging.
+//!
+//! Approvals and their fates are spoken of in the gate's vocabulary (`crate::gate::ApprovalRequest`,
+//! [`ApprovalOutcome`]).
+//!
 //! An attachment is one live client stream on a session and a channel; its [`Attachment`] guard
 //! ends it on drop ([`attach`]). What an attachment was *shown* decides what it may decide:
 //! - a Subscribe stream is shown every approval pending on its session in its snapshot and every
@@ -18,8 +28,8 @@
 //!   shown it (its *viewers*). A decision counts only from a viewer. An attachment cut off as
 //!   lagging is held for a grace period ([`grace`]): it stays a viewer (the approval stays pending
 //!   for the client to resubscribe, which shows it again) but no longer decides.
-//! - When the last viewer of an approval goes, the approval ends as [`ApprovalOutcome::ChannelClosed`]
-//!   (a closed dialog never approves); an approval asked where nobody is shown it ends the same way
+//! - When the last viewer of an approval goes, the approval ends as
+//!   [`ApprovalOutcome::ChannelClosed`] (a closed dialog never approves); an approval asked where nobody is shown it ends the same way
 //!   at once.
 //! - Every approval is resolved exactly once, under the registry lock: the first resolution wins
 //!   (a decision, a closed channel, the gate's timeout or a cancel, see
