@@ -15,7 +15,7 @@ use support::agent::{Act, Concurrency, DEADLINE, Recorder, TestTool, all_results
 use taud::agent::{
     Limits, StaticSystemPrompt, StopReason, SystemPromptSource, TauAgent, TurnEvent,
 };
-use taud::gate::Decision;
+use taud::gate::ApprovalOutcome;
 use taud::message::{ContentBlock, Role, SystemContentBlock, ToolResultStatus};
 use taud::testing::{FakeModel, FakeReply, MemorySink, ScriptedApprover};
 use taud::tool::builtin::{FixedClock, shipped_catalog};
@@ -287,7 +287,8 @@ async fn demo_tells_the_time_in_english_and_turkish() {
 
 #[tokio::test]
 async fn demo_switches_only_with_an_approval() {
-    let approver = ScriptedApprover::decisions([Decision::Approved, Decision::Rejected]);
+    let approver =
+        ScriptedApprover::decisions([ApprovalOutcome::Approved, ApprovalOutcome::Rejected]);
     let (agent, _, sink) = demo_agent(approver);
     assert_eq!(
         agent.ask("Please turn on the desk lamp").await.unwrap(),

@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde_json::Value;
 use support::hub::*;
 use taud::hub::{
-    ApprovalAnswer, CoreError, DecideOutcome, EventKind, EventStream, Resolution, StartTurn,
+    ApprovalAnswer, ApprovalOutcome, CoreError, DecideOutcome, EventKind, EventStream, StartTurn,
     TurnStream,
 };
 use taud::testing::FakeReply;
@@ -130,12 +130,15 @@ struct Answer {
     outcome: Result<DecideOutcome, String>,
 }
 
-fn stored_status(resolution: Resolution) -> &'static str {
+fn stored_status(resolution: ApprovalOutcome) -> &'static str {
     match resolution {
-        Resolution::Approved => "approved",
-        Resolution::Rejected | Resolution::ChannelClosed => "rejected",
-        Resolution::Timeout => "timeout",
-        Resolution::Cancelled | Resolution::ExpiredByRestart => "cancelled",
+        ApprovalOutcome::Approved => "approved",
+        ApprovalOutcome::Rejected | ApprovalOutcome::ChannelClosed => "rejected",
+        ApprovalOutcome::Timeout => "timeout",
+        ApprovalOutcome::Cancelled | ApprovalOutcome::ExpiredByRestart => "cancelled",
+        ApprovalOutcome::Error | ApprovalOutcome::Invalid => {
+            panic!("the registry never ends an approval as {resolution:?}")
+        }
     }
 }
 
@@ -157,7 +160,7 @@ async fn resolutions_until_end(
     turn_id: &str,
     approval: &str,
     why: &str,
-) -> Vec<Resolution> {
+) -> Vec<ApprovalOutcome> {
     let mut seen = Vec::new();
     loop {
         let event = tokio::time::timeout(DEADLINE, observer.next())
@@ -185,7 +188,7 @@ async fn approval_or_end(turn: &mut TurnStream, why: &str) -> Option<String> {
             .await
             .unwrap_or_else(|| panic!("{why}: the turn's stream ended early"));
         match &event.kind {
-            EventKind::ApprovalRequested(info) => return Some(info.approval_id.clone()),
+            EventKind::ApprovalRequested(info) => return Some(info.request.approval_id.clone()),
             EventKind::TurnEnded(_) => return None,
             _ => {}
         }
@@ -380,7 +383,7 @@ async fn trial(s: Scenario, why: String) {
         .unwrap_or_default()
         .starts_with("Simulated:");
     assert_eq!(ran, approved_by_rightful, "{why}: {call} {answers:?}");
-    assert_eq!(ran, winner == Resolution::Approved, "{why}: {call}");
+    assert_eq!(ran, winner == ApprovalOutcome::Approved, "{why}: {call}");
     assert_eq!(call["approval"], stored_status(winner), "{why}: {call}");
     // What the model read, when the turn went on to ask it again.
     let tool_use_id = call["tool_use_id"].as_str().unwrap().to_owned();

@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use taud::gate::{
-    ApprovalRequest, ApprovalState, ApprovalStatus, Approver, ApproverError, CallContext, Checked,
-    Decision, GateCall, RefusalReason, TierGate, ToolCallStatus, Verdict, refusal_text,
+    ApprovalOutcome, ApprovalRequest, ApprovalState, Approver, ApproverError, CallApproval,
+    CallContext, Checked, GateCall, RefusalReason, TierGate, ToolCallStatus, Verdict, refusal_text,
 };
 use taud::message::{ToolResultContent, ToolResultStatus};
 use taud::testing::{MemorySink, ScriptedAnswer, ScriptedApprover, UnansweredApprover};
@@ -100,7 +100,7 @@ async fn check_and_record_work_without_a_model() {
         panic!("tier 1 must be allowed");
     };
     assert_eq!(permit.tier(), Tier::DigitalWrite);
-    assert_eq!(permit.approval(), ApprovalStatus::NotRequired);
+    assert_eq!(permit.approval(), CallApproval::NotRequired);
     assert_eq!(permit.call().arguments, json!({"b": 2}));
     let record = permit.run(ctx.clone()).await;
     gate.record(&record, &ctx);
@@ -120,8 +120,8 @@ async fn check_and_record_work_without_a_model() {
 async fn the_request_carries_what_a_person_needs() {
     let (catalog, _) = catalog(&[("lamp", Tier::Physical, Behaviour::Echo)]);
     let approver = Arc::new(ScriptedApprover::decisions([
-        Decision::Rejected,
-        Decision::Rejected,
+        ApprovalOutcome::Rejected,
+        ApprovalOutcome::Rejected,
     ]));
     let gate = TierGate::builder(catalog)
         .approver(approver.clone())
@@ -136,7 +136,7 @@ async fn the_request_carries_what_a_person_needs() {
         };
         assert_eq!(
             refusal.reason(),
-            RefusalReason::NotApproved(Decision::Rejected)
+            RefusalReason::NotApproved(ApprovalOutcome::Rejected)
         );
         assert_eq!(refusal.message(), refusal_text("lamp"));
     }
@@ -169,13 +169,16 @@ async fn gate_timeout_wins_over_the_approvers() {
     let verdict = gate.check(call("lamp", "u1", json!({})), &ctx()).await;
     assert!(matches!(
         verdict,
-        Verdict::Refused(ref r) if r.reason() == RefusalReason::NotApproved(Decision::Timeout)
+        Verdict::Refused(ref r) if r.reason() == RefusalReason::NotApproved(ApprovalOutcome::Timeout)
     ));
     assert_eq!(started.elapsed(), Duration::from_secs(5));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     assert_eq!(
         decided_states(&sink),
-        vec![ApprovalState::Pending, ApprovalState::Timeout]
+        vec![
+            ApprovalState::Pending,
+            ApprovalState::Ended(ApprovalOutcome::Timeout)
+        ]
     );
     assert_eq!(sink.approvals()[0].timeout_ms, Some(5000));
     assert_eq!(approver.requests()[0].timeout, Some(Duration::from_secs(5)));
@@ -215,12 +218,15 @@ async fn without_any_timeout_only_a_cancel_ends_the_wait() {
         .unwrap();
     assert!(matches!(
         verdict,
-        Verdict::Refused(ref r) if r.reason() == RefusalReason::NotApproved(Decision::Cancelled)
+        Verdict::Refused(ref r) if r.reason() == RefusalReason::NotApproved(ApprovalOutcome::Cancelled)
     ));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     assert_eq!(
         decided_states(&sink),
-        vec![ApprovalState::Pending, ApprovalState::Cancelled]
+        vec![
+            ApprovalState::Pending,
+            ApprovalState::Ended(ApprovalOutcome::Cancelled)
+        ]
     );
 }
 
@@ -234,7 +240,10 @@ async fn a_dropped_question_is_recorded_as_cancelled() {
     drop(checked);
     assert_eq!(
         decided_states(&sink),
-        vec![ApprovalState::Pending, ApprovalState::Cancelled]
+        vec![
+            ApprovalState::Pending,
+            ApprovalState::Ended(ApprovalOutcome::Cancelled)
+        ]
     );
 }
 
@@ -249,7 +258,7 @@ async fn a_panicking_approver_refuses() {
     let verdict = gate.check(call("lamp", "u1", json!({})), &ctx()).await;
     assert!(matches!(
         verdict,
-        Verdict::Refused(ref r) if r.reason() == RefusalReason::NotApproved(Decision::Error)
+        Verdict::Refused(ref r) if r.reason() == RefusalReason::NotApproved(ApprovalOutcome::Error)
     ));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     assert_eq!(sink.errors().len(), 1);
@@ -264,14 +273,14 @@ async fn an_exhausted_script_never_approves() {
     let verdict = gate.check(call("lamp", "u1", json!({})), &ctx()).await;
     assert!(matches!(
         verdict,
-        Verdict::Refused(ref r) if r.reason() == RefusalReason::NotApproved(Decision::Error)
+        Verdict::Refused(ref r) if r.reason() == RefusalReason::NotApproved(ApprovalOutcome::Error)
     ));
 }
 
 #[tokio::test]
 async fn exemptions_see_the_call_and_can_be_undone() {
     let (catalog, runs) = catalog(&[("lamp", Tier::Physical, Behaviour::Echo)]);
-    let approver = Arc::new(ScriptedApprover::decisions([Decision::Rejected]));
+    let approver = Arc::new(ScriptedApprover::decisions([ApprovalOutcome::Rejected]));
     let gate = TierGate::builder(catalog)
         .approver(approver.clone())
         .build();
@@ -289,9 +298,9 @@ async fn exemptions_see_the_call_and_can_be_undone() {
     else {
         panic!("the exemption matches");
     };
-    assert_eq!(permit.approval(), ApprovalStatus::Exempt);
+    assert_eq!(permit.approval(), CallApproval::Exempt);
     let record = permit.run(ctx.clone()).await;
-    assert_eq!(record.approval, ApprovalStatus::Exempt);
+    assert_eq!(record.approval, CallApproval::Exempt);
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert!(approver.requests().is_empty());
     assert_eq!(
@@ -320,12 +329,12 @@ impl Approver for SlowApprover {
         "slow"
     }
 
-    async fn decide(&self, _request: &ApprovalRequest) -> Result<Decision, ApproverError> {
+    async fn decide(&self, _request: &ApprovalRequest) -> Result<ApprovalOutcome, ApproverError> {
         let now = self.open.fetch_add(1, Ordering::SeqCst) + 1;
         self.most.fetch_max(now, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(100)).await;
         self.open.fetch_sub(1, Ordering::SeqCst);
-        Ok(Decision::Rejected)
+        Ok(ApprovalOutcome::Rejected)
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use taud::agent::{StopReason, TauAgent, TurnEvent};
-use taud::gate::{AgentEvent, Approver, Decision, refusal_text, unknown_tool_text};
+use taud::gate::{AgentEvent, ApprovalOutcome, Approver, refusal_text, unknown_tool_text};
 use taud::message::{ContentBlock, Role, ToolResultContent, ToolResultStatus};
 use taud::testing::{
     FakeModel, FakeReply, MemorySink, ScriptedAnswer, ScriptedApprover, UnansweredApprover,
@@ -67,8 +67,8 @@ fn approver(outcome: Outcome) -> (Arc<dyn Approver>, Box<dyn Fn() -> usize>) {
         (approver, Box::new(move || asked.requests().len()))
     }
     match outcome {
-        Outcome::Approve => scripted(vec![ScriptedAnswer::Decide(Decision::Approved)]),
-        Outcome::Reject => scripted(vec![ScriptedAnswer::Decide(Decision::Rejected)]),
+        Outcome::Approve => scripted(vec![ScriptedAnswer::Decide(ApprovalOutcome::Approved)]),
+        Outcome::Reject => scripted(vec![ScriptedAnswer::Decide(ApprovalOutcome::Rejected)]),
         Outcome::Error => scripted(vec![ScriptedAnswer::Fail("approver offline".into())]),
         Outcome::Invalid => scripted(vec![ScriptedAnswer::Raw("maybe".into())]),
         Outcome::Timeout | Outcome::Cancelled => {
@@ -285,7 +285,7 @@ async fn run_case(target: Target, outcome: Outcome, exemption: Exemption) -> boo
         .iter()
         .filter(|e| matches!(e, TurnEvent::ApprovalAsked(_)))
         .count();
-    let decided: Vec<Decision> = turn_events
+    let decided: Vec<ApprovalOutcome> = turn_events
         .iter()
         .filter_map(|e| match e {
             TurnEvent::ApprovalDecided { decision, .. } => Some(*decision),

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use taud::hub::{
-    ApprovalAnswer, CoreOptions, DecideOutcome, EventKind, HubCore, Resolution, SharedModelFactory,
-    StartTurn,
+    ApprovalAnswer, ApprovalOutcome, CoreOptions, DecideOutcome, EventKind, HubCore,
+    SharedModelFactory, StartTurn,
 };
 use taud::store::{
     Durability, FileSessionStore, Session, SessionAgent, SessionError, SessionInfo, SessionMessage,
@@ -140,12 +140,12 @@ async fn an_approval_the_store_cannot_record_runs_no_tool() {
         if let EventKind::ApprovalRequested(info) = &event.kind {
             assert_eq!(
                 core.decide(
-                    &info.approval_id,
+                    &info.request.approval_id,
                     ApprovalAnswer::Approve,
                     turn.attachment_id()
                 )
                 .unwrap(),
-                DecideOutcome::Applied(Resolution::Approved)
+                DecideOutcome::Applied(ApprovalOutcome::Approved)
             );
         }
         let ended = matches!(event.kind, EventKind::TurnEnded(_));
@@ -162,7 +162,11 @@ async fn an_approval_the_store_cannot_record_runs_no_tool() {
         })
         .unwrap();
     assert_eq!(call.status, taud::gate::ToolCallStatus::Refused, "{call:?}");
-    assert_eq!(call.approval, taud::gate::ApprovalStatus::Error, "{call:?}");
+    assert_eq!(
+        call.approval,
+        taud::gate::CallApproval::Asked(ApprovalOutcome::Error),
+        "{call:?}"
+    );
     assert!(!call.result_summary.contains("Simulated"), "{call:?}");
     let read = format!("{:?}", model.requests().last().unwrap().messages.last());
     assert!(

@@ -9,7 +9,7 @@ mod support {
 }
 
 use support::hub::*;
-use taud::hub::{ApprovalAnswer, CoreError, DecideOutcome, EventKind, Resolution};
+use taud::hub::{ApprovalAnswer, ApprovalOutcome, CoreError, DecideOutcome, EventKind};
 use taud::testing::FakeReply;
 
 #[tokio::test]
@@ -47,7 +47,7 @@ async fn a_queued_turn_neither_keeps_nor_decides_the_running_turns_approval() {
     }
     assert_eq!(
         f.core.registry().resolution_of(&approval),
-        Some(Resolution::ChannelClosed)
+        Some(ApprovalOutcome::ChannelClosed)
     );
     let mut turn_b = turn_b;
     let events = drain(&mut turn_b).await;
@@ -76,7 +76,7 @@ async fn a_subscriber_attached_while_an_approval_is_pending_may_decide_it() {
                 &watcher.snapshot().attachment_id
             )
             .unwrap(),
-        DecideOutcome::Applied(Resolution::Approved)
+        DecideOutcome::Applied(ApprovalOutcome::Approved)
     );
 }
 

@@ -140,12 +140,15 @@ async fn a_tier_2_mcp_call_asks_with_effect_and_exact_arguments_every_time() {
                 break info.clone();
             }
         };
-        assert_eq!(info.tool, "mcp__fake__lamp");
-        assert_eq!(info.tier, 2);
-        assert_eq!(info.effect, "Switches the test lamp on or off.");
-        assert_eq!(info.arguments, "{\"text\": \"on, 40%\"}");
+        assert_eq!(info.request.tool, "mcp__fake__lamp");
+        assert_eq!(info.request.tier.number(), 2);
+        assert_eq!(info.request.effect, "Switches the test lamp on or off.");
+        assert_eq!(
+            info.request.formatted_arguments(),
+            "{\"text\": \"on, 40%\"}"
+        );
         f.core
-            .decide(&info.approval_id, answer, turn.attachment_id())
+            .decide(&info.request.approval_id, answer, turn.attachment_id())
             .unwrap();
         let events = drain(&mut turn).await;
         let calls = tool_calls(&events);

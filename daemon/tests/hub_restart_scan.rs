@@ -13,8 +13,8 @@ use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use taud::hub::scan_mark::{SCAN_MARGIN, ScanJournal};
 use taud::hub::{
-    ApprovalAnswer, CoreOptions, DecideOutcome, DemoModelFactory, EventKind, HubCore, ModelFactory,
-    Resolution, SharedModelFactory, StartTurn,
+    ApprovalAnswer, ApprovalOutcome, CoreOptions, DecideOutcome, DemoModelFactory, EventKind,
+    HubCore, ModelFactory, SharedModelFactory, StartTurn,
 };
 use taud::store::{
     Durability, FileSessionStore, Session, SessionAgent, SessionError, SessionInfo, SessionMessage,
@@ -302,7 +302,7 @@ async fn an_approval_expired_by_restart_answers_expired_after_any_number_of_rest
         assert_eq!(
             core.decide("apr-0", ApprovalAnswer::Approve, &attachment)
                 .unwrap(),
-            DecideOutcome::Expired(Resolution::ExpiredByRestart),
+            DecideOutcome::Expired(ApprovalOutcome::ExpiredByRestart),
             "restart {restart}"
         );
         assert_eq!(
@@ -343,7 +343,7 @@ async fn an_approval_a_hub_left_pending_is_found_though_its_clock_was_stepped_ba
             .unwrap()
             .unwrap();
         if let EventKind::ApprovalRequested(info) = &event.kind {
-            break info.approval_id.clone();
+            break info.request.approval_id.clone();
         }
     };
     let expired: Vec<String> = {

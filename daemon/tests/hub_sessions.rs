@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use support::hub::*;
 use taud::hub::{
-    ApprovalAnswer, CoreError, DecideOutcome, EventKind, OpenTarget, Resolution,
+    ApprovalAnswer, ApprovalOutcome, CoreError, DecideOutcome, EventKind, OpenTarget,
     SharedModelFactory, StartTurn,
 };
 use taud::testing::{FakeModel, FakeReply};
@@ -248,7 +248,7 @@ async fn approvals_left_pending_by_a_dead_hub_expire_on_start() {
                     &watcher.snapshot().attachment_id
                 )
                 .unwrap(),
-            DecideOutcome::Expired(Resolution::ExpiredByRestart)
+            DecideOutcome::Expired(ApprovalOutcome::ExpiredByRestart)
         );
         assert!(watcher.snapshot().pending.is_empty());
         // Its tool never runs: the next turn repairs the dangling call.

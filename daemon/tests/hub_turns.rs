@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::hub::*;
-use taud::gate::Decision;
 use taud::hub::{
-    ApprovalAnswer, CoreError, DecideOutcome, EventKind, LAG_GRACE, Resolution, StartTurn,
+    ApprovalAnswer, ApprovalOutcome, CoreError, DecideOutcome, EventKind, LAG_GRACE, StartTurn,
 };
 use taud::testing::FakeReply;
 
@@ -104,15 +103,18 @@ async fn an_attached_client_approves_and_rejects() {
         let approval = until_approval(&mut stream).await;
         let pending = f.core.list_pending(Some(&id)).unwrap();
         assert_eq!(pending.len(), 1);
-        assert_eq!(pending[0].channel, "terminal");
-        assert_eq!(pending[0].arguments, r#"{"action": "turn on the lamp"}"#);
+        assert_eq!(pending[0].request.channel, "terminal");
+        assert_eq!(
+            pending[0].request.formatted_arguments(),
+            r#"{"action": "turn on the lamp"}"#
+        );
         let attachment = stream.attachment_id().to_owned();
         assert_eq!(
             f.core.decide(&approval, answer, &attachment).unwrap(),
             DecideOutcome::Applied(if ran {
-                Resolution::Approved
+                ApprovalOutcome::Approved
             } else {
-                Resolution::Rejected
+                ApprovalOutcome::Rejected
             })
         );
         assert_eq!(
@@ -120,9 +122,9 @@ async fn an_attached_client_approves_and_rejects() {
                 .decide(&approval, ApprovalAnswer::Approve, &attachment)
                 .unwrap(),
             DecideOutcome::AlreadyDecided(if ran {
-                Resolution::Approved
+                ApprovalOutcome::Approved
             } else {
-                Resolution::Rejected
+                ApprovalOutcome::Rejected
             })
         );
         let rest = drain(&mut stream).await;
@@ -145,9 +147,9 @@ async fn an_attached_client_approves_and_rejects() {
             .map(|e| e["status"].as_str().unwrap().to_owned())
             .collect();
         let decided = if ran {
-            Decision::Approved
+            ApprovalOutcome::Approved
         } else {
-            Decision::Rejected
+            ApprovalOutcome::Rejected
         };
         assert_eq!(
             approvals,
@@ -225,7 +227,11 @@ async fn a_dropped_client_leaves_its_turn_running_and_its_approval_rejected() {
                 _ => {}
             }
         }
-        assert_eq!(resolution, Some(Resolution::ChannelClosed), "{backend}");
+        assert_eq!(
+            resolution,
+            Some(ApprovalOutcome::ChannelClosed),
+            "{backend}"
+        );
         let detail = f.core.get_session(&id, true).await.unwrap();
         assert_eq!(
             detail.summary.message_count, 4,
@@ -396,7 +402,7 @@ async fn a_queued_turn_can_be_cancelled_before_it_runs() {
     assert!(rest.iter().any(|e| matches!(
         e.kind,
         EventKind::ApprovalResolved {
-            resolution: Resolution::Cancelled,
+            resolution: ApprovalOutcome::Cancelled,
             ..
         }
     )));
@@ -414,7 +420,7 @@ async fn lagged_turn_with_a_pending_approval(f: &Fixture, id: &str) -> (String, 
     let deadline = tokio::time::Instant::now() + DEADLINE;
     let approval = loop {
         if let Some(pending) = f.core.list_pending(Some(id)).unwrap().first() {
-            break pending.approval_id.clone();
+            break pending.request.approval_id.clone();
         }
         assert!(tokio::time::Instant::now() < deadline, "no approval asked");
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -467,7 +473,7 @@ async fn a_cut_off_client_that_resubscribes_within_the_grace_keeps_its_approval(
         f.core
             .decide(&approval, ApprovalAnswer::Approve, &attachment)
             .unwrap(),
-        DecideOutcome::Applied(Resolution::Approved)
+        DecideOutcome::Applied(ApprovalOutcome::Approved)
     );
     // The turn goes on with the approval; the resumed stream may lag again on a lag of 2.
     let deadline = tokio::time::Instant::now() + DEADLINE;
@@ -515,7 +521,7 @@ async fn a_cut_off_client_that_does_not_come_back_has_its_approval_rejected_afte
     }
     assert_eq!(
         f.core.registry().resolution_of(&approval),
-        Some(Resolution::ChannelClosed)
+        Some(ApprovalOutcome::ChannelClosed)
     );
 }
 
@@ -563,7 +569,10 @@ async fn an_approval_nobody_answers_times_out_with_the_configured_deadline() {
         .collect();
     assert_eq!(
         statuses,
-        vec!["pending".to_owned(), Decision::Timeout.as_str().to_owned()]
+        vec![
+            "pending".to_owned(),
+            ApprovalOutcome::Timeout.as_str().to_owned()
+        ]
     );
     assert!(f.core.list_pending(None).unwrap().is_empty());
 }

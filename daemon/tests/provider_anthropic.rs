@@ -14,7 +14,7 @@ use support::provider::{MockServer, Reply, assemble, awkward_cuts, call, hello};
 use tau_api::config::{CacheConfig, CacheStrategy, CacheTtl, FallbackConfig, RoleConfig};
 use tau_api::env::Env;
 use taud::agent::{StaticSystemPrompt, StopReason, TauAgent};
-use taud::gate::Decision;
+use taud::gate::ApprovalOutcome;
 use taud::message::{CachePoint, SystemContentBlock, ToolUse};
 use taud::model::{Model, ModelError, ModelEvent};
 use taud::provider::{
@@ -114,7 +114,9 @@ async fn a_tool_turn_then_a_refusal_sends_the_exact_next_body() {
     let clock = Arc::new(FixedClock::from(jiff::Timestamp::UNIX_EPOCH));
     let agent = TauAgent::builder(model)
         .catalog(shipped_catalog(clock, &[]).unwrap())
-        .approver(Arc::new(ScriptedApprover::decisions([Decision::Rejected])))
+        .approver(Arc::new(ScriptedApprover::decisions([
+            ApprovalOutcome::Rejected,
+        ])))
         .system_prompt(Arc::new(StaticSystemPrompt::blocks(vec![
             SystemContentBlock::Text("You are tau.".into()),
             SystemContentBlock::CachePoint(CachePoint::default()),

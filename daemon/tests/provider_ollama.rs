@@ -15,7 +15,7 @@ use support::provider::{MockServer, Reply, assemble, awkward_cuts, call, hello};
 use tau_api::config::{FallbackConfig, KeepAlive, ModelTuning, RoleConfig, Temperature};
 use tau_api::env::Env;
 use taud::agent::{StaticSystemPrompt, StopReason, TauAgent};
-use taud::gate::Decision;
+use taud::gate::ApprovalOutcome;
 use taud::message::SystemContentBlock;
 use taud::model::{Model, ModelError, ModelEvent, ReasoningDelta};
 use taud::provider::{ProviderOptions, RetryPolicy, build_model_with};
@@ -130,7 +130,7 @@ async fn a_tool_turn_with_a_tier_two_approval_sends_the_results_back() {
         Reply::ok(NDJSON, TEXT_TURN, &[5, 200]),
     ])
     .await;
-    let approver = Arc::new(ScriptedApprover::decisions([Decision::Approved]));
+    let approver = Arc::new(ScriptedApprover::decisions([ApprovalOutcome::Approved]));
     let clock = Arc::new(FixedClock::from(jiff::Timestamp::UNIX_EPOCH));
     let agent = TauAgent::builder(model(&server, 1))
         .catalog(shipped_catalog(clock, &[]).unwrap())

@@ -15,7 +15,7 @@ use support::provider::{MockServer, Reply, assemble, awkward_cuts, call, hello};
 use tau_api::config::{ModelTuning, RoleConfig, Temperature};
 use tau_api::env::Env;
 use taud::agent::{StaticSystemPrompt, StopReason, TauAgent};
-use taud::gate::Decision;
+use taud::gate::ApprovalOutcome;
 use taud::message::SystemContentBlock;
 use taud::model::{Model, ModelError, ModelEvent};
 use taud::provider::{ProviderError, ProviderOptions, RetryPolicy, build_model_with};
@@ -115,7 +115,7 @@ async fn a_tool_turn_with_a_tier_two_refusal_sends_the_results_back() {
         Reply::ok(SSE, TEXT_TURN, &[7, 300]),
     ])
     .await;
-    let approver = Arc::new(ScriptedApprover::decisions([Decision::Rejected]));
+    let approver = Arc::new(ScriptedApprover::decisions([ApprovalOutcome::Rejected]));
     let clock = Arc::new(FixedClock::from(jiff::Timestamp::UNIX_EPOCH));
     let agent = TauAgent::builder(model(&server, 1))
         .catalog(shipped_catalog(clock, &[]).unwrap())

@@ -11,7 +11,7 @@ use futures::future::join_all;
 
 use super::turn_event::{TurnEvent, TurnOutput};
 use crate::gate::{
-    ApprovalRequest, ApprovalStatus, CallContext, Checked, GateCall, RefusalReason, TierGate,
+    ApprovalRequest, CallApproval, CallContext, Checked, GateCall, RefusalReason, TierGate,
     ToolCallRecord, ToolCallStatus, Verdict,
 };
 use crate::message::{ToolResult, ToolResultStatus, ToolUse};
@@ -109,7 +109,7 @@ async fn check_and_run(
             // The tool starts here, before anything else is awaited.
             let running = tokio::spawn(permit.run(ctx.clone()));
             if let Some(request) = &asked {
-                out.send(decided(request, crate::gate::Decision::Approved))
+                out.send(decided(request, crate::gate::ApprovalOutcome::Approved))
                     .await;
             }
             match running.await {
@@ -120,7 +120,7 @@ async fn check_and_run(
     }
 }
 
-fn decided(request: &ApprovalRequest, decision: crate::gate::Decision) -> TurnEvent {
+fn decided(request: &ApprovalRequest, decision: crate::gate::ApprovalOutcome) -> TurnEvent {
     TurnEvent::ApprovalDecided {
         approval_id: request.approval_id.clone(),
         tool_use_id: request.tool_use_id.clone(),
@@ -133,7 +133,7 @@ fn decided(request: &ApprovalRequest, decision: crate::gate::Decision) -> TurnEv
 fn crashed(
     call: GateCall,
     tier: crate::tool::Tier,
-    approval: ApprovalStatus,
+    approval: CallApproval,
     why: &str,
 ) -> ToolCallRecord {
     let text = ToolError::Panicked(why.to_owned()).model_text();

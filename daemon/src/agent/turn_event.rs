@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::gate::{ApprovalRequest, ApprovalStatus, Decision, ToolCallStatus};
+use crate::gate::{ApprovalOutcome, ApprovalRequest, CallApproval, ToolCallStatus};
 use crate::message::{SystemContentBlock, Usage};
 use crate::model::StopReason;
 use crate::tool::Tier;
@@ -37,7 +37,7 @@ pub enum TurnEvent {
         approval_id: String,
         tool_use_id: String,
         tool: String,
-        decision: Decision,
+        decision: ApprovalOutcome,
     },
     /// A tool call finished (or was refused or cancelled).
     ToolResult {
@@ -45,7 +45,7 @@ pub enum TurnEvent {
         tool: String,
         tier: Option<Tier>,
         status: ToolCallStatus,
-        approval: ApprovalStatus,
+        approval: CallApproval,
         summary: String,
         duration_ms: u64,
     },

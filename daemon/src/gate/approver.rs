@@ -10,38 +10,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use super::format::format_approval_arguments;
-use super::sink::Decision;
-use crate::tool::Tier;
-
-/// Everything a person needs to decide one tier-2 call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ApprovalRequest {
-    /// Unique per question; the `approval` events and the hub's decide call use it.
-    pub approval_id: String,
-    pub tool: String,
-    pub tier: Tier,
-    /// The model's arguments, untrusted: show them with [`ApprovalRequest::formatted_arguments`].
-    pub arguments: Value,
-    /// The tool's effect sentence (English).
-    pub effect: String,
-    pub session_id: String,
-    /// The channel the call came from; only a decision from that channel counts.
-    pub channel: String,
-    pub tool_use_id: String,
-    /// How long the question stays open, when a timeout applies.
-    pub timeout: Option<Duration>,
-}
-
-impl ApprovalRequest {
-    /// The arguments as shown to a person: sorted JSON, control and bidi characters escaped.
-    pub fn formatted_arguments(&self) -> String {
-        format_approval_arguments(&self.arguments)
-    }
-}
+use super::approval::{ApprovalOutcome, ApprovalRequest};
 
 /// An approver failed to produce a decision; the gate records `error` and refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,15 +29,15 @@ pub trait Approver: Send + Sync {
         None
     }
 
-    /// Asks for a decision. Anything but `Ok(Decision::Approved)` refuses the call.
-    async fn decide(&self, request: &ApprovalRequest) -> Result<Decision, ApproverError>;
+    /// Asks for a decision. Anything but `Ok(ApprovalOutcome::Approved)` refuses the call.
+    async fn decide(&self, request: &ApprovalRequest) -> Result<ApprovalOutcome, ApproverError>;
 
     /// Ends the question as `proposed` (the gate's timeout, a cancel, a failure) unless a decision
     /// for it already won, and returns the decision that stands: the gate records and acts on that
     /// one. The gate calls it when it stops waiting, while the `decide` future is still alive (it
     /// is dropped right after and never polled again), and also for a question it never asked, so
     /// an approver can forget its per-question state. The default keeps `proposed`.
-    fn conclude(&self, request: &ApprovalRequest, proposed: Decision) -> Decision {
+    fn conclude(&self, request: &ApprovalRequest, proposed: ApprovalOutcome) -> ApprovalOutcome {
         let _ = request;
         proposed
     }
@@ -83,14 +53,15 @@ impl Approver for AutoRejectApprover {
         "auto_reject"
     }
 
-    async fn decide(&self, _request: &ApprovalRequest) -> Result<Decision, ApproverError> {
-        Ok(Decision::Rejected)
+    async fn decide(&self, _request: &ApprovalRequest) -> Result<ApprovalOutcome, ApproverError> {
+        Ok(ApprovalOutcome::Rejected)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tool::Tier;
     use serde_json::json;
 
     #[tokio::test]
@@ -108,7 +79,7 @@ mod tests {
         };
         assert_eq!(
             AutoRejectApprover.decide(&request).await,
-            Ok(Decision::Rejected)
+            Ok(ApprovalOutcome::Rejected)
         );
         assert_eq!(AutoRejectApprover.timeout(), None);
         assert_eq!(request.formatted_arguments(), r#"{"action": "x\u202e"}"#);

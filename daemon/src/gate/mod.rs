@@ -7,7 +7,7 @@
 //!
 //! Invariants (ARCHITECTURE.md, "Rules that never bend"): a tool not in the catalog never runs;
 //! a permit runs exactly the checked call (the executor runs it immediately; nothing sits between check and execution); only
-//! `Decision::Approved` approves and silence never does; every question emits an `approval` event
+//! `ApprovalOutcome::Approved` approves and silence never does; every question emits an `approval` event
 //! (`pending`, before the approver is asked) and exactly one decided event; prompts are asked one at a
 //! time; the decision recorded is the approver's winner (a timeout or cancel is settled with the
 //! approver, see [`Approver::conclude`], so a decision that won first is not overwritten); an
@@ -15,6 +15,7 @@
 //! cannot be recorded is refused; logs: tier 0 at DEBUG, tiers 1-2 at INFO with arguments, result summary and approval, an
 //! unknown tool at WARN.
 
+mod approval;
 mod approver;
 mod exemption;
 mod format;
@@ -38,13 +39,14 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
-pub use approver::{ApprovalRequest, Approver, ApproverError, AutoRejectApprover};
+pub use approval::{ApprovalAnswer, ApprovalOutcome, ApprovalRequest, ApprovalState, CallApproval};
+pub use approver::{Approver, ApproverError, AutoRejectApprover};
 pub use exemption::ExemptionHandle;
 pub use format::format_approval_arguments;
 pub use pending::PendingApproval;
 pub use sink::{
-    AgentEvent, ApprovalEvent, ApprovalState, ApprovalStatus, Decision, ErrorEvent, EventSink,
-    NullSink, SinkError, ToolCallEvent, ToolCallStatus,
+    AgentEvent, ApprovalEvent, ErrorEvent, EventSink, NullSink, SinkError, ToolCallEvent,
+    ToolCallStatus,
 };
 pub use verdict::{
     CANCEL_GRACE, CallContext, GateCall, Permit, Refusal, RefusalReason, ToolCallRecord, Verdict,
@@ -212,7 +214,7 @@ impl TierGate {
                 tool,
                 call,
                 tier,
-                approval: ApprovalStatus::NotRequired,
+                approval: CallApproval::NotRequired,
             }));
         }
         let exemption = inner.exemptions.check(&call.tool, &call.arguments);
@@ -231,7 +233,7 @@ impl TierGate {
                 tool,
                 call,
                 tier,
-                approval: ApprovalStatus::Exempt,
+                approval: CallApproval::Exempt,
             }));
         }
         let request = ApprovalRequest {

@@ -1,4 +1,7 @@
 //! [`PendingApproval`]: a tier-2 question that was recorded as `pending` and is waiting to be asked.
+//! [`PendingApproval::wait`] asks the approver (in the hub, `crate::hub::ClientApprover`) and
+//! `finish` turns the [`ApprovalOutcome`] into the durable `approved` record and the [`Permit`],
+//! or into a refusal: the last step of ARCHITECTURE.md's "path of an approval".
 //!
 //! Invariants: the `pending` approval event was emitted before this value exists (so a store that
 //! persists events has the question before anyone is asked); questions of one gate are asked one at
@@ -17,8 +20,9 @@ use futures::FutureExt;
 use tracing::{info, warn};
 
 use super::GateInner;
-use super::approver::ApprovalRequest;
-use super::sink::{AgentEvent, ApprovalEvent, ApprovalState, ApprovalStatus, Decision, ErrorEvent};
+use super::approval::{ApprovalOutcome, ApprovalRequest, ApprovalState, CallApproval};
+
+use super::sink::{AgentEvent, ApprovalEvent, ErrorEvent};
 use super::verdict::{CallContext, GateCall, Permit, Refusal, RefusalReason, Verdict};
 use crate::tool::Tool;
 
@@ -53,15 +57,15 @@ impl PendingApproval {
         self.finish(decision, started)
     }
 
-    async fn ask(&self) -> Decision {
+    async fn ask(&self) -> ApprovalOutcome {
         let cancel = self.ctx.cancel.clone();
         let turn = tokio::select! {
             biased;
-            () = cancel.cancelled() => return self.conclude(Decision::Cancelled),
+            () = cancel.cancelled() => return self.conclude(ApprovalOutcome::Cancelled),
             turn = self.gate.prompts.acquire() => turn,
         };
         let Ok(_turn) = turn else {
-            return self.conclude(Decision::Error);
+            return self.conclude(ApprovalOutcome::Error);
         };
         let deciding = AssertUnwindSafe(self.gate.approver.decide(&self.request)).catch_unwind();
         tokio::pin!(deciding);
@@ -78,24 +82,24 @@ impl PendingApproval {
         let outcome = tokio::select! {
             biased;
             outcome = &mut deciding => outcome,
-            () = cancel.cancelled() => return self.conclude(Decision::Cancelled),
-            () = expired => return self.conclude(Decision::Timeout),
+            () = cancel.cancelled() => return self.conclude(ApprovalOutcome::Cancelled),
+            () = expired => return self.conclude(ApprovalOutcome::Timeout),
         };
         match outcome {
             Ok(Ok(decision)) => decision,
             Ok(Err(error)) => {
                 self.report_failure(&error.to_string());
-                self.conclude(Decision::Error)
+                self.conclude(ApprovalOutcome::Error)
             }
             Err(_panic) => {
                 self.report_failure("the approver panicked");
-                self.conclude(Decision::Error)
+                self.conclude(ApprovalOutcome::Error)
             }
         }
     }
 
     /// The decision that stands when the gate stops waiting with `proposed`.
-    fn conclude(&self, proposed: Decision) -> Decision {
+    fn conclude(&self, proposed: ApprovalOutcome) -> ApprovalOutcome {
         let decision = self.gate.approver.conclude(&self.request, proposed);
         if decision != proposed {
             info!(
@@ -124,7 +128,7 @@ impl PendingApproval {
         }));
     }
 
-    fn finish(&mut self, decision: Decision, started: Instant) -> Verdict {
+    fn finish(&mut self, decision: ApprovalOutcome, started: Instant) -> Verdict {
         self.decided = true;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let call = self.call.clone();
@@ -158,7 +162,7 @@ impl PendingApproval {
                 session_id: self.ctx.session_id.clone(),
             }));
             // Best effort: the question ends as an error rather than staying `pending`.
-            self.emit_decided(Decision::Error, Some(duration_ms));
+            self.emit_decided(ApprovalOutcome::Error, Some(duration_ms));
             return Verdict::Refused(Refusal {
                 call,
                 tier: Some(self.request.tier),
@@ -170,11 +174,11 @@ impl PendingApproval {
             tool: Arc::clone(&self.tool),
             call,
             tier: self.request.tier,
-            approval: ApprovalStatus::Approved,
+            approval: CallApproval::Asked(ApprovalOutcome::Approved),
         })
     }
 
-    fn log_decided(&self, decision: Decision) {
+    fn log_decided(&self, decision: ApprovalOutcome) {
         info!(
             tool = %self.call.tool,
             approval_id = %self.request.approval_id,
@@ -184,7 +188,7 @@ impl PendingApproval {
         );
     }
 
-    fn emit_decided(&self, decision: Decision, duration_ms: Option<u64>) {
+    fn emit_decided(&self, decision: ApprovalOutcome, duration_ms: Option<u64>) {
         let event = approval_event(
             &self.request,
             self.gate.approver.name(),
@@ -201,7 +205,7 @@ impl Drop for PendingApproval {
             self.decided = true;
             // Never waited on, or its wait was dropped: settle it as cancelled with the approver.
             // A decision that won first is what is recorded, though the call no longer runs.
-            let decision = self.conclude(Decision::Cancelled);
+            let decision = self.conclude(ApprovalOutcome::Cancelled);
             if decision.is_approved() {
                 warn!(
                     tool = %self.call.tool,

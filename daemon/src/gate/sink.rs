@@ -1,102 +1,16 @@
-//! Agent events the gate emits (`tool_call`, `approval`, `error`), the status vocabularies they use,
-//! and the [`EventSink`] they go to (the session store implements it; tests use
-//! `testing::MemorySink`).
+//! Agent events the gate emits (`tool_call`, `approval`, `error`) and the [`EventSink`] they go to
+//! (the hub's session recorder implements it; tests use `testing::MemorySink`).
 //!
-//! Invariants: the string forms (`as_str`, serde) are the stored vocabulary of events.jsonl and never
-//! change meaning; `EventSink::emit` is synchronous and must not block, because the gate calls it on
-//! the path of every tool call (a sink that needs I/O queues internally).
+//! Invariants: the events' field names and the string forms of their statuses ([`ToolCallStatus`]
+//! here, the approval words in `super::approval`) are the stored vocabulary of events.jsonl and
+//! never change meaning; `EventSink::emit` is synchronous and must not block, because the gate calls
+//! it on the path of every tool call (a sink that needs I/O queues internally).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::approval::{ApprovalState, CallApproval};
 use crate::tool::Tier;
-
-/// How a call was approved, as recorded in a `tool_call` event's `approval`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalStatus {
-    /// Tier 0 or 1, or a call refused before any question (unknown tool).
-    NotRequired,
-    Approved,
-    Rejected,
-    Timeout,
-    Error,
-    Invalid,
-    Cancelled,
-    /// A tier-2 call an exemption let through without a question.
-    Exempt,
-}
-
-impl ApprovalStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::NotRequired => "not_required",
-            Self::Approved => "approved",
-            Self::Rejected => "rejected",
-            Self::Timeout => "timeout",
-            Self::Error => "error",
-            Self::Invalid => "invalid",
-            Self::Cancelled => "cancelled",
-            Self::Exempt => "exempt",
-        }
-    }
-}
-
-/// The outcome of asking an approver. Only `Approved` approves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    Approved,
-    Rejected,
-    /// Nobody answered in time; the question was cancelled.
-    Timeout,
-    /// The approver failed (or panicked).
-    Error,
-    /// The approver answered something that is not a decision.
-    Invalid,
-    /// The wait was cancelled (turn cancelled, client gone).
-    Cancelled,
-}
-
-impl Decision {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Approved => "approved",
-            Self::Rejected => "rejected",
-            Self::Timeout => "timeout",
-            Self::Error => "error",
-            Self::Invalid => "invalid",
-            Self::Cancelled => "cancelled",
-        }
-    }
-
-    /// Whether this decision lets the call run: only `Approved` does.
-    pub fn is_approved(self) -> bool {
-        self == Self::Approved
-    }
-
-    /// Reads a raw answer from a channel: `approved`/`APPROVED` approve, `rejected`/`REJECTED`
-    /// reject, anything else is `Invalid` (which refuses, like every non-approval).
-    pub fn from_answer(answer: &str) -> Self {
-        match answer.trim().to_ascii_lowercase().as_str() {
-            "approved" => Self::Approved,
-            "rejected" => Self::Rejected,
-            _ => Self::Invalid,
-        }
-    }
-
-    /// The `approval` value a `tool_call` event records for this decision.
-    pub fn approval_status(self) -> ApprovalStatus {
-        match self {
-            Self::Approved => ApprovalStatus::Approved,
-            Self::Rejected => ApprovalStatus::Rejected,
-            Self::Timeout => ApprovalStatus::Timeout,
-            Self::Error => ApprovalStatus::Error,
-            Self::Invalid => ApprovalStatus::Invalid,
-            Self::Cancelled => ApprovalStatus::Cancelled,
-        }
-    }
-}
 
 /// What happened to a call, as recorded in a `tool_call` event's `status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -123,35 +37,6 @@ impl ToolCallStatus {
     }
 }
 
-/// The state of an approval question: `pending` when asked, then the decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalState {
-    Pending,
-    Approved,
-    Rejected,
-    Timeout,
-    Error,
-    Invalid,
-    Cancelled,
-    /// Recorded by a hub that found the approval still pending when it started: the hub that
-    /// asked stopped without deciding it, and its tool never ran.
-    ExpiredByRestart,
-}
-
-impl From<Decision> for ApprovalState {
-    fn from(decision: Decision) -> Self {
-        match decision {
-            Decision::Approved => Self::Approved,
-            Decision::Rejected => Self::Rejected,
-            Decision::Timeout => Self::Timeout,
-            Decision::Error => Self::Error,
-            Decision::Invalid => Self::Invalid,
-            Decision::Cancelled => Self::Cancelled,
-        }
-    }
-}
-
 /// One gated tool call, whatever its outcome.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallEvent {
@@ -161,7 +46,7 @@ pub struct ToolCallEvent {
     pub arguments: Value,
     pub status: ToolCallStatus,
     pub result_summary: String,
-    pub approval: ApprovalStatus,
+    pub approval: CallApproval,
     /// How long the tool itself ran (0 when it did not run).
     pub duration_ms: u64,
     pub tool_use_id: String,
@@ -259,35 +144,6 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn only_approved_approves() {
-        let all = [
-            Decision::Approved,
-            Decision::Rejected,
-            Decision::Timeout,
-            Decision::Error,
-            Decision::Invalid,
-            Decision::Cancelled,
-        ];
-        let approving: Vec<_> = all.iter().filter(|d| d.is_approved()).collect();
-        assert_eq!(approving, vec![&Decision::Approved]);
-        for decision in all {
-            assert_eq!(decision.as_str(), decision.approval_status().as_str());
-            assert_eq!(
-                serde_json::to_value(decision).unwrap(),
-                json!(decision.as_str())
-            );
-        }
-    }
-
-    #[test]
-    fn raw_answers_parse_strictly() {
-        assert_eq!(Decision::from_answer("APPROVED"), Decision::Approved);
-        assert_eq!(Decision::from_answer(" rejected "), Decision::Rejected);
-        assert_eq!(Decision::from_answer("yes"), Decision::Invalid);
-        assert_eq!(Decision::from_answer(""), Decision::Invalid);
-    }
-
-    #[test]
     fn tool_call_event_serializes_with_type_and_vocabulary() {
         let event = AgentEvent::ToolCall(ToolCallEvent {
             tool: "current_time".into(),
@@ -295,7 +151,7 @@ mod tests {
             arguments: json!({}),
             status: ToolCallStatus::Success,
             result_summary: "ok".into(),
-            approval: ApprovalStatus::NotRequired,
+            approval: CallApproval::NotRequired,
             duration_ms: 1,
             tool_use_id: "t1".into(),
             session_id: "s".into(),

@@ -39,7 +39,9 @@ fn gate(sink: Arc<MemorySink>) -> TierGate {
         assert_eq!(catalog.add(Arc::new(Echo(spec))), Ok(()));
     }
     TierGate::builder(Arc::new(catalog))
-        .approver(Arc::new(ScriptedApprover::decisions([Decision::Approved])))
+        .approver(Arc::new(ScriptedApprover::decisions([
+            ApprovalOutcome::Approved,
+        ])))
         .sink(sink)
         .build()
 }

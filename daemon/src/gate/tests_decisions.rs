@@ -54,7 +54,7 @@ fn call() -> GateCall {
 
 /// Never answers; its `conclude` says a decision (`won`) was already there, and counts calls.
 struct DecidedElsewhere {
-    won: Option<Decision>,
+    won: Option<ApprovalOutcome>,
     concluded: AtomicUsize,
 }
 
@@ -64,11 +64,11 @@ impl Approver for DecidedElsewhere {
         "elsewhere"
     }
 
-    async fn decide(&self, _request: &ApprovalRequest) -> Result<Decision, ApproverError> {
+    async fn decide(&self, _request: &ApprovalRequest) -> Result<ApprovalOutcome, ApproverError> {
         std::future::pending().await
     }
 
-    fn conclude(&self, _request: &ApprovalRequest, proposed: Decision) -> Decision {
+    fn conclude(&self, _request: &ApprovalRequest, proposed: ApprovalOutcome) -> ApprovalOutcome {
         self.concluded.fetch_add(1, Ordering::SeqCst);
         self.won.unwrap_or(proposed)
     }
@@ -84,7 +84,7 @@ fn decided_statuses(sink: &MemorySink) -> Vec<ApprovalState> {
 
 #[tokio::test(start_paused = true)]
 async fn a_timeout_does_not_overwrite_a_decision_that_won_first() {
-    for won in [Decision::Approved, Decision::Rejected] {
+    for won in [ApprovalOutcome::Approved, ApprovalOutcome::Rejected] {
         let sink = Arc::new(MemorySink::new());
         let approver = Arc::new(DecidedElsewhere {
             won: Some(won),
@@ -106,7 +106,7 @@ async fn a_timeout_does_not_overwrite_a_decision_that_won_first() {
 async fn a_cancel_does_not_overwrite_a_decision_that_won_first() {
     let sink = Arc::new(MemorySink::new());
     let approver = Arc::new(DecidedElsewhere {
-        won: Some(Decision::Approved),
+        won: Some(ApprovalOutcome::Approved),
         concluded: AtomicUsize::new(0),
     });
     let gate = TierGate::builder(catalog())
@@ -122,7 +122,10 @@ async fn a_cancel_does_not_overwrite_a_decision_that_won_first() {
     cancel.cancel();
     let verdict = waiting.await.unwrap();
     assert!(matches!(verdict, Verdict::Allowed(_)), "{verdict:?}");
-    assert_eq!(decided_statuses(&sink), vec![ApprovalState::Approved]);
+    assert_eq!(
+        decided_statuses(&sink),
+        vec![ApprovalState::Ended(ApprovalOutcome::Approved)]
+    );
 }
 
 #[tokio::test]
@@ -139,7 +142,7 @@ async fn a_question_cancelled_before_it_is_asked_is_concluded_with_the_approver(
     let verdict = gate.check(call(), &ctx(cancel)).await;
     assert!(matches!(
         verdict,
-        Verdict::Refused(ref r) if r.reason() == RefusalReason::NotApproved(Decision::Cancelled)
+        Verdict::Refused(ref r) if r.reason() == RefusalReason::NotApproved(ApprovalOutcome::Cancelled)
     ));
     assert_eq!(approver.concluded.load(Ordering::SeqCst), 1);
     // Dropped without a wait: concluded too.
@@ -168,7 +171,9 @@ impl EventSink for NoDisk {
 async fn an_approval_that_cannot_be_recorded_issues_no_permit() {
     let sink = Arc::new(NoDisk::default());
     let gate = TierGate::builder(catalog())
-        .approver(Arc::new(ScriptedApprover::decisions([Decision::Approved])))
+        .approver(Arc::new(ScriptedApprover::decisions([
+            ApprovalOutcome::Approved,
+        ])))
         .sink(Arc::clone(&sink) as _)
         .build();
     let verdict = gate.check(call(), &ctx(CancellationToken::new())).await;
@@ -176,7 +181,10 @@ async fn an_approval_that_cannot_be_recorded_issues_no_permit() {
         panic!("an approval that is not durable must not run the tool: {verdict:?}");
     };
     assert_eq!(refusal.reason(), RefusalReason::NotRecorded);
-    assert_eq!(refusal.approval(), ApprovalStatus::Error);
+    assert_eq!(
+        refusal.approval(),
+        CallApproval::Asked(ApprovalOutcome::Error)
+    );
     assert!(
         refusal.message().contains("could not be recorded"),
         "{}",
@@ -188,7 +196,10 @@ async fn an_approval_that_cannot_be_recorded_issues_no_permit() {
     let statuses: Vec<ApprovalState> = sink.0.approvals().iter().map(|a| a.status).collect();
     assert_eq!(
         statuses,
-        vec![ApprovalState::Pending, ApprovalState::Error],
+        vec![
+            ApprovalState::Pending,
+            ApprovalState::Ended(ApprovalOutcome::Error)
+        ],
         "the question still ends"
     );
 }

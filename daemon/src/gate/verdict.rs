@@ -13,7 +13,8 @@ use futures::FutureExt;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::sink::{ApprovalStatus, Decision, ToolCallEvent, ToolCallStatus};
+use super::approval::{ApprovalOutcome, CallApproval};
+use super::sink::{ToolCallEvent, ToolCallStatus};
 use crate::message::{ToolResult, ToolResultContent, ToolResultStatus};
 use crate::tool::{Tier, Tool, ToolContext, ToolError};
 
@@ -68,7 +69,7 @@ pub struct ToolCallRecord {
     pub tier: Option<Tier>,
     pub arguments: Value,
     pub status: ToolCallStatus,
-    pub approval: ApprovalStatus,
+    pub approval: CallApproval,
     /// The `toolResult` the model reads.
     pub result: ToolResult,
     /// How long the tool ran (0 when it did not run).
@@ -103,7 +104,7 @@ impl ToolCallRecord {
             tier,
             arguments: call.arguments,
             status,
-            approval: ApprovalStatus::NotRequired,
+            approval: CallApproval::NotRequired,
             duration_ms: 0,
         }
     }
@@ -160,7 +161,7 @@ pub struct Permit {
     pub(super) tool: Arc<dyn Tool>,
     pub(super) call: GateCall,
     pub(super) tier: Tier,
-    pub(super) approval: ApprovalStatus,
+    pub(super) approval: CallApproval,
 }
 
 impl std::fmt::Debug for Permit {
@@ -182,7 +183,7 @@ impl Permit {
         self.tier
     }
 
-    pub fn approval(&self) -> ApprovalStatus {
+    pub fn approval(&self) -> CallApproval {
         self.approval
     }
 
@@ -253,7 +254,7 @@ pub enum RefusalReason {
     /// The tool is not in the catalog.
     UnknownTool,
     /// A tier-2 call that was not approved.
-    NotApproved(Decision),
+    NotApproved(ApprovalOutcome),
     /// A tier-2 call that was approved, but its approval could not be recorded durably.
     NotRecorded,
 }
@@ -289,11 +290,11 @@ impl Refusal {
     }
 
     /// The approval recorded for this refusal.
-    pub fn approval(&self) -> ApprovalStatus {
+    pub fn approval(&self) -> CallApproval {
         match self.reason {
-            RefusalReason::UnknownTool => ApprovalStatus::NotRequired,
-            RefusalReason::NotApproved(decision) => decision.approval_status(),
-            RefusalReason::NotRecorded => ApprovalStatus::Error,
+            RefusalReason::UnknownTool => CallApproval::NotRequired,
+            RefusalReason::NotApproved(outcome) => CallApproval::Asked(outcome),
+            RefusalReason::NotRecorded => CallApproval::Asked(ApprovalOutcome::Error),
         }
     }
 

@@ -1,6 +1,6 @@
 //! What happens in a session, as the hub tells its clients: [`SessionEvent`] (one numbered event)
-//! and its [`EventKind`]s, plus the small value types they carry ([`TurnInfo`], [`PendingInfo`],
-//! [`Resolution`]).
+//! and its [`EventKind`]s, plus the small value types they carry ([`TurnInfo`], [`PendingInfo`]);
+//! how an approval ended is the gate's [`ApprovalOutcome`].
 //!
 //! Invariants: these are domain types (no tonic, no prost); an event is immutable once published
 //! (the bus shares it as `Arc<SessionEvent>`); `seq` is assigned by the session's bus only.
@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::agent::TurnEnd;
-use crate::gate::{ErrorEvent, ToolCallEvent};
+use crate::gate::{ApprovalOutcome, ApprovalRequest, ErrorEvent, ToolCallEvent};
 
 /// One event of a session, numbered by the session's bus.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,7 +45,7 @@ pub enum EventKind {
         approval_id: String,
         tool: String,
         tool_use_id: String,
-        resolution: Resolution,
+        resolution: ApprovalOutcome,
         /// The channel whose client decided; `None` when nobody did.
         decided_by_channel: Option<String>,
     },
@@ -93,61 +93,20 @@ pub struct TurnInfo {
     pub accepted_at: String,
 }
 
-/// A tier-2 approval waiting for a decision, as clients see it.
+/// A tier-2 approval waiting for a decision, as clients see it: the gate's record of the question
+/// and where and when the hub asked it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingInfo {
-    pub approval_id: String,
-    pub session_id: String,
+    /// The question (its session, channel, tool, arguments …). Only a client attached on its
+    /// channel may decide; clients are shown its arguments with
+    /// [`ApprovalRequest::formatted_arguments`].
+    pub request: ApprovalRequest,
     /// The turn that asked (empty when the call came from outside a turn).
     pub turn_id: String,
-    /// Only a client attached on this channel may decide.
-    pub channel: String,
-    pub tool: String,
-    pub tier: u8,
-    /// Sorted JSON with control and bidirectional characters escaped.
-    pub arguments: String,
-    pub effect: String,
-    pub tool_use_id: String,
     /// RFC 3339, UTC.
     pub asked_at: String,
     /// RFC 3339, UTC; `None` when no timeout applies.
     pub deadline: Option<String>,
-}
-
-/// How a pending approval ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Resolution {
-    /// A person approved it.
-    Approved,
-    /// A person rejected it.
-    Rejected,
-    /// Nobody decided before the deadline.
-    Timeout,
-    /// The turn was cancelled (or the hub stopped) while it waited.
-    Cancelled,
-    /// The last client attached on its channel went away, or none was attached when it was asked.
-    ChannelClosed,
-    /// Found pending in a stored session when the hub started.
-    ExpiredByRestart,
-}
-
-impl Resolution {
-    /// The stored and logged name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Approved => "approved",
-            Self::Rejected => "rejected",
-            Self::Timeout => "timeout",
-            Self::Cancelled => "cancelled",
-            Self::ChannelClosed => "channel_closed",
-            Self::ExpiredByRestart => "expired_by_restart",
-        }
-    }
-
-    /// Whether a person (or a closed dialog) decided it, as opposed to it running out.
-    pub fn is_decision(self) -> bool {
-        matches!(self, Self::Approved | Self::Rejected | Self::ChannelClosed)
-    }
 }
 
 /// Now, as RFC 3339 UTC text.
@@ -160,20 +119,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn resolutions_split_into_decisions_and_expiries() {
-        let decided: Vec<_> = [
-            Resolution::Approved,
-            Resolution::Rejected,
-            Resolution::Timeout,
-            Resolution::Cancelled,
-            Resolution::ChannelClosed,
-            Resolution::ExpiredByRestart,
-        ]
-        .into_iter()
-        .filter(|r| r.is_decision())
-        .map(Resolution::as_str)
-        .collect();
-        assert_eq!(decided, vec!["approved", "rejected", "channel_closed"]);
+    fn now_is_utc() {
         assert!(now_rfc3339().ends_with('Z'));
     }
 }

@@ -2,17 +2,17 @@
 //! serves them; free of tonic and prost types.
 //!
 //! - [`core`]: [`HubCore`], the handle (open sessions, turns, subscriptions, idle drop,
-//!   shutdown); [`decide`]: decisions on approvals (an earlier hub's read back from the store);
-//!   [`sessions`]: list, get, open, switch role, read events.
+//!   shutdown); [`sessions`]: list, get, open, switch role, read events.
 //! - [`runtime`]: one open session (its agent and turn table); [`turns`]: the turn queue and the
 //!   worker that runs turns and publishes their events; [`recorder`]: the store-backed history
 //!   observer and event sink of an agent; `crate::context::modes`: what the model sees of a session under
 //!   each `[agent] context` mode.
 //! - [`event`]: the events of a session as clients see them; [`bus`]: one session's numbered event
 //!   stream with replay and slow-subscriber cut-off; [`streams`]: what a watching client holds.
-//! - [`approvals`]: pending tier-2 approvals as entities, and the client attachments that may
-//!   decide them; [`hub_approver`]: the gate's approver that registers and waits; [`restart`]:
-//!   approvals an earlier hub left pending, expired at start; [`scan_mark`]: when that scan last
+//! - [`approvals`]: pending tier-2 approvals as entities, the client attachments that may decide
+//!   them, and the path of a decision (`approvals::decide`: `HubCore::decide`, the winner, and
+//!   [`ClientApprover`], the gate's approver that registers and waits); [`restart`]: approvals an
+//!   earlier hub left pending, expired at start and read back for a late decision; [`scan_mark`]: when that scan last
 //!   ran, so a start reads only the sessions that could hold one.
 //! - [`open_sessions`]: the sessions in memory (within a cap), their remembered last seqs, and
 //!   the one retire path by which a session leaves memory, used by [`supervise`] (a dead worker
@@ -26,10 +26,8 @@
 pub mod approvals;
 pub mod bus;
 pub mod core;
-mod decide;
 pub mod error;
 pub mod event;
-pub mod hub_approver;
 pub mod ids;
 pub mod limits;
 mod open_sessions;
@@ -46,15 +44,16 @@ pub mod streams;
 mod supervise;
 pub mod turns;
 
+/// The approval vocabulary the hub speaks is the gate's (`crate::gate::ApprovalOutcome`, …).
+pub use crate::gate::{ApprovalAnswer, ApprovalOutcome};
 pub use approvals::{
-    ApprovalAnswer, ApprovalRegistry, Attachment, DecideError, DecideOutcome, LAG_GRACE,
-    PendingTicket,
+    ApprovalReadiness, ApprovalRegistry, Attachment, ClientApprover, DecideError, DecideOutcome,
+    FLUSH_WAIT, HUB_APPROVER, LAG_GRACE, PendingTicket, TurnSlot,
 };
 pub use bus::{EventBus, Lagged, SubscribeError, Subscription};
 pub use core::{HubCore, StartTurn, ToolSummary};
 pub use error::CoreError;
-pub use event::{EventKind, PendingInfo, Resolution, SessionEvent, TurnInfo};
-pub use hub_approver::{ApprovalReadiness, FLUSH_WAIT, HUB_APPROVER, HubApprover, TurnSlot};
+pub use event::{EventKind, PendingInfo, SessionEvent, TurnInfo};
 pub use limits::DEFAULT_CHANNEL;
 pub use options::{
     CoreOptions, DemoModelFactory, ModelFactory, ModelFactoryError, ProviderModelFactory,

@@ -21,9 +21,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tracing::warn;
 
+use super::approvals::{ApprovalReadiness, TurnSlot};
 use super::bus::EventBus;
 use super::event::EventKind;
-use super::hub_approver::{ApprovalReadiness, TurnSlot};
 use super::scan_mark::ScanJournal;
 use crate::agent::{HistoryError, HistoryObserver};
 use crate::gate::{AgentEvent, ApprovalState, EventSink, SinkError, ToolCallEvent};

@@ -10,9 +10,12 @@
 //! Cost: one read of the events of every stored session the approval scan mark names (see
 //! `scan_mark`), or of every stored session without a usable mark (the first start).
 //!
-//! How an approval of an earlier hub ended stays readable: [`stored_resolution`] reads it back from
-//! the session's events (an approval expired by restart answers `Expired` after any number of
-//! restarts, not only after the one that expired it).
+//! How an approval of an earlier hub ended stays readable: [`stored_outcome`] reads it back from
+//! the session's events, and `HubCore::stored_outcome` answers a decision on it (an approval
+//! expired by restart answers `Expired` after any number of restarts, not only after the one that
+//! expired it); that read runs through `store_io` and its result is remembered, so it is read at
+//! most once per id while remembered. Statuses are read and written with the gate's approval
+//! vocabulary ([`ApprovalState`]).
 
 use std::collections::HashMap;
 
@@ -20,13 +23,24 @@ use jiff::Timestamp;
 use serde_json::Value;
 use tracing::warn;
 
+use super::approvals::DecideOutcome;
+use super::core::HubCore;
 use super::error::CoreError;
-use super::event::{Resolution, now_rfc3339};
+use super::event::now_rfc3339;
 use super::scan_mark::ScanPlan;
-use crate::store::SessionStore;
+use crate::gate::{ApprovalOutcome, ApprovalState};
+use crate::store::{SessionStore, store_io};
 
 /// The status an approval expired by a restart is recorded with.
-pub const EXPIRED_BY_RESTART: &str = "expired_by_restart";
+const EXPIRED_BY_RESTART: ApprovalState = ApprovalState::Ended(ApprovalOutcome::ExpiredByRestart);
+
+/// The stored status of an `approval` event, if it has one this version knows.
+fn stored_state(event: &Value) -> Option<ApprovalState> {
+    event
+        .get("status")
+        .and_then(Value::as_str)
+        .and_then(ApprovalState::parse)
+}
 
 /// What a start-up scan did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,7 +70,7 @@ pub fn pending_in(events: &[Value]) -> Vec<Value> {
         let Some(id) = event.get("approval_id").and_then(Value::as_str) else {
             continue;
         };
-        if event.get("status").and_then(Value::as_str) == Some("pending") {
+        if stored_state(event) == Some(ApprovalState::Pending) {
             if !pending.contains_key(id) {
                 order.push(id.to_owned());
             }
@@ -73,19 +87,49 @@ pub fn pending_in(events: &[Value]) -> Vec<Value> {
 
 /// How the approval `approval_id` ended according to a session's stored `events`: `None` when it
 /// is not there or its last word is still `pending` (asked by this hub, about to be registered).
-/// A decision the gate recorded as `error` or `invalid` never ran its tool and reads as cancelled.
-pub fn stored_resolution(events: &[Value], approval_id: &str) -> Option<Resolution> {
+/// A decision the gate recorded as `error` or `invalid`, or a word this version does not know,
+/// never ran its tool and reads as cancelled.
+pub fn stored_outcome(events: &[Value], approval_id: &str) -> Option<ApprovalOutcome> {
     let last = events.iter().rev().find(|event| {
         event.get("type").and_then(Value::as_str) == Some("approval")
             && event.get("approval_id").and_then(Value::as_str) == Some(approval_id)
     })?;
-    match last.get("status").and_then(Value::as_str)? {
-        "approved" => Some(Resolution::Approved),
-        "rejected" => Some(Resolution::Rejected),
-        "timeout" => Some(Resolution::Timeout),
-        EXPIRED_BY_RESTART => Some(Resolution::ExpiredByRestart),
-        "pending" => None,
-        _ => Some(Resolution::Cancelled),
+    let word = last.get("status").and_then(Value::as_str)?;
+    match ApprovalState::parse(word) {
+        Some(ApprovalState::Pending) => None,
+        Some(ApprovalState::Ended(
+            outcome @ (ApprovalOutcome::Approved
+            | ApprovalOutcome::Rejected
+            | ApprovalOutcome::Timeout
+            | ApprovalOutcome::ChannelClosed
+            | ApprovalOutcome::ExpiredByRestart),
+        )) => Some(outcome),
+        Some(ApprovalState::Ended(
+            ApprovalOutcome::Error | ApprovalOutcome::Invalid | ApprovalOutcome::Cancelled,
+        ))
+        | None => Some(ApprovalOutcome::Cancelled),
+    }
+}
+
+impl HubCore {
+    /// For an approval this hub does not remember: how it ended according to the stored events of
+    /// the attachment's session (an earlier hub asked it), read back once and then remembered.
+    pub(super) fn stored_outcome(&self, approval_id: &str, attachment_id: &str) -> DecideOutcome {
+        let Some(session_id) = self.registry().session_of(attachment_id) else {
+            return DecideOutcome::NotFound;
+        };
+        let events = match store_io(|| self.store().read_events(&session_id)) {
+            Ok(events) => events,
+            Err(error) => {
+                warn!(%session_id, %approval_id, "cannot read the session's events to look the approval up: {error}");
+                return DecideOutcome::NotFound;
+            }
+        };
+        let Some(outcome) = stored_outcome(&events, approval_id) else {
+            return DecideOutcome::NotFound;
+        };
+        self.registry().remember_resolved(approval_id, outcome);
+        DecideOutcome::settled(Some(outcome))
     }
 }
 
@@ -134,7 +178,7 @@ pub fn expire_stale_approvals(
                 .unwrap_or_default()
                 .to_owned();
             if let Value::Object(map) = &mut record {
-                map.insert("status".into(), Value::from(EXPIRED_BY_RESTART));
+                map.insert("status".into(), Value::from(EXPIRED_BY_RESTART.as_str()));
                 map.insert("expired_at".into(), Value::from(now_rfc3339()));
             }
             if let Err(error) = store.append_event(&session_id, &record) {
@@ -165,37 +209,53 @@ pub fn expire_stale_approvals(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::ApprovalState;
     use serde_json::json;
 
     #[test]
     fn the_recorded_status_is_part_of_the_approval_vocabulary() {
         assert_eq!(
-            serde_json::to_value(ApprovalState::ExpiredByRestart).unwrap(),
-            json!(EXPIRED_BY_RESTART)
+            serde_json::to_value(EXPIRED_BY_RESTART).unwrap(),
+            json!("expired_by_restart")
         );
     }
 
     #[test]
-    fn a_stored_resolution_is_the_last_word_about_the_approval() {
+    fn a_stored_outcome_is_the_last_word_about_the_approval() {
         let events = vec![
             json!({"type": "approval", "approval_id": "a1", "status": "pending"}),
             json!({"type": "approval", "approval_id": "a2", "status": "pending"}),
             json!({"type": "approval", "approval_id": "a1", "status": "expired_by_restart"}),
             json!({"type": "approval", "approval_id": "a3", "status": "approved"}),
             json!({"type": "approval", "approval_id": "a4", "status": "error"}),
+            json!({"type": "approval", "approval_id": "a5", "status": "rejected"}),
+            json!({"type": "approval", "approval_id": "a6", "status": "timeout"}),
+            json!({"type": "approval", "approval_id": "a7", "status": "invalid"}),
+            json!({"type": "approval", "approval_id": "a8", "status": "cancelled"}),
+            json!({"type": "approval", "approval_id": "a9", "status": "a word from the future"}),
         ];
+        for (id, outcome) in [
+            ("a5", ApprovalOutcome::Rejected),
+            ("a6", ApprovalOutcome::Timeout),
+            ("a7", ApprovalOutcome::Cancelled),
+            ("a8", ApprovalOutcome::Cancelled),
+            ("a9", ApprovalOutcome::Cancelled),
+        ] {
+            assert_eq!(stored_outcome(&events, id), Some(outcome), "{id}");
+        }
         assert_eq!(
-            stored_resolution(&events, "a1"),
-            Some(Resolution::ExpiredByRestart)
+            stored_outcome(&events, "a1"),
+            Some(ApprovalOutcome::ExpiredByRestart)
         );
-        assert_eq!(stored_resolution(&events, "a2"), None, "still pending");
-        assert_eq!(stored_resolution(&events, "a3"), Some(Resolution::Approved));
+        assert_eq!(stored_outcome(&events, "a2"), None, "still pending");
         assert_eq!(
-            stored_resolution(&events, "a4"),
-            Some(Resolution::Cancelled)
+            stored_outcome(&events, "a3"),
+            Some(ApprovalOutcome::Approved)
         );
-        assert_eq!(stored_resolution(&events, "nope"), None);
+        assert_eq!(
+            stored_outcome(&events, "a4"),
+            Some(ApprovalOutcome::Cancelled)
+        );
+        assert_eq!(stored_outcome(&events, "nope"), None);
     }
 
     #[test]

@@ -24,9 +24,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::approvals::ApprovalRegistry;
+use super::approvals::{ApprovalReadiness, ClientApprover, TurnSlot};
 use super::bus::EventBus;
 use super::error::CoreError;
-use super::hub_approver::{ApprovalReadiness, HubApprover, TurnSlot};
 use super::options::{CoreOptions, ModelFactory};
 use super::recorder::SessionRecorder;
 use super::turns::TurnTable;
@@ -333,7 +333,7 @@ fn build_agent(
         )
         .with_journal(parts.journal.clone()),
     );
-    let approver = Arc::new(HubApprover::new(
+    let approver = Arc::new(ClientApprover::new(
         Arc::clone(&parts.registry),
         Arc::clone(bus),
         Arc::clone(readiness),

@@ -14,7 +14,9 @@ use tonic::Status;
 
 use super::errors;
 use super::wire;
-use crate::hub::{CoreError, EventStream, HubCore, StartTurn, TurnStream};
+use crate::hub::{
+    ApprovalAnswer, CoreError, DecideOutcome, EventStream, HubCore, StartTurn, TurnStream,
+};
 
 /// A server stream of `T`.
 pub type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -263,12 +265,13 @@ pub fn list_pending(
     })
 }
 
+/// `DecideApproval`: a person's answer, from proto to the hub (`HubCore::decide`, where the
+/// registry chooses the winner) and the outcome back.
 pub fn decide(
     core: &HubCore,
     request: &pb::DecideApprovalRequest,
 ) -> Result<pb::DecideApprovalResponse, Status> {
-    use crate::hub::DecideOutcome;
-    let answer = wire::answer(request.decision)
+    let answer = approval_answer(request.decision)
         .ok_or_else(|| invalid("decision must be APPROVED or REJECTED"))?;
     let outcome = core.decide(&request.approval_id, answer, &request.attachment_id)?;
     let (outcome, resolution) = match outcome {
@@ -281,6 +284,15 @@ pub fn decide(
         outcome: outcome as i32,
         resolution: resolution.map_or(pb::ApprovalResolution::Unspecified, wire::resolution) as i32,
     })
+}
+
+/// A decision's answer; `None` for UNSPECIFIED or an unknown value (never guessed).
+fn approval_answer(decision: i32) -> Option<ApprovalAnswer> {
+    match pb::ApprovalDecision::try_from(decision) {
+        Ok(pb::ApprovalDecision::Approved) => Some(ApprovalAnswer::Approve),
+        Ok(pb::ApprovalDecision::Rejected) => Some(ApprovalAnswer::Reject),
+        Ok(pb::ApprovalDecision::Unspecified) | Err(_) => None,
+    }
 }
 
 pub fn list_tools(core: &HubCore) -> pb::ListToolsResponse {
@@ -343,4 +355,23 @@ pub fn no_core(reason: &str) -> Status {
     Status::from(CoreError::Unavailable(format!(
         "sessions are not available in this hub: {reason}"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_approved_or_rejected_is_an_answer() {
+        assert_eq!(
+            approval_answer(pb::ApprovalDecision::Approved as i32),
+            Some(ApprovalAnswer::Approve)
+        );
+        assert_eq!(
+            approval_answer(pb::ApprovalDecision::Rejected as i32),
+            Some(ApprovalAnswer::Reject)
+        );
+        assert_eq!(approval_answer(0), None);
+        assert_eq!(approval_answer(42), None);
+    }
 }

@@ -146,15 +146,18 @@ mod tests {
         let cut = registry.attach(&bus, "terminal").unwrap();
         let cut_id = cut.id().to_owned();
         let info = PendingInfo {
-            approval_id: "a1".into(),
-            session_id: "s1".into(),
+            request: crate::gate::ApprovalRequest {
+                approval_id: "a1".into(),
+                tool: "demo_physical_action".into(),
+                tier: crate::tool::Tier::Physical,
+                arguments: serde_json::json!({}),
+                effect: "moves nothing".into(),
+                session_id: "s1".into(),
+                channel: "terminal".into(),
+                tool_use_id: "tu-1".into(),
+                timeout: None,
+            },
             turn_id: "turn-1".into(),
-            channel: "terminal".into(),
-            tool: "demo_physical_action".into(),
-            tier: 2,
-            arguments: "{}".into(),
-            effect: "moves nothing".into(),
-            tool_use_id: "tu-1".into(),
             asked_at: "now".into(),
             deadline: None,
         };

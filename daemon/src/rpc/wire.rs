@@ -1,15 +1,16 @@
 //! Domain → proto translations for sessions, events, approvals and the catalog (the hub core's
-//! types into `tau_api::proto::v1`), and the few proto → domain ones (open targets, decisions).
+//! types into `tau_api::proto::v1`), and the proto → domain open target. (A decision's answer is
+//! read where the call is, `calls::decide`.)
 //!
 //! Invariants: pure functions; an enum value the client sent that has no domain meaning is
 //! refused as `INVALID_ARGUMENT` by the caller, never guessed.
 
 use tau_api::proto::v1 as pb;
 
-use crate::gate::{ApprovalStatus, ToolCallStatus};
+use crate::gate::{ApprovalOutcome, CallApproval, ToolCallStatus};
 use crate::hub::{
-    ApprovalAnswer, EventKind, OpenTarget, PendingInfo, Resolution, SessionEvent, SessionSummary,
-    Snapshot, ToolSummary, TurnInfo, turns::shown_arguments,
+    EventKind, OpenTarget, PendingInfo, SessionEvent, SessionSummary, Snapshot, ToolSummary,
+    TurnInfo, turns::shown_arguments,
 };
 use crate::message::{ContentBlock, Message, Role, ToolResultContent, ToolResultStatus};
 use crate::tool::Tier;
@@ -100,30 +101,41 @@ fn tool_status(status: ToolCallStatus) -> pb::ToolCallStatus {
     }
 }
 
-pub fn resolution(resolution: Resolution) -> pb::ApprovalResolution {
-    match resolution {
-        Resolution::Approved => pb::ApprovalResolution::Approved,
-        Resolution::Rejected => pb::ApprovalResolution::Rejected,
-        Resolution::Timeout => pb::ApprovalResolution::Timeout,
-        Resolution::Cancelled => pb::ApprovalResolution::Cancelled,
-        Resolution::ChannelClosed => pb::ApprovalResolution::ChannelClosed,
-        Resolution::ExpiredByRestart => pb::ApprovalResolution::ExpiredByRestart,
+/// How an approval ended, as `ApprovalResolved` and `DecideApproval` report it. The registry
+/// never ends one as `error` or `invalid` (a failing gate settles it as cancelled); were it to,
+/// it would read as cancelled, like a stored one.
+pub fn resolution(outcome: ApprovalOutcome) -> pb::ApprovalResolution {
+    match outcome {
+        ApprovalOutcome::Approved => pb::ApprovalResolution::Approved,
+        ApprovalOutcome::Rejected => pb::ApprovalResolution::Rejected,
+        ApprovalOutcome::Timeout => pb::ApprovalResolution::Timeout,
+        ApprovalOutcome::Cancelled | ApprovalOutcome::Error | ApprovalOutcome::Invalid => {
+            pb::ApprovalResolution::Cancelled
+        }
+        ApprovalOutcome::ChannelClosed => pb::ApprovalResolution::ChannelClosed,
+        ApprovalOutcome::ExpiredByRestart => pb::ApprovalResolution::ExpiredByRestart,
     }
 }
 
 pub fn pending(info: PendingInfo) -> pb::PendingApproval {
+    let PendingInfo {
+        request,
+        turn_id,
+        asked_at,
+        deadline,
+    } = info;
     pb::PendingApproval {
-        approval_id: info.approval_id,
-        session_id: info.session_id,
-        turn_id: info.turn_id,
-        channel: info.channel,
-        tool: info.tool,
-        tier: u32::from(info.tier),
-        arguments: info.arguments,
-        effect: info.effect,
-        tool_use_id: info.tool_use_id,
-        asked_at: info.asked_at,
-        deadline: info.deadline.unwrap_or_default(),
+        tier: u32::from(request.tier.number()),
+        arguments: request.formatted_arguments(),
+        approval_id: request.approval_id,
+        session_id: request.session_id,
+        turn_id,
+        channel: request.channel,
+        tool: request.tool,
+        effect: request.effect,
+        tool_use_id: request.tool_use_id,
+        asked_at,
+        deadline: deadline.unwrap_or_default(),
     }
 }
 
@@ -136,7 +148,7 @@ pub fn turn_info(info: TurnInfo) -> pb::TurnInfo {
     }
 }
 
-fn approval_name(approval: ApprovalStatus) -> String {
+fn approval_name(approval: CallApproval) -> String {
     approval.as_str().to_owned()
 }
 
@@ -276,15 +288,6 @@ pub fn open_target(target: Option<pb::open_session_request::Target>) -> Option<O
     }
 }
 
-/// A decision's answer; `None` for UNSPECIFIED or an unknown value.
-pub fn answer(decision: i32) -> Option<ApprovalAnswer> {
-    match pb::ApprovalDecision::try_from(decision) {
-        Ok(pb::ApprovalDecision::Approved) => Some(ApprovalAnswer::Approve),
-        Ok(pb::ApprovalDecision::Rejected) => Some(ApprovalAnswer::Reject),
-        Ok(pb::ApprovalDecision::Unspecified) | Err(_) => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,22 +325,9 @@ mod tests {
     fn enums_never_map_to_unspecified_by_accident() {
         assert_eq!(tier(Some(Tier::Physical)), pb::Tier::Physical);
         assert_eq!(tier(None), pb::Tier::Unspecified);
-        for r in [
-            Resolution::Approved,
-            Resolution::Rejected,
-            Resolution::Timeout,
-            Resolution::Cancelled,
-            Resolution::ChannelClosed,
-            Resolution::ExpiredByRestart,
-        ] {
-            assert_ne!(resolution(r), pb::ApprovalResolution::Unspecified);
+        for outcome in ApprovalOutcome::ALL {
+            assert_ne!(resolution(outcome), pb::ApprovalResolution::Unspecified);
         }
-        assert_eq!(
-            answer(pb::ApprovalDecision::Approved as i32),
-            Some(ApprovalAnswer::Approve)
-        );
-        assert_eq!(answer(0), None);
-        assert_eq!(answer(42), None);
         use pb::open_session_request::Target;
         assert_eq!(open_target(Some(Target::NewSession(false))), None);
         assert_eq!(open_target(None), None);

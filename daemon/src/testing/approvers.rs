@@ -10,14 +10,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::gate::{ApprovalRequest, Approver, ApproverError, Decision};
+use crate::gate::{ApprovalOutcome, ApprovalRequest, Approver, ApproverError};
 
 /// One scripted answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScriptedAnswer {
     /// Answer with this decision.
-    Decide(Decision),
-    /// A raw answer as a channel would send it, read with `Decision::from_answer`
+    Decide(ApprovalOutcome),
+    /// A raw answer as a channel would send it, read with `ApprovalOutcome::from_answer`
     /// (e.g. `"maybe"` is an invalid answer).
     Raw(String),
     /// Fail as an approver that errors.
@@ -50,7 +50,7 @@ impl ScriptedApprover {
     }
 
     /// A script of plain decisions.
-    pub fn decisions(decisions: impl IntoIterator<Item = Decision>) -> Self {
+    pub fn decisions(decisions: impl IntoIterator<Item = ApprovalOutcome>) -> Self {
         Self::new(decisions.into_iter().map(ScriptedAnswer::Decide))
     }
 
@@ -81,12 +81,12 @@ impl Approver for ScriptedApprover {
         self.timeout
     }
 
-    async fn decide(&self, request: &ApprovalRequest) -> Result<Decision, ApproverError> {
+    async fn decide(&self, request: &ApprovalRequest) -> Result<ApprovalOutcome, ApproverError> {
         lock(&self.requests).push(request.clone());
         let answer = lock(&self.answers).pop_front();
         match answer {
             Some(ScriptedAnswer::Decide(decision)) => Ok(decision),
-            Some(ScriptedAnswer::Raw(raw)) => Ok(Decision::from_answer(&raw)),
+            Some(ScriptedAnswer::Raw(raw)) => Ok(ApprovalOutcome::from_answer(&raw)),
             Some(ScriptedAnswer::Fail(message)) => Err(ApproverError(message)),
             Some(ScriptedAnswer::Panic) => panic!("scripted approver panic"),
             Some(ScriptedAnswer::Hang) => futures::future::pending().await,
@@ -129,7 +129,7 @@ impl Approver for UnansweredApprover {
         self.timeout
     }
 
-    async fn decide(&self, request: &ApprovalRequest) -> Result<Decision, ApproverError> {
+    async fn decide(&self, request: &ApprovalRequest) -> Result<ApprovalOutcome, ApproverError> {
         lock(&self.requests).push(request.clone());
         futures::future::pending().await
     }

@@ -70,7 +70,7 @@ pub fn the_event_sink_writes_into_its_session(h: &Harness) {
 /// tier-2 call (its approval asked and decided) and an unknown tool, in order.
 pub fn the_gate_records_its_events_through_the_sink(h: &Harness) {
     use std::sync::Arc;
-    use taud::gate::{CallContext, Decision, GateCall, TierGate, Verdict};
+    use taud::gate::{ApprovalOutcome, CallContext, GateCall, TierGate, Verdict};
     use taud::testing::ScriptedApprover;
     use taud::tool::{Tier, ToolCatalog, ToolSpec};
 
@@ -84,7 +84,9 @@ pub fn the_gate_records_its_events_through_the_sink(h: &Harness) {
         assert_eq!(catalog.add(Arc::new(Echo(spec))), Ok(()));
     }
     let gate = TierGate::builder(Arc::new(catalog))
-        .approver(Arc::new(ScriptedApprover::decisions([Decision::Rejected])))
+        .approver(Arc::new(ScriptedApprover::decisions([
+            ApprovalOutcome::Rejected,
+        ])))
         .sink(Arc::new(StoreEventSink::new(h.store.clone(), id.clone())))
         .build();
     let ctx = CallContext {

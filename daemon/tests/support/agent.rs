@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
-use taud::agent::{HistoryError, HistoryObserver, TurnEvent, AgentTurn};
+use taud::agent::{AgentTurn, HistoryError, HistoryObserver, TurnEvent};
 use taud::message::{Message, ToolResult, ToolResultContent};
 use taud::tool::{Tier, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use tokio::sync::Notify;

@@ -150,7 +150,7 @@ pub async fn until_approval(stream: &mut TurnStream) -> String {
             .await
             .expect("an approval before the end");
         if let EventKind::ApprovalRequested(info) = &event.kind {
-            return info.approval_id.clone();
+            return info.request.approval_id.clone();
         }
     }
 }

@@ -3,6 +3,16 @@
 //! chosen; every report of it (the DecideApproval answer, the live `ApprovalResolved` event, the
 //! gate's verdict and stored `approval` event, the logs) reads that winner.
 //!
+//! This file holds the registry's bookkeeping (registering a question, listing, remembering how
+//! one ended). The rest, one concern a file:
+//! - [`decide`]: the path of a decision, in order: `HubCore::decide`, [`ApprovalRegistry::decide`],
+//!   the winner, [`PendingTicket`] and [`ClientApprover`], the gate's approver in the hub;
+//! - [`readiness`]: when a question may be asked (recorded, and the turn's events published);
+//! - [`attach`], [`grace`]: the attachments, and the hold of one cut off for lagging.
+//!
+//! Approvals and their fates are spoken of in the gate's vocabulary (`crate::gate::ApprovalRequest`,
+//! [`ApprovalOutcome`]).
+//!
 //! An attachment is one live client stream on a session and a channel; its [`Attachment`] guard
 //! ends it on drop ([`attach`]). What an attachment was *shown* decides what it may decide:
 //! - a Subscribe stream is shown every approval pending on its session in its snapshot and every
@@ -18,8 +28,8 @@
 //!   shown it (its *viewers*). A decision counts only from a viewer. An attachment cut off as
 //!   lagging is held for a grace period ([`grace`]): it stays a viewer (the approval stays pending
 //!   for the client to resubscribe, which shows it again) but no longer decides.
-//! - When the last viewer of an approval goes, the approval ends as [`Resolution::ChannelClosed`]
-//!   (a closed dialog never approves); an approval asked where nobody is shown it ends the same way
+//! - When the last viewer of an approval goes, the approval ends as
+//!   [`ApprovalOutcome::ChannelClosed`] (a closed dialog never approves); an approval asked where nobody is shown it ends the same way
 //!   at once.
 //! - Every approval is resolved exactly once, under the registry lock: the first resolution wins
 //!   (a decision, a closed channel, the gate's timeout or a cancel, see
@@ -40,85 +50,25 @@ use tokio::sync::oneshot;
 use tracing::info;
 
 use super::bus::EventBus;
-use super::event::{EventKind, PendingInfo, Resolution};
+use super::event::{EventKind, PendingInfo};
+use crate::gate::ApprovalOutcome;
 
 pub mod attach;
+pub mod decide;
 pub mod grace;
+pub mod readiness;
 pub use attach::{AttachError, AttachLimits, Attachment};
+pub use decide::{ClientApprover, DecideError, DecideOutcome, HUB_APPROVER, PendingTicket};
 pub use grace::LAG_GRACE;
+pub use readiness::{ApprovalReadiness, FLUSH_WAIT, TurnSlot};
 
 /// How many resolved approval ids are remembered for late decisions.
 pub const REMEMBERED_RESOLUTIONS: usize = 4096;
 
-/// A person's answer to an approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApprovalAnswer {
-    Approve,
-    Reject,
-}
-
-/// What became of a decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecideOutcome {
-    /// The decision resolved the approval.
-    Applied(Resolution),
-    /// It had been decided already (or its channel closed).
-    AlreadyDecided(Resolution),
-    /// It had timed out, been cancelled, or expired by a restart.
-    Expired(Resolution),
-    /// No approval has this id.
-    NotFound,
-}
-
-impl DecideOutcome {
-    /// The outcome of a decision on an approval that already ended as `resolution` (`None`: the
-    /// id is unknown).
-    pub fn settled(resolution: Option<Resolution>) -> Self {
-        match resolution {
-            None => Self::NotFound,
-            Some(r) if r.is_decision() => Self::AlreadyDecided(r),
-            Some(r) => Self::Expired(r),
-        }
-    }
-}
-
-/// A decision that does not count.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DecideError {
-    /// The attachment was cut off as lagging; its client resubscribes for a new one.
-    #[error(
-        "attachment {0:?} was cut off for falling behind; subscribe again and decide with the new attachment id"
-    )]
-    CutOff(String),
-    /// The attachment id names no live attachment.
-    #[error(
-        "attachment {0:?} is not live; decisions count only from a client attached with Subscribe or StartTurn"
-    )]
-    NotAttached(String),
-    /// The attachment is on another session or channel.
-    #[error(
-        "this approval was asked on channel {asked_on:?} of session {session_id}; a client attached there must decide it (this one is attached on {attached_on:?} of session {attached_session})"
-    )]
-    WrongChannel {
-        session_id: String,
-        asked_on: String,
-        attached_session: String,
-        attached_on: String,
-    },
-    /// The attachment's stream never showed this approval (a StartTurn stream of another turn).
-    #[error(
-        "attachment {attachment_id:?} was never shown approval {approval_id:?} (a StartTurn stream shows only its own turn's approvals); decide from a client that showed it, or subscribe to see it"
-    )]
-    NotShown {
-        approval_id: String,
-        attachment_id: String,
-    },
-}
-
 struct PendingEntry {
     info: PendingInfo,
     bus: Arc<EventBus>,
-    responder: Option<oneshot::Sender<Resolution>>,
+    responder: Option<oneshot::Sender<ApprovalOutcome>>,
     asked: u64,
     /// Live attachments on the approval's session and channel that were shown it.
     viewers: HashSet<String>,
@@ -150,7 +100,9 @@ pub(crate) struct AttachmentEntry {
 
 impl AttachmentEntry {
     fn shows(&self, info: &PendingInfo) -> bool {
-        self.session_id == info.session_id && self.channel == info.channel && self.scope.shows(info)
+        self.session_id == info.request.session_id
+            && self.channel == info.request.channel
+            && self.scope.shows(info)
     }
 }
 
@@ -158,7 +110,7 @@ impl AttachmentEntry {
 struct State {
     pending: HashMap<String, PendingEntry>,
     asked: u64,
-    resolved: HashMap<String, Resolution>,
+    resolved: HashMap<String, ApprovalOutcome>,
     resolved_order: VecDeque<String>,
     attachments: HashMap<String, AttachmentEntry>,
     /// Live attachments per session.
@@ -168,7 +120,7 @@ struct State {
 }
 
 impl State {
-    fn remember(&mut self, approval_id: &str, resolution: Resolution) {
+    fn remember(&mut self, approval_id: &str, resolution: ApprovalOutcome) {
         if self.resolved.len() == REMEMBERED_RESOLUTIONS
             && let Some(oldest) = self.resolved_order.pop_front()
         {
@@ -181,41 +133,6 @@ impl State {
         {
             self.resolved_order.push_back(approval_id.to_owned());
         }
-    }
-
-    /// Removes and resolves a pending approval; returns the event to publish.
-    fn resolve(
-        &mut self,
-        approval_id: &str,
-        resolution: Resolution,
-        decided_by: Option<&str>,
-    ) -> Option<(Option<String>, EventKind)> {
-        let mut entry = self.pending.remove(approval_id)?;
-        if let Some(responder) = entry.responder.take() {
-            // An error only means the waiter is gone already.
-            let _ = responder.send(resolution);
-        }
-        self.remember(approval_id, resolution);
-        let info = entry.info;
-        info!(
-            approval_id = %info.approval_id,
-            session_id = %info.session_id,
-            tool = %info.tool,
-            channel = %info.channel,
-            resolution = resolution.as_str(),
-            "approval resolved"
-        );
-        let turn_id = (!info.turn_id.is_empty()).then(|| info.turn_id.clone());
-        Some((
-            turn_id,
-            EventKind::ApprovalResolved {
-                approval_id: info.approval_id,
-                tool: info.tool,
-                tool_use_id: info.tool_use_id,
-                resolution,
-                decided_by_channel: decided_by.map(str::to_owned),
-            },
-        ))
     }
 }
 
@@ -266,7 +183,7 @@ impl ApprovalRegistry {
                 if !unwatched {
                     return (None, ());
                 }
-                (state.resolve(&id, Resolution::ChannelClosed, None), ())
+                (state.resolve(&id, ApprovalOutcome::ChannelClosed, None), ())
             });
         }
     }
@@ -276,7 +193,7 @@ impl ApprovalRegistry {
     /// streams carry it; asked where there are none, it is resolved as `ChannelClosed` at once.
     pub fn register(self: &Arc<Self>, bus: &Arc<EventBus>, info: PendingInfo) -> PendingTicket {
         let (responder, receiver) = oneshot::channel();
-        let approval_id = info.approval_id.clone();
+        let approval_id = info.request.approval_id.clone();
         let unwatched = bus.publish_with(|_| {
             let mut state = self.lock();
             state.asked += 1;
@@ -314,104 +231,28 @@ impl ApprovalRegistry {
         }
     }
 
-    /// Applies a person's decision from the client holding `attachment_id`.
-    pub fn decide(
-        &self,
-        approval_id: &str,
-        answer: ApprovalAnswer,
-        attachment_id: &str,
-    ) -> Result<DecideOutcome, DecideError> {
-        let bus = {
-            let state = self.lock();
-            match state.pending.get(approval_id) {
-                Some(entry) => Arc::clone(&entry.bus),
-                None => {
-                    return Ok(DecideOutcome::settled(
-                        state.resolved.get(approval_id).copied(),
-                    ));
-                }
-            }
-        };
-        bus.publish_with(|_| {
-            let mut state = self.lock();
-            let Some(entry) = state.pending.get(approval_id) else {
-                let outcome = DecideOutcome::settled(state.resolved.get(approval_id).copied());
-                return (None, Ok(outcome));
-            };
-            let Some(attached) = state.attachments.get(attachment_id) else {
-                return (
-                    None,
-                    Err(DecideError::NotAttached(attachment_id.to_owned())),
-                );
-            };
-            if state.held.contains(attachment_id) {
-                return (None, Err(DecideError::CutOff(attachment_id.to_owned())));
-            }
-            if attached.session_id != entry.info.session_id
-                || attached.channel != entry.info.channel
-            {
-                let error = DecideError::WrongChannel {
-                    session_id: entry.info.session_id.clone(),
-                    asked_on: entry.info.channel.clone(),
-                    attached_session: attached.session_id.clone(),
-                    attached_on: attached.channel.clone(),
-                };
-                return (None, Err(error));
-            }
-            if !entry.viewers.contains(attachment_id) {
-                let error = DecideError::NotShown {
-                    approval_id: approval_id.to_owned(),
-                    attachment_id: attachment_id.to_owned(),
-                };
-                return (None, Err(error));
-            }
-            let channel = attached.channel.clone();
-            let resolution = match answer {
-                ApprovalAnswer::Approve => Resolution::Approved,
-                ApprovalAnswer::Reject => Resolution::Rejected,
-            };
-            let event = state.resolve(approval_id, resolution, Some(&channel));
-            (event, Ok(DecideOutcome::Applied(resolution)))
-        })
-    }
-
-    /// Ends an approval as `resolution` unless it ended already, and returns how it ended: the
-    /// first resolution wins. `None` for an id the registry does not know (never asked, or
-    /// forgotten). The gate settles with its timeout or a cancel this way, so what it records is
-    /// what every other report says.
-    pub fn settle(&self, approval_id: &str, resolution: Resolution) -> Option<Resolution> {
-        let bus = {
-            let state = self.lock();
-            match state.pending.get(approval_id) {
-                Some(entry) => Arc::clone(&entry.bus),
-                None => return state.resolved.get(approval_id).copied(),
-            }
-        };
-        bus.publish_with(|_| {
-            let mut state = self.lock();
-            let event = state.resolve(approval_id, resolution, None);
-            let winner = state.resolved.get(approval_id).copied();
-            (event, winner)
-        })
-    }
-
     /// Resolves every approval pending in a session as `Cancelled` (the hub is stopping).
     pub fn cancel_session(&self, session_id: &str) {
         let ids: Vec<(String, Arc<EventBus>)> = self
             .lock()
             .pending
             .values()
-            .filter(|e| e.info.session_id == session_id)
-            .map(|e| (e.info.approval_id.clone(), Arc::clone(&e.bus)))
+            .filter(|e| e.info.request.session_id == session_id)
+            .map(|e| (e.info.request.approval_id.clone(), Arc::clone(&e.bus)))
             .collect();
         for (id, bus) in ids {
-            bus.publish_with(|_| (self.lock().resolve(&id, Resolution::Cancelled, None), ()));
+            bus.publish_with(|_| {
+                (
+                    self.lock().resolve(&id, ApprovalOutcome::Cancelled, None),
+                    (),
+                )
+            });
         }
     }
 
     /// Remembers how an approval of an earlier hub ended (expired by restart at start-up, or read
     /// back from the session's stored events).
-    pub fn remember_resolved(&self, approval_id: &str, resolution: Resolution) {
+    pub fn remember_resolved(&self, approval_id: &str, resolution: ApprovalOutcome) {
         let mut state = self.lock();
         if !state.pending.contains_key(approval_id) {
             state.remember(approval_id, resolution);
@@ -420,7 +261,7 @@ impl ApprovalRegistry {
 
     /// Remembers an approval found pending in a stored session at start-up as expired by restart.
     pub fn remember_expired(&self, approval_id: &str) {
-        self.remember_resolved(approval_id, Resolution::ExpiredByRestart);
+        self.remember_resolved(approval_id, ApprovalOutcome::ExpiredByRestart);
     }
 
     /// Pending approvals, oldest first; of one session when `session_id` is given.
@@ -429,7 +270,7 @@ impl ApprovalRegistry {
         let mut entries: Vec<&PendingEntry> = state
             .pending
             .values()
-            .filter(|e| session_id.is_none_or(|s| e.info.session_id == s))
+            .filter(|e| session_id.is_none_or(|s| e.info.request.session_id == s))
             .collect();
         entries.sort_by_key(|e| e.asked);
         entries.into_iter().map(|e| e.info.clone()).collect()
@@ -441,7 +282,7 @@ impl ApprovalRegistry {
     }
 
     /// How an approval ended, if it did and is remembered.
-    pub fn resolution_of(&self, approval_id: &str) -> Option<Resolution> {
+    pub fn resolution_of(&self, approval_id: &str) -> Option<ApprovalOutcome> {
         self.lock().resolved.get(approval_id).copied()
     }
 
@@ -454,36 +295,7 @@ impl ApprovalRegistry {
     }
 }
 
-/// Waits for one approval's resolution; dropping it before then resolves the approval as
-/// `Cancelled` (unless it ended already).
-pub struct PendingTicket {
-    registry: Arc<ApprovalRegistry>,
-    approval_id: String,
-    receiver: oneshot::Receiver<Resolution>,
-    done: bool,
-}
-
-impl PendingTicket {
-    pub fn approval_id(&self) -> &str {
-        &self.approval_id
-    }
-
-    /// The resolution (`Cancelled` if the registry went away, which only happens at shutdown).
-    pub async fn wait(&mut self) -> Resolution {
-        let resolution = (&mut self.receiver).await.unwrap_or(Resolution::Cancelled);
-        self.done = true;
-        resolution
-    }
-}
-
-impl Drop for PendingTicket {
-    fn drop(&mut self) {
-        if !self.done {
-            self.registry
-                .settle(&self.approval_id, Resolution::Cancelled);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_client_approver;

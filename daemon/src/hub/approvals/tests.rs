@@ -2,18 +2,22 @@
 //! channels, the first resolution winning, expiry, attachment limits.
 
 use super::*;
+use crate::gate::ApprovalAnswer;
 
 fn info(id: &str, session: &str, channel: &str) -> PendingInfo {
     PendingInfo {
-        approval_id: id.into(),
-        session_id: session.into(),
+        request: crate::gate::ApprovalRequest {
+            approval_id: id.into(),
+            tool: "demo_physical_action".into(),
+            tier: crate::tool::Tier::Physical,
+            arguments: serde_json::json!({}),
+            effect: "moves nothing".into(),
+            session_id: session.into(),
+            channel: channel.into(),
+            tool_use_id: "tu-1".into(),
+            timeout: None,
+        },
         turn_id: "turn-1".into(),
-        channel: channel.into(),
-        tool: "demo_physical_action".into(),
-        tier: 2,
-        arguments: "{}".into(),
-        effect: "moves nothing".into(),
-        tool_use_id: "tu-1".into(),
         asked_at: "now".into(),
         deadline: None,
     }
@@ -42,12 +46,12 @@ async fn an_attached_client_decides_once() {
     assert!(registry.list_pending(Some("other")).is_empty());
     assert_eq!(
         registry.decide("a1", ApprovalAnswer::Approve, terminal.id()),
-        Ok(DecideOutcome::Applied(Resolution::Approved))
+        Ok(DecideOutcome::Applied(ApprovalOutcome::Approved))
     );
-    assert_eq!(ticket.wait().await, Resolution::Approved);
+    assert_eq!(ticket.wait().await, ApprovalOutcome::Approved);
     assert_eq!(
         registry.decide("a1", ApprovalAnswer::Reject, terminal.id()),
-        Ok(DecideOutcome::AlreadyDecided(Resolution::Approved))
+        Ok(DecideOutcome::AlreadyDecided(ApprovalOutcome::Approved))
     );
     assert_eq!(
         registry.decide("nope", ApprovalAnswer::Reject, terminal.id()),
@@ -82,7 +86,9 @@ async fn decisions_from_elsewhere_do_not_count() {
     drop(terminal);
     assert_eq!(
         registry.decide("a1", ApprovalAnswer::Approve, telegram.id()),
-        Ok(DecideOutcome::AlreadyDecided(Resolution::ChannelClosed))
+        Ok(DecideOutcome::AlreadyDecided(
+            ApprovalOutcome::ChannelClosed
+        ))
     );
 }
 
@@ -98,8 +104,8 @@ async fn the_last_attachment_going_rejects_its_pending_approvals() {
     drop(first);
     assert_eq!(registry.pending_count(), 2, "one terminal client is left");
     drop(second);
-    assert_eq!(ticket.wait().await, Resolution::ChannelClosed);
-    assert_eq!(registry.list_pending(None)[0].approval_id, "a2");
+    assert_eq!(ticket.wait().await, ApprovalOutcome::ChannelClosed);
+    assert_eq!(registry.list_pending(None)[0].request.approval_id, "a2");
     drop(telegram);
     assert_eq!(registry.pending_count(), 0);
 }
@@ -109,7 +115,7 @@ async fn asked_where_nobody_is_attached_is_rejected_at_once() {
     let registry = ApprovalRegistry::new();
     let bus = Arc::new(EventBus::new("s1"));
     let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"));
-    assert_eq!(ticket.wait().await, Resolution::ChannelClosed);
+    assert_eq!(ticket.wait().await, ApprovalOutcome::ChannelClosed);
     assert_eq!(
         kinds(&bus),
         vec!["approval_requested", "resolved:channel_closed"]
@@ -125,12 +131,12 @@ async fn a_dropped_waiter_expires_its_approval() {
     drop(ticket);
     assert_eq!(
         registry.decide("a1", ApprovalAnswer::Approve, terminal.id()),
-        Ok(DecideOutcome::Expired(Resolution::Cancelled))
+        Ok(DecideOutcome::Expired(ApprovalOutcome::Cancelled))
     );
     registry.remember_expired("old");
     assert_eq!(
         registry.decide("old", ApprovalAnswer::Approve, terminal.id()),
-        Ok(DecideOutcome::Expired(Resolution::ExpiredByRestart))
+        Ok(DecideOutcome::Expired(ApprovalOutcome::ExpiredByRestart))
     );
 }
 
@@ -141,14 +147,14 @@ async fn cancelling_a_session_resolves_its_approvals() {
     let _terminal = registry.attach(&bus, "terminal").unwrap();
     let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"));
     registry.cancel_session("s1");
-    assert_eq!(ticket.wait().await, Resolution::Cancelled);
+    assert_eq!(ticket.wait().await, ApprovalOutcome::Cancelled);
 }
 
 #[test]
 fn resolutions_are_remembered_up_to_a_bound() {
     let mut state = State::default();
     for i in 0..=REMEMBERED_RESOLUTIONS {
-        state.remember(&format!("a{i}"), Resolution::Rejected);
+        state.remember(&format!("a{i}"), ApprovalOutcome::Rejected);
     }
     assert_eq!(state.resolved.len(), REMEMBERED_RESOLUTIONS);
     assert!(!state.resolved.contains_key("a0"));
@@ -177,7 +183,7 @@ async fn a_queued_turns_stream_neither_keeps_nor_decides_an_earlier_turns_approv
         })
     );
     drop(turn_a);
-    assert_eq!(ticket.wait().await, Resolution::ChannelClosed);
+    assert_eq!(ticket.wait().await, ApprovalOutcome::ChannelClosed);
     assert_eq!(
         kinds(&bus),
         vec!["approval_requested", "resolved:channel_closed"]
@@ -191,7 +197,7 @@ async fn a_turn_asked_while_only_another_turns_stream_is_attached_is_rejected() 
     let bus = Arc::new(EventBus::new("s1"));
     let _turn_b = registry.attach_turn(&bus, "terminal", "turn-b").unwrap();
     let mut ticket = registry.register(&bus, turn_info("a1", "turn-a"));
-    assert_eq!(ticket.wait().await, Resolution::ChannelClosed);
+    assert_eq!(ticket.wait().await, ApprovalOutcome::ChannelClosed);
 }
 
 #[tokio::test]
@@ -207,7 +213,7 @@ async fn a_subscriber_is_shown_what_is_pending_when_it_attaches_and_what_comes_l
     for id in ["a1", "a2"] {
         assert_eq!(
             registry.decide(id, ApprovalAnswer::Reject, watcher.id()),
-            Ok(DecideOutcome::Applied(Resolution::Rejected))
+            Ok(DecideOutcome::Applied(ApprovalOutcome::Rejected))
         );
     }
 }
@@ -225,7 +231,7 @@ async fn a_repeated_turn_stream_is_shown_its_turns_pending_approval() {
     drop(first);
     assert_eq!(
         registry.decide("a1", ApprovalAnswer::Approve, repeat.id()),
-        Ok(DecideOutcome::Applied(Resolution::Approved))
+        Ok(DecideOutcome::Applied(ApprovalOutcome::Approved))
     );
 }
 
@@ -237,24 +243,27 @@ async fn the_first_resolution_wins_and_every_later_one_learns_it() {
     let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"));
     assert_eq!(
         registry.decide("a1", ApprovalAnswer::Approve, terminal.id()),
-        Ok(DecideOutcome::Applied(Resolution::Approved))
+        Ok(DecideOutcome::Applied(ApprovalOutcome::Approved))
     );
     assert_eq!(
-        registry.settle("a1", Resolution::Cancelled),
-        Some(Resolution::Approved),
+        registry.settle("a1", ApprovalOutcome::Cancelled),
+        Some(ApprovalOutcome::Approved),
         "a cancel after the decision learns the decision"
     );
-    assert_eq!(ticket.wait().await, Resolution::Approved);
+    assert_eq!(ticket.wait().await, ApprovalOutcome::Approved);
     let _ticket = registry.register(&bus, info("a2", "s1", "terminal"));
     assert_eq!(
-        registry.settle("a2", Resolution::Timeout),
-        Some(Resolution::Timeout)
+        registry.settle("a2", ApprovalOutcome::Timeout),
+        Some(ApprovalOutcome::Timeout)
     );
     assert_eq!(
         registry.decide("a2", ApprovalAnswer::Approve, terminal.id()),
-        Ok(DecideOutcome::Expired(Resolution::Timeout))
+        Ok(DecideOutcome::Expired(ApprovalOutcome::Timeout))
     );
-    assert_eq!(registry.settle("never-asked", Resolution::Timeout), None);
+    assert_eq!(
+        registry.settle("never-asked", ApprovalOutcome::Timeout),
+        None
+    );
     assert_eq!(
         kinds(&bus),
         vec![
@@ -273,10 +282,10 @@ async fn a_pending_approval_is_not_overwritten_by_a_remembered_one() {
     let bus = Arc::new(EventBus::new("s1"));
     let terminal = registry.attach(&bus, "terminal").unwrap();
     let _ticket = registry.register(&bus, info("a1", "s1", "terminal"));
-    registry.remember_resolved("a1", Resolution::ExpiredByRestart);
+    registry.remember_resolved("a1", ApprovalOutcome::ExpiredByRestart);
     assert_eq!(
         registry.decide("a1", ApprovalAnswer::Approve, terminal.id()),
-        Ok(DecideOutcome::Applied(Resolution::Approved))
+        Ok(DecideOutcome::Applied(ApprovalOutcome::Approved))
     );
 }
 

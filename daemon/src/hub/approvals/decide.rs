@@ -1,0 +1,366 @@
+//! A person's decision, from `DecideApproval` to the gate's answer, in the order it happens
+//! (ARCHITECTURE.md, "The path of an approval"):
+//!
+//! 1. [`HubCore::decide`] checks the request; an id this hub never saw is looked up in the stored
+//!    events (`crate::hub::restart`).
+//! 2. [`ApprovalRegistry::decide`] refuses a decision from an attachment that may not decide it.
+//! 3. `State::resolve` chooses the winner: it sends the outcome to the waiting ticket, remembers
+//!    it and returns the `ApprovalResolved` event the bus publishes.
+//! 4. [`PendingTicket::wait`] wakes [`ClientApprover::decide`], which hands the outcome to the gate
+//!    (`crate::gate::PendingApproval`, which records an approval and makes the permit). A gate that
+//!    stops waiting first settles with [`ClientApprover::conclude`] → [`ApprovalRegistry::settle`].
+//!
+//! Invariants:
+//! - The registry chooses the winner, under its lock inside the session bus's `publish_with`: the
+//!   first resolution wins (a decision, a closed channel, the gate's timeout or a cancel); every
+//!   report of it (the `DecideApproval` answer, `ApprovalResolved`, the gate's record) reads it.
+//! - [`ClientApprover`] asks nobody about an approval whose `pending` record is not durably stored
+//!   (`super::readiness`), and registers it only after the turn's earlier events are published.
+//! - Only [`ApprovalOutcome::Approved`] approves; the gate records a closed channel as a rejection
+//!   ([`ApprovalOutcome::as_recorded_by_gate`]). The gate settling on its own can end a question
+//!   only as a timeout, a rejection or a cancel, never as an approval.
+//! - A ticket dropped before its answer (the gate's wait was dropped) resolves its approval as
+//!   `Cancelled`, so nothing stays pending without a waiter. The approver has no timeout of its
+//!   own: the gate's (from the hub's configuration) applies.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::oneshot;
+use tracing::info;
+
+use super::readiness::{ApprovalReadiness, FLUSH_WAIT, TurnSlot};
+use super::{ApprovalRegistry, State};
+use crate::gate::{ApprovalAnswer, ApprovalOutcome, ApprovalRequest, Approver, ApproverError};
+use crate::hub::bus::EventBus;
+use crate::hub::core::HubCore;
+use crate::hub::error::CoreError;
+use crate::hub::event::{EventKind, PendingInfo, now_rfc3339};
+use crate::hub::limits::{MAX_REF_ID_LEN, check_len};
+
+impl HubCore {
+    /// A person's decision, from the client holding `attachment_id`.
+    pub fn decide(
+        &self,
+        approval_id: &str,
+        answer: ApprovalAnswer,
+        attachment_id: &str,
+    ) -> Result<DecideOutcome, CoreError> {
+        if approval_id.is_empty() {
+            return Err(CoreError::InvalidArgument(
+                "approval_id is empty".to_owned(),
+            ));
+        }
+        if attachment_id.is_empty() {
+            return Err(CoreError::InvalidArgument(
+                "attachment_id is empty; a decision counts only from a client attached with Subscribe or StartTurn".to_owned(),
+            ));
+        }
+        check_len("approval_id", approval_id, MAX_REF_ID_LEN)?;
+        check_len("attachment_id", attachment_id, MAX_REF_ID_LEN)?;
+        let outcome = self
+            .registry()
+            .decide(approval_id, answer, attachment_id)
+            .map_err(CoreError::from)?;
+        if outcome != DecideOutcome::NotFound {
+            return Ok(outcome);
+        }
+        Ok(self.stored_outcome(approval_id, attachment_id))
+    }
+}
+
+impl ApprovalRegistry {
+    /// Applies a person's decision from the client holding `attachment_id`.
+    pub fn decide(
+        &self,
+        approval_id: &str,
+        answer: ApprovalAnswer,
+        attachment_id: &str,
+    ) -> Result<DecideOutcome, DecideError> {
+        let bus = {
+            let state = self.lock();
+            match state.pending.get(approval_id) {
+                Some(entry) => Arc::clone(&entry.bus),
+                None => {
+                    return Ok(DecideOutcome::settled(
+                        state.resolved.get(approval_id).copied(),
+                    ));
+                }
+            }
+        };
+        bus.publish_with(|_| {
+            let mut state = self.lock();
+            let Some(entry) = state.pending.get(approval_id) else {
+                let outcome = DecideOutcome::settled(state.resolved.get(approval_id).copied());
+                return (None, Ok(outcome));
+            };
+            let Some(attached) = state.attachments.get(attachment_id) else {
+                return (
+                    None,
+                    Err(DecideError::NotAttached(attachment_id.to_owned())),
+                );
+            };
+            if state.held.contains(attachment_id) {
+                return (None, Err(DecideError::CutOff(attachment_id.to_owned())));
+            }
+            if attached.session_id != entry.info.request.session_id
+                || attached.channel != entry.info.request.channel
+            {
+                let error = DecideError::WrongChannel {
+                    session_id: entry.info.request.session_id.clone(),
+                    asked_on: entry.info.request.channel.clone(),
+                    attached_session: attached.session_id.clone(),
+                    attached_on: attached.channel.clone(),
+                };
+                return (None, Err(error));
+            }
+            if !entry.viewers.contains(attachment_id) {
+                let error = DecideError::NotShown {
+                    approval_id: approval_id.to_owned(),
+                    attachment_id: attachment_id.to_owned(),
+                };
+                return (None, Err(error));
+            }
+            let channel = attached.channel.clone();
+            let outcome = answer.outcome();
+            let event = state.resolve(approval_id, outcome, Some(&channel));
+            (event, Ok(DecideOutcome::Applied(outcome)))
+        })
+    }
+
+    /// Ends an approval as `outcome` unless it ended already, and returns how it ended: the first
+    /// resolution wins. `None` for an id the registry does not know (never asked, or forgotten).
+    /// The gate settles with its timeout or a cancel this way, so what it records is what every
+    /// other report says.
+    pub fn settle(&self, approval_id: &str, outcome: ApprovalOutcome) -> Option<ApprovalOutcome> {
+        let bus = {
+            let state = self.lock();
+            match state.pending.get(approval_id) {
+                Some(entry) => Arc::clone(&entry.bus),
+                None => return state.resolved.get(approval_id).copied(),
+            }
+        };
+        bus.publish_with(|_| {
+            let mut state = self.lock();
+            let event = state.resolve(approval_id, outcome, None);
+            let winner = state.resolved.get(approval_id).copied();
+            (event, winner)
+        })
+    }
+}
+
+impl State {
+    /// Removes and resolves a pending approval: its ticket gets `outcome`, which is remembered;
+    /// returns the `ApprovalResolved` event to publish (`None`: it was not pending).
+    pub(super) fn resolve(
+        &mut self,
+        approval_id: &str,
+        outcome: ApprovalOutcome,
+        decided_by: Option<&str>,
+    ) -> Option<(Option<String>, EventKind)> {
+        let mut entry = self.pending.remove(approval_id)?;
+        if let Some(responder) = entry.responder.take() {
+            // An error only means the waiter is gone already.
+            let _ = responder.send(outcome);
+        }
+        self.remember(approval_id, outcome);
+        let info = entry.info;
+        info!(
+            approval_id = %info.request.approval_id,
+            session_id = %info.request.session_id,
+            tool = %info.request.tool,
+            channel = %info.request.channel,
+            resolution = outcome.as_str(),
+            "approval resolved"
+        );
+        let turn_id = (!info.turn_id.is_empty()).then(|| info.turn_id.clone());
+        Some((
+            turn_id,
+            EventKind::ApprovalResolved {
+                approval_id: info.request.approval_id,
+                tool: info.request.tool,
+                tool_use_id: info.request.tool_use_id,
+                resolution: outcome,
+                decided_by_channel: decided_by.map(str::to_owned),
+            },
+        ))
+    }
+}
+
+/// Waits for one approval's outcome; dropping it before then resolves the approval as
+/// `Cancelled` (unless it ended already).
+pub struct PendingTicket {
+    pub(super) registry: Arc<ApprovalRegistry>,
+    pub(super) approval_id: String,
+    pub(super) receiver: oneshot::Receiver<ApprovalOutcome>,
+    pub(super) done: bool,
+}
+
+impl PendingTicket {
+    pub fn approval_id(&self) -> &str {
+        &self.approval_id
+    }
+
+    /// The outcome (`Cancelled` if the registry went away, which only happens at shutdown).
+    pub async fn wait(&mut self) -> ApprovalOutcome {
+        let outcome = (&mut self.receiver)
+            .await
+            .unwrap_or(ApprovalOutcome::Cancelled);
+        self.done = true;
+        outcome
+    }
+}
+
+impl Drop for PendingTicket {
+    fn drop(&mut self) {
+        if !self.done {
+            self.registry
+                .settle(&self.approval_id, ApprovalOutcome::Cancelled);
+        }
+    }
+}
+
+/// The approver name recorded in `approval` events.
+pub const HUB_APPROVER: &str = "hub";
+
+/// The gate's approver in the hub: it asks the clients attached to the session, by registering
+/// the question in the [`ApprovalRegistry`] and waiting for the winner. One per open session.
+pub struct ClientApprover {
+    registry: Arc<ApprovalRegistry>,
+    bus: Arc<EventBus>,
+    readiness: Arc<ApprovalReadiness>,
+    turn: Arc<TurnSlot>,
+}
+
+impl std::fmt::Debug for ClientApprover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientApprover")
+            .field("session_id", &self.bus.session_id())
+            .finish()
+    }
+}
+
+impl ClientApprover {
+    pub fn new(
+        registry: Arc<ApprovalRegistry>,
+        bus: Arc<EventBus>,
+        readiness: Arc<ApprovalReadiness>,
+        turn: Arc<TurnSlot>,
+    ) -> Self {
+        Self {
+            registry,
+            bus,
+            readiness,
+            turn,
+        }
+    }
+}
+
+#[async_trait]
+impl Approver for ClientApprover {
+    fn name(&self) -> &str {
+        HUB_APPROVER
+    }
+
+    /// Waits until the question is recorded and flushed, registers it (clients see
+    /// `ApprovalRequested`) and returns the winner as the gate records it.
+    async fn decide(&self, request: &ApprovalRequest) -> Result<ApprovalOutcome, ApproverError> {
+        let recorded = self
+            .readiness
+            .take_when_flushed(&request.approval_id, FLUSH_WAIT)
+            .await;
+        if !recorded {
+            return Err(ApproverError(
+                "the approval could not be recorded in the session's events, so it was not asked"
+                    .to_owned(),
+            ));
+        }
+        let deadline = request
+            .timeout
+            .and_then(|t| jiff::SignedDuration::try_from(t).ok())
+            .and_then(|t| jiff::Timestamp::now().checked_add(t).ok())
+            .map(|t| t.to_string());
+        let info = PendingInfo {
+            request: request.clone(),
+            turn_id: self.turn.get().unwrap_or_default(),
+            asked_at: now_rfc3339(),
+            deadline,
+        };
+        let mut ticket = self.registry.register(&self.bus, info);
+        Ok(ticket.wait().await.as_recorded_by_gate())
+    }
+
+    /// The gate stopped waiting with `proposed`: settles the approval as a timeout, a rejection or
+    /// a cancel unless something won first, and returns the winner as the gate records it.
+    fn conclude(&self, request: &ApprovalRequest, proposed: ApprovalOutcome) -> ApprovalOutcome {
+        self.readiness.forget(&request.approval_id);
+        let settled = match proposed {
+            ApprovalOutcome::Timeout => ApprovalOutcome::Timeout,
+            ApprovalOutcome::Rejected => ApprovalOutcome::Rejected,
+            _ => ApprovalOutcome::Cancelled,
+        };
+        match self.registry.settle(&request.approval_id, settled) {
+            Some(winner) => winner.as_recorded_by_gate(),
+            None => proposed,
+        }
+    }
+}
+
+/// What became of a person's decision. A separate type from [`ApprovalOutcome`] because it says
+/// whether *this* decision won, and carries the outcome that did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecideOutcome {
+    /// The decision resolved the approval.
+    Applied(ApprovalOutcome),
+    /// It had been decided already (or its channel closed).
+    AlreadyDecided(ApprovalOutcome),
+    /// It had timed out, been cancelled, or expired by a restart.
+    Expired(ApprovalOutcome),
+    /// No approval has this id.
+    NotFound,
+}
+
+impl DecideOutcome {
+    /// The outcome of a decision on an approval that already ended as `outcome` (`None`: the id is
+    /// unknown).
+    pub fn settled(outcome: Option<ApprovalOutcome>) -> Self {
+        match outcome {
+            None => Self::NotFound,
+            Some(o) if o.is_decision() => Self::AlreadyDecided(o),
+            Some(o) => Self::Expired(o),
+        }
+    }
+}
+
+/// A decision that does not count.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecideError {
+    /// The attachment was cut off as lagging; its client resubscribes for a new one.
+    #[error(
+        "attachment {0:?} was cut off for falling behind; subscribe again and decide with the new attachment id"
+    )]
+    CutOff(String),
+    /// The attachment id names no live attachment.
+    #[error(
+        "attachment {0:?} is not live; decisions count only from a client attached with Subscribe or StartTurn"
+    )]
+    NotAttached(String),
+    /// The attachment is on another session or channel.
+    #[error(
+        "this approval was asked on channel {asked_on:?} of session {session_id}; a client attached there must decide it (this one is attached on {attached_on:?} of session {attached_session})"
+    )]
+    WrongChannel {
+        session_id: String,
+        asked_on: String,
+        attached_session: String,
+        attached_on: String,
+    },
+    /// The attachment's stream never showed this approval (a StartTurn stream of another turn).
+    #[error(
+        "attachment {attachment_id:?} was never shown approval {approval_id:?} (a StartTurn stream shows only its own turn's approvals); decide from a client that showed it, or subscribe to see it"
+    )]
+    NotShown {
+        approval_id: String,
+        attachment_id: String,
+    },
+}
