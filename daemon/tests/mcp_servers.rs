@@ -70,10 +70,13 @@ async fn only_tiered_tools_are_offered_with_the_owners_tier() {
         vec![
             "mcp__fake__add_tool",
             "mcp__fake__big",
+            "mcp__fake__bump",
             "mcp__fake__crash",
             "mcp__fake__fail",
             "mcp__fake__image",
             "mcp__fake__lamp",
+            "mcp__fake__notify_changes",
+            "mcp__fake__progress",
             "mcp__fake__read_state",
             "mcp__fake__slow",
             "mcp__fake__wipe",
@@ -188,6 +191,72 @@ async fn a_slow_tool_times_out_as_outcome_unknown_and_stalls_nothing() {
     };
     assert!(text.starts_with("outcome unknown:"), "{text}");
     assert!(text.contains("not retried"), "{text}");
+    manager.stop(DEADLINE).await;
+}
+
+#[tokio::test]
+async fn progress_keeps_a_call_alive_past_its_idle_timeout_but_not_past_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let mut spec = fake_spec("fake", &["--log", log.to_str().unwrap()]);
+    spec.call_timeout = Duration::from_millis(600);
+    spec.call_max = Duration::from_secs(3);
+    let manager = McpManager::new(vec![spec]);
+    manager.start();
+    ready(&manager, 0).await;
+    let progress = tool(&manager, "mcp__fake__progress");
+    // Progress every 150 ms for 1.5 s: more than twice the idle timeout, well inside the cap.
+    let out = progress
+        .call(json!({"seconds": 1.5, "every": 0.15}), ctx())
+        .await
+        .unwrap();
+    assert!(
+        text_of(&out.content).starts_with("finished after"),
+        "{out:?}"
+    );
+    // Progress for 30 s: the cap ends it, as outcome unknown, and the server is told.
+    let started = Instant::now();
+    let err = progress
+        .call(json!({"seconds": 30, "every": 0.15}), ctx())
+        .await
+        .unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(2900) && elapsed < Duration::from_secs(8),
+        "{elapsed:?}"
+    );
+    let ToolError::Failed(text) = err else {
+        panic!("{err:?}")
+    };
+    assert!(text.starts_with("outcome unknown:"), "{text}");
+    assert!(text.contains("3 s limit"), "{text}");
+    assert!(text.contains("not retried"), "{text}");
+    wait_log(&log, "the cancel of the capped call", |l| {
+        l["reason"] == "maximum total timeout exceeded"
+    })
+    .await;
+    manager.stop(DEADLINE).await;
+}
+
+#[tokio::test]
+async fn an_interrupted_call_is_cancelled_at_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let manager = McpManager::new(vec![fake_spec("fake", &["--log", log.to_str().unwrap()])]);
+    manager.start();
+    ready(&manager, 0).await;
+    let progress = tool(&manager, "mcp__fake__progress");
+    let context = ctx();
+    let cancel = context.cancel.clone();
+    let call =
+        tokio::spawn(async move { progress.call(json!({"seconds": 30}), context).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cancel.cancel();
+    assert_eq!(call.await.unwrap().unwrap_err(), ToolError::Cancelled);
+    wait_log(&log, "the cancel of the interrupted call", |l| {
+        l["reason"] == "request abandoned by the caller"
+    })
+    .await;
     manager.stop(DEADLINE).await;
 }
 

@@ -62,7 +62,10 @@ pub struct McpServerSpec {
     pub env: BTreeMap<String, String>,
     pub cwd: Option<PathBuf>,
     pub startup_timeout: Duration,
+    /// A call's idle timeout: a progress notification from the server starts it over.
     pub call_timeout: Duration,
+    /// A call's hard cap, however much progress the server reports.
+    pub call_max: Duration,
     /// Grace between SIGTERM to the process group and SIGKILL.
     pub kill_grace: Duration,
     pub backoff: Backoff,
@@ -71,7 +74,7 @@ pub struct McpServerSpec {
 }
 
 impl McpServerSpec {
-    /// A spec with defaults (30 s startup, 60 s calls), no tools and the baseline environment of
+    /// A spec with defaults (30 s startup, calls idle 60 s at most and 10 min in all), no tools and the baseline environment of
     /// `env`.
     pub fn new(key: impl Into<String>, command: impl Into<String>, env: &Env) -> Self {
         Self {
@@ -82,6 +85,7 @@ impl McpServerSpec {
             cwd: None,
             startup_timeout: Duration::from_secs(30),
             call_timeout: Duration::from_secs(60),
+            call_max: Duration::from_secs(600),
             kill_grace: Duration::from_secs(2),
             backoff: Backoff::default(),
             tools: BTreeMap::new(),
@@ -108,6 +112,7 @@ impl McpServerSpec {
             cwd: config.cwd.clone(),
             startup_timeout: Duration::from_secs(u64::from(config.startup_timeout_seconds)),
             call_timeout: Duration::from_secs(u64::from(config.call_timeout_seconds)),
+            call_max: Duration::from_secs(u64::from(config.call_max_seconds)),
             tools,
             ..Self::new(key, config.command.clone(), env)
         }
@@ -164,6 +169,7 @@ mod tests {
             cwd: None,
             startup_timeout_seconds: 5,
             call_timeout_seconds: 6,
+            call_max_seconds: 7,
             tools: BTreeMap::new(),
         };
         let spec = McpServerSpec::from_config("home", &config, &env);
@@ -171,6 +177,7 @@ mod tests {
         assert_eq!(names, vec!["HOME_TOKEN", "PATH"]);
         assert_eq!(spec.startup_timeout, Duration::from_secs(5));
         assert_eq!(spec.call_timeout, Duration::from_secs(6));
+        assert_eq!(spec.call_max, Duration::from_secs(7));
     }
 
     #[test]

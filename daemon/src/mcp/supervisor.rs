@@ -17,7 +17,7 @@ use super::adapter::{HandleSlot, McpTool};
 use super::launch::{StderrTail, kill_group, launch};
 use super::names::model_names;
 use super::server_spec::McpServerSpec;
-use super::session::{Connection, ListedTool};
+use super::session::{CallLimits, Connection, ListedTool};
 use super::status::{Phase, ServerStatus, ToolListing, ToolState};
 
 /// How long a dead server's stderr may take to be read to its end.
@@ -219,7 +219,10 @@ fn apply_listing(
             model_name,
             tool,
             tier,
-            spec.call_timeout,
+            CallLimits {
+                idle: spec.call_timeout,
+                max: spec.call_max,
+            },
             Arc::clone(&shared.slot),
         )));
     }
