@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::mcp::*;
-use taud::mcp::{McpManager, Phase, ToolState};
+use taud::mcp::{McpManager, Phase, RestartLimit, ToolState};
 use taud::message::ToolResultContent;
 use taud::tool::{Tier, Tool, ToolContext, ToolError};
 use tokio_util::sync::CancellationToken;
@@ -310,6 +310,47 @@ async fn a_server_killed_from_outside_is_restarted() {
             .is_ok()
     );
     manager.stop(DEADLINE).await;
+}
+
+#[tokio::test]
+async fn a_server_that_keeps_dying_is_given_up_on_and_the_others_keep_running() {
+    let mut dying = fake_spec("dying", &["--die-after", "0.5"]);
+    dying.restart_limit = RestartLimit {
+        restarts: 3,
+        window: Duration::from_secs(60),
+    };
+    let manager = McpManager::new(vec![dying, fake_spec("fine", &[])]);
+    manager.start();
+    ready(&manager, 1).await;
+    let status = wait_for(&manager, 0, "giving up", |s| s.state == Phase::GaveUp).await;
+    assert_eq!((status.restarts, status.pid), (3, None));
+    let error = status.error.unwrap();
+    assert!(
+        error.starts_with("gave up after 3 restarts within 60 s"),
+        "{error}"
+    );
+    assert!(error.contains("fake mcp server started"), "{error}");
+    assert!(
+        manager
+            .tools()
+            .iter()
+            .all(|t| t.distribution() != "mcp:dying")
+    );
+    let json = taud::mcp::status_json(&manager);
+    assert_eq!(json["mcp"]["servers"][0]["state"], "gave_up");
+    // It is not started again; the other server is unaffected.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let status = &manager.status()[0];
+    assert_eq!((status.state, status.restarts), (Phase::GaveUp, 3));
+    assert_eq!(manager.status()[1].state, Phase::Ready);
+    assert!(
+        tool(&manager, "mcp__fine__read_state")
+            .call(json!({}), ctx())
+            .await
+            .is_ok()
+    );
+    manager.stop(DEADLINE).await;
+    assert_eq!(manager.status()[0].state, Phase::GaveUp);
 }
 
 #[tokio::test]

@@ -51,6 +51,25 @@ impl Backoff {
     }
 }
 
+/// When the supervisor gives up on a server that keeps dying: when it died `restarts` + 1 times
+/// within `window`, it is not started again (until the hub restarts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartLimit {
+    pub restarts: u32,
+    pub window: Duration,
+}
+
+impl Default for RestartLimit {
+    /// 5 restarts within 10 minutes: with the default backoff (1, 2, 4, 8, 16 s) a server that
+    /// dies at once is given up on about half a minute after the hub starts.
+    fn default() -> Self {
+        Self {
+            restarts: 5,
+            window: Duration::from_secs(600),
+        }
+    }
+}
+
 /// One server, ready to launch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerSpec {
@@ -69,6 +88,7 @@ pub struct McpServerSpec {
     /// Grace between SIGTERM to the process group and SIGKILL.
     pub kill_grace: Duration,
     pub backoff: Backoff,
+    pub restart_limit: RestartLimit,
     /// By the server's own tool name.
     pub tools: BTreeMap<String, ToolTier>,
 }
@@ -88,6 +108,7 @@ impl McpServerSpec {
             call_max: Duration::from_secs(600),
             kill_grace: Duration::from_secs(2),
             backoff: Backoff::default(),
+            restart_limit: RestartLimit::default(),
             tools: BTreeMap::new(),
         }
     }

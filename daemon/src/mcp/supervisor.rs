@@ -2,14 +2,17 @@
 //! restart with backoff; on stop, close and kill the group.
 //!
 //! Invariants: the process group is killed after every run of the server, clean exit or not, so
-//! no grandchild outlives it; the server's state (starting, ready, restarting, failed, stopped) and
-//! its tool listing are published through [`ServerShared`] only, never awaited by a turn; a new
-//! `tools/list` replaces the published tools as a whole (turns pick it up when they build their
-//! catalog).
+//! no grandchild outlives it; a server that died more than its restart limit allows within the
+//! window is not started again (`gave_up`); the server's state (starting, ready, restarting,
+//! gave_up, stopped) and its tool listing are published through [`ServerShared`] only, never
+//! awaited by a turn; a new `tools/list` replaces the published tools as a whole (turns pick it up
+//! when they build their catalog).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::McpError;
@@ -70,13 +73,18 @@ impl ServerShared {
     }
 }
 
-/// Runs `spec` until `stop`.
+/// Runs `spec` until `stop`, or until it died more often than its [`RestartLimit`] allows (then
+/// it stays `gave_up` with the last error).
+///
+/// [`RestartLimit`]: super::server_spec::RestartLimit
 pub(super) async fn supervise(
     spec: McpServerSpec,
     shared: Arc<ServerShared>,
     stop: CancellationToken,
 ) {
     let mut attempt = 0u32;
+    let mut deaths: VecDeque<Instant> = VecDeque::new();
+    let allowed = usize::try_from(spec.restart_limit.restarts).unwrap_or(usize::MAX);
     loop {
         shared.update(|s| s.state = Phase::Starting);
         let listed_before = shared.snapshot().generation;
@@ -101,6 +109,28 @@ pub(super) async fn supervise(
         } else {
             format!("{why}; stderr: {tail}")
         };
+        let now = Instant::now();
+        deaths.push_back(now);
+        while deaths
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > spec.restart_limit.window)
+        {
+            deaths.pop_front();
+        }
+        if deaths.len() > allowed {
+            let why = format!(
+                "gave up after {} restarts within {} s (restart the hub to try again): {why}",
+                spec.restart_limit.restarts,
+                spec.restart_limit.window.as_secs()
+            );
+            tracing::error!(server = %spec.key, "mcp server keeps dying: {why}");
+            shared.update(|s| {
+                s.state = Phase::GaveUp;
+                s.error = Some(why);
+                s.pid = None;
+            });
+            return;
+        }
         let delay = spec.backoff.delay(attempt);
         tracing::warn!(server = %spec.key, "mcp server down, restarting in {delay:?}: {why}");
         shared.update(|s| {
