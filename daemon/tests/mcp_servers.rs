@@ -248,8 +248,7 @@ async fn an_interrupted_call_is_cancelled_at_the_server() {
     let progress = tool(&manager, "mcp__fake__progress");
     let context = ctx();
     let cancel = context.cancel.clone();
-    let call =
-        tokio::spawn(async move { progress.call(json!({"seconds": 30}), context).await });
+    let call = tokio::spawn(async move { progress.call(json!({"seconds": 30}), context).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     cancel.cancel();
     assert_eq!(call.await.unwrap().unwrap_err(), ToolError::Cancelled);
@@ -460,5 +459,70 @@ async fn list_changed_replaces_the_tools() {
     let out = extra.call(json!({}), ctx()).await.unwrap();
     assert_eq!(text_of(&out.content), "extra ok: {}");
     let _: Value = json!(null);
+    manager.stop(DEADLINE).await;
+}
+
+/// How many `tools/list` the fake server was asked.
+fn listings(log: &std::path::Path) -> usize {
+    log_lines(log)
+        .iter()
+        .filter(|l| l.get("list").is_some())
+        .count()
+}
+
+#[tokio::test]
+async fn several_list_changed_at_once_cause_one_listing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let manager = McpManager::new(vec![fake_spec("fake", &["--log", log.to_str().unwrap()])]);
+    manager.start();
+    let before = ready(&manager, 0).await;
+    assert_eq!(listings(&log), 1);
+    tool(&manager, "mcp__fake__notify_changes")
+        .call(json!({"times": 5}), ctx())
+        .await
+        .unwrap();
+    wait_for(&manager, 0, "a new listing", |s| {
+        s.generation > before.generation
+    })
+    .await;
+    // Long past the debounce window: still one listing for the five notifications.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(listings(&log), 2, "{:?}", log_lines(&log));
+    assert_eq!(manager.status()[0].generation, before.generation + 1);
+    manager.stop(DEADLINE).await;
+}
+
+#[tokio::test]
+async fn an_older_listing_answered_late_never_replaces_a_newer_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let manager = McpManager::new(vec![fake_spec("fake", &["--log", log.to_str().unwrap()])]);
+    manager.start();
+    ready(&manager, 0).await;
+    let bump = tool(&manager, "mcp__fake__bump");
+    let listed = |version: &str| manager.status()[0].tools.iter().any(|t| t.tool == version);
+    // v1 arrives, but the listing that would show it answers 4 s late.
+    bump.call(json!({"slow_list": 4}), ctx()).await.unwrap();
+    wait_log(&log, "the slow listing asked", |l| l["list"] == 2).await;
+    // Meanwhile v2 arrives and its listing answers at once: it applies without waiting.
+    let asked = Instant::now();
+    bump.call(json!({}), ctx()).await.unwrap();
+    wait_for(&manager, 0, "v2 listed", |_| listed("v2")).await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+    let generation = manager.status()[0].generation;
+    // The slow listing (v1) answers after it and is dropped.
+    wait_log(&log, "the slow listing answered", |l| l["answered"] == 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        listed("v2") && !listed("v1"),
+        "{:?}",
+        manager.status()[0].tools
+    );
+    assert_eq!(manager.status()[0].generation, generation);
     manager.stop(DEADLINE).await;
 }

@@ -4,6 +4,7 @@
 //! Parts: `spec` (configuration → what to start, environment), `launch` (process group, stderr
 //! drain, group kill), `session` (rmcp client with deadlines), `adapter` (a tool as a tau
 //! [`crate::tool::Tool`]), `result` (results → model blocks, capped), `names` (`mcp__<server>__<tool>`),
+//! `list_refresh` (`list_changed` debounced, an older listing never replacing a newer one),
 //! `supervisor` (restart with backoff, given up on a server that keeps dying), `status` (what the
 //! hub shows).
 //!
@@ -14,6 +15,7 @@
 
 mod adapter;
 mod launch;
+mod list_refresh;
 mod names;
 mod result;
 mod server_spec;

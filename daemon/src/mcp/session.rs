@@ -1,5 +1,5 @@
 //! The MCP conversation with one running server, on rmcp: the handshake, `tools/list` (paged, with a
-//! cap) and `tools/call`, each under a tau deadline; `list_changed` notifications forwarded to the
+//! cap) and `tools/call`, each under a tau deadline; `list_changed` notifications counted for the
 //! supervisor.
 //!
 //! Invariants: no rmcp type leaves this module except the cheap `Peer` handle inside
@@ -22,9 +22,10 @@ use rmcp::service::{
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::process::{ChildStdin, ChildStdout};
-use tokio::sync::mpsc;
+use tokio::sync::watch;
 
 use super::McpError;
+use super::list_refresh::count_change;
 
 /// Most `tools/list` pages read.
 pub const MAX_PAGES: usize = 20;
@@ -84,9 +85,9 @@ pub enum CallError {
     Closed,
 }
 
-/// Forwards `list_changed` to the supervisor; everything else keeps rmcp's defaults.
+/// Counts `list_changed` for the supervisor; everything else keeps rmcp's defaults.
 struct Handler {
-    changed: mpsc::Sender<()>,
+    changed: watch::Sender<u64>,
 }
 
 impl ClientHandler for Handler {
@@ -99,8 +100,7 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        // Full means a refresh is already queued.
-        let _ = self.changed.try_send(());
+        count_change(&self.changed);
     }
 }
 
@@ -116,13 +116,13 @@ pub struct CallHandle {
 }
 
 impl Connection {
-    /// Performs the handshake over the server's pipes within `deadline`; `changed` receives a
-    /// message per `list_changed`.
+    /// Performs the handshake over the server's pipes within `deadline`; `changed` counts the
+    /// server's `list_changed` notifications.
     pub async fn connect(
         stdout: ChildStdout,
         stdin: ChildStdin,
         deadline: Duration,
-        changed: mpsc::Sender<()>,
+        changed: watch::Sender<u64>,
     ) -> Result<Self, McpError> {
         let handler = Handler { changed };
         match tokio::time::timeout(deadline, handler.serve((stdout, stdin))).await {
