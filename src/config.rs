@@ -59,8 +59,9 @@ use std::path::{Path, PathBuf};
 pub use error::ConfigError;
 pub use known::{BUILTIN_SESSION_BACKENDS, BuiltinProvider, KnownNames, PLANNED_PROVIDERS};
 pub use mcp::{
-    DEFAULT_MCP_CALL_TIMEOUT_SECONDS, DEFAULT_MCP_STARTUP_TIMEOUT_SECONDS, McpConfig,
-    McpServerConfig, McpToolConfig, is_valid_server_key,
+    DEFAULT_MCP_CALL_MAX_SECONDS, DEFAULT_MCP_CALL_TIMEOUT_SECONDS,
+    DEFAULT_MCP_STARTUP_TIMEOUT_SECONDS, McpConfig, McpServerConfig, McpToolConfig,
+    is_valid_server_key,
 };
 pub use model::{
     AgentConfig, CacheConfig, CacheStrategy, CacheTtl, ComponentsConfig, ContextMode,

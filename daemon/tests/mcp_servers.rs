@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::mcp::*;
-use taud::mcp::{McpManager, Phase, ToolState};
+use taud::mcp::{McpManager, Phase, RestartLimit, ToolState};
 use taud::message::ToolResultContent;
 use taud::tool::{Tier, Tool, ToolContext, ToolError};
 use tokio_util::sync::CancellationToken;
@@ -70,10 +70,13 @@ async fn only_tiered_tools_are_offered_with_the_owners_tier() {
         vec![
             "mcp__fake__add_tool",
             "mcp__fake__big",
+            "mcp__fake__bump",
             "mcp__fake__crash",
             "mcp__fake__fail",
             "mcp__fake__image",
             "mcp__fake__lamp",
+            "mcp__fake__notify_changes",
+            "mcp__fake__progress",
             "mcp__fake__read_state",
             "mcp__fake__slow",
             "mcp__fake__wipe",
@@ -192,6 +195,71 @@ async fn a_slow_tool_times_out_as_outcome_unknown_and_stalls_nothing() {
 }
 
 #[tokio::test]
+async fn progress_keeps_a_call_alive_past_its_idle_timeout_but_not_past_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let mut spec = fake_spec("fake", &["--log", log.to_str().unwrap()]);
+    spec.call_timeout = Duration::from_millis(600);
+    spec.call_max = Duration::from_secs(3);
+    let manager = McpManager::new(vec![spec]);
+    manager.start();
+    ready(&manager, 0).await;
+    let progress = tool(&manager, "mcp__fake__progress");
+    // Progress every 150 ms for 1.5 s: more than twice the idle timeout, well inside the cap.
+    let out = progress
+        .call(json!({"seconds": 1.5, "every": 0.15}), ctx())
+        .await
+        .unwrap();
+    assert!(
+        text_of(&out.content).starts_with("finished after"),
+        "{out:?}"
+    );
+    // Progress for 30 s: the cap ends it, as outcome unknown, and the server is told.
+    let started = Instant::now();
+    let err = progress
+        .call(json!({"seconds": 30, "every": 0.15}), ctx())
+        .await
+        .unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(2900) && elapsed < Duration::from_secs(8),
+        "{elapsed:?}"
+    );
+    let ToolError::Failed(text) = err else {
+        panic!("{err:?}")
+    };
+    assert!(text.starts_with("outcome unknown:"), "{text}");
+    assert!(text.contains("3 s limit"), "{text}");
+    assert!(text.contains("not retried"), "{text}");
+    wait_log(&log, "the cancel of the capped call", |l| {
+        l["reason"] == "maximum total timeout exceeded"
+    })
+    .await;
+    manager.stop(DEADLINE).await;
+}
+
+#[tokio::test]
+async fn an_interrupted_call_is_cancelled_at_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let manager = McpManager::new(vec![fake_spec("fake", &["--log", log.to_str().unwrap()])]);
+    manager.start();
+    ready(&manager, 0).await;
+    let progress = tool(&manager, "mcp__fake__progress");
+    let context = ctx();
+    let cancel = context.cancel.clone();
+    let call = tokio::spawn(async move { progress.call(json!({"seconds": 30}), context).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cancel.cancel();
+    assert_eq!(call.await.unwrap().unwrap_err(), ToolError::Cancelled);
+    wait_log(&log, "the cancel of the interrupted call", |l| {
+        l["reason"] == "request abandoned by the caller"
+    })
+    .await;
+    manager.stop(DEADLINE).await;
+}
+
+#[tokio::test]
 async fn a_crash_mid_call_is_outcome_unknown_and_the_server_comes_back() {
     let manager = McpManager::new(vec![fake_spec("fake", &[])]);
     manager.start();
@@ -241,6 +309,47 @@ async fn a_server_killed_from_outside_is_restarted() {
             .is_ok()
     );
     manager.stop(DEADLINE).await;
+}
+
+#[tokio::test]
+async fn a_server_that_keeps_dying_is_given_up_on_and_the_others_keep_running() {
+    let mut dying = fake_spec("dying", &["--die-after", "0.5"]);
+    dying.restart_limit = RestartLimit {
+        restarts: 3,
+        window: Duration::from_secs(60),
+    };
+    let manager = McpManager::new(vec![dying, fake_spec("fine", &[])]);
+    manager.start();
+    ready(&manager, 1).await;
+    let status = wait_for(&manager, 0, "giving up", |s| s.state == Phase::GaveUp).await;
+    assert_eq!((status.restarts, status.pid), (3, None));
+    let error = status.error.unwrap();
+    assert!(
+        error.starts_with("gave up after 3 restarts within 60 s"),
+        "{error}"
+    );
+    assert!(error.contains("fake mcp server started"), "{error}");
+    assert!(
+        manager
+            .tools()
+            .iter()
+            .all(|t| t.distribution() != "mcp:dying")
+    );
+    let json = taud::mcp::status_json(&manager);
+    assert_eq!(json["mcp"]["servers"][0]["state"], "gave_up");
+    // It is not started again; the other server is unaffected.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let status = &manager.status()[0];
+    assert_eq!((status.state, status.restarts), (Phase::GaveUp, 3));
+    assert_eq!(manager.status()[1].state, Phase::Ready);
+    assert!(
+        tool(&manager, "mcp__fine__read_state")
+            .call(json!({}), ctx())
+            .await
+            .is_ok()
+    );
+    manager.stop(DEADLINE).await;
+    assert_eq!(manager.status()[0].state, Phase::GaveUp);
 }
 
 #[tokio::test]
@@ -350,5 +459,70 @@ async fn list_changed_replaces_the_tools() {
     let out = extra.call(json!({}), ctx()).await.unwrap();
     assert_eq!(text_of(&out.content), "extra ok: {}");
     let _: Value = json!(null);
+    manager.stop(DEADLINE).await;
+}
+
+/// How many `tools/list` the fake server was asked.
+fn listings(log: &std::path::Path) -> usize {
+    log_lines(log)
+        .iter()
+        .filter(|l| l.get("list").is_some())
+        .count()
+}
+
+#[tokio::test]
+async fn several_list_changed_at_once_cause_one_listing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let manager = McpManager::new(vec![fake_spec("fake", &["--log", log.to_str().unwrap()])]);
+    manager.start();
+    let before = ready(&manager, 0).await;
+    assert_eq!(listings(&log), 1);
+    tool(&manager, "mcp__fake__notify_changes")
+        .call(json!({"times": 5}), ctx())
+        .await
+        .unwrap();
+    wait_for(&manager, 0, "a new listing", |s| {
+        s.generation > before.generation
+    })
+    .await;
+    // Long past the debounce window: still one listing for the five notifications.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(listings(&log), 2, "{:?}", log_lines(&log));
+    assert_eq!(manager.status()[0].generation, before.generation + 1);
+    manager.stop(DEADLINE).await;
+}
+
+#[tokio::test]
+async fn an_older_listing_answered_late_never_replaces_a_newer_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let manager = McpManager::new(vec![fake_spec("fake", &["--log", log.to_str().unwrap()])]);
+    manager.start();
+    ready(&manager, 0).await;
+    let bump = tool(&manager, "mcp__fake__bump");
+    let listed = |version: &str| manager.status()[0].tools.iter().any(|t| t.tool == version);
+    // v1 arrives, but the listing that would show it answers 4 s late.
+    bump.call(json!({"slow_list": 4}), ctx()).await.unwrap();
+    wait_log(&log, "the slow listing asked", |l| l["list"] == 2).await;
+    // Meanwhile v2 arrives and its listing answers at once: it applies without waiting.
+    let asked = Instant::now();
+    bump.call(json!({}), ctx()).await.unwrap();
+    wait_for(&manager, 0, "v2 listed", |_| listed("v2")).await;
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+    let generation = manager.status()[0].generation;
+    // The slow listing (v1) answers after it and is dropped.
+    wait_log(&log, "the slow listing answered", |l| l["answered"] == 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        listed("v2") && !listed("v1"),
+        "{:?}",
+        manager.status()[0].tools
+    );
+    assert_eq!(manager.status()[0].generation, generation);
     manager.stop(DEADLINE).await;
 }

@@ -3,7 +3,8 @@
 //!
 //! Invariants: a server key is 1 to 24 of `[a-z0-9_-]`, starting with a letter or digit and without
 //! `__` (it becomes part of the model-visible `mcp__<server>__<tool>` names); every tool entry has a
-//! tier of 0, 1 or 2, and a tier-2 entry has an effect sentence; timeouts are at least one second.
+//! tier of 0, 1 or 2, and a tier-2 entry has an effect sentence; timeouts are at least one second
+//! (`call_timeout_seconds` is a call's idle timeout, `call_max_seconds` its hard cap).
 //! A tool the server offers without an entry here is never offered to the model (the daemon lists
 //! it as untiered). Nothing here is started: this is configuration only.
 
@@ -17,8 +18,11 @@ use super::reader::Section;
 
 /// `startup_timeout_seconds` default: spawn, handshake and the first `tools/list`.
 pub const DEFAULT_MCP_STARTUP_TIMEOUT_SECONDS: u32 = 30;
-/// `call_timeout_seconds` default: one `tools/call`.
+/// `call_timeout_seconds` default: how long one `tools/call` may go without an answer or a
+/// progress notification from the server.
 pub const DEFAULT_MCP_CALL_TIMEOUT_SECONDS: u32 = 60;
+/// `call_max_seconds` default: the hard cap of one `tools/call`, progress or not.
+pub const DEFAULT_MCP_CALL_MAX_SECONDS: u32 = 600;
 
 const SERVER_KEYS: &[&str] = &[
     "command",
@@ -27,6 +31,7 @@ const SERVER_KEYS: &[&str] = &[
     "cwd",
     "startup_timeout_seconds",
     "call_timeout_seconds",
+    "call_max_seconds",
     "tools",
 ];
 const TOOL_KEYS: &[&str] = &["tier", "effect"];
@@ -49,7 +54,10 @@ pub struct McpServerConfig {
     /// Working directory; `None`: tau's.
     pub cwd: Option<PathBuf>,
     pub startup_timeout_seconds: u32,
+    /// A call's idle timeout: a progress notification from the server starts it over.
     pub call_timeout_seconds: u32,
+    /// A call's hard cap, however much progress the server reports.
+    pub call_max_seconds: u32,
     /// `[mcp.servers.<key>.tools.<tool>]`, keyed by the server's own tool name.
     pub tools: BTreeMap<String, McpToolConfig>,
 }
@@ -135,6 +143,7 @@ fn server_config(server: &Section<'_>) -> Result<McpServerConfig, ConfigError> {
     let seconds = "a whole number of seconds from 1 to 86400";
     let startup = server.int("startup_timeout_seconds", 1, 86_400, seconds)?;
     let call = server.int("call_timeout_seconds", 1, 86_400, seconds)?;
+    let call_max = server.int("call_max_seconds", 1, 86_400, seconds)?;
     let mut tools = BTreeMap::new();
     if let Some(table) = server.raw_table(
         "tools",
@@ -164,6 +173,9 @@ fn server_config(server: &Section<'_>) -> Result<McpServerConfig, ConfigError> {
         call_timeout_seconds: call
             .and_then(|s| u32::try_from(s).ok())
             .unwrap_or(DEFAULT_MCP_CALL_TIMEOUT_SECONDS),
+        call_max_seconds: call_max
+            .and_then(|s| u32::try_from(s).ok())
+            .unwrap_or(DEFAULT_MCP_CALL_MAX_SECONDS),
         tools,
     })
 }
@@ -225,6 +237,7 @@ env = ["HOME_TOKEN"]
 cwd = "/var/lib/home"
 startup_timeout_seconds = 5
 call_timeout_seconds = 7
+call_max_seconds = 120
 
 [mcp.servers.home.tools.lamp]
 tier = 2
@@ -244,8 +257,12 @@ command = "mcp-server-time"
         assert_eq!(home.env, vec!["HOME_TOKEN"]);
         assert_eq!(home.cwd.as_deref(), Some(Path::new("/var/lib/home")));
         assert_eq!(
-            (home.startup_timeout_seconds, home.call_timeout_seconds),
-            (5, 7)
+            (
+                home.startup_timeout_seconds,
+                home.call_timeout_seconds,
+                home.call_max_seconds
+            ),
+            (5, 7, 120)
         );
         assert_eq!(home.tools["lamp"].tier, 2);
         assert_eq!(
@@ -255,8 +272,12 @@ command = "mcp-server-time"
         assert_eq!(home.tools["read.state"].tier, 0);
         let time = &config.mcp.servers["time"];
         assert_eq!(
-            (time.startup_timeout_seconds, time.call_timeout_seconds),
-            (30, 60)
+            (
+                time.startup_timeout_seconds,
+                time.call_timeout_seconds,
+                time.call_max_seconds
+            ),
+            (30, 60, 600)
         );
         assert!(time.tools.is_empty());
     }

@@ -7,14 +7,13 @@
 //! never retried here.
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::result::to_output;
 use super::server_spec::ToolTier;
-use super::session::{CallError, CallHandle, ListedTool};
+use super::session::{CallError, CallHandle, CallLimits, ListedTool};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
 /// Longest description the model sees of an MCP tool (it is the server's, untrusted).
@@ -50,7 +49,7 @@ pub struct McpTool {
     server: String,
     raw: String,
     distribution: String,
-    call_timeout: Duration,
+    limits: CallLimits,
     slot: Arc<HandleSlot>,
 }
 
@@ -61,7 +60,7 @@ impl McpTool {
         model_name: String,
         listed: &ListedTool,
         tier: &ToolTier,
-        call_timeout: Duration,
+        limits: CallLimits,
         slot: Arc<HandleSlot>,
     ) -> Self {
         let description: String = listed.description.chars().take(MAX_DESCRIPTION).collect();
@@ -85,7 +84,7 @@ impl McpTool {
             server: server.to_owned(),
             raw: listed.name.clone(),
             distribution: distribution(server),
-            call_timeout,
+            limits,
             slot,
         }
     }
@@ -123,7 +122,7 @@ impl Tool for McpTool {
                 self.server
             )));
         };
-        let call = handle.call(&self.raw, arguments, self.call_timeout);
+        let call = handle.call(&self.raw, arguments, self.limits);
         let outcome = tokio::select! {
             outcome = call => outcome,
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),
@@ -131,14 +130,20 @@ impl Tool for McpTool {
         match outcome {
             Ok(result) => to_output(&result),
             Err(CallError::Protocol(message)) => Err(ToolError::Failed(message)),
-            Err(e @ (CallError::Timeout(_) | CallError::Closed)) => {
+            Err(e @ (CallError::Timeout(_) | CallError::CapReached(_) | CallError::Closed)) => {
                 tracing::warn!(server = %self.server, tool = %self.raw, "mcp call outcome unknown: {e}");
                 Err(ToolError::Failed(format!(
                     "outcome unknown: the MCP server '{}' {}; the action may or may not have happened, and it was not retried",
                     self.server,
                     match e {
-                        CallError::Timeout(after) =>
-                            format!("did not answer within {} s", after.as_secs_f64()),
+                        CallError::Timeout(after) => format!(
+                            "neither answered nor reported progress for {} s",
+                            after.as_secs_f64()
+                        ),
+                        CallError::CapReached(cap) => format!(
+                            "was still working when the {} s limit of a call passed",
+                            cap.as_secs_f64()
+                        ),
                         _ => "stopped during the call".to_owned(),
                     }
                 )))

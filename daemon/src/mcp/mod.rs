@@ -4,7 +4,9 @@
 //! Parts: `spec` (configuration → what to start, environment), `launch` (process group, stderr
 //! drain, group kill), `session` (rmcp client with deadlines), `adapter` (a tool as a tau
 //! [`crate::tool::Tool`]), `result` (results → model blocks, capped), `names` (`mcp__<server>__<tool>`),
-//! `supervisor` (restart with backoff), `status` (what the hub shows).
+//! `list_refresh` (`list_changed` debounced, an older listing never replacing a newer one),
+//! `supervisor` (restart with backoff, given up on a server that keeps dying), `status` (what the
+//! hub shows).
 //!
 //! Invariants: a tool without an owner's tier is never offered; a server's annotations never set or
 //! lower a tier; no hub start, turn or other server ever waits on a server (servers start in their
@@ -13,6 +15,7 @@
 
 mod adapter;
 mod launch;
+mod list_refresh;
 mod names;
 mod result;
 mod server_spec;
@@ -29,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 pub use adapter::{McpTool, distribution};
 pub use names::model_names;
 pub use result::{MAX_RESULT_BYTES, to_output};
-pub use server_spec::{Backoff, McpServerSpec, ToolTier, specs_from_config};
+pub use server_spec::{Backoff, McpServerSpec, RestartLimit, ToolTier, specs_from_config};
 pub use status::{Phase, ServerStatus, ToolListing, ToolState};
 
 use crate::tool::Tool;

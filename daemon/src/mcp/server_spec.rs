@@ -51,6 +51,25 @@ impl Backoff {
     }
 }
 
+/// When the supervisor gives up on a server that keeps dying: when it died `restarts` + 1 times
+/// within `window`, it is not started again (until the hub restarts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartLimit {
+    pub restarts: u32,
+    pub window: Duration,
+}
+
+impl Default for RestartLimit {
+    /// 5 restarts within 10 minutes: with the default backoff (1, 2, 4, 8, 16 s) a server that
+    /// dies at once is given up on about half a minute after the hub starts.
+    fn default() -> Self {
+        Self {
+            restarts: 5,
+            window: Duration::from_secs(600),
+        }
+    }
+}
+
 /// One server, ready to launch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServerSpec {
@@ -62,16 +81,20 @@ pub struct McpServerSpec {
     pub env: BTreeMap<String, String>,
     pub cwd: Option<PathBuf>,
     pub startup_timeout: Duration,
+    /// A call's idle timeout: a progress notification from the server starts it over.
     pub call_timeout: Duration,
+    /// A call's hard cap, however much progress the server reports.
+    pub call_max: Duration,
     /// Grace between SIGTERM to the process group and SIGKILL.
     pub kill_grace: Duration,
     pub backoff: Backoff,
+    pub restart_limit: RestartLimit,
     /// By the server's own tool name.
     pub tools: BTreeMap<String, ToolTier>,
 }
 
 impl McpServerSpec {
-    /// A spec with defaults (30 s startup, 60 s calls), no tools and the baseline environment of
+    /// A spec with defaults (30 s startup, calls idle 60 s at most and 10 min in all), no tools and the baseline environment of
     /// `env`.
     pub fn new(key: impl Into<String>, command: impl Into<String>, env: &Env) -> Self {
         Self {
@@ -82,8 +105,10 @@ impl McpServerSpec {
             cwd: None,
             startup_timeout: Duration::from_secs(30),
             call_timeout: Duration::from_secs(60),
+            call_max: Duration::from_secs(600),
             kill_grace: Duration::from_secs(2),
             backoff: Backoff::default(),
+            restart_limit: RestartLimit::default(),
             tools: BTreeMap::new(),
         }
     }
@@ -108,6 +133,7 @@ impl McpServerSpec {
             cwd: config.cwd.clone(),
             startup_timeout: Duration::from_secs(u64::from(config.startup_timeout_seconds)),
             call_timeout: Duration::from_secs(u64::from(config.call_timeout_seconds)),
+            call_max: Duration::from_secs(u64::from(config.call_max_seconds)),
             tools,
             ..Self::new(key, config.command.clone(), env)
         }
@@ -164,6 +190,7 @@ mod tests {
             cwd: None,
             startup_timeout_seconds: 5,
             call_timeout_seconds: 6,
+            call_max_seconds: 7,
             tools: BTreeMap::new(),
         };
         let spec = McpServerSpec::from_config("home", &config, &env);
@@ -171,6 +198,7 @@ mod tests {
         assert_eq!(names, vec!["HOME_TOKEN", "PATH"]);
         assert_eq!(spec.startup_timeout, Duration::from_secs(5));
         assert_eq!(spec.call_timeout, Duration::from_secs(6));
+        assert_eq!(spec.call_max, Duration::from_secs(7));
     }
 
     #[test]

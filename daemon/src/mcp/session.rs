@@ -1,25 +1,31 @@
 //! The MCP conversation with one running server, on rmcp: the handshake, `tools/list` (paged, with a
-//! cap) and `tools/call`, each under a tau deadline; `list_changed` notifications forwarded to the
+//! cap) and `tools/call`, each under a tau deadline; `list_changed` notifications counted for the
 //! supervisor.
 //!
 //! Invariants: no rmcp type leaves this module except the cheap `Peer` handle inside
 //! [`Connection`]; every request has a deadline (rmcp sets none); the client declares no
 //! capabilities (no sampling, roots or elicitation), so a server cannot ask anything outside the
-//! gate; a dropped or timed-out call sends `notifications/cancelled` (rmcp does on drop).
+//! gate; a call's clock is an idle timeout that a progress notification from the server starts
+//! over, under a hard cap; a dropped or timed-out call sends `notifications/cancelled` (rmcp does on
+//! a timeout, [`CancelOnDrop`] when the caller gives up).
 
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation,
-    PaginatedRequestParams, ProtocolVersion,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
+    ClientConfig, ClientRequest, Implementation, PaginatedRequestParams, ProtocolVersion,
+    RequestId, ServerResult,
 };
-use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceError};
+use rmcp::service::{
+    NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError,
+};
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::process::{ChildStdin, ChildStdout};
-use tokio::sync::mpsc;
+use tokio::sync::watch;
 
 use super::McpError;
+use super::list_refresh::count_change;
 
 /// Most `tools/list` pages read.
 pub const MAX_PAGES: usize = 20;
@@ -53,12 +59,24 @@ impl ListedTool {
     }
 }
 
+/// How long one `tools/call` may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLimits {
+    /// Longest wait without an answer or a progress notification.
+    pub idle: Duration,
+    /// Longest wait in all, progress or not.
+    pub max: Duration,
+}
+
 /// How a call ended without a result.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
-    /// The deadline passed: the server may or may not have acted.
-    #[error("timed out after {0:?}")]
+    /// The server went quiet (no answer, no progress) for this long: it may or may not have acted.
+    #[error("timed out after {0:?} without an answer or progress")]
     Timeout(Duration),
+    /// The server was still working (reporting progress) when the hard cap passed.
+    #[error("still running after the {0:?} cap")]
+    CapReached(Duration),
     /// The server answered with a protocol error (unknown tool, bad params).
     #[error("{0}")]
     Protocol(String),
@@ -67,9 +85,9 @@ pub enum CallError {
     Closed,
 }
 
-/// Forwards `list_changed` to the supervisor; everything else keeps rmcp's defaults.
+/// Counts `list_changed` for the supervisor; everything else keeps rmcp's defaults.
 struct Handler {
-    changed: mpsc::Sender<()>,
+    changed: watch::Sender<u64>,
 }
 
 impl ClientHandler for Handler {
@@ -82,8 +100,7 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        // Full means a refresh is already queued.
-        let _ = self.changed.try_send(());
+        count_change(&self.changed);
     }
 }
 
@@ -99,13 +116,13 @@ pub struct CallHandle {
 }
 
 impl Connection {
-    /// Performs the handshake over the server's pipes within `deadline`; `changed` receives a
-    /// message per `list_changed`.
+    /// Performs the handshake over the server's pipes within `deadline`; `changed` counts the
+    /// server's `list_changed` notifications.
     pub async fn connect(
         stdout: ChildStdout,
         stdin: ChildStdin,
         deadline: Duration,
-        changed: mpsc::Sender<()>,
+        changed: watch::Sender<u64>,
     ) -> Result<Self, McpError> {
         let handler = Handler { changed };
         match tokio::time::timeout(deadline, handler.serve((stdout, stdin))).await {
@@ -168,30 +185,103 @@ impl Connection {
 }
 
 impl CallHandle {
-    /// `tools/call` of `name` with `arguments`, within `deadline`. The result is the server's
+    /// `tools/call` of `name` with `arguments`, within `limits`. The result is the server's
     /// `CallToolResult` as JSON (`content`, `isError`, `structuredContent`).
     pub async fn call(
         &self,
         name: &str,
         arguments: Map<String, Value>,
-        deadline: Duration,
+        limits: CallLimits,
     ) -> Result<Value, CallError> {
         let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
-        match tokio::time::timeout(deadline, self.peer.call_tool(params)).await {
-            Err(_) => Err(CallError::Timeout(deadline)),
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let options = PeerRequestOptions::with_timeout(limits.idle)
+            .reset_timeout_on_progress()
+            .with_max_total_timeout(limits.max);
+        let exchange = async {
+            let handle = self.peer.send_cancellable_request(request, options).await?;
+            let mut guard = CancelOnDrop {
+                peer: self.peer.clone(),
+                id: Some(handle.id.clone()),
+            };
+            let result = handle.await_response().await;
+            // Answered, or rmcp already sent the cancel of its timeout.
+            guard.id = None;
+            result
+        };
+        // rmcp's own clocks end the exchange; this one also bounds queueing the request.
+        let outcome = tokio::time::timeout(limits.max + CAP_SLACK, exchange).await;
+        match outcome {
+            Err(_) => Err(CallError::CapReached(limits.max)),
+            Ok(Err(ServiceError::Timeout { timeout })) if timeout >= limits.max => {
+                Err(CallError::CapReached(limits.max))
+            }
+            Ok(Err(ServiceError::Timeout { timeout })) => Err(CallError::Timeout(timeout)),
             Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
                 Err(CallError::Closed)
             }
             Ok(Err(e)) => Err(CallError::Protocol(e.to_string())),
-            Ok(Ok(result)) => {
-                serde_json::to_value(&result).map_err(|e| CallError::Protocol(e.to_string()))
-            }
+            Ok(Ok(result)) => call_result(result),
         }
     }
 
     /// Whether the transport is gone.
     pub fn is_closed(&self) -> bool {
         self.peer.is_transport_closed()
+    }
+}
+
+/// How much longer than the cap the whole exchange may take (queueing the request included).
+const CAP_SLACK: Duration = Duration::from_secs(1);
+
+/// Sends `notifications/cancelled` for a call whose caller stopped waiting (the turn was
+/// interrupted), unless it was answered first.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        let param = CancelledNotificationParam::new(
+            Some(id),
+            Some("request abandoned by the caller".to_owned()),
+        );
+        runtime.spawn(async move {
+            let _ = peer.notify_cancelled(param).await;
+        });
+    }
+}
+
+/// A `tools/call` answer as JSON. A reply without `content` decodes as another result kind and is
+/// taken as it is; one that needs interactive input or became a task is refused (tau supports
+/// neither).
+fn call_result(result: ServerResult) -> Result<Value, CallError> {
+    match result {
+        ServerResult::CallToolResult(result) => {
+            serde_json::to_value(&result).map_err(|e| CallError::Protocol(e.to_string()))
+        }
+        ServerResult::InputRequiredResult(_) | ServerResult::CreateTaskResult(_) => {
+            Err(CallError::Protocol(
+                "the server requires interactive input or a task, which tau does not support"
+                    .to_owned(),
+            ))
+        }
+        ServerResult::EmptyResult(_)
+        | ServerResult::TaskAckResult(_)
+        | ServerResult::CustomResult(_) => {
+            serde_json::to_value(&result).map_err(|e| CallError::Protocol(e.to_string()))
+        }
+        _ => Err(CallError::Protocol(
+            "the server answered tools/call with another kind of result".to_owned(),
+        )),
     }
 }
 

@@ -17,6 +17,8 @@ pub enum Phase {
     Ready,
     /// Down, waiting for its next start (see `error`).
     Restarting,
+    /// It died too often: it is not started again until the hub restarts (see `error`).
+    GaveUp,
     Stopped,
 }
 

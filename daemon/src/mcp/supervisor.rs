@@ -2,22 +2,29 @@
 //! restart with backoff; on stop, close and kill the group.
 //!
 //! Invariants: the process group is killed after every run of the server, clean exit or not, so
-//! no grandchild outlives it; the server's state (starting, ready, restarting, failed, stopped) and
-//! its tool listing are published through [`ServerShared`] only, never awaited by a turn; a new
-//! `tools/list` replaces the published tools as a whole (turns pick it up when they build their
-//! catalog).
+//! no grandchild outlives it; a server that died more than its restart limit allows within the
+//! window is not started again (`gave_up`); the server's state (starting, ready, restarting,
+//! gave_up, stopped) and its tool listing are published through [`ServerShared`] only, never
+//! awaited by a turn; a new `tools/list` replaces the published tools as a whole (turns pick it up
+//! when they build their catalog), unless a newer one was applied first (see `list_refresh`).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::sync::mpsc;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::process::Child;
+use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::McpError;
 use super::adapter::{HandleSlot, McpTool};
 use super::launch::{StderrTail, kill_group, launch};
+use super::list_refresh::{DEBOUNCE, ListingGuard, change_counter};
 use super::names::model_names;
 use super::server_spec::McpServerSpec;
-use super::session::{Connection, ListedTool};
+use super::session::{CallLimits, Connection, ListedTool};
 use super::status::{Phase, ServerStatus, ToolListing, ToolState};
 
 /// How long a dead server's stderr may take to be read to its end.
@@ -70,13 +77,18 @@ impl ServerShared {
     }
 }
 
-/// Runs `spec` until `stop`.
+/// Runs `spec` until `stop`, or until it died more often than its [`RestartLimit`] allows (then
+/// it stays `gave_up` with the last error).
+///
+/// [`RestartLimit`]: super::server_spec::RestartLimit
 pub(super) async fn supervise(
     spec: McpServerSpec,
     shared: Arc<ServerShared>,
     stop: CancellationToken,
 ) {
     let mut attempt = 0u32;
+    let mut deaths: VecDeque<Instant> = VecDeque::new();
+    let allowed = usize::try_from(spec.restart_limit.restarts).unwrap_or(usize::MAX);
     loop {
         shared.update(|s| s.state = Phase::Starting);
         let listed_before = shared.snapshot().generation;
@@ -101,6 +113,28 @@ pub(super) async fn supervise(
         } else {
             format!("{why}; stderr: {tail}")
         };
+        let now = Instant::now();
+        deaths.push_back(now);
+        while deaths
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > spec.restart_limit.window)
+        {
+            deaths.pop_front();
+        }
+        if deaths.len() > allowed {
+            let why = format!(
+                "gave up after {} restarts within {} s (restart the hub to try again): {why}",
+                spec.restart_limit.restarts,
+                spec.restart_limit.window.as_secs()
+            );
+            tracing::error!(server = %spec.key, "mcp server keeps dying: {why}");
+            shared.update(|s| {
+                s.state = Phase::GaveUp;
+                s.error = Some(why);
+                s.pid = None;
+            });
+            return;
+        }
         let delay = spec.backoff.delay(attempt);
         tracing::warn!(server = %spec.key, "mcp server down, restarting in {delay:?}: {why}");
         shared.update(|s| {
@@ -132,7 +166,7 @@ async fn run_once(
     };
     let pid = launched.pid;
     shared.update(|s| s.pid = Some(pid));
-    let (changed_tx, mut changed_rx) = mpsc::channel(1);
+    let (changed_tx, mut changed_rx) = change_counter();
     let stdout = launched.stdout;
     let stdin = launched.stdin;
     let child = &mut launched.child;
@@ -150,28 +184,9 @@ async fn run_once(
             s.error = None;
         });
         tracing::info!(server = %spec.key, pid, "mcp server ready");
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => {
-                    connection.close().await;
-                    return Ok(None);
-                }
-                status = child.wait() => {
-                    let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
-                    return Err(McpError::Exited(status));
-                }
-                Some(()) = changed_rx.recv() => {
-                    match connection.list_tools(spec.startup_timeout).await {
-                        Ok(listed) => {
-                            let tools = apply_listing(spec, shared, &listed);
-                            shared.publish(tools);
-                            tracing::info!(server = %spec.key, "mcp tool list changed; applies from the next turn");
-                        }
-                        Err(e) => tracing::warn!(server = %spec.key, "mcp tools/list after list_changed failed: {e}"),
-                    }
-                }
-            }
-        }
+        serve_ready(spec, shared, &connection, child, &mut changed_rx, stop).await?;
+        connection.close().await;
+        Ok(None)
     }
     .await;
     kill_group(pid, &mut launched.child, spec.kill_grace).await;
@@ -181,6 +196,50 @@ async fn run_once(
     match outcome {
         Ok(None) => None,
         Ok(Some(e)) | Err(e) => Some(e),
+    }
+}
+
+/// Watches a ready server until `stop` (`Ok`) or its death (`Err`), re-listing its tools after
+/// `list_changed`: one `tools/list` per [`DEBOUNCE`] window, several may be in flight, and only a
+/// listing newer than the published one is applied.
+async fn serve_ready(
+    spec: &McpServerSpec,
+    shared: &Arc<ServerShared>,
+    connection: &Connection,
+    child: &mut Child,
+    changes: &mut watch::Receiver<u64>,
+    stop: &CancellationToken,
+) -> Result<(), McpError> {
+    let mut guard = ListingGuard::default();
+    let mut due: Option<Instant> = None;
+    let mut listings = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return Ok(()),
+            status = child.wait() => {
+                let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                return Err(McpError::Exited(status));
+            }
+            Ok(()) = changes.changed(), if due.is_none() => {
+                due = Some(Instant::now() + DEBOUNCE);
+            }
+            () = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
+                due = None;
+                let generation = *changes.borrow_and_update();
+                listings.push(async move {
+                    (generation, connection.list_tools(spec.startup_timeout).await)
+                });
+            }
+            Some((generation, listed)) = listings.next(), if !listings.is_empty() => match listed {
+                Ok(listed) if guard.admit(generation) => {
+                    let tools = apply_listing(spec, shared, &listed);
+                    shared.publish(tools);
+                    tracing::info!(server = %spec.key, generation, "mcp tool list changed; applies from the next turn");
+                }
+                Ok(_) => tracing::debug!(server = %spec.key, generation, "an older mcp tools/list answered after a newer one; dropped"),
+                Err(e) => tracing::warn!(server = %spec.key, "mcp tools/list after list_changed failed: {e}"),
+            },
+        }
     }
 }
 
@@ -219,7 +278,10 @@ fn apply_listing(
             model_name,
             tool,
             tier,
-            spec.call_timeout,
+            CallLimits {
+                idle: spec.call_timeout,
+                max: spec.call_max,
+            },
             Arc::clone(&shared.slot),
         )));
     }

@@ -336,4 +336,36 @@ mod tests {
             Some(OpenTarget::Index(2))
         );
     }
+
+    #[test]
+    fn mcp_server_states_reach_the_wire_by_name() {
+        use crate::mcp::{Phase, ServerStatus};
+        let names: Vec<String> = [
+            Phase::Starting,
+            Phase::Ready,
+            Phase::Restarting,
+            Phase::GaveUp,
+            Phase::Stopped,
+        ]
+        .into_iter()
+        .map(|state| {
+            mcp_server(ServerStatus {
+                name: "home".into(),
+                command: "home-mcp".into(),
+                state,
+                error: Some("gave up".into()),
+                restarts: 5,
+                pid: None,
+                generation: 1,
+                tools: Vec::new(),
+                stderr_tail: Vec::new(),
+            })
+            .state
+        })
+        .collect();
+        assert_eq!(
+            names,
+            ["starting", "ready", "restarting", "gave_up", "stopped"]
+        );
+    }
 }

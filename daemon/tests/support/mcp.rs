@@ -37,6 +37,9 @@ pub fn fake_spec(key: &str, extra: &[&str]) -> McpServerSpec {
         .tool("big", Tier::Read, None)
         .tool("add_tool", Tier::Read, None)
         .tool("wipe", Tier::Read, None)
+        .tool("progress", Tier::Read, None)
+        .tool("notify_changes", Tier::Read, None)
+        .tool("bump", Tier::Read, None)
         .tool("extra", Tier::Read, None)
         .tool("ghost", Tier::Read, None);
     spec.args = vec!["-u".into(), fake_script().display().to_string()];
@@ -67,6 +70,35 @@ pub async fn wait_for(
         assert!(
             tokio::time::Instant::now() < deadline,
             "waited for {what}; status: {status:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The JSON lines the fake server wrote with `--log` so far.
+pub fn log_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// Waits until the fake server's `--log` holds a line for which `check` holds, and returns it.
+pub async fn wait_log(
+    path: &std::path::Path,
+    what: &str,
+    check: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(line) = log_lines(path).into_iter().find(|l| check(l)) {
+            return line;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "waited for {what}; log: {:?}",
+            log_lines(path)
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
