@@ -26,6 +26,8 @@ pub mod http;
 pub mod ndjson;
 pub mod ollama;
 pub mod openai;
+pub mod record_stream;
+pub mod reply_mapping;
 pub mod retry;
 
 use std::collections::BTreeMap;
