@@ -23,6 +23,7 @@ pub mod credentials;
 pub mod fake;
 pub mod fallback;
 pub mod http;
+pub mod lenient_json;
 pub mod ndjson;
 pub mod ollama;
 pub mod openai;
