@@ -4,7 +4,8 @@
 //!
 //! Invariants: an index is allocated only when a block has content (empty deltas open nothing);
 //! a tool call is keyed by the protocol's own tool index, so its later argument fragments land in
-//! the same block; every opened block gets exactly one `BlockStop`, in index order, from
+//! the same block (its fragments go out through
+//! [`crate::provider::reply_mapping::tool_input`]); every opened block gets exactly one `BlockStop`, in index order, from
 //! [`ChatBlocks::close_all`]. Also the one flattening of a tool result into text that both
 //! protocols' `tool` messages carry ([`tool_result_text`]), and the one shape of the tools offered
 //! ([`tool_defs`]).
@@ -148,16 +149,6 @@ impl ChatBlocks {
         index
     }
 
-    /// A fragment of the arguments of the tool call in block `index`.
-    pub fn tool_arguments(index: u32, partial_json: &str, out: &mut Vec<ModelEvent>) {
-        if !partial_json.is_empty() {
-            out.push(ModelEvent::ToolUseInputDelta {
-                index,
-                partial_json: partial_json.to_owned(),
-            });
-        }
-    }
-
     /// Whether the reply called a tool.
     pub fn has_tools(&self) -> bool {
         !self.tools.is_empty()
@@ -187,7 +178,7 @@ mod tests {
         blocks.text("hi", &mut out);
         blocks.reasoning(" more", &mut out);
         let tool = blocks.start_tool(7, "c1".into(), "t".into(), &mut out);
-        ChatBlocks::tool_arguments(tool, "{}", &mut out);
+        crate::provider::reply_mapping::tool_input(tool, "{}".into(), &mut out);
         assert_eq!(blocks.tool(7), Some(2));
         assert_eq!(blocks.tool(8), None);
         blocks.close_all(&mut out);

@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::reply_mapping::{error_text, quote_body};
 use super::retry::Failure;
 use crate::model::ModelError;
 
@@ -37,14 +38,30 @@ enum ErrorField {
     /// Ollama: `{"error": "model \"x\" not found, try pulling it first"}`.
     Text(String),
     /// OpenAI: `{"error": {"message": "…", "type": "…", "code": "…"}}`.
-    Object {
-        #[serde(default)]
-        message: String,
-        #[serde(rename = "type", default)]
-        kind: Option<String>,
-        #[serde(default)]
-        code: Option<Value>,
-    },
+    Object(ApiError),
+}
+
+/// OpenAI's error object, in an error body or in a stream's error record.
+#[derive(Debug, Deserialize)]
+pub struct ApiError {
+    #[serde(default)]
+    pub message: String,
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub code: Option<Value>,
+}
+
+impl ApiError {
+    /// The message and the code (a string or a number; `type` when there is no code).
+    pub fn message_and_code(self) -> (String, String) {
+        let code = match self.code {
+            Some(Value::String(code)) => code,
+            Some(Value::Number(n)) => n.to_string(),
+            _ => self.kind.unwrap_or_default(),
+        };
+        (self.message, code)
+    }
 }
 
 /// The message and code (`type` when there is no code) of an error body; unreadable bodies are
@@ -55,21 +72,9 @@ pub fn parse_error_body(body: &str) -> (String, String) {
             error: ErrorField::Text(message),
         }) => (message, String::new()),
         Ok(ErrorBody {
-            error:
-                ErrorField::Object {
-                    message,
-                    kind,
-                    code,
-                },
-        }) => {
-            let code = match code {
-                Some(Value::String(code)) => code,
-                Some(Value::Number(n)) => n.to_string(),
-                _ => kind.unwrap_or_default(),
-            };
-            (message, code)
-        }
-        Err(_) => (body.trim().chars().take(300).collect(), String::new()),
+            error: ErrorField::Object(error),
+        }) => error.message_and_code(),
+        Err(_) => (quote_body(body.trim()), String::new()),
     }
 }
 
@@ -115,9 +120,8 @@ pub fn failure(
 ) -> Failure {
     let text = match (status, code.is_empty()) {
         (Some(status), true) => format!("HTTP {status}: {message}"),
-        (Some(status), false) => format!("HTTP {status} {code}: {message}"),
         (None, true) => message.to_owned(),
-        (None, false) => format!("{code}: {message}"),
+        (status, false) => error_text(status, code, message),
     };
     if mentions_missing_model(message, code) || status == Some(404) {
         let hint = pull_hint(family, model_id);

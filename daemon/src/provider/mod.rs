@@ -23,9 +23,12 @@ pub mod credentials;
 pub mod fake;
 pub mod fallback;
 pub mod http;
+pub mod lenient_json;
 pub mod ndjson;
 pub mod ollama;
 pub mod openai;
+pub mod record_stream;
+pub mod reply_mapping;
 pub mod retry;
 
 use std::collections::BTreeMap;

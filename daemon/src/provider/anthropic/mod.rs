@@ -7,6 +7,8 @@
 //! public API, in that order (see [`crate::provider`]).
 
 pub mod messages_body;
+pub mod messages_decoder;
+pub mod messages_error;
 pub mod sse;
 pub mod stream_event;
 
@@ -81,7 +83,10 @@ impl Transport for AnthropicTransport {
         let response = builder.send().await.map_err(|e| transport_failure(&e))?;
         let status = response.status();
         if status.is_success() {
-            return Ok(decode_body(response, stream_event::AnthropicDecoder::new()));
+            return Ok(decode_body(
+                response,
+                messages_decoder::AnthropicDecoder::new(),
+            ));
         }
         let hint = retry_after(response.headers());
         let should_retry = response
@@ -94,7 +99,7 @@ impl Transport for AnthropicTransport {
                 _ => None,
             });
         let body = error_body(response).await;
-        Err(stream_event::http_failure(
+        Err(messages_error::http_failure(
             status.as_u16(),
             &body,
             hint,

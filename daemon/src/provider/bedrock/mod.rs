@@ -10,6 +10,8 @@
 //! public endpoint; secrets travel only in headers.
 
 pub mod converse_body;
+pub mod converse_decoder;
+pub mod converse_error;
 pub mod converse_event;
 pub mod eventstream;
 pub mod sigv4;
@@ -147,7 +149,10 @@ impl Transport for BedrockTransport {
             let response = self.send(&body, self.clock.now()).await?;
             let status = response.status();
             if status.is_success() {
-                return Ok(decode_body(response, converse_event::BedrockDecoder::new()));
+                return Ok(decode_body(
+                    response,
+                    converse_decoder::BedrockDecoder::new(),
+                ));
             }
             let headers = response.headers();
             let hint = retry_after(headers);
@@ -157,9 +162,9 @@ impl Transport for BedrockTransport {
                 .map(str::to_owned);
             let offset = skew::offset_from(headers, self.clock.now());
             let text = error_body(response).await;
-            let (code, message) = converse_event::error_parts(error_type.as_deref(), &text);
+            let (code, message) = converse_error::error_parts(error_type.as_deref(), &text);
             if !(signed && skew::is_skew(status.as_u16(), &code, &message)) {
-                return Err(converse_event::error_failure(
+                return Err(converse_error::error_failure(
                     &code,
                     &message,
                     Some(status.as_u16()),

@@ -11,14 +11,14 @@
 
 use serde::Deserialize;
 use serde_json::Value;
-use tracing::warn;
 
-use crate::message::{Metrics, Usage};
-use crate::model::{ModelError, ModelEvent, StopReason};
+use crate::message::Metrics;
+use crate::model::{ModelEvent, StopReason};
 use crate::provider::chat_blocks::ChatBlocks;
 use crate::provider::compat::{self, Family};
-use crate::provider::http::FrameDecoder;
 use crate::provider::ndjson::NdjsonDecoder;
+use crate::provider::record_stream::{RecordDecoder, cut_off, ended_early, protocol};
+use crate::provider::reply_mapping::{tool_input, unknown_stop_reason, usage_with_total};
 use crate::provider::retry::Failure;
 
 /// One line of the stream.
@@ -81,13 +81,7 @@ pub fn stop_reason(done_reason: Option<&str>, called_tool: bool) -> StopReason {
         Some("length") => StopReason::MaxTokens,
         _ if called_tool => StopReason::ToolUse,
         Some("stop") | None => StopReason::EndTurn,
-        Some(other) => {
-            warn!(
-                done_reason = other,
-                "unknown Ollama done_reason; ending the turn"
-            );
-            StopReason::EndTurn
-        }
+        Some(other) => unknown_stop_reason("Ollama", "done_reason", other),
     }
 }
 
@@ -104,18 +98,6 @@ pub struct OllamaDecoder {
     at_end: bool,
 }
 
-fn protocol(message: impl Into<String>) -> Failure {
-    Failure::fatal(ModelError::Stream(message.into()))
-}
-
-/// The body ended inside a record: the connection was lost mid-reply.
-fn cut_off() -> Failure {
-    Failure::retryable(
-        ModelError::Unavailable("the stream was cut off inside a record".into()),
-        None,
-    )
-}
-
 impl OllamaDecoder {
     /// A decoder for a reply of `model_id`; tool calls without an id get `<id_prefix><n>`.
     pub fn new(model_id: &str, id_prefix: impl Into<String>) -> Self {
@@ -129,8 +111,16 @@ impl OllamaDecoder {
             at_end: false,
         }
     }
+}
 
-    fn line(&mut self, line: &str, out: &mut Vec<ModelEvent>) -> Result<(), Failure> {
+impl RecordDecoder for OllamaDecoder {
+    type Splitter = NdjsonDecoder;
+
+    fn splitter(&mut self) -> &mut NdjsonDecoder {
+        &mut self.lines
+    }
+
+    fn record(&mut self, line: &String, out: &mut Vec<ModelEvent>) -> Result<(), Failure> {
         let record: Record = serde_json::from_str(line).map_err(|e| {
             if self.at_end {
                 cut_off()
@@ -168,7 +158,7 @@ impl OllamaDecoder {
                     Value::String(text) => text,
                     other => other.to_string(),
                 };
-                ChatBlocks::tool_arguments(index, &arguments, out);
+                tool_input(index, arguments, out);
             }
         }
         if chunk.done {
@@ -176,16 +166,13 @@ impl OllamaDecoder {
             out.push(ModelEvent::MessageStop {
                 stop_reason: stop_reason(chunk.done_reason.as_deref(), self.blocks.has_tools()),
             });
-            let input = chunk.prompt_eval_count.unwrap_or(0);
-            let output = chunk.eval_count.unwrap_or(0);
             out.push(ModelEvent::Metadata {
-                usage: Some(Usage {
-                    input_tokens: input,
-                    output_tokens: output,
-                    total_tokens: input.saturating_add(output),
-                    cache_read_input_tokens: None,
-                    cache_write_input_tokens: None,
-                }),
+                usage: Some(usage_with_total(
+                    chunk.prompt_eval_count.unwrap_or(0),
+                    chunk.eval_count.unwrap_or(0),
+                    None,
+                    None,
+                )),
                 metrics: chunk.total_duration.map(|ns| Metrics {
                     latency_ms: ns / 1_000_000,
                     time_to_first_byte_ms: None,
@@ -196,38 +183,17 @@ impl OllamaDecoder {
         Ok(())
     }
 
-    fn lines(&mut self, lines: Vec<String>, out: &mut Vec<ModelEvent>) -> Result<bool, Failure> {
-        for line in &lines {
-            if self.finished {
-                break;
-            }
-            self.line(line, out)?;
-        }
-        Ok(self.finished)
-    }
-}
-
-impl FrameDecoder for OllamaDecoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<ModelEvent>) -> Result<bool, Failure> {
-        let mut lines = Vec::new();
-        self.lines
-            .push(chunk, &mut lines)
-            .map_err(|e| protocol(e.to_string()))?;
-        self.lines(lines, out)
+    fn finished(&self) -> bool {
+        self.finished
     }
 
-    fn end(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), Failure> {
+    fn body_ended(&mut self) {
         self.at_end = true;
-        let mut lines = Vec::new();
-        self.lines
-            .finish(&mut lines)
-            .map_err(|e| protocol(e.to_string()))?;
-        if self.lines(lines, out)? {
-            return Ok(());
-        }
-        Err(Failure::retryable(
-            ModelError::Unavailable("the Ollama stream ended before its done record".into()),
-            None,
+    }
+
+    fn unfinished(&mut self, _out: &mut Vec<ModelEvent>) -> Result<(), Failure> {
+        Err(ended_early(
+            "the Ollama stream ended before its done record",
         ))
     }
 }
@@ -235,7 +201,8 @@ impl FrameDecoder for OllamaDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ReasoningDelta;
+    use crate::model::{ModelError, ReasoningDelta};
+    use crate::provider::http::FrameDecoder;
     use crate::provider::retry::RetryAdvice;
 
     const TEXT_TURN: &[u8] =

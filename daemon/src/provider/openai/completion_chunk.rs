@@ -12,15 +12,15 @@
 //! cut it off (retryable).
 
 use serde::Deserialize;
-use serde_json::Value;
 use tracing::warn;
 
 use crate::message::Usage;
-use crate::model::{ModelError, ModelEvent, StopReason};
+use crate::model::{ModelEvent, StopReason};
 use crate::provider::anthropic::sse::{SseDecoder, SseEvent};
 use crate::provider::chat_blocks::ChatBlocks;
-use crate::provider::compat::{self, Family};
-use crate::provider::http::FrameDecoder;
+use crate::provider::compat::{self, ApiError, Family};
+use crate::provider::record_stream::{RecordDecoder, cut_off, ended_early, protocol};
+use crate::provider::reply_mapping::{tool_input, unknown_stop_reason, usage_with_total};
 use crate::provider::retry::Failure;
 
 /// One `data:` record.
@@ -31,17 +31,6 @@ pub enum Record {
     Failed { error: ApiError },
     /// A chunk (vLLM's flat `{"object": "error", "message": …}` is one too, told by `object`).
     Chunk(Chunk),
-}
-
-/// An error object.
-#[derive(Debug, Deserialize)]
-pub struct ApiError {
-    #[serde(default)]
-    pub message: String,
-    #[serde(rename = "type", default)]
-    pub kind: Option<String>,
-    #[serde(default)]
-    pub code: Option<Value>,
 }
 
 /// One `chat.completion.chunk`.
@@ -123,13 +112,7 @@ pub fn stop_reason(finish_reason: &str, called_tool: bool) -> StopReason {
         "content_filter" => StopReason::ContentFiltered,
         _ if called_tool => StopReason::ToolUse,
         "stop" => StopReason::EndTurn,
-        other => {
-            warn!(
-                finish_reason = other,
-                "unknown finish_reason; ending the turn"
-            );
-            StopReason::EndTurn
-        }
+        other => unknown_stop_reason("OpenAI-compatible", "finish_reason", other),
     }
 }
 
@@ -147,18 +130,6 @@ pub struct OpenAiDecoder {
     finished: bool,
     /// The body has ended: a record that does not parse now was cut off, not malformed.
     at_end: bool,
-}
-
-fn protocol(message: impl Into<String>) -> Failure {
-    Failure::fatal(ModelError::Stream(message.into()))
-}
-
-/// The body ended inside a record: the connection was lost mid-reply.
-fn cut_off() -> Failure {
-    Failure::retryable(
-        ModelError::Unavailable("the stream was cut off inside a record".into()),
-        None,
-    )
 }
 
 impl OpenAiDecoder {
@@ -201,12 +172,12 @@ impl OpenAiDecoder {
             }
         };
         self.last_tool = Some(key);
-        if let Some(arguments) = &function.arguments {
-            ChatBlocks::tool_arguments(index, arguments, out);
+        if let Some(arguments) = function.arguments {
+            tool_input(index, arguments, out);
         }
     }
 
-    fn record(&mut self, record: &SseEvent, out: &mut Vec<ModelEvent>) -> Result<(), Failure> {
+    fn chunk(&mut self, record: &SseEvent, out: &mut Vec<ModelEvent>) -> Result<(), Failure> {
         let data = record.data.trim();
         if data == "[DONE]" {
             return self.finish(out);
@@ -220,12 +191,8 @@ impl OpenAiDecoder {
         })?;
         let chunk = match parsed {
             Record::Failed { error } => {
-                let code = match error.code {
-                    Some(Value::String(code)) => code,
-                    Some(Value::Number(n)) => n.to_string(),
-                    _ => error.kind.unwrap_or_default(),
-                };
-                return Err(self.error(&error.message, &code));
+                let (message, code) = error.message_and_code();
+                return Err(self.error(&message, &code));
             }
             Record::Chunk(chunk) => chunk,
         };
@@ -255,13 +222,13 @@ impl OpenAiDecoder {
                 .and_then(|d| d.cached_tokens)
                 .unwrap_or(0)
                 .min(usage.prompt_tokens);
-            self.usage = Some(Usage {
-                input_tokens: usage.prompt_tokens - cached,
-                output_tokens: usage.completion_tokens,
-                total_tokens: usage.prompt_tokens.saturating_add(usage.completion_tokens),
-                cache_read_input_tokens: (cached > 0).then_some(cached),
-                cache_write_input_tokens: None,
-            });
+            // The cached tokens are part of the prompt: the total is prompt plus completion.
+            self.usage = Some(usage_with_total(
+                usage.prompt_tokens - cached,
+                usage.completion_tokens,
+                (cached > 0).then_some(cached),
+                None,
+            ));
         }
         Ok(())
     }
@@ -282,47 +249,34 @@ impl OpenAiDecoder {
         self.finished = true;
         Ok(())
     }
-
-    fn records(
-        &mut self,
-        records: Vec<SseEvent>,
-        out: &mut Vec<ModelEvent>,
-    ) -> Result<bool, Failure> {
-        for record in &records {
-            if self.finished {
-                break;
-            }
-            self.record(record, out)?;
-        }
-        Ok(self.finished)
-    }
 }
 
-impl FrameDecoder for OpenAiDecoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<ModelEvent>) -> Result<bool, Failure> {
-        let mut records = Vec::new();
-        self.sse
-            .push(chunk, &mut records)
-            .map_err(|e| protocol(e.to_string()))?;
-        self.records(records, out)
+impl RecordDecoder for OpenAiDecoder {
+    type Splitter = SseDecoder;
+
+    fn splitter(&mut self) -> &mut SseDecoder {
+        &mut self.sse
     }
 
-    fn end(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), Failure> {
+    fn record(&mut self, record: &SseEvent, out: &mut Vec<ModelEvent>) -> Result<(), Failure> {
+        self.chunk(record, out)
+    }
+
+    fn finished(&self) -> bool {
+        self.finished
+    }
+
+    fn body_ended(&mut self) {
         self.at_end = true;
-        let mut records = Vec::new();
-        self.sse
-            .finish(&mut records)
-            .map_err(|e| protocol(e.to_string()))?;
-        if self.records(records, out)? {
-            return Ok(());
-        }
+    }
+
+    fn unfinished(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), Failure> {
         if self.finish.is_some() {
             // Some servers close the stream after the finish without `[DONE]`.
             return self.finish(out);
         }
-        Err(Failure::retryable(
-            ModelError::Unavailable("the chat completion stream ended before it finished".into()),
-            None,
+        Err(ended_early(
+            "the chat completion stream ended before it finished",
         ))
     }
 }
@@ -330,7 +284,8 @@ impl FrameDecoder for OpenAiDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ReasoningDelta;
+    use crate::model::{ModelError, ReasoningDelta};
+    use crate::provider::http::FrameDecoder;
     use crate::provider::retry::RetryAdvice;
 
     const TEXT_TURN: &[u8] =
