@@ -76,7 +76,7 @@ enum State {
     Waiting {
         at: Instant,
     },
-    Live(Streaming<pb::SubscribeResponse>),
+    Live(Box<Streaming<pb::SubscribeResponse>>),
 }
 
 /// The Subscribe of one session on one channel.
@@ -142,7 +142,7 @@ impl SessionWatch {
                 State::Waiting { at } => {
                     tokio::time::sleep_until(*at).await;
                     match self.subscribe().await {
-                        Ok(stream) => self.state = State::Live(stream),
+                        Ok(stream) => self.state = State::Live(Box::new(stream)),
                         Err(reason) => return self.lost(reason),
                     }
                 }
