@@ -4,8 +4,9 @@
 //! connection dropped.
 //!
 //! Invariants:
-//! - [`SessionWatch::next`] is cancel-safe: it keeps its state (live stream, or when to try again)
-//!   in the watch, never in the future, so the UI may drop it for a key at any time.
+//! - [`SessionWatch::next`] is cancel-safe: it keeps its state (live stream, the Subscribe call on
+//!   its way, or when to try again) in the watch, never in the future, so the UI may drop it for a
+//!   key or a frame at any time without a call being made twice.
 //! - An event is yielded once: events with a seq at or below the last one seen (by this watch or,
 //!   through [`SessionWatch::saw`], by the turn relay) are skipped; a fresh snapshot (no
 //!   `after_seq`, e.g. after the hub restarted and numbers its events anew) resets that mark.
@@ -15,6 +16,8 @@
 //! - [`SessionWatch::attachment`] is empty while no stream is live: nothing is decided with an
 //!   attachment the hub no longer holds.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use tau_api::proto::v1::{self as pb, subscribe_response};
@@ -69,6 +72,10 @@ pub enum Watched {
     },
 }
 
+/// A Subscribe on its way: the stream, and whether it resumes after the last seq seen.
+type Subscribing =
+    Pin<Box<dyn Future<Output = Result<(Streaming<pb::SubscribeResponse>, bool), String>>>>;
+
 enum State {
     /// No session to watch.
     Off,
@@ -76,6 +83,8 @@ enum State {
     Waiting {
         at: Instant,
     },
+    /// Kept here, not in `next`'s future, so a call dropped for a key is not made twice.
+    Subscribing(Subscribing),
     Live(Box<Streaming<pb::SubscribeResponse>>),
 }
 
@@ -141,11 +150,15 @@ impl SessionWatch {
                 State::Off => return std::future::pending().await,
                 State::Waiting { at } => {
                     tokio::time::sleep_until(*at).await;
-                    match self.subscribe().await {
-                        Ok(stream) => self.state = State::Live(Box::new(stream)),
-                        Err(reason) => return self.lost(reason),
-                    }
+                    self.state = State::Subscribing(self.subscribe());
                 }
+                State::Subscribing(subscribing) => match subscribing.await {
+                    Ok((stream, resumed)) => {
+                        self.resumed = resumed;
+                        self.state = State::Live(Box::new(stream));
+                    }
+                    Err(reason) => return self.lost(reason),
+                },
                 State::Live(stream) => match stream.message().await {
                     Ok(Some(message)) => {
                         if let Some(watched) = self.take(message) {
@@ -198,24 +211,24 @@ impl SessionWatch {
     /// A Subscribe resuming after the last seq seen when there is a numbering to resume in, else
     /// (or when the hub refuses the resumption: it restarted, or no longer buffers those events)
     /// a fresh one.
-    async fn subscribe(&mut self) -> Result<Streaming<pb::SubscribeResponse>, String> {
-        if !self.stream_id.is_empty() {
-            let resume = self.request(Some(self.last_seq));
-            match within(self.deadline, self.client.subscribe(resume)).await {
-                Ok(stream) => {
-                    self.resumed = true;
-                    return Ok(stream);
-                }
-                Err(CallError::Hub(status)) if status.code() == Code::FailedPrecondition => {}
-                Err(error) => return Err(reason(&error)),
-            }
-        }
+    fn subscribe(&self) -> Subscribing {
+        let mut client = self.client.clone();
+        let deadline = self.deadline;
+        let resume = (!self.stream_id.is_empty()).then(|| self.request(Some(self.last_seq)));
         let fresh = self.request(None);
-        let stream = within(self.deadline, self.client.subscribe(fresh))
-            .await
-            .map_err(|error| reason(&error))?;
-        self.resumed = false;
-        Ok(stream)
+        Box::pin(async move {
+            if let Some(resume) = resume {
+                match within(deadline, client.subscribe(resume)).await {
+                    Ok(stream) => return Ok((stream, true)),
+                    Err(CallError::Hub(status)) if status.code() == Code::FailedPrecondition => {}
+                    Err(error) => return Err(reason(&error)),
+                }
+            }
+            let stream = within(deadline, client.subscribe(fresh))
+                .await
+                .map_err(|error| reason(&error))?;
+            Ok((stream, false))
+        })
     }
 
     fn request(&self, after_seq: Option<u64>) -> pb::SubscribeRequest {
