@@ -214,3 +214,64 @@ fn a_hub_stopped_and_started_again_on_the_same_socket_is_resubscribed() {
     tui.send_control('c').unwrap();
     tui.exp_eof().unwrap();
 }
+
+#[test]
+fn a_snapshot_older_than_the_turn_just_relayed_is_asked_again_and_opens_no_card() {
+    let (root, _runtime, notices) = scripted_hub(Script::default());
+    let mut tui = spawn_tui(root.path());
+    // The watch's first Subscribe is on its way while a turn runs.
+    let (_, stale) = notices.subscribes.recv_timeout(WAIT).unwrap();
+    tui.send("lamp\r").unwrap();
+    tui.flush().unwrap();
+    let (_, events) = notices.turns.recv_timeout(WAIT).unwrap();
+    let mut turn = Turn {
+        events,
+        resumed: None,
+        seq: 5,
+    };
+    turn.send(pb::start_turn_response::Kind::Accepted(pb::TurnAccepted {
+        session_id: session().session_id,
+        turn_id: "turn-1".into(),
+        attachment_id: "attachment-7".into(),
+        stream_id: STREAM.into(),
+        ..Default::default()
+    }));
+    turn.approval("apr-1", "terminal");
+    std::thread::sleep(Duration::from_millis(300));
+    tui.send("\x1b").unwrap();
+    tui.flush().unwrap();
+    let decision = notices.decisions.recv_timeout(WAIT).unwrap();
+    assert_eq!(decision.attachment_id, "attachment-7");
+    turn.refused();
+    turn.end("end_turn", "Not approved.");
+
+    // Taken before the turn: it still lists apr-1, resolved since.
+    snapshot(&stale, vec![lamp("apr-1")], "watch-att-1");
+    let (request, fresh) = notices.subscribes.recv_timeout(WAIT).unwrap();
+    assert_eq!(request.session_id, session().session_id);
+    fresh
+        .blocking_send(Ok(pb::SubscribeResponse {
+            kind: Some(subscribe_response::Kind::Snapshot(pb::SessionSnapshot {
+                last_seq: turn.seq,
+                attachment_id: "watch-att-2".into(),
+                stream_id: STREAM.into(),
+                ..Default::default()
+            })),
+        }))
+        .unwrap();
+    // No card took the keys (once the turn's verdict is dismissed): the line reaches the
+    // composer.
+    std::thread::sleep(Duration::from_millis(300));
+    tui.send("x").unwrap();
+    tui.send("/help\r").unwrap();
+    tui.flush().unwrap();
+    let file = root.path().join("data/tui_history");
+    let deadline = std::time::Instant::now() + WAIT;
+    while !std::fs::read_to_string(&file).is_ok_and(|h| h.contains("/help")) {
+        assert!(std::time::Instant::now() < deadline, "a card took the keys");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(notices.decisions.try_recv().is_err());
+    tui.send_control('c').unwrap();
+    tui.exp_eof().unwrap();
+}

@@ -97,6 +97,7 @@ pub struct TuiFront<'t> {
 
 impl Front for TuiFront<'_> {
     fn accepted(&mut self, accepted: &pb::TurnAccepted) {
+        self.tui.watch.saw_stream(&accepted.stream_id);
         if accepted.queued_ahead > 0 {
             let text = self.tui.app.t("notice.busy", &[]);
             self.tui.app.note(&text, false);

@@ -9,7 +9,9 @@
 //!   key or a frame at any time without a call being made twice.
 //! - An event is yielded once: events with a seq at or below the last one seen (by this watch or,
 //!   through [`SessionWatch::saw`], by the turn relay) are skipped; a fresh snapshot (no
-//!   `after_seq`, e.g. after the hub restarted and numbers its events anew) resets that mark.
+//!   `after_seq`, e.g. after the hub restarted and numbers its events anew) resets that mark; a
+//!   snapshot older than events already seen in the same numbering is stale (its pending list may
+//!   name approvals resolved since) and is dropped for a new Subscribe.
 //! - A cut-off for falling behind resumes at once after the last seq seen (quietly; nothing was
 //!   lost); any other end is reported as [`Watched::Lost`] and tried again after a delay that
 //!   doubles from [`FIRST_RETRY`] up to [`MAX_RETRY`], reset by the next snapshot.
@@ -143,6 +145,15 @@ impl SessionWatch {
         self.last_seq = self.last_seq.max(seq);
     }
 
+    /// The numbering (`stream_id`) of the events the turn relay sees; seqs seen in another one
+    /// (a hub since restarted) no longer count.
+    pub fn saw_stream(&mut self, stream_id: &str) {
+        if !stream_id.is_empty() && stream_id != self.stream_id {
+            self.stream_id = stream_id.to_owned();
+            self.last_seq = 0;
+        }
+    }
+
     /// The next snapshot, event or loss; waits as long as there is none.
     pub async fn next(&mut self) -> Watched {
         loop {
@@ -180,6 +191,12 @@ impl SessionWatch {
     fn take(&mut self, message: pb::SubscribeResponse) -> Option<Watched> {
         match message.kind? {
             subscribe_response::Kind::Snapshot(snapshot) => {
+                if snapshot.stream_id == self.stream_id && snapshot.last_seq < self.last_seq {
+                    // Taken before events seen since (a turn of this TUI ran while the call was
+                    // on its way): its pending approvals may be resolved already. Ask again.
+                    self.state = State::Waiting { at: Instant::now() };
+                    return None;
+                }
                 self.attachment.clone_from(&snapshot.attachment_id);
                 self.stream_id.clone_from(&snapshot.stream_id);
                 if !self.resumed {
