@@ -275,3 +275,44 @@ fn a_snapshot_older_than_the_turn_just_relayed_is_asked_again_and_opens_no_card(
     tui.send_control('c').unwrap();
     tui.exp_eof().unwrap();
 }
+
+#[test]
+fn an_approval_whose_turn_stream_was_lost_stays_answerable_through_the_watch() {
+    let (root, _runtime, notices) = scripted_hub(Script::default());
+    let mut tui = spawn_tui(root.path());
+    let (_, watch) = notices.subscribes.recv_timeout(WAIT).unwrap();
+    snapshot(&watch, Vec::new(), "watch-att-1");
+    std::thread::sleep(Duration::from_millis(300));
+    tui.send("lamp\r").unwrap();
+    tui.flush().unwrap();
+    let (_, events) = notices.turns.recv_timeout(WAIT).unwrap();
+    let mut turn = Turn {
+        events,
+        resumed: None,
+        seq: 5,
+    };
+    turn.send(pb::start_turn_response::Kind::Accepted(pb::TurnAccepted {
+        session_id: session().session_id,
+        turn_id: "turn-1".into(),
+        attachment_id: "attachment-7".into(),
+        stream_id: STREAM.into(),
+        ..Default::default()
+    }));
+    turn.approval("apr-1", "terminal");
+    tui.see("(arming").unwrap();
+    // The turn's stream fails with the card open: the hub still holds the approval for the
+    // watch, which decides it.
+    turn.events
+        .blocking_send(Err(Status::unavailable("connection reset")))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    tui.send("\x1b").unwrap();
+    tui.flush().unwrap();
+    let decision = notices.decisions.recv_timeout(WAIT).unwrap();
+    assert_eq!(decision.approval_id, "apr-1");
+    assert_eq!(decision.attachment_id, "watch-att-1");
+    assert_eq!(decision.decision, pb::ApprovalDecision::Rejected as i32);
+    std::thread::sleep(Duration::from_millis(300));
+    tui.send_control('c').unwrap();
+    tui.exp_eof().unwrap();
+}

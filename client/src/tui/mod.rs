@@ -241,7 +241,8 @@ impl Tui {
         self.dirty = true;
     }
 
-    /// Fills the events pane from the session's stored events and pending approvals.
+    /// Fills the events pane from the session's stored events and the approvals pending on other
+    /// channels.
     async fn replay(&mut self) {
         let (session_id, deadline) = (self.app.session_id.clone(), self.chat.deadlines.call);
         let request = self.chat.hub.read_events(pb::ReadEventsRequest {
@@ -255,10 +256,12 @@ impl Tui {
             .chat
             .hub
             .list_pending_approvals(pb::ListPendingApprovalsRequest { session_id });
-        let pending = call(&mut self.chat.interrupts, deadline, request)
+        let mut pending = call(&mut self.chat.interrupts, deadline, request)
             .await
             .map(|response| response.approvals)
             .unwrap_or_default();
+        // This channel's open the card when the session watch's snapshot lists them.
+        pending.retain(|approval| approval.channel != CHANNEL);
         self.app.replay(&stored, &pending);
     }
 
@@ -280,14 +283,11 @@ impl Tui {
         let outcome = Relay::new(client, &session_id, CHANNEL, stream, &mut front, deadline)
             .run()
             .await;
-        // A card still undecided belongs to a turn no longer followed: it can take no answer.
-        if self
-            .app
-            .card
-            .as_ref()
-            .is_some_and(|card| card.verdict.is_none())
-        {
-            self.app.card = None;
+        // A card still undecided belongs to a turn no longer followed: its stream can no longer
+        // decide it, but the session watch can, as long as the hub keeps it pending (the watch's
+        // events drop it from the queue once resolved).
+        if let Some(card) = self.app.card.take_if(|card| card.verdict.is_none()) {
+            self.app.waiting.push_front(card.approval);
         }
         match outcome {
             Outcome::Ended(_) => {}
