@@ -42,14 +42,7 @@ impl Tui {
                 if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
                     return Key::Interrupt;
                 }
-                if self
-                    .app
-                    .card
-                    .as_ref()
-                    .is_some_and(|card| card.verdict.is_some())
-                {
-                    // A shown verdict is dismissed by the next key, which does nothing else.
-                    self.app.card = None;
+                if self.app.dismiss_verdict(key) {
                     return Key::Nothing;
                 }
                 if key.modifiers.contains(KeyModifiers::ALT)

@@ -14,7 +14,7 @@
 
 use std::time::Instant;
 
-use crossterm::event::Event;
+use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
 use tau_api::proto::v1::{self as pb, session_event::Kind};
 
 use super::app::App;
@@ -107,6 +107,21 @@ impl App {
         self.waiting.clear();
     }
 
+    /// Closes a card that shows its verdict: the next key does that and nothing else, except that
+    /// Esc and a character typed right after it, which arrive together as Alt-<character>, close
+    /// it and type the character. Whether a card was closed.
+    pub fn dismiss_verdict(&mut self, key: KeyEvent) -> bool {
+        if self.card.as_ref().is_none_or(|card| card.verdict.is_none()) {
+            return false;
+        }
+        self.card = None;
+        if key.modifiers == KeyModifiers::ALT && matches!(key.code, KeyCode::Char(_)) {
+            self.composer
+                .key(KeyEvent::new(key.code, KeyModifiers::NONE));
+        }
+        true
+    }
+
     /// Hands a terminal event to the open undecided card.
     pub fn card_event(&mut self, event: &Event, now: Instant) -> CardInput {
         let Some(card) = self.card.as_mut().filter(|card| card.verdict.is_none()) else {
@@ -132,7 +147,6 @@ impl App {
 mod tests {
     use std::time::Duration;
 
-    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
     use tau_api::i18n::Messages;
@@ -329,5 +343,27 @@ mod tests {
             app.card.is_some() && app.waiting.is_empty(),
             "still pending: kept open"
         );
+    }
+
+    #[test]
+    fn the_key_after_a_verdict_closes_it_and_an_esc_merged_with_a_character_types_it() {
+        let mut app = App::new(Messages::builtin(), Lang::En);
+        assert!(!app.dismiss_verdict(KeyEvent::new(KeyCode::Char('a'), KeyModifiers::NONE)));
+        for (key, typed) in [
+            (KeyEvent::new(KeyCode::Char('x'), KeyModifiers::NONE), ""),
+            (KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE), ""),
+            (KeyEvent::new(KeyCode::Char('t'), KeyModifiers::ALT), "t"),
+        ] {
+            app.composer.text.clear();
+            app.open_card(pending("apr-1", "terminal"));
+            assert!(
+                !app.dismiss_verdict(key),
+                "an undecided card is not dismissed"
+            );
+            app.verdict(Verdict::Rejected);
+            assert!(app.dismiss_verdict(key));
+            assert!(app.card.is_none());
+            assert_eq!(app.composer.text, typed, "{key:?}");
+        }
     }
 }
