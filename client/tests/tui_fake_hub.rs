@@ -316,3 +316,49 @@ fn an_approval_whose_turn_stream_was_lost_stays_answerable_through_the_watch() {
     tui.send_control('c').unwrap();
     tui.exp_eof().unwrap();
 }
+
+#[test]
+fn a_watch_cut_off_for_lagging_resumes_at_once_after_the_last_seq() {
+    let (root, _runtime, notices) = scripted_hub(Script::default());
+    let mut tui = spawn_tui(root.path());
+    let (_, sender) = notices.subscribes.recv_timeout(WAIT).unwrap();
+    snapshot(&sender, Vec::new(), "watch-att-1");
+    let started = std::time::Instant::now();
+    let mut status = Status::resource_exhausted("lagged; resume with after_seq = 5");
+    status
+        .metadata_mut()
+        .insert("tau-resume-after-seq", "5".parse().unwrap());
+    sender.blocking_send(Err(status)).unwrap();
+    let (request, sender) = notices.subscribes.recv_timeout(WAIT).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_millis(450),
+        "resumed without the back-off wait"
+    );
+    assert_eq!(request.after_seq, Some(5));
+    assert_eq!(request.stream_id, STREAM);
+    // The buffered events after seq 5 follow the snapshot; an approval among them opens the card.
+    snapshot(&sender, Vec::new(), "watch-att-2");
+    sender
+        .blocking_send(Ok(pb::SubscribeResponse {
+            kind: Some(subscribe_response::Kind::Event(pb::SessionEvent {
+                seq: 6,
+                session_id: session().session_id,
+                kind: Some(pb::session_event::Kind::ApprovalRequested(
+                    pb::ApprovalRequested {
+                        approval: Some(lamp("apr-6")),
+                    },
+                )),
+                ..Default::default()
+            })),
+        }))
+        .unwrap();
+    tui.see("(arming").unwrap();
+    tui.send("\x1b").unwrap();
+    tui.flush().unwrap();
+    let decision = notices.decisions.recv_timeout(WAIT).unwrap();
+    assert_eq!(decision.approval_id, "apr-6");
+    assert_eq!(decision.attachment_id, "watch-att-2");
+    std::thread::sleep(Duration::from_millis(300));
+    tui.send_control('c').unwrap();
+    tui.exp_eof().unwrap();
+}
