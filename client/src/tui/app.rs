@@ -66,6 +66,9 @@ pub struct App {
     pub status: Status,
     pub composer: Composer,
     pub card: Option<Card>,
+    /// Approvals of this session answerable here that wait behind the open card, oldest first
+    /// (filled only from the hub's snapshot and live requests, see `pending_cards.rs`).
+    pub waiting: VecDeque<pb::PendingApproval>,
     /// Lines the conversation is scrolled up by (0: follow the end).
     pub scroll: u16,
 }
@@ -83,6 +86,7 @@ impl App {
             status: Status::default(),
             composer: Composer::default(),
             card: None,
+            waiting: VecDeque::new(),
             scroll: 0,
         }
     }

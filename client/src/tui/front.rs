@@ -14,6 +14,7 @@ use tau_api::proto::v1 as pb;
 use super::Tui;
 use super::app::Who;
 use super::card::Verdict;
+use super::pending_cards::CardInput;
 use crate::chat::render;
 use crate::chat::state::CHANNEL;
 use crate::feed::FeedError;
@@ -41,14 +42,7 @@ impl Tui {
                 if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
                     return Key::Interrupt;
                 }
-                if self
-                    .app
-                    .card
-                    .as_ref()
-                    .is_some_and(|card| card.verdict.is_some())
-                {
-                    // A shown verdict is dismissed by the next key, which does nothing else.
-                    self.app.card = None;
+                if self.app.dismiss_verdict(key) {
                     return Key::Nothing;
                 }
                 if key.modifiers.contains(KeyModifiers::ALT)
@@ -76,6 +70,19 @@ impl Tui {
     }
 }
 
+/// What the card shows of the hub's answer to a decision sent from it.
+pub fn verdict_of(approve: bool, response: &pb::DecideApprovalResponse) -> Verdict {
+    match pb::DecideOutcome::try_from(response.outcome) {
+        Ok(pb::DecideOutcome::Applied) if approve => Verdict::Approved,
+        Ok(pb::DecideOutcome::Applied) => Verdict::Rejected,
+        Ok(pb::DecideOutcome::Expired) => Verdict::Expired,
+        _ => match pb::ApprovalResolution::try_from(response.resolution) {
+            Ok(pb::ApprovalResolution::Timeout) => Verdict::TimedOut,
+            _ => Verdict::DecidedElsewhere,
+        },
+    }
+}
+
 /// The TUI during one turn.
 pub struct TuiFront<'t> {
     pub tui: &'t mut Tui,
@@ -83,6 +90,7 @@ pub struct TuiFront<'t> {
 
 impl Front for TuiFront<'_> {
     fn accepted(&mut self, accepted: &pb::TurnAccepted) {
+        self.tui.watch.saw_stream(&accepted.stream_id);
         if accepted.queued_ahead > 0 {
             let text = self.tui.app.t("notice.busy", &[]);
             self.tui.app.note(&text, false);
@@ -91,6 +99,7 @@ impl Front for TuiFront<'_> {
 
     fn event(&mut self, event: &pb::SessionEvent) {
         self.tui.app.apply(event);
+        self.tui.watch.saw(event.seq);
         self.tui.dirty = true;
     }
 
@@ -127,43 +136,31 @@ impl Front for TuiFront<'_> {
         }
         self.tui.app.open_card(approval.clone());
         loop {
-            let fits = self.tui.terminal.size().is_ok_and(|size| {
-                super::card_view::fits(ratatui::layout::Rect::new(0, 0, size.width, size.height))
-            });
-            if let Some(card) = &mut self.tui.app.card {
-                card.fits = fits;
-            }
             let now = self.tui.draw_now();
-            let Some(card) = &mut self.tui.app.card else {
+            let Some(card) = &self.tui.app.card else {
                 return Answer::Reject;
             };
-            card.drawn(now);
             let arms_at = card.arms_at().unwrap_or(now);
             let event = tokio::select! {
                 event = self.tui.keys.recv() => event,
                 () = tokio::time::sleep_until(arms_at.into()), if arms_at > now => continue,
             };
-            let now = Instant::now();
-            let decision = match event {
-                // No terminal to read from any more: send nothing; the hub's timeout decides.
-                None => return std::future::pending().await,
-                Some(Event::Key(key)) => card.key(key, now),
-                Some(Event::Paste(_)) => {
-                    card.paste(now);
-                    let text = self.tui.app.t("approval.paste_ignored", &[]);
-                    self.tui.app.note(&text, false);
-                    None
-                }
-                Some(_) => None,
+            // No terminal to read from any more: send nothing; the hub's timeout decides.
+            let Some(event) = event else {
+                return std::future::pending().await;
             };
-            if let Some(approve) = decision {
-                self.tui.app.verdict(Verdict::Sending);
-                self.tui.draw_now();
-                return if approve {
-                    Answer::Approve
-                } else {
-                    Answer::Reject
-                };
+            match self.tui.app.card_event(&event, Instant::now()) {
+                CardInput::Decided(approve) => {
+                    self.tui.app.verdict(Verdict::Sending);
+                    self.tui.draw_now();
+                    return if approve {
+                        Answer::Approve
+                    } else {
+                        Answer::Reject
+                    };
+                }
+                CardInput::NoCard => return Answer::Reject,
+                CardInput::Swallowed => {}
             }
         }
     }
@@ -189,15 +186,7 @@ impl Front for TuiFront<'_> {
         approve: bool,
         response: &pb::DecideApprovalResponse,
     ) {
-        let verdict = match pb::DecideOutcome::try_from(response.outcome) {
-            Ok(pb::DecideOutcome::Applied) if approve => Verdict::Approved,
-            Ok(pb::DecideOutcome::Applied) => Verdict::Rejected,
-            Ok(pb::DecideOutcome::Expired) => Verdict::Expired,
-            _ => match pb::ApprovalResolution::try_from(response.resolution) {
-                Ok(pb::ApprovalResolution::Timeout) => Verdict::TimedOut,
-                _ => Verdict::DecidedElsewhere,
-            },
-        };
+        let verdict = verdict_of(approve, response);
         self.tui.app.verdict(verdict);
         self.tui.dirty = true;
     }

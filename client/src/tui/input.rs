@@ -29,6 +29,23 @@ pub struct Composer {
 }
 
 impl Composer {
+    /// A composer whose history starts with `history` (oldest first; the last
+    /// [`MAX_HISTORY`] kept).
+    pub fn with_history(mut history: Vec<String>) -> Self {
+        if history.len() > MAX_HISTORY {
+            history.drain(..history.len() - MAX_HISTORY);
+        }
+        Self {
+            history,
+            ..Self::default()
+        }
+    }
+
+    /// The lines sent, oldest first.
+    pub fn history(&self) -> &[String] {
+        &self.history
+    }
+
     /// A bracketed paste: inserted as it is (CR normalised to LF), never sent.
     pub fn paste(&mut self, text: &str) {
         self.text
@@ -130,5 +147,19 @@ mod tests {
         assert_eq!(composer.text, "two");
         composer.key(press(KeyCode::Down));
         assert_eq!(composer.text, "");
+    }
+
+    #[test]
+    fn a_stored_history_is_recalled_and_kept_bounded() {
+        let stored: Vec<String> = (0..MAX_HISTORY + 3).map(|i| format!("line {i}")).collect();
+        let mut composer = Composer::with_history(stored);
+        assert_eq!(composer.history().len(), MAX_HISTORY);
+        composer.key(press(KeyCode::Up));
+        assert_eq!(composer.text, format!("line {}", MAX_HISTORY + 2));
+        composer.key(press(KeyCode::Down));
+        composer.paste("new");
+        composer.key(press(KeyCode::Enter));
+        assert_eq!(composer.history().len(), MAX_HISTORY);
+        assert_eq!(composer.history().last().map(String::as_str), Some("new"));
     }
 }

@@ -4,8 +4,11 @@
 //! an approval card that a stray key cannot approve.
 //!
 //! Rooms: [`app`] (state, events → state), [`view`] and [`card_view`] (drawing), [`card`] (the
-//! card's arming and focus), [`input`] (composer), [`front`] (the relay's front), [`term`]
-//! (terminal guard, key reader), [`wrap`], [`theme`].
+//! card's arming and focus), [`input`] (composer) and `history_file` (its history across runs),
+//! [`front`] (the relay's front), `idle_loop` (between turns: keys, the session watch, cards of
+//! approvals pending here), `session_watch` (the standing Subscribe, reconnecting with back-off),
+//! `pending_cards` (the queue of approvals answerable here), [`term`] (terminal guard, key
+//! reader), [`wrap`], [`theme`].
 //!
 //! Invariants: the hub is the authority on sessions, turns and approvals; nothing in a draw waits
 //! on the network; the terminal is restored on every way out (return, error, panic, SIGTERM,
@@ -15,9 +18,13 @@ pub mod app;
 pub mod card;
 pub mod card_view;
 mod front;
+mod history_file;
+mod idle_loop;
 pub mod input;
 pub mod markdown;
+mod pending_cards;
 mod replay;
+mod session_watch;
 mod term;
 pub mod theme;
 pub mod view;
@@ -32,15 +39,15 @@ use clap::Args;
 use crossterm::event::Event;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
-use tau_api::commands::{find_command, split_command};
 use tau_api::proto::v1 as pb;
 use tokio::sync::mpsc;
 
 use self::app::{App, Who};
-use self::front::{FRAME, Key, TuiFront};
+use self::front::{FRAME, TuiFront};
+use self::session_watch::SessionWatch;
 use self::theme::Theme;
+use crate::chat::ChatArgs;
 use crate::chat::state::{CHANNEL, Chat};
-use crate::chat::{ChatArgs, commands};
 use crate::cli::Context;
 use crate::relay::call::{CallError, call};
 use crate::relay::{Outcome, Relay};
@@ -93,12 +100,16 @@ pub struct Tui {
     theme: Theme,
     pub(crate) dirty: bool,
     last_draw: Instant,
+    /// The standing Subscribe on the current session (between turns).
+    pub(crate) watch: SessionWatch,
+    /// Where the composer's history is kept across runs.
+    history: std::path::PathBuf,
 }
 
 /// Runs `tau tui`.
 pub fn run(args: &TuiArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let captured = Captured::default();
-    let (runtime, chat, _history) =
+    let (runtime, chat, chat_history) =
         match crate::chat::open(&args.chat, ctx, Some(Box::new(captured.clone())))? {
             Ok(opened) => opened,
             Err(code) => {
@@ -127,8 +138,13 @@ pub fn run(args: &TuiArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let mut app = App::new(tau_api::i18n::Messages::builtin(), chat.lang);
     app.status.profile = chat.info.profile.clone();
     app.status.context = chat.info.context.clone();
-    app.status.hub = "live".to_owned();
+    app.status.hub = idle_loop::LIVE.to_owned();
+    let history = chat_history.with_file_name(history_file::FILE_NAME);
+    app.composer = input::Composer::with_history(history_file::load(&history));
+    let watch = SessionWatch::new(chat.hub.clone(), CHANNEL, chat.deadlines.call);
     let mut tui = Tui {
+        watch,
+        history,
         chat,
         captured,
         app,
@@ -157,6 +173,14 @@ impl Tui {
         }
         self.dirty = false;
         self.last_draw = Instant::now();
+        let fits = self.terminal.size().is_ok_and(|size| {
+            card_view::fits(ratatui::layout::Rect::new(0, 0, size.width, size.height))
+        });
+        if let Some(card) = &mut self.app.card {
+            // The card arms from its first frame on screen, and never when it does not fit.
+            card.fits = fits;
+            card.drawn(self.last_draw);
+        }
         self.last_draw
     }
 
@@ -194,6 +218,7 @@ impl Tui {
     async fn refresh(&mut self) {
         if self.app.session_id != self.chat.session_id() {
             self.app.session_id = self.chat.session_id().to_owned();
+            self.watch.watch(&self.app.session_id);
             self.replay().await;
         }
         self.app.status.role.clone_from(&self.chat.role);
@@ -216,7 +241,8 @@ impl Tui {
         self.dirty = true;
     }
 
-    /// Fills the events pane from the session's stored events and pending approvals.
+    /// Fills the events pane from the session's stored events and the approvals pending on other
+    /// channels.
     async fn replay(&mut self) {
         let (session_id, deadline) = (self.app.session_id.clone(), self.chat.deadlines.call);
         let request = self.chat.hub.read_events(pb::ReadEventsRequest {
@@ -230,59 +256,13 @@ impl Tui {
             .chat
             .hub
             .list_pending_approvals(pb::ListPendingApprovalsRequest { session_id });
-        let pending = call(&mut self.chat.interrupts, deadline, request)
+        let mut pending = call(&mut self.chat.interrupts, deadline, request)
             .await
             .map(|response| response.approvals)
             .unwrap_or_default();
+        // This channel's open the card when the session watch's snapshot lists them.
+        pending.retain(|approval| approval.channel != CHANNEL);
         self.app.replay(&stored, &pending);
-    }
-
-    async fn main_loop(&mut self) -> ExitCode {
-        self.flush_captured();
-        self.refresh().await;
-        loop {
-            let wait = self.draw_throttled();
-            let event = tokio::select! {
-                event = self.keys.recv() => event,
-                () = tokio::time::sleep(wait.unwrap_or(FRAME)), if wait.is_some() => continue,
-            };
-            let Some(event) = event else {
-                return ExitCode::SUCCESS;
-            };
-            match self.input(event) {
-                Key::Interrupt => return ExitCode::SUCCESS,
-                Key::Send(line) => {
-                    if !self.line(&line).await {
-                        return ExitCode::SUCCESS;
-                    }
-                }
-                Key::Resume(id) => {
-                    self.line(&format!("/resume {id}")).await;
-                }
-                Key::Nothing => {}
-            }
-        }
-    }
-
-    /// Handles a sent line; `false` to leave.
-    async fn line(&mut self, line: &str) -> bool {
-        let Some((name, _)) = split_command(line) else {
-            self.turn(line.trim()).await;
-            return true;
-        };
-        if QUIT.contains(&name.to_lowercase().as_str()) {
-            return false;
-        }
-        match find_command(name).map(|command| command.name) {
-            Some("clear") => self.app.conversation.clear(),
-            _ => {
-                commands::handle_line(&mut self.chat, line).await;
-                self.flush_captured();
-                self.refresh().await;
-            }
-        }
-        self.dirty = true;
-        true
     }
 
     /// Runs one turn through the relay.
@@ -303,14 +283,11 @@ impl Tui {
         let outcome = Relay::new(client, &session_id, CHANNEL, stream, &mut front, deadline)
             .run()
             .await;
-        // A card still undecided belongs to a turn no longer followed: it can take no answer.
-        if self
-            .app
-            .card
-            .as_ref()
-            .is_some_and(|card| card.verdict.is_none())
-        {
-            self.app.card = None;
+        // A card still undecided belongs to a turn no longer followed: its stream can no longer
+        // decide it, but the session watch can, as long as the hub keeps it pending (the watch's
+        // events drop it from the queue once resolved).
+        if let Some(card) = self.app.card.take_if(|card| card.verdict.is_none()) {
+            self.app.waiting.push_front(card.approval);
         }
         match outcome {
             Outcome::Ended(_) => {}

@@ -163,7 +163,8 @@ pub fn status_text(app: &App) -> String {
     } else {
         app.t("tui.state.idle", &[])
     };
-    let pending = usize::from(app.card.as_ref().is_some_and(|c| c.verdict.is_none()));
+    let pending =
+        usize::from(app.card.as_ref().is_some_and(|c| c.verdict.is_none())) + app.waiting.len();
     format!(
         " {} · {} · {} · {} · {} · !{}",
         app.status.profile, app.status.role, app.status.context, app.status.hub, state, pending

@@ -369,9 +369,17 @@ impl Fixture {
 /// The scripted hub on `<root>/data/hub/taud.sock` of a fresh temporary root.
 pub fn scripted_hub(script: Script) -> (tempfile::TempDir, tokio::runtime::Runtime, Notices) {
     let root = tempfile::tempdir().unwrap();
-    let hub_dir = root.path().join("data/hub");
+    let (runtime, notices) = scripted_hub_in(root.path(), script);
+    (root, runtime, notices)
+}
+
+/// The scripted hub on `<root>/data/hub/taud.sock` (a socket file left by a hub stopped before is
+/// replaced), serving until its runtime is dropped.
+pub fn scripted_hub_in(root: &Path, script: Script) -> (tokio::runtime::Runtime, Notices) {
+    let hub_dir = root.join("data/hub");
     std::fs::create_dir_all(&hub_dir).unwrap();
-    std::fs::create_dir_all(root.path().join("home")).unwrap();
+    std::fs::create_dir_all(root.join("home")).unwrap();
+    let _ = std::fs::remove_file(hub_dir.join("taud.sock"));
     let (turns_tx, turns) = std_mpsc::channel();
     let (cancels_tx, cancels) = std_mpsc::channel();
     let (decisions_tx, decisions) = std_mpsc::channel();
@@ -410,7 +418,7 @@ pub fn scripted_hub(script: Script) -> (tempfile::TempDir, tokio::runtime::Runti
         subscribes,
         refusal,
     };
-    (root, runtime, notices)
+    (runtime, notices)
 }
 
 pub fn chat_command(root: &Path) -> std::process::Command {
