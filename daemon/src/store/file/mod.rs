@@ -33,6 +33,7 @@
 mod fsutil;
 mod index;
 mod jsonl;
+mod layout;
 mod read;
 mod reconcile;
 
@@ -41,7 +42,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::store::backend::{RecordKey, Rewrite, StoreBackend};
@@ -57,38 +58,11 @@ use fsutil::{
     TempFile, create_new, existing_dir, make_dir, make_root, read_json, replace, sync_dir,
 };
 use index::{INDEX_FILE, IndexEntry, ListingIndex};
+use layout::{
+    AGENT_FILE, AGENTS_DIR, EVENTS_FILE, MESSAGES_DIR, META_FILE, SESSION_FILE, SessionFile,
+    check_message_id, message_file_name, parse_message_file_name,
+};
 use read::read_messages;
-
-const SESSION_FILE: &str = "session.json";
-const META_FILE: &str = "meta.json";
-const EVENTS_FILE: &str = "events.jsonl";
-const AGENTS_DIR: &str = "agents";
-const AGENT_FILE: &str = "agent.json";
-const MESSAGES_DIR: &str = "messages";
-
-/// `session.json` as stored: the session record plus the listing counter.
-#[derive(Debug, Serialize, Deserialize)]
-struct SessionFile {
-    #[serde(flatten)]
-    session: Session,
-    #[serde(default)]
-    message_count: u64,
-}
-
-/// The message file name of `id`: six digits, wider past 999999.
-fn message_file_name(id: u64) -> String {
-    format!("{id:06}.json")
-}
-
-/// The id of a message file name, if it is one in canonical form.
-fn parse_message_file_name(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(".json")?;
-    if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let id: u64 = digits.parse().ok()?;
-    (message_file_name(id) == name).then_some(id)
-}
 
 fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, SessionError> {
     serde_json::to_vec_pretty(value).map_err(|err| SessionError::corrupt("record", err))
@@ -219,24 +193,6 @@ impl FileBackend {
         check_message_id(path, &record, message_id)?;
         Ok(Some(record))
     }
-}
-
-/// Refuses a message file that holds another message than its name says.
-fn check_message_id(
-    path: &Path,
-    record: &SessionMessage,
-    message_id: u64,
-) -> Result<(), SessionError> {
-    if record.message_id != message_id {
-        return Err(SessionError::corrupt(
-            path.display(),
-            format!(
-                "holds message_id {} instead of {message_id}",
-                record.message_id
-            ),
-        ));
-    }
-    Ok(())
 }
 
 impl StoreBackend for FileBackend {
@@ -556,26 +512,4 @@ pub(crate) fn sort_sessions(sessions: &mut [SessionInfo]) {
             .cmp(&a.updated_at)
             .then_with(|| b.session_id.cmp(&a.session_id))
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn message_file_names_are_canonical() {
-        assert_eq!(message_file_name(0), "000000.json");
-        assert_eq!(message_file_name(1_234_567), "1234567.json");
-        assert_eq!(parse_message_file_name("000042.json"), Some(42));
-        assert_eq!(parse_message_file_name("1234567.json"), Some(1_234_567));
-        for other in [
-            "42.json",
-            "0000042.json",
-            ".000001.json.ab.tmp",
-            "00000a.json",
-            "000001.jsn",
-        ] {
-            assert_eq!(parse_message_file_name(other), None, "{other}");
-        }
-    }
 }

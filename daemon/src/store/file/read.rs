@@ -9,7 +9,8 @@ use std::path::Path;
 use crate::store::records::SessionMessage;
 use crate::store::store_error::SessionError;
 
-use super::{check_message_id, fsutil, message_file_name};
+use super::fsutil;
+use super::layout::{check_message_id, message_file_name};
 
 /// Reads many messages on up to four threads: small-file reads are syscall-bound, and a long
 /// session is opened while a person waits.
