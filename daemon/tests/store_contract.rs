@@ -14,9 +14,10 @@ use support::store::{Harness, assistant_message, tree, user_message};
 use taud::message::Message;
 use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, IdKind, Session, SessionAgent, SessionError, SessionMeta,
-    StoreEventSink, create_fresh_session, most_recent_session, now_utc, read_agent_for_mode,
-    recent_sessions, session_by_index,
+    create_fresh_session, most_recent_session, now_utc, read_agent_for_mode, recent_sessions,
+    session_by_index,
 };
+use taud::testing::StoreEventSink;
 
 #[path = "contract_cases/events.rs"]
 mod event_cases;

@@ -1,6 +1,6 @@
-//! The `SessionStore` contract every backend implements: the nine Strands `SessionRepository`
-//! operations plus `list_sessions`, events and metadata; and `StoreEventSink`, the gate event sink
-//! that writes the agent events of one session into its store.
+//! The `SessionStore` contract: the nine Strands `SessionRepository` operations plus
+//! `list_sessions`, events and metadata. The built-in backends get its checks from one layer,
+//! `checked_store` (see ARCHITECTURE.md, store).
 //!
 //! Contract (checked by the shared suite in `daemon/tests/store_contract.rs`):
 //! - Methods are synchronous and may block on disk I/O; async callers use `spawn_blocking`.
@@ -17,13 +17,8 @@
 //!   (ties: larger id first).
 //! - Events are JSON objects, returned in append order; a record without `"v"` gets `"v": 1`.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use serde_json::Value;
-use tracing::{debug, warn};
 
-use crate::gate::{AgentEvent, EventSink};
 use crate::store::id::new_session_id;
 use crate::store::meta::SessionMeta;
 use crate::store::records::{
@@ -231,71 +226,6 @@ pub fn create_fresh_session(store: &dyn SessionStore) -> Result<Session, Session
     Err(last.unwrap_or_else(|| SessionError::SessionExists(String::new())))
 }
 
-/// Writes the agent events of one session into its store: it is a gate [`EventSink`] (each
-/// event serialized and appended, in emit order), and [`StoreEventSink::emit_json`] appends any
-/// JSON object. A failed append through the `EventSink` is logged at WARN once per sink (and its
-/// clones), later ones at DEBUG, so a broken disk does not flood the log.
-#[derive(Clone)]
-pub struct StoreEventSink {
-    pub store: Arc<dyn SessionStore>,
-    pub session_id: String,
-    warned: Arc<AtomicBool>,
-}
-
-impl StoreEventSink {
-    pub fn new(store: Arc<dyn SessionStore>, session_id: impl Into<String>) -> Self {
-        Self {
-            store,
-            session_id: session_id.into(),
-            warned: Arc::new(AtomicBool::new(false)),
-        }
-    }
-
-    /// Appends one serialized event; durable when it returns `Ok`. The caller decides what a failure
-    /// means (an approval that cannot be recorded must not be asked).
-    pub fn emit_json(&self, event: Value) -> Result<(), SessionError> {
-        self.store.append_event(&self.session_id, &event)
-    }
-}
-
-impl EventSink for StoreEventSink {
-    fn record(&self, event: AgentEvent) -> Result<(), crate::gate::SinkError> {
-        let value =
-            serde_json::to_value(&event).map_err(|e| crate::gate::SinkError(e.to_string()))?;
-        self.emit_json(value)
-            .map_err(|e| crate::gate::SinkError(e.to_string()))
-    }
-
-    fn emit(&self, event: AgentEvent) {
-        let kind = event.kind();
-        let written = match serde_json::to_value(&event) {
-            Ok(value) => self.emit_json(value).map_err(|e| e.to_string()),
-            Err(error) => Err(format!("cannot serialize it: {error}")),
-        };
-        let Err(error) = written else {
-            return;
-        };
-        if self.warned.swap(true, Ordering::Relaxed) {
-            debug!(session_id = %self.session_id, kind, "cannot record an agent event: {error}");
-        } else {
-            warn!(
-                session_id = %self.session_id,
-                kind,
-                "cannot record an agent event: {error} (further failures of this session's event log are logged at debug level)"
-            );
-        }
-    }
-}
-
-impl std::fmt::Debug for StoreEventSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreEventSink")
-            .field("backend", &self.store.backend_name())
-            .field("session_id", &self.session_id)
-            .finish()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,34 +237,6 @@ mod tests {
         assert_eq!(record, json!({"v": 1, "type": "tool_call", "tool": "x"}));
         let own = json!({"v": 7, "type": "x"});
         assert_eq!(event_record(&own).unwrap(), own);
-    }
-
-    #[test]
-    fn the_sink_warns_once_about_failed_writes() {
-        use crate::gate::ErrorEvent;
-        use crate::testing::{at_level, logs_during};
-        use tracing::Level;
-
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn SessionStore> =
-            Arc::new(crate::store::FileSessionStore::open(dir.path(), Durability::NoSync).unwrap());
-        let sink = StoreEventSink::new(store, "20000101-000000-0000");
-        let event = AgentEvent::Error(ErrorEvent {
-            location: "tier_gate".into(),
-            message: "unknown tool".into(),
-            tool: None,
-            tool_use_id: None,
-            session_id: "20000101-000000-0000".into(),
-        });
-        let ((), lines) = logs_during(|| {
-            for _ in 0..3 {
-                sink.clone().emit(event.clone());
-            }
-        });
-        let warnings = at_level(&lines, Level::WARN);
-        assert_eq!(warnings.len(), 1, "{lines:?}");
-        assert!(warnings[0].contains("cannot record an agent event"));
-        assert_eq!(at_level(&lines, Level::DEBUG).len(), 2, "{lines:?}");
     }
 
     #[test]

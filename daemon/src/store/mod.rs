@@ -7,12 +7,17 @@
 //! every stored record carries a format version and readers ignore unknown keys; a write that
 //! returned is durable (with `Durability::Full`) and a crash never leaves a partial record visible.
 //!
-//! Layout: `store` (the trait, the event sink), `records` and `meta` (what is stored), `id`,
-//! `window` (conversation windows and the context-mode check), `summarize` (the summarizing window
-//! and `model_window`), `summary_call` (the summary model call), `compaction` (`/compact`),
-//! `resume` (listings), `registry`, and the two backends `file` and `sqlite`.
+//! Layout: `contract` (the [`SessionStore`] trait, `NewSession`, `Durability`), `checked_store`
+//! (the one implementation of that trait over the built-in backends: id validation, format
+//! versions, the rules of an update), `backend` (the narrower `StoreBackend` trait a backend
+//! implements, trusting its inputs), `records` and `meta` (what is stored), `id`, `store_error`,
+//! `context_mode` (the context-mode check on open), `resume` (listings), `registry` (backend by
+//! name), `blocking` (`store_io`), and the two backends `file` and `sqlite`. See ARCHITECTURE.md
+//! (store); this module imports only `message` from the rest of the crate.
 
+mod backend;
 mod blocking;
+mod checked_store;
 mod context_mode;
 mod contract;
 mod file;
@@ -25,8 +30,9 @@ mod sqlite;
 mod store_error;
 
 pub(crate) use blocking::store_io;
+pub use checked_store::CheckedStore;
 pub use context_mode::{ContextMode, SessionContextMismatch, check_context, read_agent_for_mode};
-pub use contract::{Durability, SessionStore, StoreEventSink, create_fresh_session, event_record};
+pub use contract::{Durability, SessionStore, create_fresh_session, event_record};
 pub use contract::{NewSession, create_fresh_complete_session};
 pub use file::FileSessionStore;
 pub use id::{MAX_ID_LEN, new_session_id, validate_id};

@@ -10,6 +10,10 @@
 //! <sessions_dir>/.sessions-index.jsonl                  listing index, derived and self-repairing (see `index`)
 //! ```
 //!
+//! [`FileBackend`] is the storage engine (a `StoreBackend`: ids and record versions are checked by
+//! `checked_store` before it is called); what callers open is [`FileSessionStore`], the engine
+//! under those checks. See ARCHITECTURE.md (store).
+//!
 //! Invariants: the disk rules of [`fsutil`] (0700/0600, no symlink followed, records visible only
 //! complete, fsync with `Durability::Full`); nothing is deleted but the store's own stale temporary
 //! files; a message file is created once and only replaced to add its redaction. The message files
@@ -29,6 +33,7 @@
 mod fsutil;
 mod index;
 mod jsonl;
+mod layout;
 mod read;
 mod reconcile;
 
@@ -37,60 +42,37 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::store::contract::{Durability, NewSession, SessionStore, event_record};
-use crate::store::id::validate_id;
+use crate::store::backend::{RecordKey, Rewrite, StoreBackend};
+use crate::store::checked_store::CheckedStore;
+use crate::store::contract::{Durability, NewSession};
 use crate::store::meta::SessionMeta;
 use crate::store::records::{
     FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, check_version, now_utc,
 };
-use crate::store::store_error::{IdKind, SessionError};
+use crate::store::store_error::SessionError;
 
 use fsutil::{
     TempFile, create_new, existing_dir, make_dir, make_root, read_json, replace, sync_dir,
 };
 use index::{INDEX_FILE, IndexEntry, ListingIndex};
+use layout::{
+    AGENT_FILE, AGENTS_DIR, EVENTS_FILE, MESSAGES_DIR, META_FILE, SESSION_FILE, SessionFile,
+    check_message_id, message_file_name, parse_message_file_name,
+};
 use read::read_messages;
-
-const SESSION_FILE: &str = "session.json";
-const META_FILE: &str = "meta.json";
-const EVENTS_FILE: &str = "events.jsonl";
-const AGENTS_DIR: &str = "agents";
-const AGENT_FILE: &str = "agent.json";
-const MESSAGES_DIR: &str = "messages";
-
-/// `session.json` as stored: the session record plus the listing counter.
-#[derive(Debug, Serialize, Deserialize)]
-struct SessionFile {
-    #[serde(flatten)]
-    session: Session,
-    #[serde(default)]
-    message_count: u64,
-}
-
-/// The message file name of `id`: six digits, wider past 999999.
-fn message_file_name(id: u64) -> String {
-    format!("{id:06}.json")
-}
-
-/// The id of a message file name, if it is one in canonical form.
-fn parse_message_file_name(name: &str) -> Option<u64> {
-    let digits = name.strip_suffix(".json")?;
-    if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let id: u64 = digits.parse().ok()?;
-    (message_file_name(id) == name).then_some(id)
-}
 
 fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, SessionError> {
     serde_json::to_vec_pretty(value).map_err(|err| SessionError::corrupt("record", err))
 }
 
-/// Sessions as directories of JSON files.
-pub struct FileSessionStore {
+/// Sessions as directories of JSON files, under the contract's checks.
+pub type FileSessionStore = CheckedStore<FileBackend>;
+
+/// The file storage engine; reached only through [`FileSessionStore`].
+pub struct FileBackend {
     root: PathBuf,
     durability: Durability,
     /// The listing index; its lock also serializes read-modify-write of `session.json`.
@@ -100,10 +82,20 @@ pub struct FileSessionStore {
     reconciled: Mutex<HashSet<String>>,
 }
 
-impl FileSessionStore {
+impl CheckedStore<FileBackend> {
     /// Opens (creating if missing, 0700) the sessions directory `root`.
     pub fn open(root: impl Into<PathBuf>, durability: Durability) -> Result<Self, SessionError> {
-        let root = root.into();
+        FileBackend::open(root.into(), durability).map(CheckedStore::new)
+    }
+
+    /// The sessions directory.
+    pub fn root(&self) -> &Path {
+        &self.backend().root
+    }
+}
+
+impl FileBackend {
+    fn open(root: PathBuf, durability: Durability) -> Result<Self, SessionError> {
         make_root(&root)?;
         let removed = reconcile::remove_temps(&root, &|record| record == INDEX_FILE)?;
         if removed > 0 {
@@ -117,18 +109,12 @@ impl FileSessionStore {
         })
     }
 
-    /// The sessions directory.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     fn lock_index(&self) -> MutexGuard<'_, ListingIndex> {
         // A panic elsewhere leaves the index file as consistent as a crash would.
         self.index.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn session_dir(&self, session_id: &str) -> Result<Option<PathBuf>, SessionError> {
-        validate_id(IdKind::Session, session_id)?;
         let Some(dir) = existing_dir(&self.root, &[session_id])? else {
             return Ok(None);
         };
@@ -145,14 +131,17 @@ impl FileSessionStore {
         Ok(dir)
     }
 
+    /// Where the agent `agent_id` of `session_id` is kept, whether it exists or not.
+    fn agent_dir(&self, session_id: &str, agent_id: &str) -> PathBuf {
+        self.root.join(session_id).join(AGENTS_DIR).join(agent_id)
+    }
+
     /// The messages directory of an existing agent, or the precise `NotFound` error.
     fn require_messages_dir(
         &self,
         session_id: &str,
         agent_id: &str,
     ) -> Result<PathBuf, SessionError> {
-        validate_id(IdKind::Session, session_id)?;
-        validate_id(IdKind::Agent, agent_id)?;
         if let Some(dir) = existing_dir(
             &self.root,
             &[session_id, AGENTS_DIR, agent_id, MESSAGES_DIR],
@@ -183,10 +172,8 @@ impl FileSessionStore {
             sync_dir(&self.root, self.durability)?;
         }
         let dir = self.root.join(id);
-        let mut record = session.clone();
-        record.v = FORMAT_VERSION;
         let file = SessionFile {
-            session: record,
+            session: session.clone(),
             message_count: 0,
         };
         if !create_new(&dir, SESSION_FILE, &to_json(&file)?, self.durability)? {
@@ -203,37 +190,38 @@ impl FileSessionStore {
         let Some(record) = read_json::<SessionMessage>(path)? else {
             return Ok(None);
         };
-        check_message(path, &record, message_id)?;
+        check_message_id(path, &record, message_id)?;
         Ok(Some(record))
     }
 }
 
-fn check_message(
-    path: &Path,
-    record: &SessionMessage,
-    message_id: u64,
-) -> Result<(), SessionError> {
-    check_version(record.v, path.display())?;
-    if record.message_id != message_id {
-        return Err(SessionError::corrupt(
-            path.display(),
-            format!(
-                "holds message_id {} instead of {message_id}",
-                record.message_id
-            ),
-        ));
-    }
-    Ok(())
-}
-
-impl SessionStore for FileSessionStore {
-    fn backend_name(&self) -> &str {
+impl StoreBackend for FileBackend {
+    fn backend_name(&self) -> &'static str {
         "file"
+    }
+
+    fn record_location(&self, record: RecordKey<'_>) -> String {
+        let path = match record {
+            RecordKey::Session { session_id } => self.root.join(session_id).join(SESSION_FILE),
+            RecordKey::Agent {
+                session_id,
+                agent_id,
+            } => self.agent_dir(session_id, agent_id).join(AGENT_FILE),
+            RecordKey::Message {
+                session_id,
+                agent_id,
+                message_id,
+            } => self
+                .agent_dir(session_id, agent_id)
+                .join(MESSAGES_DIR)
+                .join(message_file_name(message_id)),
+            RecordKey::Meta { session_id } => self.root.join(session_id).join(META_FILE),
+        };
+        path.display().to_string()
     }
 
     fn create_session(&self, session: &Session) -> Result<(), SessionError> {
         let id = session.session_id.as_str();
-        validate_id(IdKind::Session, id)?;
         // A session created here has nothing to reconcile; marking it first keeps a listing from
         // touching its files while they are written.
         let fresh = self.lock_reconciled().insert(id.to_owned());
@@ -245,7 +233,6 @@ impl SessionStore for FileSessionStore {
     }
 
     fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError> {
-        validate_id(IdKind::Session, session_id)?;
         let Some(dir) = self.session_dir(session_id)? else {
             return Ok(None);
         };
@@ -254,7 +241,6 @@ impl SessionStore for FileSessionStore {
     }
 
     fn create_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
-        validate_id(IdKind::Agent, &agent.agent_id)?;
         let dir = self.require_session_dir(session_id)?;
         let agent_id = agent.agent_id.as_str();
         if make_dir(&dir, AGENTS_DIR)? {
@@ -267,9 +253,7 @@ impl SessionStore for FileSessionStore {
         let agent_dir = agents.join(agent_id);
         // The messages directory exists before the agent does, so an agent always has one.
         let messages_created = make_dir(&agent_dir, MESSAGES_DIR)?;
-        let mut record = agent.clone();
-        record.v = FORMAT_VERSION;
-        let created = TempFile::write(&agent_dir, AGENT_FILE, &to_json(&record)?, self.durability)?
+        let created = TempFile::write(&agent_dir, AGENT_FILE, &to_json(agent)?, self.durability)?
             .link_new(&agent_dir.join(AGENT_FILE))?;
         if created || messages_created {
             sync_dir(&agent_dir, self.durability)?;
@@ -289,21 +273,18 @@ impl SessionStore for FileSessionStore {
         session_id: &str,
         agent_id: &str,
     ) -> Result<Option<SessionAgent>, SessionError> {
-        validate_id(IdKind::Session, session_id)?;
-        validate_id(IdKind::Agent, agent_id)?;
         let Some(dir) = existing_dir(&self.root, &[session_id, AGENTS_DIR, agent_id])? else {
             return Ok(None);
         };
-        let path = dir.join(AGENT_FILE);
-        let Some(record) = read_json::<SessionAgent>(&path)? else {
-            return Ok(None);
-        };
-        check_version(record.v, path.display())?;
-        Ok(Some(record))
+        read_json::<SessionAgent>(&dir.join(AGENT_FILE))
     }
 
-    fn update_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
-        let agent_id = agent.agent_id.as_str();
+    fn update_agent(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        rewrite: Rewrite<'_, SessionAgent>,
+    ) -> Result<(), SessionError> {
         let Some(existing) = self.read_agent(session_id, agent_id)? else {
             self.require_session_dir(session_id)?;
             return Err(SessionError::AgentNotFound {
@@ -312,10 +293,7 @@ impl SessionStore for FileSessionStore {
             });
         };
         let session_dir = self.require_session_dir(session_id)?;
-        let mut record = agent.clone();
-        record.v = FORMAT_VERSION;
-        record.created_at = existing.created_at;
-        record.updated_at = now_utc();
+        let record = rewrite(existing)?;
         let dir = session_dir.join(AGENTS_DIR).join(agent_id);
         replace(&dir, AGENT_FILE, &to_json(&record)?, self.durability)
     }
@@ -328,10 +306,8 @@ impl SessionStore for FileSessionStore {
     ) -> Result<(), SessionError> {
         let messages = self.require_messages_dir(session_id, agent_id)?;
         let session_dir = self.root.join(session_id);
-        let mut record = message.clone();
-        record.v = FORMAT_VERSION;
         let name = message_file_name(message.message_id);
-        let created = TempFile::write(&messages, &name, &to_json(&record)?, self.durability)?
+        let created = TempFile::write(&messages, &name, &to_json(message)?, self.durability)?
             .link_new(&messages.join(&name))?;
         if !created {
             return Err(SessionError::MessageExists {
@@ -374,8 +350,6 @@ impl SessionStore for FileSessionStore {
         agent_id: &str,
         message_id: u64,
     ) -> Result<Option<SessionMessage>, SessionError> {
-        validate_id(IdKind::Session, session_id)?;
-        validate_id(IdKind::Agent, agent_id)?;
         let Some(dir) = existing_dir(
             &self.root,
             &[session_id, AGENTS_DIR, agent_id, MESSAGES_DIR],
@@ -390,27 +364,19 @@ impl SessionStore for FileSessionStore {
         &self,
         session_id: &str,
         agent_id: &str,
-        message: &SessionMessage,
+        message_id: u64,
+        rewrite: Rewrite<'_, SessionMessage>,
     ) -> Result<(), SessionError> {
         let messages = self.require_messages_dir(session_id, agent_id)?;
-        let Some(redaction) = message.redact_message.clone() else {
-            return Err(SessionError::NotARedaction {
-                session_id: session_id.to_owned(),
-                message_id: message.message_id,
-            });
-        };
-        let name = message_file_name(message.message_id);
-        let Some(mut record) = self.read_message_file(&messages.join(&name), message.message_id)?
-        else {
+        let name = message_file_name(message_id);
+        let Some(stored) = self.read_message_file(&messages.join(&name), message_id)? else {
             return Err(SessionError::MessageNotFound {
                 session_id: session_id.to_owned(),
                 agent_id: agent_id.to_owned(),
-                message_id: message.message_id,
+                message_id,
             });
         };
-        record.v = FORMAT_VERSION;
-        record.redact_message = Some(redaction);
-        record.updated_at = now_utc();
+        let record = rewrite(stored)?;
         replace(&messages, &name, &to_json(&record)?, self.durability)
     }
 
@@ -446,10 +412,9 @@ impl SessionStore for FileSessionStore {
         Ok(sessions)
     }
 
-    fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError> {
-        let record = event_record(event)?;
+    fn append_event(&self, session_id: &str, record: &Value) -> Result<(), SessionError> {
         let dir = self.require_session_dir(session_id)?;
-        jsonl::append_line(&dir, EVENTS_FILE, &record, self.durability)
+        jsonl::append_line(&dir, EVENTS_FILE, record, self.durability)
     }
 
     fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError> {
@@ -460,19 +425,14 @@ impl SessionStore for FileSessionStore {
 
     fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError> {
         let dir = self.require_session_dir(session_id)?;
-        let mut record = meta.clone();
-        record.v = FORMAT_VERSION;
-        replace(&dir, META_FILE, &to_json(&record)?, self.durability)
+        replace(&dir, META_FILE, &to_json(meta)?, self.durability)
     }
 
     /// Writes the agent, its messages and `meta.json` into a new session directory first and
     /// `session.json` last: until then the directory is an unfinished creation nobody sees.
     fn create_complete_session(&self, new: &NewSession) -> Result<(), SessionError> {
-        new.check_order()?;
         let id = new.session.session_id.as_str();
         let agent_id = new.agent.agent_id.as_str();
-        validate_id(IdKind::Session, id)?;
-        validate_id(IdKind::Agent, agent_id)?;
         // Only a directory made here: a leftover one may hold another creation's files. Marked
         // reconciled first, so a listing never touches the files being written.
         let fresh = self.lock_reconciled().insert(id.to_owned());
@@ -491,10 +451,8 @@ impl SessionStore for FileSessionStore {
         make_dir(&agent_dir, MESSAGES_DIR)?;
         let messages = agent_dir.join(MESSAGES_DIR);
         for message in &new.messages {
-            let mut record = message.clone();
-            record.v = FORMAT_VERSION;
             let name = message_file_name(message.message_id);
-            if !TempFile::write(&messages, &name, &to_json(&record)?, self.durability)?
+            if !TempFile::write(&messages, &name, &to_json(message)?, self.durability)?
                 .link_new(&messages.join(&name))?
             {
                 return Err(SessionError::MessageExists {
@@ -505,9 +463,12 @@ impl SessionStore for FileSessionStore {
             }
         }
         sync_dir(&messages, self.durability)?;
-        let mut agent = new.agent.clone();
-        agent.v = FORMAT_VERSION;
-        if !create_new(&agent_dir, AGENT_FILE, &to_json(&agent)?, self.durability)? {
+        if !create_new(
+            &agent_dir,
+            AGENT_FILE,
+            &to_json(&new.agent)?,
+            self.durability,
+        )? {
             return Err(SessionError::AgentExists {
                 session_id: id.to_owned(),
                 agent_id: agent_id.to_owned(),
@@ -515,15 +476,11 @@ impl SessionStore for FileSessionStore {
         }
         // The session directory's own entries are synced by the two file creations below.
         sync_dir(&agents, self.durability)?;
-        let mut meta = new.meta.clone();
-        meta.v = FORMAT_VERSION;
-        if !create_new(&dir, META_FILE, &to_json(&meta)?, self.durability)? {
+        if !create_new(&dir, META_FILE, &to_json(&new.meta)?, self.durability)? {
             return Err(SessionError::SessionExists(id.to_owned()));
         }
-        let mut session = new.session.clone();
-        session.v = FORMAT_VERSION;
         let file = SessionFile {
-            session,
+            session: new.session.clone(),
             message_count: u64::try_from(new.messages.len()).unwrap_or(u64::MAX),
         };
         if !create_new(&dir, SESSION_FILE, &to_json(&file)?, self.durability)? {
@@ -534,12 +491,7 @@ impl SessionStore for FileSessionStore {
 
     fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
         let dir = self.require_session_dir(session_id)?;
-        let path = dir.join(META_FILE);
-        let Some(meta) = read_json::<SessionMeta>(&path)? else {
-            return Ok(None);
-        };
-        check_version(meta.v, path.display())?;
-        Ok(Some(meta))
+        read_json::<SessionMeta>(&dir.join(META_FILE))
     }
 }
 
@@ -560,26 +512,4 @@ pub(crate) fn sort_sessions(sessions: &mut [SessionInfo]) {
             .cmp(&a.updated_at)
             .then_with(|| b.session_id.cmp(&a.session_id))
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn message_file_names_are_canonical() {
-        assert_eq!(message_file_name(0), "000000.json");
-        assert_eq!(message_file_name(1_234_567), "1234567.json");
-        assert_eq!(parse_message_file_name("000042.json"), Some(42));
-        assert_eq!(parse_message_file_name("1234567.json"), Some(1_234_567));
-        for other in [
-            "42.json",
-            "0000042.json",
-            ".000001.json.ab.tmp",
-            "00000a.json",
-            "000001.jsn",
-        ] {
-            assert_eq!(parse_message_file_name(other), None, "{other}");
-        }
-    }
 }

@@ -9,7 +9,8 @@ use std::path::Path;
 use crate::store::records::SessionMessage;
 use crate::store::store_error::SessionError;
 
-use super::{check_message, fsutil, message_file_name};
+use super::fsutil;
+use super::layout::{check_message_id, message_file_name};
 
 /// Reads many messages on up to four threads: small-file reads are syscall-bound, and a long
 /// session is opened while a person waits.
@@ -57,7 +58,7 @@ fn read_message_run(dir: &Path, ids: &[u64]) -> Result<Vec<SessionMessage>, Sess
         // A file listed a moment ago is gone only if someone removed it behind our back.
         if fsutil::read_into(&path, &mut buf)? {
             let record: SessionMessage = fsutil::parse_json(&path, &buf)?;
-            check_message(&path, &record, id)?;
+            check_message_id(&path, &record, id)?;
             messages.push(record);
         }
         path.pop();

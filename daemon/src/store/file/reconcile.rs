@@ -38,7 +38,7 @@ use crate::store::records::SessionInfo;
 use crate::store::store_error::{IdKind, SessionError};
 
 use super::{
-    AGENT_FILE, AGENTS_DIR, FileSessionStore, MESSAGES_DIR, META_FILE, SESSION_FILE, SessionFile,
+    AGENT_FILE, AGENTS_DIR, FileBackend, MESSAGES_DIR, META_FILE, SESSION_FILE, SessionFile,
     index_entry, message_file_name, parse_message_file_name, to_json,
 };
 
@@ -224,7 +224,7 @@ fn parallel_map<T: Sync, R: Send>(items: &[T], work: &(dyn Fn(&T) -> R + Sync)) 
     })
 }
 
-impl FileSessionStore {
+impl FileBackend {
     pub(super) fn lock_reconciled(&self) -> MutexGuard<'_, HashSet<String>> {
         // A panic during a reconciliation leaves the session unmarked: the next access redoes it.
         self.reconciled

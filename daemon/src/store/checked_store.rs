@@ -1,0 +1,548 @@
+//! [`CheckedStore`], the one implementation of [`SessionStore`] over the built-in backends: it
+//! checks what the contract asks of every call and hands the backend ([`StoreBackend`]) only
+//! checked input. See ARCHITECTURE.md (store).
+//!
+//! Invariants: every id is validated before the backend is called, so before any I/O; every
+//! record written is stamped `v = FORMAT_VERSION` and every event gets its `"v"`
+//! ([`event_record`]); every record read back (or read to be rewritten) is refused if its version
+//! is newer than this code's ([`check_version`]), named where the backend keeps it; an update keeps
+//! what the contract says it keeps (an agent's `created_at`, a message's original text).
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use crate::store::backend::{RecordKey, StoreBackend};
+use crate::store::contract::{NewSession, SessionStore, event_record};
+use crate::store::id::validate_id;
+use crate::store::meta::SessionMeta;
+use crate::store::records::{
+    FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, check_version, now_utc,
+};
+use crate::store::store_error::{IdKind, SessionError};
+
+/// A record with a format version.
+trait Versioned: Clone {
+    fn version(&self) -> u32;
+    fn set_version(&mut self, version: u32);
+}
+
+macro_rules! versioned {
+    ($($record:ty),*) => {$(
+        impl Versioned for $record {
+            fn version(&self) -> u32 {
+                self.v
+            }
+            fn set_version(&mut self, version: u32) {
+                self.v = version;
+            }
+        }
+    )*};
+}
+
+versioned!(Session, SessionAgent, SessionMessage, SessionMeta);
+
+/// `record` as written: with `v = FORMAT_VERSION` (copied only when it says otherwise).
+fn stamped<T: Versioned>(record: &T) -> Cow<'_, T> {
+    if record.version() == FORMAT_VERSION {
+        Cow::Borrowed(record)
+    } else {
+        let mut record = record.clone();
+        record.set_version(FORMAT_VERSION);
+        Cow::Owned(record)
+    }
+}
+
+/// A whole new session as written: every record stamped.
+fn stamped_session(new: &NewSession) -> Cow<'_, NewSession> {
+    let current = |v: u32| v == FORMAT_VERSION;
+    if current(new.session.v)
+        && current(new.agent.v)
+        && current(new.meta.v)
+        && new.messages.iter().all(|message| current(message.v))
+    {
+        return Cow::Borrowed(new);
+    }
+    let mut new = new.clone();
+    new.session.v = FORMAT_VERSION;
+    new.agent.v = FORMAT_VERSION;
+    new.meta.v = FORMAT_VERSION;
+    for message in &mut new.messages {
+        message.v = FORMAT_VERSION;
+    }
+    Cow::Owned(new)
+}
+
+fn session_id(id: &str) -> Result<(), SessionError> {
+    validate_id(IdKind::Session, id)
+}
+
+fn agent_ids(session_id: &str, agent_id: &str) -> Result<(), SessionError> {
+    validate_id(IdKind::Session, session_id)?;
+    validate_id(IdKind::Agent, agent_id)
+}
+
+/// A backend under the contract's checks; what the registry hands out as `Arc<dyn SessionStore>`.
+pub struct CheckedStore<B> {
+    backend: B,
+}
+
+impl<B: StoreBackend> CheckedStore<B> {
+    pub(crate) fn new(backend: B) -> Self {
+        Self { backend }
+    }
+
+    pub(crate) fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// `record` if its version is one this code reads.
+    fn readable<T: Versioned>(&self, record: T, key: RecordKey<'_>) -> Result<T, SessionError> {
+        if record.version() > FORMAT_VERSION {
+            check_version(record.version(), self.backend.record_location(key))?;
+        }
+        Ok(record)
+    }
+
+    fn readable_opt<T: Versioned>(
+        &self,
+        record: Option<T>,
+        key: RecordKey<'_>,
+    ) -> Result<Option<T>, SessionError> {
+        record.map(|record| self.readable(record, key)).transpose()
+    }
+}
+
+impl<B: StoreBackend> SessionStore for CheckedStore<B> {
+    fn backend_name(&self) -> &str {
+        self.backend.backend_name()
+    }
+
+    fn create_session(&self, session: &Session) -> Result<(), SessionError> {
+        session_id(&session.session_id)?;
+        self.backend.create_session(&stamped(session))
+    }
+
+    fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError> {
+        self::session_id(session_id)?;
+        let record = self.backend.read_session(session_id)?;
+        self.readable_opt(record, RecordKey::Session { session_id })
+    }
+
+    fn create_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
+        agent_ids(session_id, &agent.agent_id)?;
+        self.backend.create_agent(session_id, &stamped(agent))
+    }
+
+    fn read_agent(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+    ) -> Result<Option<SessionAgent>, SessionError> {
+        agent_ids(session_id, agent_id)?;
+        let record = self.backend.read_agent(session_id, agent_id)?;
+        self.readable_opt(
+            record,
+            RecordKey::Agent {
+                session_id,
+                agent_id,
+            },
+        )
+    }
+
+    fn update_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
+        let agent_id = agent.agent_id.as_str();
+        agent_ids(session_id, agent_id)?;
+        let key = RecordKey::Agent {
+            session_id,
+            agent_id,
+        };
+        let rewrite = |stored: SessionAgent| {
+            let stored = self.readable(stored, key)?;
+            let mut record = agent.clone();
+            record.v = FORMAT_VERSION;
+            record.created_at = stored.created_at;
+            record.updated_at = now_utc();
+            Ok(record)
+        };
+        self.backend.update_agent(session_id, agent_id, &rewrite)
+    }
+
+    fn create_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message: &SessionMessage,
+    ) -> Result<(), SessionError> {
+        agent_ids(session_id, agent_id)?;
+        self.backend
+            .create_message(session_id, agent_id, &stamped(message))
+    }
+
+    fn read_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message_id: u64,
+    ) -> Result<Option<SessionMessage>, SessionError> {
+        agent_ids(session_id, agent_id)?;
+        let record = self
+            .backend
+            .read_message(session_id, agent_id, message_id)?;
+        self.readable_opt(
+            record,
+            RecordKey::Message {
+                session_id,
+                agent_id,
+                message_id,
+            },
+        )
+    }
+
+    fn update_message(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        message: &SessionMessage,
+    ) -> Result<(), SessionError> {
+        agent_ids(session_id, agent_id)?;
+        let message_id = message.message_id;
+        let Some(redaction) = &message.redact_message else {
+            return Err(SessionError::NotARedaction {
+                session_id: session_id.to_owned(),
+                message_id,
+            });
+        };
+        let key = RecordKey::Message {
+            session_id,
+            agent_id,
+            message_id,
+        };
+        // Only the redaction is taken from `message`: the stored text is never overwritten.
+        let rewrite = |stored: SessionMessage| {
+            let mut record = self.readable(stored, key)?;
+            record.v = FORMAT_VERSION;
+            record.redact_message = Some(redaction.clone());
+            record.updated_at = now_utc();
+            Ok(record)
+        };
+        self.backend
+            .update_message(session_id, agent_id, message_id, &rewrite)
+    }
+
+    fn list_messages(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        limit: Option<usize>,
+        offset: usize,
+    ) -> Result<Vec<SessionMessage>, SessionError> {
+        agent_ids(session_id, agent_id)?;
+        let messages = self
+            .backend
+            .list_messages(session_id, agent_id, limit, offset)?;
+        if let Some(newer) = messages.iter().find(|m| m.v > FORMAT_VERSION) {
+            let key = RecordKey::Message {
+                session_id,
+                agent_id,
+                message_id: newer.message_id,
+            };
+            check_version(newer.v, self.backend.record_location(key))?;
+        }
+        Ok(messages)
+    }
+
+    fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        self.backend.list_sessions()
+    }
+
+    fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError> {
+        self::session_id(session_id)?;
+        self.backend.append_event(session_id, &event_record(event)?)
+    }
+
+    fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError> {
+        self::session_id(session_id)?;
+        self.backend.read_events(session_id)
+    }
+
+    fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError> {
+        self::session_id(session_id)?;
+        self.backend.write_meta(session_id, &stamped(meta))
+    }
+
+    fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
+        self::session_id(session_id)?;
+        let record = self.backend.read_meta(session_id)?;
+        self.readable_opt(record, RecordKey::Meta { session_id })
+    }
+
+    fn create_complete_session(&self, new: &NewSession) -> Result<(), SessionError> {
+        new.check_order()?;
+        agent_ids(&new.session.session_id, &new.agent.agent_id)?;
+        self.backend.create_complete_session(&stamped_session(new))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::message::Message;
+    use crate::store::backend::Rewrite;
+    use crate::store::context_mode::ContextMode;
+
+    /// A backend that keeps the version of every record it is given and hands out records of
+    /// version `served`.
+    struct Spy {
+        seen: Mutex<Vec<String>>,
+        served: u32,
+    }
+
+    impl Spy {
+        fn new(served: u32) -> CheckedStore<Self> {
+            CheckedStore::new(Self {
+                seen: Mutex::new(Vec::new()),
+                served,
+            })
+        }
+
+        fn saw(&self, what: &str, v: u32) -> Result<(), SessionError> {
+            self.seen.lock().unwrap().push(format!("{what} v{v}"));
+            Ok(())
+        }
+
+        fn seen(&self) -> Vec<String> {
+            self.seen.lock().unwrap().clone()
+        }
+
+        fn session(&self) -> Session {
+            let mut session = Session::new("s", now_utc());
+            session.v = self.served;
+            session
+        }
+
+        fn agent(&self) -> SessionAgent {
+            let mut agent = SessionAgent::new("a", ContextMode::Sliding, now_utc());
+            agent.v = self.served;
+            agent
+        }
+
+        fn message(&self, id: u64) -> SessionMessage {
+            let mut message = SessionMessage::new(id, Message::user_text("hi"), now_utc());
+            message.v = self.served;
+            message
+        }
+    }
+
+    impl StoreBackend for Spy {
+        fn backend_name(&self) -> &'static str {
+            "spy"
+        }
+        fn record_location(&self, record: RecordKey<'_>) -> String {
+            format!("spy {record:?}")
+        }
+        fn create_session(&self, session: &Session) -> Result<(), SessionError> {
+            self.saw("session", session.v)
+        }
+        fn read_session(&self, _: &str) -> Result<Option<Session>, SessionError> {
+            Ok(Some(self.session()))
+        }
+        fn create_agent(&self, _: &str, agent: &SessionAgent) -> Result<(), SessionError> {
+            self.saw("agent", agent.v)
+        }
+        fn read_agent(&self, _: &str, _: &str) -> Result<Option<SessionAgent>, SessionError> {
+            Ok(Some(self.agent()))
+        }
+        fn update_agent(
+            &self,
+            _: &str,
+            _: &str,
+            rewrite: Rewrite<'_, SessionAgent>,
+        ) -> Result<(), SessionError> {
+            let record = rewrite(self.agent())?;
+            self.saw("updated agent", record.v)
+        }
+        fn create_message(
+            &self,
+            _: &str,
+            _: &str,
+            message: &SessionMessage,
+        ) -> Result<(), SessionError> {
+            self.saw("message", message.v)
+        }
+        fn read_message(
+            &self,
+            _: &str,
+            _: &str,
+            id: u64,
+        ) -> Result<Option<SessionMessage>, SessionError> {
+            Ok(Some(self.message(id)))
+        }
+        fn update_message(
+            &self,
+            _: &str,
+            _: &str,
+            id: u64,
+            rewrite: Rewrite<'_, SessionMessage>,
+        ) -> Result<(), SessionError> {
+            let record = rewrite(self.message(id))?;
+            self.saw("redacted message", record.v)
+        }
+        fn list_messages(
+            &self,
+            _: &str,
+            _: &str,
+            _: Option<usize>,
+            _: usize,
+        ) -> Result<Vec<SessionMessage>, SessionError> {
+            Ok(vec![self.message(0), self.message(1)])
+        }
+        fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
+            Ok(Vec::new())
+        }
+        fn append_event(&self, _: &str, record: &Value) -> Result<(), SessionError> {
+            let v = record["v"].as_u64().and_then(|v| u32::try_from(v).ok());
+            self.saw("event", v.unwrap_or(0))
+        }
+        fn read_events(&self, _: &str) -> Result<Vec<Value>, SessionError> {
+            Ok(Vec::new())
+        }
+        fn write_meta(&self, _: &str, meta: &SessionMeta) -> Result<(), SessionError> {
+            self.saw("meta", meta.v)
+        }
+        fn read_meta(&self, _: &str) -> Result<Option<SessionMeta>, SessionError> {
+            Ok(Some(SessionMeta {
+                v: self.served,
+                ..SessionMeta::default()
+            }))
+        }
+        fn create_complete_session(&self, new: &NewSession) -> Result<(), SessionError> {
+            self.saw("whole session", new.session.v)?;
+            self.saw("whole agent", new.agent.v)?;
+            self.saw("whole meta", new.meta.v)?;
+            for message in &new.messages {
+                self.saw("whole message", message.v)?;
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_bad_id_never_reaches_the_backend() {
+        let store = Spy::new(FORMAT_VERSION);
+        let spy = store.backend();
+        let message = spy.message(0);
+        let bad = ["", "..", "a/b", ".hidden", "é"];
+        for id in bad {
+            let mut session = spy.session();
+            session.session_id = id.to_owned();
+            let mut agent = spy.agent();
+            agent.agent_id = id.to_owned();
+            let results = [
+                store.create_session(&session),
+                store.read_session(id).map(drop),
+                store.create_agent(id, &spy.agent()),
+                store.create_agent("s", &agent),
+                store.read_agent("s", id).map(drop),
+                store.update_agent(id, &spy.agent()),
+                store.update_agent("s", &agent),
+                store.create_message(id, "a", &message),
+                store.create_message("s", id, &message),
+                store.read_message(id, "a", 0).map(drop),
+                store.update_message("s", id, &message),
+                store.list_messages(id, "a", None, 0).map(drop),
+                store.append_event(id, &json!({})),
+                store.read_events(id).map(drop),
+                store.write_meta(id, &SessionMeta::default()),
+                store.read_meta(id).map(drop),
+                store.create_complete_session(&NewSession {
+                    session: session.clone(),
+                    agent: spy.agent(),
+                    messages: Vec::new(),
+                    meta: SessionMeta::default(),
+                }),
+            ];
+            for (call, result) in results.into_iter().enumerate() {
+                assert!(
+                    matches!(result, Err(SessionError::InvalidId { .. })),
+                    "call {call} with {id:?}: {result:?}"
+                );
+            }
+        }
+        assert!(spy.seen().is_empty(), "{:?}", spy.seen());
+    }
+
+    #[test]
+    fn every_record_written_is_stamped_with_the_format_version() {
+        let store = Spy::new(FORMAT_VERSION);
+        let old = Spy::new(0);
+        let old = old.backend();
+        store.create_session(&old.session()).unwrap();
+        store.create_agent("s", &old.agent()).unwrap();
+        store.update_agent("s", &old.agent()).unwrap();
+        store.create_message("s", "a", &old.message(0)).unwrap();
+        let mut redaction = old.message(0);
+        redaction.redact_message = Some(Message::user_text("gone"));
+        store.update_message("s", "a", &redaction).unwrap();
+        store.append_event("s", &json!({"type": "x"})).unwrap();
+        let meta = SessionMeta {
+            v: 0,
+            ..SessionMeta::default()
+        };
+        store.write_meta("s", &meta).unwrap();
+        store
+            .create_complete_session(&NewSession {
+                session: old.session(),
+                agent: old.agent(),
+                messages: vec![old.message(0)],
+                meta,
+            })
+            .unwrap();
+        assert_eq!(
+            store.backend().seen(),
+            [
+                "session",
+                "agent",
+                "updated agent",
+                "message",
+                "redacted message",
+                "event",
+                "meta",
+                "whole session",
+                "whole agent",
+                "whole meta",
+                "whole message",
+            ]
+            .map(|what| format!("{what} v{FORMAT_VERSION}"))
+        );
+    }
+
+    #[test]
+    fn a_newer_record_is_refused_where_the_backend_keeps_it() {
+        let store = Spy::new(FORMAT_VERSION + 1);
+        let newer = |result: Result<(), SessionError>, kept: &str| match result {
+            Err(SessionError::UnsupportedFormat { location, .. }) => {
+                assert!(location.contains(kept), "{location}")
+            }
+            other => panic!("{kept}: {other:?}"),
+        };
+        newer(store.read_session("s").map(drop), "Session");
+        newer(store.read_agent("s", "a").map(drop), "Agent");
+        newer(store.read_message("s", "a", 3).map(drop), "message_id: 3");
+        newer(
+            store.list_messages("s", "a", None, 0).map(drop),
+            "message_id: 0",
+        );
+        newer(store.read_meta("s").map(drop), "Meta");
+        // An update never rewrites a record it cannot read.
+        newer(store.update_agent("s", &store.backend().agent()), "Agent");
+        let mut redaction = store.backend().message(0);
+        redaction.redact_message = Some(Message::user_text("gone"));
+        newer(store.update_message("s", "a", &redaction), "Message");
+        assert!(store.backend().seen().is_empty());
+    }
+}
