@@ -199,6 +199,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_user_message_gathers_its_own_and_its_tool_results_images_in_order() {
+        use crate::message::Role;
+        let png = ImageBlock::from_base64("image/png", "iVBORw0KGgo=").unwrap();
+        let gif = ImageBlock::from_base64("image/gif", "R0lGODlh").unwrap();
+        let result = ToolResult {
+            tool_use_id: "c1".into(),
+            status: ToolResultStatus::Error,
+            content: vec![
+                ToolResultContent::Text("blurry".into()),
+                ToolResultContent::Image(png.clone()),
+            ],
+        };
+        let message = Message {
+            role: Role::User,
+            content: vec![
+                ContentBlock::ToolResult(result.clone()),
+                ContentBlock::Image(gif.clone()),
+            ],
+            metadata: None,
+        };
+        assert_eq!(message_images(&message), vec![&png, &gif]);
+        assert_eq!(
+            tool_result_text(&result),
+            "error: blurry\n[image image/png of 8 bytes, attached in the next user message]"
+        );
+    }
+
+    #[test]
     fn blocks_are_numbered_by_first_appearance_and_closed_once() {
         let mut blocks = ChatBlocks::new();
         let mut out = Vec::new();
