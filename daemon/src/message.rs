@@ -5,7 +5,10 @@
 //! Invariants: a message has a role and content blocks; `metadata` (usage, metrics) is stored with the
 //! message but never sent to a model (`Message::for_model` strips it); unknown keys in stored JSON are
 //! ignored and a block of an unknown kind is kept as it was (`ContentBlock::Other`, never sent to a
-//! model), so newer records stay readable by older code.
+//! model), so newer records stay readable by older code. An image block (`{"image": {"format",
+//! "source": {"bytes": <base64>}}}`) is read only in exactly that shape (any other `image` object
+//! stays `Other`), so a record round-trips byte for byte; its bytes stay base64 and are never
+//! decoded here, and their size is bounded by whoever made the block (the MCP result cap).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -103,6 +106,8 @@ pub enum ContentBlock {
     ReasoningContent(ReasoningContent),
     #[serde(rename = "cachePoint")]
     CachePoint(CachePoint),
+    #[serde(rename = "image")]
+    Image(ImageBlock),
     /// A block this version does not know (a newer tau, another Strands writer): kept exactly as
     /// stored so the session still opens and is written back unchanged, but never sent to a model.
     #[serde(untagged)]
@@ -158,6 +163,112 @@ pub enum ToolResultContent {
     Text(String),
     #[serde(rename = "json")]
     Json(Value),
+    #[serde(rename = "image")]
+    Image(ImageBlock),
+}
+
+impl ToolResultContent {
+    /// The block as text for a protocol that carries only text: JSON as JSON text, an image as
+    /// its short note ([`ImageBlock::note`]), never its bytes.
+    pub fn as_text(&self) -> String {
+        match self {
+            ToolResultContent::Text(text) => text.clone(),
+            ToolResultContent::Json(value) => value.to_string(),
+            ToolResultContent::Image(image) => image.note(),
+        }
+    }
+}
+
+/// The image formats Converse accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageFormat {
+    Png,
+    Jpeg,
+    Gif,
+    Webp,
+}
+
+impl ImageFormat {
+    /// The format of a MIME type (`image/png`, `image/jpg` …); `None` when unsupported.
+    pub fn from_mime(mime: &str) -> Option<Self> {
+        let mime = mime.split(';').next().unwrap_or_default().trim();
+        match mime.to_ascii_lowercase().as_str() {
+            "image/png" => Some(Self::Png),
+            "image/jpeg" | "image/jpg" => Some(Self::Jpeg),
+            "image/gif" => Some(Self::Gif),
+            "image/webp" => Some(Self::Webp),
+            _ => None,
+        }
+    }
+
+    /// The MIME type (`image/png` …).
+    pub fn mime(self) -> &'static str {
+        match self {
+            Self::Png => "image/png",
+            Self::Jpeg => "image/jpeg",
+            Self::Gif => "image/gif",
+            Self::Webp => "image/webp",
+        }
+    }
+}
+
+/// An image, as Converse and Strands store it: format and base64 bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageBlock {
+    pub format: ImageFormat,
+    pub source: ImageSource,
+}
+
+/// Where an image's bytes are: inline, base64 (the JSON form of Converse's `bytes` blob).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageSource {
+    pub bytes: String,
+}
+
+impl ImageBlock {
+    /// An image from base64 data and its MIME type; `None` when the format is unsupported.
+    pub fn from_base64(mime: &str, base64: impl Into<String>) -> Option<Self> {
+        Some(Self {
+            format: ImageFormat::from_mime(mime)?,
+            source: ImageSource {
+                bytes: base64.into(),
+            },
+        })
+    }
+
+    /// The MIME type.
+    pub fn mime(&self) -> &'static str {
+        self.format.mime()
+    }
+
+    /// The base64 bytes.
+    pub fn base64(&self) -> &str {
+        &self.source.bytes
+    }
+
+    /// The decoded size in bytes, from the base64 length (padding discounted), without decoding.
+    pub fn decoded_len(&self) -> usize {
+        let data = self.source.bytes.trim_end();
+        let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
+        (data.len() / 4 * 3 + (data.len() % 4) * 3 / 4).saturating_sub(padding)
+    }
+
+    /// What a model that cannot see images reads instead: the MIME type and size, never the bytes.
+    pub fn note(&self) -> String {
+        format!(
+            "[image {} of {} bytes, not shown]",
+            self.mime(),
+            self.decoded_len()
+        )
+    }
+
+    /// A `data:` URL of the image (OpenAI's `image_url`).
+    pub fn data_url(&self) -> String {
+        format!("data:{};base64,{}", self.mime(), self.source.bytes)
+    }
 }
 
 /// Model reasoning ("thinking"), kept so providers that sign it can verify it on the next call.
@@ -319,12 +430,19 @@ mod tests {
     fn an_unknown_block_is_kept_as_stored_but_never_sent_to_a_model() {
         let raw = json!({"role": "user", "content": [
             {"text": "look"},
-            {"image": {"format": "png", "source": {"bytes": "AAAA"}}},
+            {"video": {"format": "mp4", "source": {"bytes": "AAAA"}}},
+            {"image": {"format": "bmp", "source": {"bytes": "AAAA"}}},
+            {"image": {"format": "png", "source": {"s3Location": {"uri": "s3://b/k"}}}},
         ]});
         let message: Message = serde_json::from_value(raw.clone()).unwrap();
-        assert_eq!(message.content.len(), 2);
+        assert_eq!(message.content.len(), 4);
         assert!(
-            matches!(&message.content[1], ContentBlock::Other(v) if v["image"]["format"] == "png")
+            matches!(&message.content[1], ContentBlock::Other(v) if v["video"]["format"] == "mp4")
+        );
+        assert!(
+            message.content[2..]
+                .iter()
+                .all(|block| matches!(block, ContentBlock::Other(_)))
         );
         assert_eq!(
             serde_json::to_value(&message).unwrap(),
@@ -336,6 +454,36 @@ mod tests {
             vec![ContentBlock::Text("look".into())]
         );
         assert_eq!(message.text(), "look");
+    }
+
+    #[test]
+    fn images_round_trip_in_a_message_and_a_tool_result() {
+        let raw = json!({"role": "user", "content": [
+            {"toolResult": {"toolUseId": "t1", "status": "success", "content": [
+                {"text": "a pixel"},
+                {"image": {"format": "png", "source": {"bytes": "iVBORw0KGgo="}}},
+            ]}},
+            {"image": {"format": "jpeg", "source": {"bytes": "/9j/4A"}}},
+        ]});
+        let message: Message = serde_json::from_value(raw.clone()).unwrap();
+        let png = ImageBlock::from_base64("image/png", "iVBORw0KGgo=").unwrap();
+        assert_eq!(
+            message.tool_results().next().unwrap().content[1],
+            ToolResultContent::Image(png.clone())
+        );
+        assert!(
+            matches!(&message.content[1], ContentBlock::Image(i) if i.format == ImageFormat::Jpeg)
+        );
+        assert_eq!(serde_json::to_value(&message).unwrap(), raw);
+        assert_eq!(message.for_model().content.len(), 2, "images reach a model");
+        assert_eq!(png.decoded_len(), 8);
+        assert_eq!(png.note(), "[image image/png of 8 bytes, not shown]");
+        assert_eq!(png.data_url(), "data:image/png;base64,iVBORw0KGgo=");
+        assert_eq!(
+            ImageFormat::from_mime("IMAGE/JPG; q=1"),
+            Some(ImageFormat::Jpeg)
+        );
+        assert_eq!(ImageFormat::from_mime("image/bmp"), None);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! reaches the model with a `tool_call` event; a tier-2 call asks with the owner's effect sentence
 //! and the exact arguments, and runs only when approved; an untiered tool is never offered; a
 //! server that becomes ready after a session opened is offered from the next turn; shutting the
-//! core down stops every server.
+//! core down stops every server; an MCP image reaches the model as an image block.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,7 +20,7 @@ use support::mcp::{fake_spec, wait_gone};
 use taud::gate::ToolCallStatus;
 use taud::hub::{ApprovalAnswer, EventKind, HubCore, SessionEvent};
 use taud::mcp::Phase;
-use taud::message::{ToolResultContent, ToolResultStatus};
+use taud::message::{ImageBlock, ToolResultContent, ToolResultStatus};
 use taud::testing::FakeReply;
 
 async fn wait_ready(core: &HubCore) {
@@ -100,6 +100,44 @@ async fn a_tier_0_mcp_call_runs_and_its_result_reaches_the_model() {
         result.content,
         vec![ToolResultContent::Text(
             "read_state ok: {\"text\": \"kitchen\"}".into()
+        )]
+    );
+    f.core.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_mcp_image_reaches_the_model_as_an_image_block() {
+    let mut opts = options();
+    opts.mcp_servers = vec![fake_spec("fake", &[])];
+    let f = fixture_with(
+        "file",
+        vec![
+            FakeReply::tool_call("mcp__fake__image", json!({})),
+            FakeReply::text("a tiny picture"),
+        ],
+        opts,
+    )
+    .await;
+    wait_ready(&f.core).await;
+    let id = f.new_session().await;
+    let mut turn = f.turn(&id, "show me", "terminal").await;
+    let events = drain(&mut turn).await;
+    assert_eq!(ended_text(&events), "a tiny picture");
+    let calls = tool_calls(&events);
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].1, ToolCallStatus::Success);
+    assert_eq!(calls[0].2, "[image image/png of 8 bytes, not shown]");
+    let result = f.model.requests()[1]
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .next()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        result.content,
+        vec![ToolResultContent::Image(
+            ImageBlock::from_base64("image/png", "iVBORw0KGgo=").unwrap()
         )]
     );
     f.core.shutdown().await;

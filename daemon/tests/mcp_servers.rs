@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::mcp::*;
 use taud::mcp::{McpManager, Phase, RestartLimit, ToolState};
-use taud::message::ToolResultContent;
+use taud::message::{ImageBlock, ToolResultContent};
 use taud::tool::{Tier, Tool, ToolContext, ToolError};
 use tokio_util::sync::CancellationToken;
 
@@ -37,13 +37,7 @@ fn tool(manager: &McpManager, name: &str) -> Arc<dyn Tool> {
 }
 
 fn text_of(content: &[ToolResultContent]) -> String {
-    content
-        .iter()
-        .map(|c| match c {
-            ToolResultContent::Text(t) => t.clone(),
-            ToolResultContent::Json(v) => v.to_string(),
-        })
-        .collect()
+    content.iter().map(ToolResultContent::as_text).collect()
 }
 
 #[tokio::test]
@@ -144,9 +138,10 @@ async fn results_reach_the_model_capped_and_is_error_is_a_failure() {
         .unwrap();
     assert_eq!(
         image.content,
-        vec![ToolResultContent::Json(
-            json!({"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="})
-        )]
+        vec![ToolResultContent::Image(
+            ImageBlock::from_base64("image/png", "iVBORw0KGgo=").unwrap()
+        )],
+        "an MCP image reaches the model as an image block, not JSON text"
     );
     let failed = tool(&manager, "mcp__fake__fail")
         .call(json!({}), ctx())

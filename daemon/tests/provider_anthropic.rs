@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use support::provider::{MockServer, Reply, assemble, awkward_cuts, call, hello};
+use support::provider::{
+    MockServer, PIXEL_PNG, Reply, assemble, awkward_cuts, call, hello, image_result,
+};
 use tau_api::config::{CacheConfig, CacheStrategy, CacheTtl, FallbackConfig, RoleConfig};
 use tau_api::env::Env;
 use taud::agent::{StaticSystemPrompt, StopReason, TauAgent};
@@ -462,4 +464,22 @@ async fn the_agent_voids_the_primary_output_before_the_fallback_answers() {
     assert_eq!(history.len(), 2);
     assert!(!history[1].text().contains("Partial"));
     assert!(model.fallback_in_use());
+}
+
+#[tokio::test]
+async fn a_tool_result_image_is_sent_as_a_base64_image_block() {
+    let server = MockServer::start(vec![Reply::ok(SSE, TEXT_TURN, &[])]).await;
+    let items = call(model(&server, 1).as_ref(), image_result()).await;
+    assemble(&items).unwrap();
+    let sent = server.requests()[0].json();
+    assert_eq!(
+        sent["messages"][2],
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "call_cam", "is_error": false, "content": [
+                {"type": "text", "text": "one frame"},
+                {"type": "image", "source":
+                    {"type": "base64", "media_type": "image/png", "data": PIXEL_PNG}}
+            ]}
+        ]})
+    );
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::provider::sigv4_check::assert_signed_as_sent;
-use support::provider::{MockServer, Reply, assemble, call, hello};
+use support::provider::{MockServer, PIXEL_PNG, Reply, assemble, call, hello, image_result};
 use tau_api::config::{CacheConfig, CacheStrategy, CacheTtl, FallbackConfig, RoleConfig};
 use tau_api::env::Env;
 use taud::agent::{StaticSystemPrompt, StopReason, TauAgent};
@@ -413,5 +413,24 @@ fn missing_credentials_and_endpoint_order() {
     assert_eq!(
         endpoint(None, &Env::new(), "eu-west-1"),
         "https://bedrock-runtime.eu-west-1.amazonaws.com"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_result_image_is_sent_as_converse_image_bytes() {
+    let server =
+        MockServer::start(vec![Reply::ok(EVENTS, TEXT_TURN, &frame_cuts(TEXT_TURN))]).await;
+    let items = call(model(&sigv4_env(&server), 1).as_ref(), image_result()).await;
+    assemble(&items).unwrap();
+    let sent = &server.requests()[0];
+    assert_signed_as_sent(sent, &server.addr.to_string());
+    assert_eq!(
+        sent.json()["messages"][2],
+        json!({"role": "user", "content": [
+            {"toolResult": {"toolUseId": "call_cam", "status": "success", "content": [
+                {"text": "one frame"},
+                {"image": {"format": "png", "source": {"bytes": PIXEL_PNG}}}
+            ]}}
+        ]})
     );
 }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use support::provider::{MockServer, Reply, assemble, awkward_cuts, call, hello};
+use support::provider::{
+    MockServer, PIXEL_PNG, Reply, assemble, awkward_cuts, call, hello, image_result,
+};
 use tau_api::config::{FallbackConfig, KeepAlive, ModelTuning, RoleConfig, Temperature};
 use tau_api::env::Env;
 use taud::agent::{StaticSystemPrompt, StopReason, TauAgent};
@@ -355,4 +357,24 @@ fn tau_toml_names_the_endpoint_and_no_credentials_are_needed() {
         Some("http://127.0.0.1:9/")
     );
     assert!(build_model_with("local", &role(), &Env::new(), &options).is_ok());
+}
+
+#[tokio::test]
+async fn a_tool_result_image_rides_on_the_user_message_after_the_tool_message() {
+    let server = MockServer::start(vec![Reply::ok(NDJSON, TEXT_TURN, &[])]).await;
+    let items = call(model(&server, 1).as_ref(), image_result()).await;
+    assemble(&items).unwrap();
+    let sent = server.requests()[0].json();
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 4);
+    assert_eq!(
+        messages[2],
+        json!({"role": "tool", "tool_name": "camera", "tool_call_id": "call_cam", "content":
+            "one frame\n[image image/png of 8 bytes, attached in the next user message]"})
+    );
+    assert_eq!(
+        messages[3],
+        json!({"role": "user", "content": "(images returned by the tool calls above)",
+               "images": [PIXEL_PNG]})
+    );
 }

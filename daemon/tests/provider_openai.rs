@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use support::provider::{MockServer, Reply, assemble, awkward_cuts, call, hello};
+use support::provider::{
+    MockServer, PIXEL_PNG, Reply, assemble, awkward_cuts, call, hello, image_result,
+};
 use tau_api::config::{ModelTuning, RoleConfig, Temperature};
 use tau_api::env::Env;
 use taud::agent::{StaticSystemPrompt, StopReason, TauAgent};
@@ -282,4 +284,26 @@ async fn the_public_api_needs_a_key_and_a_local_server_none() {
     let sent = server.requests();
     assert_eq!(sent[0].header("authorization"), None);
     assert_eq!(sent[0].target, "/v1/chat/completions");
+}
+
+#[tokio::test]
+async fn a_tool_result_image_follows_as_a_data_url_in_a_user_message() {
+    let server = MockServer::start(vec![Reply::ok(SSE, TEXT_TURN, &[])]).await;
+    let items = call(model(&server, 1).as_ref(), image_result()).await;
+    assemble(&items).unwrap();
+    let sent = server.requests()[0].json();
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 4);
+    assert_eq!(
+        messages[2],
+        json!({"role": "tool", "tool_call_id": "call_cam", "content":
+            "one frame\n[image image/png of 8 bytes, attached in the next user message]"})
+    );
+    assert_eq!(
+        messages[3],
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "(images returned by the tool calls above)"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PIXEL_PNG}")}}
+        ]})
+    );
 }

@@ -21,11 +21,14 @@ use taud::testing::StoreEventSink;
 
 #[path = "contract_cases/events.rs"]
 mod event_cases;
+#[path = "contract_cases/image_records.rs"]
+mod image_cases;
 
 mod cases {
     use super::*;
 
     pub use super::event_cases::*;
+    pub use super::image_cases::*;
 
     pub fn sessions_are_created_once_and_read_back(h: &Harness) {
         let store = h.store.as_ref();
@@ -519,4 +522,5 @@ contract_suite!(
     a_session_opens_only_under_its_recorded_context,
     resume_lists_recent_sessions_with_messages,
     stores_are_shared_between_threads,
+    image_records_read_back_unchanged,
 );

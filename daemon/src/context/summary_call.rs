@@ -164,10 +164,7 @@ fn render_block(block: &ContentBlock) -> Option<String> {
             let parts: Vec<String> = result
                 .content
                 .iter()
-                .map(|part| match part {
-                    ToolResultContent::Text(text) => text.clone(),
-                    ToolResultContent::Json(value) => value.to_string(),
-                })
+                .map(ToolResultContent::as_text)
                 .collect();
             let status = match result.status {
                 ToolResultStatus::Success => "success",
@@ -178,6 +175,7 @@ fn render_block(block: &ContentBlock) -> Option<String> {
                 cut(&parts.join("\n"))
             ))
         }
+        ContentBlock::Image(image) => Some(image.note()),
         ContentBlock::ReasoningContent(_)
         | ContentBlock::CachePoint(_)
         | ContentBlock::Other(_) => None,

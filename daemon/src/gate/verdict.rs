@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::approval::{ApprovalOutcome, CallApproval};
 use super::sink::{ToolCallEvent, ToolCallStatus};
-use crate::message::{ToolResult, ToolResultContent, ToolResultStatus};
+use crate::message::{ToolResult, ToolResultStatus};
 use crate::tool::{Tier, Tool, ToolContext, ToolError};
 
 /// How long a running tool may take to notice a cancel before it is dropped.
@@ -116,10 +116,7 @@ impl ToolCallRecord {
             if !text.is_empty() {
                 text.push(' ');
             }
-            match block {
-                ToolResultContent::Text(t) => text.push_str(t),
-                ToolResultContent::Json(v) => text.push_str(&v.to_string()),
-            }
+            text.push_str(&block.as_text());
         }
         let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
         if one_line.chars().count() > SUMMARY_CHARS {
@@ -328,6 +325,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::ToolResultContent;
     use serde_json::json;
 
     #[test]

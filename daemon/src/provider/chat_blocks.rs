@@ -7,13 +7,16 @@
 //! the same block (its fragments go out through
 //! [`crate::provider::reply_mapping::tool_input`]); every opened block gets exactly one `BlockStop`, in index order, from
 //! [`ChatBlocks::close_all`]. Also the one flattening of a tool result into text that both
-//! protocols' `tool` messages carry ([`tool_result_text`]), and the one shape of the tools offered
-//! ([`tool_defs`]).
+//! protocols' `tool` messages carry ([`tool_result_text`]: an image there is a note saying it
+//! follows in the next user message, where [`message_images`] puts it), and the one shape of the
+//! tools offered ([`tool_defs`]).
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::message::{ToolResult, ToolResultContent, ToolResultStatus};
+use crate::message::{
+    ContentBlock, ImageBlock, Message, ToolResult, ToolResultContent, ToolResultStatus,
+};
 use crate::model::{ModelEvent, ModelRequest, ReasoningDelta};
 
 /// A tool the model may call.
@@ -54,8 +57,12 @@ pub fn tool_result_text(result: &ToolResult) -> String {
         .content
         .iter()
         .map(|part| match part {
-            ToolResultContent::Text(text) => text.clone(),
-            ToolResultContent::Json(value) => value.to_string(),
+            ToolResultContent::Image(image) => format!(
+                "[image {} of {} bytes, attached in the next user message]",
+                image.mime(),
+                image.decoded_len()
+            ),
+            other => other.as_text(),
         })
         .collect();
     let text = parts.join("\n");
@@ -64,6 +71,28 @@ pub fn tool_result_text(result: &ToolResult) -> String {
         ToolResultStatus::Error => format!("error: {text}"),
     }
 }
+
+/// The images of a user message, in order: its own image blocks and those inside its tool results
+/// (which a chat protocol's `tool` message cannot carry, so they ride on the user message after).
+pub fn message_images(message: &Message) -> Vec<&ImageBlock> {
+    let mut images = Vec::new();
+    for block in &message.content {
+        match block {
+            ContentBlock::Image(image) => images.push(image),
+            ContentBlock::ToolResult(result) => {
+                images.extend(result.content.iter().filter_map(|part| match part {
+                    ToolResultContent::Image(image) => Some(image),
+                    _ => None,
+                }));
+            }
+            _ => {}
+        }
+    }
+    images
+}
+
+/// The text of a user message that only carries tool results' images.
+pub const IMAGES_FROM_TOOLS: &str = "(images returned by the tool calls above)";
 
 /// The blocks of one reply.
 #[derive(Debug, Default)]
@@ -168,6 +197,34 @@ impl ChatBlocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_user_message_gathers_its_own_and_its_tool_results_images_in_order() {
+        use crate::message::Role;
+        let png = ImageBlock::from_base64("image/png", "iVBORw0KGgo=").unwrap();
+        let gif = ImageBlock::from_base64("image/gif", "R0lGODlh").unwrap();
+        let result = ToolResult {
+            tool_use_id: "c1".into(),
+            status: ToolResultStatus::Error,
+            content: vec![
+                ToolResultContent::Text("blurry".into()),
+                ToolResultContent::Image(png.clone()),
+            ],
+        };
+        let message = Message {
+            role: Role::User,
+            content: vec![
+                ContentBlock::ToolResult(result.clone()),
+                ContentBlock::Image(gif.clone()),
+            ],
+            metadata: None,
+        };
+        assert_eq!(message_images(&message), vec![&png, &gif]);
+        assert_eq!(
+            tool_result_text(&result),
+            "error: blurry\n[image image/png of 8 bytes, attached in the next user message]"
+        );
+    }
 
     #[test]
     fn blocks_are_numbered_by_first_appearance_and_closed_once() {

@@ -62,10 +62,7 @@ fn content_block(block: &ContentBlock) -> Option<pb::ContentBlock> {
             let text = result
                 .content
                 .iter()
-                .map(|part| match part {
-                    ToolResultContent::Text(text) => text.clone(),
-                    ToolResultContent::Json(value) => value.to_string(),
-                })
+                .map(ToolResultContent::as_text)
                 .collect::<Vec<_>>()
                 .join("\n");
             Block::ToolResult(pb::ToolResultBlock {
@@ -78,6 +75,7 @@ fn content_block(block: &ContentBlock) -> Option<pb::ContentBlock> {
             Block::Reasoning(reasoning.reasoning_text.as_ref()?.text.clone())
         }
         // A block this version does not know is stored as it was but not shown.
+        ContentBlock::Image(image) => Block::Text(image.note()),
         ContentBlock::CachePoint(_) | ContentBlock::Other(_) => return None,
     };
     Some(pb::ContentBlock { block: Some(block) })

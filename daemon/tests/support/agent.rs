@@ -136,10 +136,7 @@ pub fn result_text(result: &ToolResult) -> String {
     result
         .content
         .iter()
-        .map(|c| match c {
-            ToolResultContent::Text(t) => t.clone(),
-            ToolResultContent::Json(v) => v.to_string(),
-        })
+        .map(ToolResultContent::as_text)
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -284,3 +284,43 @@ pub fn awkward_cuts(body: &[u8]) -> Vec<usize> {
     }
     cuts
 }
+
+/// The base64 of the 8-byte PNG signature: the image in [`image_result`].
+pub const PIXEL_PNG: &str = "iVBORw0KGgo=";
+
+/// A history whose last message answers a `camera` call with a text and a PNG image.
+pub fn image_result() -> ModelRequest {
+    use taud::message::{
+        ContentBlock, ImageBlock, Message, Role, ToolResult, ToolResultContent, ToolResultStatus,
+        ToolUse,
+    };
+    let image = ImageBlock::from_base64("image/png", PIXEL_PNG).expect("png is supported");
+    ModelRequest {
+        system: Vec::new(),
+        messages: vec![
+            Message::user_text("What does the camera see?"),
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse(ToolUse {
+                    tool_use_id: "call_cam".into(),
+                    name: "camera".into(),
+                    input: serde_json::json!({}),
+                })],
+                metadata: None,
+            },
+            Message {
+                role: Role::User,
+                content: vec![ContentBlock::ToolResult(ToolResult {
+                    tool_use_id: "call_cam".into(),
+                    status: ToolResultStatus::Success,
+                    content: vec![
+                        ToolResultContent::Text("one frame".into()),
+                        ToolResultContent::Image(image),
+                    ],
+                })],
+                metadata: None,
+            },
+        ],
+        tools: Vec::new(),
+    }
+}

@@ -6,12 +6,14 @@
 //! left out); empty text blocks are left out (the API rejects them); with caching on, breakpoints
 //! are the last tool, each system cache point (or the last system block), and the last block of
 //! the newest user message, at most [`MAX_BREAKPOINTS`] in all, and with caching off none is sent.
+//! Images (in a user message or a tool result) go as base64 `image` blocks; the API takes none
+//! in an assistant turn, where an image is its one-line note.
 
 use serde_json::{Map, Value, json};
 use tau_api::config::CacheTtl;
 
 use crate::message::{
-    ContentBlock, Message, ReasoningContent, Role, SystemContentBlock, ToolResult,
+    ContentBlock, ImageBlock, Message, ReasoningContent, Role, SystemContentBlock, ToolResult,
     ToolResultContent, ToolResultStatus,
 };
 use crate::model::ModelRequest;
@@ -121,6 +123,9 @@ fn messages(history: &[Message], cache: CachePlan, budget: &mut usize) -> Vec<Va
             for block in &message.content {
                 match block {
                     ContentBlock::CachePoint(_) => {}
+                    ContentBlock::Image(image) if message.role == Role::Assistant => {
+                        content.push(json!({"type": "text", "text": image.note()}));
+                    }
                     other => content.extend(content_block(other)),
                 }
             }
@@ -158,6 +163,7 @@ fn content_block(block: &ContentBlock) -> Option<Value> {
         })),
         ContentBlock::ToolResult(result) => Some(tool_result(result)),
         ContentBlock::ReasoningContent(reasoning) => thinking(reasoning),
+        ContentBlock::Image(image) => Some(image_block(image)),
         // Blocks this version does not know never reach a model.
         ContentBlock::CachePoint(_) | ContentBlock::Other(_) => None,
     }
@@ -170,8 +176,9 @@ fn tool_result(result: &ToolResult) -> Value {
         .map(|part| match part {
             ToolResultContent::Text(text) => json!({"type": "text", "text": text}),
             ToolResultContent::Json(value) => json!({"type": "text", "text": value.to_string()}),
+            ToolResultContent::Image(image) => image_block(image),
         })
-        .filter(|v| v["text"].as_str().is_some_and(|t| !t.is_empty()))
+        .filter(|v| v["type"] != "text" || v["text"].as_str().is_some_and(|t| !t.is_empty()))
         .collect();
     json!({
         "type": "tool_result",
@@ -179,6 +186,14 @@ fn tool_result(result: &ToolResult) -> Value {
         "content": content,
         "is_error": result.status == ToolResultStatus::Error,
     })
+}
+
+fn image_block(image: &ImageBlock) -> Value {
+    json!({"type": "image", "source": {
+        "type": "base64",
+        "media_type": image.mime(),
+        "data": image.base64(),
+    }})
 }
 
 fn thinking(reasoning: &ReasoningContent) -> Option<Value> {

@@ -86,10 +86,7 @@ fn after_tools(messages: &[Message], results: &Message, lang: Lang) -> FakeReply
         let text: String = result
             .content
             .iter()
-            .map(|c| match c {
-                ToolResultContent::Text(t) => t.clone(),
-                ToolResultContent::Json(v) => v.to_string(),
-            })
+            .map(ToolResultContent::as_text)
             .collect::<Vec<_>>()
             .join(" ");
         sentences.push(describe(tool, result.status, &text, lang));

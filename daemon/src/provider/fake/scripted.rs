@@ -376,6 +376,7 @@ fn estimate_input_tokens(request: &ModelRequest) -> u64 {
                     .map(|c| match c {
                         ToolResultContent::Text(text) => text.len(),
                         ToolResultContent::Json(_) => 16,
+                        ToolResultContent::Image(image) => image.note().len(),
                     })
                     .sum(),
                 _ => 0,

@@ -6,7 +6,10 @@
 //! id, an error result prefixed `error: `) *before* the message's text, as the protocol wants them
 //! right after the assistant's calls; tool-call arguments go back as JSON objects; reasoning goes
 //! back as the assistant's `thinking`; `num_predict` is the role's `max_tokens`, and `num_ctx`,
-//! `temperature` and `keep_alive` are sent only when the role sets them.
+//! `temperature` and `keep_alive` are sent only when the role sets them. Images go base64 in the
+//! `images` of a user message: a tool result's images on the user message right after its `tool`
+//! messages (models read images only from user turns), one standing alone when the message has no
+//! text; an assistant turn carries none (an image there is its note).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -14,7 +17,9 @@ use tau_api::config::{KeepAlive, ModelTuning};
 
 use crate::message::{ContentBlock, Message, Role, SystemContentBlock};
 use crate::model::ModelRequest;
-use crate::provider::chat_blocks::{ToolDef, tool_defs, tool_result_text};
+use crate::provider::chat_blocks::{
+    IMAGES_FROM_TOOLS, ToolDef, message_images, tool_defs, tool_result_text,
+};
 
 /// One `/api/chat` body.
 #[derive(Debug, Serialize)]
@@ -46,6 +51,9 @@ pub struct ChatMessage {
     pub content: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub thinking: String,
+    /// Base64 images (no `data:` prefix).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -116,12 +124,15 @@ pub fn tool_name_of(history: &[Message], id: &str) -> String {
 }
 
 fn translate(message: &Message, history: &[Message], out: &mut Vec<ChatMessage>) {
-    let mut text = Vec::new();
+    let mut text: Vec<std::borrow::Cow<'_, str>> = Vec::new();
     let mut thinking = String::new();
     let mut tool_calls = Vec::new();
     for block in &message.content {
         match block {
-            ContentBlock::Text(t) if !t.is_empty() => text.push(t.as_str()),
+            ContentBlock::Text(t) if !t.is_empty() => text.push(t.as_str().into()),
+            ContentBlock::Image(image) if message.role == Role::Assistant => {
+                text.push(image.note().into());
+            }
             ContentBlock::ToolUse(call) => tool_calls.push(ToolCall {
                 id: call.tool_use_id.clone(),
                 function: FunctionCall {
@@ -141,24 +152,37 @@ fn translate(message: &Message, history: &[Message], out: &mut Vec<ChatMessage>)
                     thinking.push_str(&t.text);
                 }
             }
-            ContentBlock::Text(_) | ContentBlock::CachePoint(_) | ContentBlock::Other(_) => {}
+            ContentBlock::Text(_)
+            | ContentBlock::Image(_)
+            | ContentBlock::CachePoint(_)
+            | ContentBlock::Other(_) => {}
         }
     }
-    let role = match message.role {
-        Role::User => "user",
-        Role::Assistant => "assistant",
+    let (role, images) = match message.role {
+        Role::User => (
+            "user",
+            message_images(message)
+                .into_iter()
+                .map(|image| image.base64().to_owned())
+                .collect(),
+        ),
+        Role::Assistant => ("assistant", Vec::new()),
     };
     if text.is_empty() && tool_calls.is_empty() {
-        // A user message of tool results only needs no message of its own.
-        if message.role == Role::User && out.last().is_some_and(|m| m.role == "tool") {
-            return;
+        let after_tools =
+            message.role == Role::User && out.last().is_some_and(|m| m.role == "tool");
+        match (after_tools, images.is_empty()) {
+            // A user message of tool results only needs no message of its own.
+            (true, true) => return,
+            (true, false) => text.push(IMAGES_FROM_TOOLS.into()),
+            (false, _) => text.push(crate::model::blank_text().into()),
         }
-        text.push(crate::model::blank_text());
     }
     out.push(ChatMessage {
         role,
         content: text.join("\n"),
         thinking,
+        images,
         tool_calls,
         ..ChatMessage::default()
     });

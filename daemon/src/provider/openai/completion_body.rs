@@ -7,14 +7,18 @@
 //! back as the JSON text the protocol wants; reasoning is not sent back (servers reject it);
 //! the output limit is `max_completion_tokens` on the public OpenAI API (its reasoning models
 //! refuse `max_tokens`) and `max_tokens` elsewhere (what local servers read); `temperature` only
-//! when the role sets it.
+//! when the role sets it. A `tool` message's content is text, so a tool result's images (and a
+//! user message's own) go as `image_url` data-URL parts of the user message right after (one
+//! standing alone when the message has no text); an assistant turn carries its images' notes.
 
 use serde::Serialize;
 use tau_api::config::ModelTuning;
 
 use crate::message::{ContentBlock, Message, Role, SystemContentBlock};
 use crate::model::ModelRequest;
-use crate::provider::chat_blocks::{ToolDef, tool_defs, tool_result_text};
+use crate::provider::chat_blocks::{
+    IMAGES_FROM_TOOLS, ToolDef, message_images, tool_defs, tool_result_text,
+};
 
 /// One `/chat/completions` body.
 #[derive(Debug, Serialize)]
@@ -43,18 +47,40 @@ pub struct StreamOptions {
 pub struct ChatMessage {
     pub role: &'static str,
     /// `None` (JSON null) for an assistant turn of tool calls only.
-    pub content: Option<String>,
+    pub content: Option<MessageContent>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
 }
 
+/// A message's content: plain text, or parts when it carries images.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum MessageContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+/// One part of a user message with images.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentPart {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Debug, Serialize)]
+pub struct ImageUrl {
+    /// A `data:<mime>;base64,…` URL.
+    pub url: String,
+}
+
 impl ChatMessage {
     fn new(role: &'static str, content: Option<String>) -> Self {
         Self {
             role,
-            content,
+            content: content.map(MessageContent::Text),
             tool_calls: Vec::new(),
             tool_call_id: None,
         }
@@ -108,11 +134,14 @@ pub fn body<'a>(
 }
 
 fn translate(message: &Message, out: &mut Vec<ChatMessage>) {
-    let mut text = Vec::new();
+    let mut text: Vec<std::borrow::Cow<'_, str>> = Vec::new();
     let mut tool_calls = Vec::new();
     for block in &message.content {
         match block {
-            ContentBlock::Text(t) if !t.is_empty() => text.push(t.as_str()),
+            ContentBlock::Text(t) if !t.is_empty() => text.push(t.as_str().into()),
+            ContentBlock::Image(image) if message.role == Role::Assistant => {
+                text.push(image.note().into());
+            }
             ContentBlock::ToolUse(call) => tool_calls.push(ToolCall {
                 id: call.tool_use_id.clone(),
                 kind: "function",
@@ -126,6 +155,7 @@ fn translate(message: &Message, out: &mut Vec<ChatMessage>) {
                 ..ChatMessage::new("tool", Some(tool_result_text(result)))
             }),
             ContentBlock::Text(_)
+            | ContentBlock::Image(_)
             | ContentBlock::ReasoningContent(_)
             | ContentBlock::CachePoint(_)
             | ContentBlock::Other(_) => {}
@@ -133,13 +163,30 @@ fn translate(message: &Message, out: &mut Vec<ChatMessage>) {
     }
     match message.role {
         Role::User => {
+            let images = message_images(message);
             if text.is_empty() {
-                if out.last().is_some_and(|m| m.role == "tool") {
-                    return;
+                let after_tools = out.last().is_some_and(|m| m.role == "tool");
+                match (after_tools, images.is_empty()) {
+                    (true, true) => return,
+                    (true, false) => text.push(IMAGES_FROM_TOOLS.into()),
+                    (false, _) => text.push(crate::model::blank_text().into()),
                 }
-                text.push(crate::model::blank_text());
             }
-            out.push(ChatMessage::new("user", Some(text.join("\n"))));
+            let text = text.join("\n");
+            if images.is_empty() {
+                out.push(ChatMessage::new("user", Some(text)));
+            } else {
+                let mut parts = vec![ContentPart::Text { text }];
+                parts.extend(images.into_iter().map(|image| ContentPart::ImageUrl {
+                    image_url: ImageUrl {
+                        url: image.data_url(),
+                    },
+                }));
+                out.push(ChatMessage {
+                    content: Some(MessageContent::Parts(parts)),
+                    ..ChatMessage::new("user", None)
+                });
+            }
         }
         Role::Assistant => {
             let content = if text.is_empty() {
