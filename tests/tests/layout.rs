@@ -1,0 +1,425 @@
+//! The house rules of the source tree, checked on the files themselves (see ARCHITECTURE.md, "Code
+//! map" and "Rules that never bend"): each room of `taud` imports only the rooms below it, so no two
+//! rooms import each other; no two modules of a crate share a name; no source file is longer than
+//! 600 lines; no function of the chat client or the relay is longer than 80 lines; the client never
+//! links the daemon.
+//!
+//! Only non-test code is read for imports: `tests.rs` files and the `#[cfg(test)] mod …` block at
+//! the end of a file are left out, and so are comments.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The rooms of `taud` and the rooms each may import (non-test code). `testing` is compiled only
+/// for tests and benchmarks, so no room may import it.
+const DAEMON_ROOMS: &[(&str, &[&str])] = &[
+    ("message", &[]),
+    ("clock", &[]),
+    ("listen", &[]),
+    ("tool", &["message", "clock"]),
+    ("gate", &["message", "tool"]),
+    ("model", &["message", "tool"]),
+    ("agent", &["message", "tool", "gate", "model"]),
+    ("persona", &["message", "clock", "agent"]),
+    ("provider", &["message", "tool", "model", "clock"]),
+    ("store", &["message"]),
+    ("context", &["message", "model", "agent", "store"]),
+    ("mcp", &["message", "tool", "clock"]),
+    (
+        "hub",
+        &[
+            "message", "clock", "tool", "gate", "model", "agent", "persona", "provider", "store",
+            "context", "mcp",
+        ],
+    ),
+    ("host", &["listen"]),
+    (
+        "rpc",
+        &[
+            "message", "tool", "gate", "model", "store", "mcp", "hub", "host", "listen",
+        ],
+    ),
+    ("services", &["host", "hub", "rpc"]),
+    (
+        "testing",
+        &[
+            "message", "tool", "gate", "model", "agent", "provider", "store",
+        ],
+    ),
+];
+
+const MAX_FILE_LINES: usize = 600;
+const MAX_FN_LINES: usize = 80;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate sits in the repository")
+        .to_path_buf()
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n == "target") {
+                    continue;
+                }
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The code of a file without its comments and without the trailing `#[cfg(test)]` module.
+fn production_code(text: &str) -> String {
+    let cut = text
+        .find("#[cfg(test)]\nmod ")
+        .or_else(|| text.find("#[cfg(test)]\npub(crate) mod "))
+        .unwrap_or(text.len());
+    text[..cut]
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The rooms named after `crate::` in `code`, including those inside `crate::{a, b::c}`.
+fn crate_imports(code: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().next_back();
+        rest = &rest[at + "crate::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue; // `taud::crate_x` and the like
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let mut item = String::new();
+            let mut at_item_start = true;
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 1 => {
+                        at_item_start = true;
+                        if !item.is_empty() {
+                            found.insert(std::mem::take(&mut item));
+                        }
+                        continue;
+                    }
+                    _ => {}
+                }
+                if depth == 0 {
+                    if !item.is_empty() {
+                        found.insert(std::mem::take(&mut item));
+                    }
+                    break;
+                }
+                if depth == 1 && at_item_start {
+                    if c.is_alphanumeric() || c == '_' {
+                        item.push(c);
+                    } else if !item.is_empty() {
+                        found.insert(std::mem::take(&mut item));
+                        at_item_start = false;
+                    }
+                }
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            found.insert(name);
+        }
+    }
+    found
+}
+
+fn daemon_room_imports() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let src = repo().join("daemon/src");
+    let rooms: BTreeSet<&str> = DAEMON_ROOMS.iter().map(|(r, _)| *r).collect();
+    let mut edges: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in rust_files(&src) {
+        let relative = file.strip_prefix(&src).expect("under src");
+        let first = relative
+            .components()
+            .next()
+            .expect("a path")
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_owned();
+        if first == "lib" || first == "main" {
+            continue;
+        }
+        let stem = file.file_stem().expect("a file name").to_string_lossy();
+        if stem == "tests" || stem.starts_with("tests_") {
+            continue;
+        }
+        let text = fs::read_to_string(&file).expect("readable source");
+        for import in crate_imports(&production_code(&text)) {
+            if import != first && rooms.contains(import.as_str()) {
+                edges
+                    .entry(first.clone())
+                    .or_default()
+                    .entry(import)
+                    .or_default()
+                    .insert(relative.display().to_string());
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn every_room_of_the_daemon_is_listed_here() {
+    let src = repo().join("daemon/src");
+    let listed: BTreeSet<String> = DAEMON_ROOMS.iter().map(|(r, _)| r.to_string()).collect();
+    let present: BTreeSet<String> = fs::read_dir(&src)
+        .expect("daemon/src")
+        .flatten()
+        .map(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned()
+        })
+        .filter(|n| n != "lib" && n != "main")
+        .collect();
+    assert_eq!(present, listed, "rooms in daemon/src vs this test's table");
+}
+
+#[test]
+fn daemon_rooms_import_only_the_rooms_below_them() {
+    let allowed: BTreeMap<&str, BTreeSet<&str>> = DAEMON_ROOMS
+        .iter()
+        .map(|(room, deps)| (*room, deps.iter().copied().collect()))
+        .collect();
+    let mut broken = Vec::new();
+    for (room, deps) in daemon_room_imports() {
+        let Some(ok) = allowed.get(room.as_str()) else {
+            continue;
+        };
+        for (dep, files) in deps {
+            if !ok.contains(dep.as_str()) {
+                broken.push(format!("{room} imports {dep} in {files:?}"));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "imports against the layering:\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn the_allowed_imports_have_no_cycle() {
+    // A room may only import rooms listed before it in `DAEMON_ROOMS`, which makes the table a DAG.
+    let order: BTreeMap<&str, usize> = DAEMON_ROOMS
+        .iter()
+        .enumerate()
+        .map(|(i, (room, _))| (*room, i))
+        .collect();
+    for (i, (room, deps)) in DAEMON_ROOMS.iter().enumerate() {
+        for dep in *deps {
+            assert!(
+                order[dep] < i,
+                "{room} may import {dep}, which is not listed before it"
+            );
+            assert_ne!(*dep, "testing", "{room} may not import testing");
+        }
+    }
+}
+
+#[test]
+fn the_import_reader_sees_grouped_and_plain_paths() {
+    let code = "use crate::{agent::X, gate, tool::{A, B}};\nuse crate::store::Y;\nfn f() { crate::clock::now(); }";
+    let found: Vec<String> = crate_imports(code).into_iter().collect();
+    assert_eq!(found, ["agent", "clock", "gate", "store", "tool"]);
+    let code = "//! see crate::hub\nfn f() {}\n#[cfg(test)]\nmod tests { use crate::testing::X; }";
+    assert!(crate_imports(&production_code(code)).is_empty());
+}
+
+fn module_names(src: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for file in rust_files(src) {
+        let relative = file.strip_prefix(src).expect("under src");
+        let stem = file
+            .file_stem()
+            .expect("a name")
+            .to_string_lossy()
+            .into_owned();
+        let name = match stem.as_str() {
+            "lib" | "main" if relative.parent() == Some(Path::new("")) => continue,
+            "mod" => relative
+                .parent()
+                .and_then(Path::file_name)
+                .map(|n| n.to_string_lossy().into_owned())
+                .expect("mod.rs sits in a directory"),
+            _ => stem,
+        };
+        if name == "tests" || name.starts_with("tests_") {
+            continue;
+        }
+        names
+            .entry(name)
+            .or_default()
+            .push(relative.display().to_string());
+    }
+    names
+}
+
+#[test]
+fn no_two_modules_of_a_crate_share_a_name() {
+    let mut shared = Vec::new();
+    for crate_src in ["src", "daemon/src", "client/src"] {
+        for (name, files) in module_names(&repo().join(crate_src)) {
+            if files.len() > 1 {
+                shared.push(format!("{crate_src}: `{name}` in {files:?}"));
+            }
+        }
+    }
+    assert!(
+        shared.is_empty(),
+        "modules sharing a name:\n{}",
+        shared.join("\n")
+    );
+}
+
+#[test]
+fn no_source_file_is_longer_than_the_limit() {
+    let root = repo();
+    let mut long = Vec::new();
+    for dir in ["src", "daemon", "client", "tests", "build.rs"] {
+        let path = root.join(dir);
+        let files = if path.is_file() {
+            vec![path]
+        } else {
+            rust_files(&path)
+        };
+        for file in files {
+            let lines = fs::read_to_string(&file).expect("readable").lines().count();
+            if lines > MAX_FILE_LINES {
+                long.push(format!(
+                    "{} has {lines} lines",
+                    file.strip_prefix(&root).expect("in repo").display()
+                ));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "files over {MAX_FILE_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+/// The functions of `text` longer than `max` lines, as `name (lines)`; braces in strings and
+/// comments are rare enough in this code that counting them all is exact here.
+fn long_functions(text: &str, max: usize) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let is_fn = [
+            "fn ",
+            "pub fn ",
+            "pub(crate) fn ",
+            "pub(super) fn ",
+            "async fn ",
+            "pub async fn ",
+            "pub(crate) async fn ",
+        ]
+        .iter()
+        .any(|p| trimmed.starts_with(p));
+        if !is_fn {
+            continue;
+        }
+        let mut depth = 0i32;
+        let mut opened = false;
+        for (j, body) in lines.iter().enumerate().skip(i) {
+            if !opened && body.trim_end().ends_with(';') && !body.contains('{') {
+                break; // a declaration in a trait
+            }
+            for c in body.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if opened && depth == 0 {
+                let length = j - i + 1;
+                if length > max {
+                    let name: String = trimmed
+                        .split("fn ")
+                        .nth(1)
+                        .unwrap_or("")
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    out.push(format!("{name} ({length} lines)"));
+                }
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn chat_and_relay_functions_stay_short() {
+    let root = repo();
+    let mut long = Vec::new();
+    for dir in ["client/src/chat", "client/src/relay"] {
+        for file in rust_files(&root.join(dir)) {
+            let text = fs::read_to_string(&file).expect("readable");
+            for f in long_functions(&production_code(&text), MAX_FN_LINES) {
+                long.push(format!(
+                    "{}: {f}",
+                    file.strip_prefix(&root).expect("in repo").display()
+                ));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FN_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_function_reader_measures_bodies() {
+    let short = "fn a() {\n    1\n}\n";
+    assert!(long_functions(short, 3).is_empty());
+    let long =
+        "pub fn b(x: u8) -> u8 {\n    if x > 1 {\n        2\n    } else {\n        3\n    }\n}\n";
+    assert_eq!(long_functions(long, 3), ["b (7 lines)"]);
+}
+
+#[test]
+fn the_client_never_links_the_daemon() {
+    let manifest = fs::read_to_string(repo().join("client/Cargo.toml")).expect("client manifest");
+    assert!(
+        !manifest.lines().any(|l| l.trim_start().starts_with("taud")),
+        "client/Cargo.toml depends on taud"
+    );
+}
