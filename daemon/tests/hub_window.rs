@@ -280,7 +280,7 @@ async fn a_stored_block_of_an_unknown_kind_is_kept_and_never_sent_to_the_model()
         // A newer writer stored a block this version does not know.
         let looked: Message = serde_json::from_value(serde_json::json!({
             "role": "user",
-            "content": [{"text": "look"}, {"image": {"format": "png", "source": {"bytes": "AAAA"}}}],
+            "content": [{"text": "look"}, {"video": {"format": "mp4", "source": {"bytes": "AAAA"}}}],
         }))
         .unwrap();
         let store = open_store(&f);

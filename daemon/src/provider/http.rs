@@ -152,6 +152,26 @@ pub trait FrameDecoder: Send + 'static {
     fn end(&mut self, out: &mut Vec<ModelEvent>) -> Result<(), Failure>;
 }
 
+/// Test support: decodes `body` fed in pieces of `piece` bytes, as a response split at awkward
+/// points would arrive, with the failure that ended it.
+#[cfg(test)]
+pub(crate) fn decode_in_pieces(
+    decoder: &mut dyn FrameDecoder,
+    body: &[u8],
+    piece: usize,
+) -> (Vec<ModelEvent>, Option<Failure>) {
+    let mut out = Vec::new();
+    for chunk in body.chunks(piece) {
+        match decoder.feed(chunk, &mut out) {
+            Ok(true) => return (out, None),
+            Ok(false) => {}
+            Err(failure) => return (out, Some(failure)),
+        }
+    }
+    let end = decoder.end(&mut out).err();
+    (out, end)
+}
+
 /// The events of a successful response, decoded by `decoder` as the body arrives.
 pub fn decode_body<D: FrameDecoder>(response: reqwest::Response, decoder: D) -> AttemptStream {
     struct State<D> {

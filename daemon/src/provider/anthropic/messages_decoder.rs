@@ -229,17 +229,7 @@ mod tests {
 
     /// Decodes `body` in pieces of `piece` bytes: the events, and the failure if any.
     fn decode(body: &[u8], piece: usize) -> (Vec<ModelEvent>, Option<Failure>) {
-        let mut decoder = AnthropicDecoder::new();
-        let mut out = Vec::new();
-        for chunk in body.chunks(piece) {
-            match decoder.feed(chunk, &mut out) {
-                Ok(true) => return (out, None),
-                Ok(false) => {}
-                Err(failure) => return (out, Some(failure)),
-            }
-        }
-        let end = decoder.end(&mut out).err();
-        (out, end)
+        crate::provider::http::decode_in_pieces(&mut AnthropicDecoder::new(), body, piece)
     }
 
     #[test]

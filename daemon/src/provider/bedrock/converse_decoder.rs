@@ -168,17 +168,7 @@ mod tests {
         include_bytes!("../../../tests/fixtures/providers/bedrock/throttled_mid_stream.bin");
 
     fn decode(body: &[u8], piece: usize) -> (Vec<ModelEvent>, Option<Failure>) {
-        let mut decoder = BedrockDecoder::new();
-        let mut out = Vec::new();
-        for chunk in body.chunks(piece) {
-            match decoder.feed(chunk, &mut out) {
-                Ok(true) => return (out, None),
-                Ok(false) => {}
-                Err(failure) => return (out, Some(failure)),
-            }
-        }
-        let end = decoder.end(&mut out).err();
-        (out, end)
+        crate::provider::http::decode_in_pieces(&mut BedrockDecoder::new(), body, piece)
     }
 
     fn assembled(events: &[ModelEvent]) -> crate::model::AssembledMessage {

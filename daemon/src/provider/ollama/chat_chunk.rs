@@ -213,17 +213,7 @@ mod tests {
         include_bytes!("../../../tests/fixtures/providers/ollama/error_mid_stream.ndjson");
 
     fn decode(body: &[u8], piece: usize) -> (Vec<ModelEvent>, Option<Failure>) {
-        let mut decoder = OllamaDecoder::new("qwen3:8b", "gen_");
-        let mut out = Vec::new();
-        for chunk in body.chunks(piece) {
-            match decoder.feed(chunk, &mut out) {
-                Ok(true) => return (out, None),
-                Ok(false) => {}
-                Err(failure) => return (out, Some(failure)),
-            }
-        }
-        let end = decoder.end(&mut out).err();
-        (out, end)
+        crate::provider::http::decode_in_pieces(&mut OllamaDecoder::new("qwen3:8b", "gen_"), body, piece)
     }
 
     #[test]

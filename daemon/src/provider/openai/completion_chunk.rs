@@ -296,17 +296,7 @@ mod tests {
         include_bytes!("../../../tests/fixtures/providers/openai/error_mid_stream.sse");
 
     fn decode(body: &[u8], piece: usize) -> (Vec<ModelEvent>, Option<Failure>) {
-        let mut decoder = OpenAiDecoder::new("gpt-4.1");
-        let mut out = Vec::new();
-        for chunk in body.chunks(piece) {
-            match decoder.feed(chunk, &mut out) {
-                Ok(true) => return (out, None),
-                Ok(false) => {}
-                Err(failure) => return (out, Some(failure)),
-            }
-        }
-        let end = decoder.end(&mut out).err();
-        (out, end)
+        crate::provider::http::decode_in_pieces(&mut OpenAiDecoder::new("gpt-4.1"), body, piece)
     }
 
     #[test]
