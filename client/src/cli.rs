@@ -59,6 +59,29 @@ pub enum Command {
     /// List MCP tool servers and their tools; print suggested tiers for a server.
     #[command(subcommand)]
     Mcp(crate::mcp::McpCommand),
+    /// Print a shell completion script for bash, zsh or fish.
+    Completions(CompletionsArgs),
+    /// Print the manual page of tau (roff, for man).
+    Man,
+    /// A plugin command: `tau NAME ARGS…` runs the executable `tau-NAME` on PATH.
+    #[command(external_subcommand)]
+    Plugin(Vec<OsString>),
+}
+
+/// Options of `tau completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell the script is for.
+    #[arg(value_enum)]
+    pub shell: ShellArg,
+}
+
+/// `tau completions` shells.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ShellArg {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 /// Options of `tau version`.

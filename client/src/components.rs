@@ -1,6 +1,6 @@
 //! `tau components`: every component in every group with its kind, distribution, version,
-//! enabled/disabled, why, and its load error; then the names in `[components]` that nothing
-//! provides. `--json` prints the same for scripts.
+//! enabled/disabled, why, and its load error; the clients and the plugin commands on PATH; then
+//! the names in `[components]` that nothing provides. `--json` prints the same for scripts.
 //!
 //! When a hub answers on the loopback control port (`GET /status`, one second in all), what it says
 //! about its services (started, skipped, failed with the error) is merged into the listing;
@@ -24,6 +24,7 @@ use tau_api::installation::Installation;
 use crate::cli::{ComponentsArgs, Context};
 use crate::environment;
 use crate::hub_link::control_http::{self as hub, HubServices};
+use crate::plugin_commands::{self, Plugin};
 
 /// How long asking the hub may take in all.
 const HUB_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
@@ -40,6 +41,8 @@ struct Listing<'a> {
     unknown: &'a [UnknownName],
     /// The clients this `tau` ships (commands, not components of the hub).
     clients: &'static [Client],
+    /// The plugin commands on PATH (`tau NAME` runs `tau-NAME`).
+    plugins: &'a [Plugin],
 }
 
 /// A client command of `tau`.
@@ -102,6 +105,7 @@ fn merge_from_hub(states: &mut Vec<ComponentState>, port: u16, token_file: &Path
 /// Runs `tau components`.
 pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let env = environment::snapshot(ctx);
+    let plugins = plugin_commands::on_path(&env);
     let cwd = environment::current_dir()?;
     let known = PLANNED_PROVIDERS
         .iter()
@@ -148,11 +152,15 @@ pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
             components: &states,
             unknown: &unknown,
             clients: CLIENTS,
+            plugins: &plugins,
         };
         println!("{}", serde_json::to_string_pretty(&listing)?);
     } else {
         println!("{}", hub_line.message);
-        print!("{}", render(&states, &unknown, config_file.as_deref()));
+        print!(
+            "{}",
+            render(&states, &unknown, &plugins, config_file.as_deref())
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -234,7 +242,12 @@ fn mcp_rows(
 }
 
 /// The listing for a person: one heading per group, one line per component.
-fn render(states: &[ComponentState], unknown: &[UnknownName], config_file: Option<&str>) -> String {
+fn render(
+    states: &[ComponentState],
+    unknown: &[UnknownName],
+    plugins: &[Plugin],
+    config_file: Option<&str>,
+) -> String {
     let width = states.iter().map(|s| s.name.len()).max().unwrap_or(0);
     let mut out = String::new();
     for kind in ComponentKind::ALL {
@@ -274,6 +287,14 @@ fn render(states: &[ComponentState], unknown: &[UnknownName], config_file: Optio
             "  {:<8}  {:<9} {}",
             client.command, client.channel, client.what
         );
+    }
+    out.push_str("plugin commands\n");
+    if plugins.is_empty() {
+        out.push_str("  (none on PATH)\n");
+    }
+    for plugin in plugins {
+        let command = format!("tau {}", plugin.name);
+        let _ = writeln!(out, "  {command:<8}  {}", plugin.path.display());
     }
     if !unknown.is_empty() {
         out.push_str("unknown names in [components]\n");

@@ -26,6 +26,12 @@ pub fn snapshot(ctx: &Context) -> Env {
     env
 }
 
+/// The process environment alone, for what runs before the command line is parsed (the plugin
+/// commands `tau --help` lists): no global option changes PATH.
+pub fn process_only() -> Env {
+    Env::from_process()
+}
+
 /// The current directory, which every command resolves TAU_HOME against.
 pub fn current_dir() -> anyhow::Result<PathBuf> {
     std::env::current_dir().context("reading the current directory")

@@ -17,19 +17,22 @@ mod hubctl;
 mod init;
 mod logs;
 mod mcp;
+mod plugin_commands;
 mod relay;
+mod shell_docs;
 mod shipped_files;
 mod tui;
 mod version;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::error::ErrorKind;
+use clap::{CommandFactory as _, FromArgMatches as _, Parser as _};
 
 use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_command_line();
     let ctx = cli::Context::from_cli(&cli);
     // chat and ask also log to <TAU_DATA_DIR>/logs/tau.log; the other commands to stderr only.
     let _logging = logs::start(&cli.command, &ctx);
@@ -43,6 +46,9 @@ fn main() -> ExitCode {
         Command::Chat(args) => chat::run(args, &ctx),
         Command::Mcp(command) => mcp::run(command, &ctx),
         Command::Tui(args) => tui::run(args, &ctx),
+        Command::Completions(args) => shell_docs::run_completions(args),
+        Command::Man => shell_docs::run_man(),
+        Command::Plugin(args) => plugin_commands::run(args, &ctx),
     };
     match result {
         Ok(code) => code,
@@ -51,6 +57,30 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line, parsed. When it asks for help, the help is printed again with the plugin
+/// commands found on PATH (only then is PATH searched).
+fn parse_command_line() -> Cli {
+    let error = match Cli::try_parse() {
+        Ok(cli) => return cli,
+        Err(error) => error,
+    };
+    if !matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        error.exit();
+    }
+    let plugins = plugin_commands::on_path(&environment::process_only());
+    let Some(section) = plugin_commands::help_section(&plugins) else {
+        error.exit();
+    };
+    let matches = Cli::command()
+        .after_help(section)
+        .try_get_matches()
+        .unwrap_or_else(|e| e.exit());
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// `tau hub …`: needs the installation's paths, not a valid `tau.toml`, so that a hub can be

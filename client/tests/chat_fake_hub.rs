@@ -496,3 +496,22 @@ fn tau_ask_gives_up_on_a_hub_that_does_not_accept_the_turn() {
     assert!(notices.opens.try_recv().is_ok());
     assert!(notices.turns.try_recv().is_ok(), "the turn was asked for");
 }
+
+#[test]
+fn the_hubs_profile_wins_and_is_announced_once() {
+    // The scripted hub runs profile home; this installation asks for travel.
+    let mut fixture = Fixture::start_with(Script::default(), &[("TAU_PROFILE", "travel")]);
+    let notice = "The hub runs profile home; this session uses it.";
+    assert_eq!(
+        fixture.startup.matches(notice).count(),
+        1,
+        "{}",
+        fixture.startup
+    );
+    assert!(!fixture.startup.contains("travel"), "{}", fixture.startup);
+    fixture.chat.send_line("/status").unwrap();
+    let status = fixture.chat.see("taud 9.9.9").unwrap();
+    assert!(status.contains("Profile: home"), "{status}");
+    assert!(!status.contains(notice), "said again: {status}");
+    fixture.quit();
+}

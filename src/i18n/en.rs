@@ -83,6 +83,10 @@ pub(super) const EN: &[(&str, &str)] = &[
         "History of session {id} ({count} messages):",
     ),
     (
+        "banner.hub_profile",
+        "The hub runs profile {profile}; this session uses it.",
+    ),
+    (
         "banner.no_config",
         "No tau.toml found; running on built-in defaults. `tau init` writes a config.",
     ),

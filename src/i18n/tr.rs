@@ -76,6 +76,10 @@ pub(super) const TR: &[(&str, &str)] = &[
     ),
     ("banner.history", "{id} oturumunun geçmişi ({count} ileti):"),
     (
+        "banner.hub_profile",
+        "Hub {profile} profiliyle çalışıyor; bu oturum da onu kullanıyor.",
+    ),
+    (
         "banner.no_config",
         "tau.toml bulunamadı; yerleşik varsayılanlarla çalışılıyor. `tau init` bir yapılandırma dosyası oluşturur.",
     ),

@@ -242,6 +242,7 @@ async fn start_session(chat: &mut Chat, args: &ChatArgs) -> bool {
         }
     }
     fake_model_notice(chat).await;
+    adopt_hub_profile(chat).await;
     commands::banner(chat);
     true
 }
@@ -286,4 +287,21 @@ async fn fake_model_notice(chat: &mut Chat) {
         let text = chat.t("banner.fake_model", &[]);
         chat.printer.dim(&text);
     }
+}
+
+/// Takes the profile of the hub (`GetStatus`) when it differs from this installation's, and says
+/// so once: the hub's is the profile the model is told. A hub that will not say leaves it as is.
+async fn adopt_hub_profile(chat: &mut Chat) {
+    let request = chat.hub.get_status(pb::GetStatusRequest {});
+    let status = match call::call(&mut chat.interrupts, chat.deadlines.call, request).await {
+        Ok(status) => status,
+        Err(CallError::Hub(_)) => return,
+        Err(error) => return chat.report(&error),
+    };
+    if status.profile.is_empty() || status.profile == chat.info.profile {
+        return;
+    }
+    chat.info.profile = render::one_line(&status.profile, 40);
+    let text = chat.t("banner.hub_profile", &[("profile", &chat.info.profile)]);
+    chat.printer.dim(&text);
 }

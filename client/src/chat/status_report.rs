@@ -1,5 +1,5 @@
-//! `/status` in `tau chat`: the profile, the session, the model role and its provider, the
-//! context window, the tools, the UI language, the versions and whether the hub answers.
+//! `/status` in `tau chat`: the profile (the hub's, as `GetStatus` says), the session, the model
+//! role and its provider, the context window, the tools, the UI language, the versions and whether the hub answers.
 //!
 //! Invariants: information only; a question the hub refuses shows `unknown` and never stops the
 //! chat, while a hub that does not answer within the deadline, or Ctrl-C, ends `/status` with one
@@ -48,6 +48,10 @@ struct HubAnswers {
 
 async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
     let answers = ask_hub(chat).await?;
+    // The hub's profile is the one the model is told (a hub restarted since may run another).
+    if let Some(status) = answers.status.as_ref().filter(|s| !s.profile.is_empty()) {
+        chat.info.profile = render::one_line(&status.profile, 40);
+    }
     let unknown = chat.t("value.unknown", &[]);
     let session = chat.session.clone();
     let title = chat.title_of(&session);
