@@ -12,25 +12,15 @@ use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::json;
-use support::agent::{Act, Concurrency, DEADLINE, TestTool, all_results, result_text, wait_for};
+use support::agent::{
+    Act, Concurrency, DEADLINE, TestTool, all_results, catalog, result_text, texts, wait_for,
+};
 use taud::agent::{AgentBusy, Limits, StopReason, TauAgent, TurnEvent, TurnOptions};
 use taud::message::{Message, Role, ToolResultStatus};
 use taud::testing::{FakeModel, FakeReply};
-use taud::tool::{Tier, ToolCatalog};
+use taud::tool::Tier;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-
-fn catalog(tools: Vec<Arc<dyn taud::tool::Tool>>) -> ToolCatalog {
-    let mut catalog = ToolCatalog::new();
-    for tool in tools {
-        assert_eq!(catalog.add(tool), Ok(()));
-    }
-    catalog
-}
-
-fn texts(messages: &[Message]) -> Vec<(Role, String)> {
-    messages.iter().map(|m| (m.role, m.text())).collect()
-}
 
 #[tokio::test]
 async fn turn_limit_ends_with_a_stop_reason_and_the_next_turn_repairs() {

@@ -9,24 +9,12 @@ mod support {
 use std::sync::Arc;
 
 use serde_json::json;
-use support::agent::{Act, Concurrency, DEADLINE, Recorder, TestTool, wait_for};
+use support::agent::{Act, Concurrency, DEADLINE, Recorder, TestTool, catalog, texts, wait_for};
 use taud::agent::{StopReason, TauAgent, TurnEvent};
 use taud::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, ToolUse};
 use taud::testing::{FakeModel, FakeReply};
-use taud::tool::{Tier, ToolCatalog};
+use taud::tool::Tier;
 use tokio::sync::Notify;
-
-fn catalog(tools: Vec<Arc<dyn taud::tool::Tool>>) -> ToolCatalog {
-    let mut catalog = ToolCatalog::new();
-    for tool in tools {
-        assert_eq!(catalog.add(tool), Ok(()));
-    }
-    catalog
-}
-
-fn texts(messages: &[Message]) -> Vec<(Role, String)> {
-    messages.iter().map(|m| (m.role, m.text())).collect()
-}
 
 #[tokio::test]
 async fn repairs_a_dangling_user_message() {

@@ -7,6 +7,8 @@
 //! Only non-test code is read for imports: `tests.rs` files and the `#[cfg(test)] mod …` block at
 //! the end of a file are left out, and so are comments.
 
+#![allow(clippy::expect_used)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};

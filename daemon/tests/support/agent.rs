@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 use taud::agent::{AgentTurn, HistoryError, HistoryObserver, TurnEvent};
-use taud::message::{Message, ToolResult, ToolResultContent};
+use taud::message::{Message, Role, ToolResult, ToolResultContent};
 use taud::tool::{Tier, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use tokio::sync::Notify;
 
@@ -147,4 +147,18 @@ pub fn all_results(messages: &[Message]) -> Vec<ToolResult> {
         .iter()
         .flat_map(|m| m.tool_results().cloned().collect::<Vec<_>>())
         .collect()
+}
+
+/// A catalog of `tools`, each added without error.
+pub fn catalog(tools: Vec<Arc<dyn taud::tool::Tool>>) -> taud::tool::ToolCatalog {
+    let mut catalog = taud::tool::ToolCatalog::new();
+    for tool in tools {
+        assert_eq!(catalog.add(tool), Ok(()));
+    }
+    catalog
+}
+
+/// Each message's role and text.
+pub fn texts(messages: &[Message]) -> Vec<(Role, String)> {
+    messages.iter().map(|m| (m.role, m.text())).collect()
 }

@@ -218,7 +218,6 @@ mod tests {
     use super::*;
     use crate::message::Usage;
     use crate::model::MessageAssembler;
-    use crate::provider::http::FrameDecoder;
 
     const TEXT_TURN: &[u8] =
         include_bytes!("../../../tests/fixtures/providers/anthropic/text_turn.sse");

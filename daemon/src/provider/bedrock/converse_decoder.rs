@@ -156,7 +156,6 @@ impl RecordDecoder for BedrockDecoder {
 mod tests {
     use super::*;
     use crate::model::{MessageAssembler, ModelError, StopReason};
-    use crate::provider::http::FrameDecoder;
     use crate::provider::retry::RetryAdvice;
     use serde_json::Value;
 

@@ -202,7 +202,6 @@ impl RecordDecoder for OllamaDecoder {
 mod tests {
     use super::*;
     use crate::model::{ModelError, ReasoningDelta};
-    use crate::provider::http::FrameDecoder;
     use crate::provider::retry::RetryAdvice;
 
     const TEXT_TURN: &[u8] =
@@ -213,7 +212,11 @@ mod tests {
         include_bytes!("../../../tests/fixtures/providers/ollama/error_mid_stream.ndjson");
 
     fn decode(body: &[u8], piece: usize) -> (Vec<ModelEvent>, Option<Failure>) {
-        crate::provider::http::decode_in_pieces(&mut OllamaDecoder::new("qwen3:8b", "gen_"), body, piece)
+        crate::provider::http::decode_in_pieces(
+            &mut OllamaDecoder::new("qwen3:8b", "gen_"),
+            body,
+            piece,
+        )
     }
 
     #[test]

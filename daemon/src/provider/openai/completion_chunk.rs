@@ -285,7 +285,6 @@ impl RecordDecoder for OpenAiDecoder {
 mod tests {
     use super::*;
     use crate::model::{ModelError, ReasoningDelta};
-    use crate::provider::http::FrameDecoder;
     use crate::provider::retry::RetryAdvice;
 
     const TEXT_TURN: &[u8] =
