@@ -375,6 +375,7 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     let options = TurnOptions {
         channel: Some(record.info.channel.clone()),
         cancel: Some(record.cancel.clone()),
+        turn_id: Some(turn_id.clone()),
     };
     // A notice pending now is put in front of this turn's prompt: the turn begins with a repair.
     let repair = agent.pending_notice();
