@@ -267,7 +267,18 @@ fn json_lines_carry_the_fields_of_their_spans() {
     let path = guard.log_file().unwrap().to_path_buf();
     drop(guard);
     let text = read(&path);
-    let line: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    // The record, then one close line per span (innermost first).
+    let closed: Vec<&str> = lines[1..]
+        .iter()
+        .map(|line| line["span"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(closed, ["tool_call", "turn"], "{text}");
+    assert_eq!(lines[1]["fields"]["message"], "close", "{text}");
+    let line = &lines[0];
     assert_eq!(line["fields"]["message"], "the tool ran", "{line}");
     assert_eq!(line["level"], "INFO", "{line}");
     assert_eq!(line["span"]["name"], "tool_call", "{line}");
