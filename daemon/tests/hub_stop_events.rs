@@ -13,9 +13,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use support::hub::*;
-use taud::agent::Limits;
+use taud::agent::{Limits, UNFINISHED_NOTICE};
 use taud::hub::{CoreOptions, HubCore, OpenTarget, StartTurn};
-use taud::store::{SessionStoreConfig, open_session_store};
+use taud::message::Message;
+use taud::store::{
+    DEFAULT_AGENT_ID, SessionMessage, SessionStoreConfig, now_utc, open_session_store,
+};
 use taud::testing::{FakeModel, FakeReply};
 
 async fn start(
@@ -178,6 +181,47 @@ async fn a_turn_that_ends_normally_stores_no_stop() {
 }
 
 #[tokio::test]
+async fn a_turn_after_a_crash_mid_turn_stores_its_repair() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Arc::new(FakeModel::scripted(vec![
+            FakeReply::text("hi"),
+            FakeReply::text("back"),
+        ]));
+        let core = start(dir.path(), backend, &model, options()).await;
+        let id = new_session(&core).await;
+        run(&core, &id, "hello").await;
+        core.shutdown().await;
+        // The hub died right after storing a prompt: the history ends on it, with no notice.
+        {
+            let store = open_store(dir.path(), backend);
+            let next = store
+                .list_messages(&id, DEFAULT_AGENT_ID, None, 0)
+                .unwrap()
+                .len();
+            let lost = SessionMessage::new(next as u64, Message::user_text("lost"), now_utc());
+            store.create_message(&id, DEFAULT_AGENT_ID, &lost).unwrap();
+        }
+        let restarted = start(dir.path(), backend, &model, options()).await;
+        run(&restarted, &id, "again").await;
+        let events = restarted.read_events(&id).await.unwrap();
+        let repaired = of_type(&events, "turn_repaired");
+        assert_eq!(repaired.len(), 1, "{backend}: {events:?}");
+        assert_eq!(repaired[0]["notice"], UNFINISHED_NOTICE, "{backend}");
+        restarted.shutdown().await;
+    }
+}
+
+fn open_store(dir: &std::path::Path, backend: &str) -> Arc<dyn taud::store::SessionStore> {
+    let config = SessionStoreConfig {
+        sessions_dir: dir.join("sessions"),
+        sqlite_path: dir.join("sessions.db"),
+        durability: taud::store::Durability::NoSync,
+    };
+    open_session_store(&taud::store::SessionBackends::builtin(), backend, &config).unwrap()
+}
+
+#[tokio::test]
 async fn an_events_file_without_the_turn_kinds_still_reads() {
     for backend in BACKENDS {
         let dir = tempfile::tempdir().unwrap();
@@ -191,14 +235,7 @@ async fn an_events_file_without_the_turn_kinds_still_reads() {
             json!({"type": "some_future_kind", "detail": 1}),
         ];
         {
-            let config = SessionStoreConfig {
-                sessions_dir: dir.path().join("sessions"),
-                sqlite_path: dir.path().join("sessions.db"),
-                durability: taud::store::Durability::NoSync,
-            };
-            let store =
-                open_session_store(&taud::store::SessionBackends::builtin(), backend, &config)
-                    .unwrap();
+            let store = open_store(dir.path(), backend);
             for event in &old {
                 store.append_event(&id, event).unwrap();
             }

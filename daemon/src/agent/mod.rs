@@ -176,6 +176,19 @@ impl TauAgent {
             .then(|| pending.text.clone())
     }
 
+    /// The notice the next turn will repair the history with: the [`TauAgent::pending_notice`],
+    /// or [`UNFINISHED_NOTICE`] for an unfinished history nobody left a notice for (a session
+    /// restored after a crash). `None` when the history ends cleanly or while a turn runs.
+    pub fn repair_notice(&self) -> Option<String> {
+        if self.inner.history.dangling() == Dangling::No || self.is_busy() {
+            return None;
+        }
+        Some(
+            self.pending_notice()
+                .unwrap_or_else(|| UNFINISHED_NOTICE.to_owned()),
+        )
+    }
+
     /// The tier gate (for `add_exemption`, and for callers that gate calls without a model).
     pub fn gate(&self) -> &TierGate {
         &self.inner.gate

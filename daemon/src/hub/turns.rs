@@ -377,8 +377,8 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
         cancel: Some(record.cancel.clone()),
         turn_id: Some(turn_id.clone()),
     };
-    // A notice pending now is put in front of this turn's prompt: the turn begins with a repair.
-    let repair = agent.pending_notice();
+    // An unfinished history now is repaired first thing in this turn, with this notice.
+    let repair = agent.repair_notice();
     // The turn waited in the turn table; the agent runs it now or refuses, never queues it.
     let end = match agent.try_stream_with(record.info.text.clone(), options) {
         Ok(stream) => {
