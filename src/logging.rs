@@ -6,7 +6,11 @@
 //!   INFO and up with `verbose`; one line per record, no timestamp.
 //! - `<logs_dir>/tau.log` (when a directory is given): INFO and up, with or without `verbose`;
 //!   timestamped, no colours; an error logged as a field (`error = &err as &dyn Error`) is written
-//!   with its source chain (`error=outer error.sources=[cause, root cause]`).
+//!   with its source chain (`error=outer error.sources=[cause, root cause]`). With
+//!   `TAU_LOG_FORMAT=json` ([`LogFormat::Json`]) each record is one JSON object per line, with the
+//!   fields of its current span (`span`) and of every span it is in (`spans`), so a busy hub's log
+//!   can be followed per session (`tau.session_id`, `tau.channel`, `tau.profile`, `turn_id`, …);
+//!   a span's close is a line too (`"message": "close"`, with `time.busy` and `time.idle`).
 //!
 //! Invariants: the log directory is created 0700 and the file 0600 on Unix (an existing file is
 //! tightened to 0600); the file is opened for appending and every record is one `write` call, so
@@ -27,8 +31,34 @@ use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{Layer, Registry, fmt, reload};
 
+use crate::env::Env;
+
 /// The name of the log file inside the logs directory.
 pub const LOG_FILE_NAME: &str = "tau.log";
+
+/// The variable that picks the file log's format: `json` for JSON lines, anything else for text.
+pub const LOG_FORMAT_VAR: &str = "TAU_LOG_FORMAT";
+
+/// How records are written to the log file (the console is always one-line text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// Timestamped text lines, span fields in front of the message.
+    #[default]
+    Text,
+    /// One JSON object per line, with the fields of the record's spans.
+    Json,
+}
+
+impl LogFormat {
+    /// The format `TAU_LOG_FORMAT` asks for: `json` (any case) is [`LogFormat::Json`]; unset or
+    /// any other value is [`LogFormat::Text`], so a typo never costs the log.
+    pub fn from_env(env: &Env) -> Self {
+        match env.get(LOG_FORMAT_VAR) {
+            Some(value) if value.trim().eq_ignore_ascii_case("json") => Self::Json,
+            _ => Self::Text,
+        }
+    }
+}
 
 /// Dependencies whose DEBUG output would drown tau's own; capped at INFO.
 const NOISY_TARGETS: &[&str] = &[
@@ -155,8 +185,19 @@ pub fn configure_logging(
     verbose: bool,
     console: bool,
 ) -> Result<LoggingGuard, LoggingError> {
+    configure_logging_as(logs_dir, verbose, console, LogFormat::Text)
+}
+
+/// [`configure_logging`] with the log file written in `format`.
+pub fn configure_logging_as(
+    logs_dir: Option<&Path>,
+    verbose: bool,
+    console: bool,
+    format: LogFormat,
+) -> Result<LoggingGuard, LoggingError> {
     let stderr = console.then_some(StderrWriter);
-    let (layers, log_file) = build_layers(logs_dir, verbose, stderr, io::stderr().is_terminal())?;
+    let ansi = io::stderr().is_terminal();
+    let (layers, log_file) = build_layers(logs_dir, verbose, stderr, ansi, format)?;
     let (layer, handle) = reload::Layer::new(layers);
     let subscriber = Registry::default().with(layer);
     tracing::subscriber::set_global_default(subscriber)
@@ -178,6 +219,23 @@ pub fn scoped_logging(
     scoped_with_console(logs_dir, verbose, stderr, io::stderr().is_terminal())
 }
 
+/// [`scoped_logging`] with the log file written in `format`.
+pub fn scoped_logging_as(
+    logs_dir: Option<&Path>,
+    verbose: bool,
+    console: bool,
+    format: LogFormat,
+) -> Result<ScopedLogging, LoggingError> {
+    let stderr = console.then_some(StderrWriter);
+    scoped_with_console_as(
+        logs_dir,
+        verbose,
+        stderr,
+        io::stderr().is_terminal(),
+        format,
+    )
+}
+
 fn scoped_with_console<W>(
     logs_dir: Option<&Path>,
     verbose: bool,
@@ -187,7 +245,20 @@ fn scoped_with_console<W>(
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
-    let (layers, log_file) = build_layers(logs_dir, verbose, console, ansi)?;
+    scoped_with_console_as(logs_dir, verbose, console, ansi, LogFormat::Text)
+}
+
+fn scoped_with_console_as<W>(
+    logs_dir: Option<&Path>,
+    verbose: bool,
+    console: Option<W>,
+    ansi: bool,
+    format: LogFormat,
+) -> Result<ScopedLogging, LoggingError>
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    let (layers, log_file) = build_layers(logs_dir, verbose, console, ansi, format)?;
     let subscriber = Registry::default().with(layers);
     Ok(ScopedLogging {
         _default: tracing::subscriber::set_default(subscriber),
@@ -232,6 +303,7 @@ fn build_layers<W>(
     verbose: bool,
     console: Option<W>,
     ansi: bool,
+    format: LogFormat,
 ) -> Result<(Layers, Option<PathBuf>), LoggingError>
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
@@ -257,11 +329,27 @@ where
         let (file, path) = open_log_file(dir)?;
         // INFO and up whatever `verbose` says: -v changes what a person sees, not the record.
         let level = LevelFilter::INFO;
-        let layer = fmt::layer()
-            .with_ansi(false)
-            .with_writer(LogFile(Arc::new(file)))
-            .with_filter(level_filter(level));
-        layers.push(Box::new(layer));
+        let writer = LogFile(Arc::new(file));
+        let layer: BoxedLayer = match format {
+            LogFormat::Text => Box::new(
+                fmt::layer()
+                    .with_ansi(false)
+                    .with_writer(writer)
+                    .with_filter(level_filter(level)),
+            ),
+            // A span's close is a line of its own too, with how long it was busy: the turn, each
+            // model call and each tool call then show in the log even when nothing inside logs.
+            LogFormat::Json => Box::new(
+                fmt::layer()
+                    .json()
+                    .with_current_span(true)
+                    .with_span_list(true)
+                    .with_span_events(fmt::format::FmtSpan::CLOSE)
+                    .with_writer(writer)
+                    .with_filter(level_filter(level)),
+            ),
+        };
+        layers.push(layer);
         log_file = Some(path);
     }
     Ok((layers, log_file))

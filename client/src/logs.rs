@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use tau_api::installation::{Installation, Located};
-use tau_api::logging::{LoggingGuard, configure_logging};
+use tau_api::logging::{LogFormat, LoggingGuard, configure_logging, configure_logging_as};
 
 use crate::cli::{Command, Context};
 use crate::environment;
@@ -30,6 +30,7 @@ pub fn start(command: &Command, ctx: &Context) -> Option<LoggingGuard> {
         return configure_logging(None, ctx.verbose, true).ok();
     };
     let env = environment::snapshot(ctx);
+    let format = LogFormat::from_env(&env);
     let (logs_dir, problems, warnings) = match Installation::discover(env.clone(), &cwd) {
         Ok(found) => (
             Some(found.paths.logs_dir),
@@ -49,7 +50,7 @@ pub fn start(command: &Command, ctx: &Context) -> Option<LoggingGuard> {
     };
     // The TUI owns the screen: it logs to the file only.
     let console = !matches!(command, Command::Tui(_));
-    let guard = with_file(logs_dir.as_deref(), ctx.verbose, console);
+    let guard = with_file(logs_dir.as_deref(), ctx.verbose, console, format);
     tracing::info!(
         command = name,
         version = tau_api::VERSION,
@@ -65,10 +66,15 @@ pub fn start(command: &Command, ctx: &Context) -> Option<LoggingGuard> {
     guard
 }
 
-/// Console and `<logs_dir>/tau.log`; the console only (with one warning) when the file cannot be
-/// opened.
-fn with_file(logs_dir: Option<&Path>, verbose: bool, console: bool) -> Option<LoggingGuard> {
-    match configure_logging(logs_dir, verbose, console) {
+/// Console and `<logs_dir>/tau.log` (in `format`); the console only (with one warning) when the
+/// file cannot be opened.
+fn with_file(
+    logs_dir: Option<&Path>,
+    verbose: bool,
+    console: bool,
+    format: LogFormat,
+) -> Option<LoggingGuard> {
+    match configure_logging_as(logs_dir, verbose, console, format) {
         Ok(guard) => Some(guard),
         Err(file_error) => {
             let guard = configure_logging(None, verbose, console).ok();

@@ -21,7 +21,7 @@ use clap::Parser;
 use tau_api::env::Env;
 use tau_api::hub_files::exit;
 use tau_api::installation::Installation;
-use tau_api::logging::{LoggingGuard, configure_logging};
+use tau_api::logging::{LogFormat, LoggingGuard, configure_logging, configure_logging_as};
 use taud::host::{self, HubLock, HubOptions, LockError};
 use taud::hub::CoreSetup;
 
@@ -129,9 +129,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// stderr plus `<TAU_DATA_DIR>/logs/tau.log`; stderr only when the file cannot be opened.
+/// stderr plus `<TAU_DATA_DIR>/logs/tau.log` (JSON lines with `TAU_LOG_FORMAT=json`); stderr only
+/// when the file cannot be opened.
 fn start_logging(installation: &Installation, verbose: bool) -> Option<LoggingGuard> {
-    match configure_logging(Some(&installation.paths.logs_dir), verbose, true) {
+    let format = LogFormat::from_env(&installation.env);
+    match configure_logging_as(Some(&installation.paths.logs_dir), verbose, true, format) {
         Ok(guard) => Some(guard),
         Err(file_error) => {
             let guard = configure_logging(None, verbose, true).ok();

@@ -210,6 +210,7 @@ async fn a_turn_cancelled_while_queued_appends_nothing() {
             TurnOptions {
                 channel: None,
                 cancel: Some(cancel),
+                turn_id: None,
             },
         )
         .finish()

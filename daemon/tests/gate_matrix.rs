@@ -108,7 +108,7 @@ fn event_trace(events: &[AgentEvent]) -> Vec<String> {
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default()
             ),
-            AgentEvent::Error(_) => "error".to_owned(),
+            other => other.kind().to_owned(),
         })
         .collect()
 }

@@ -240,3 +240,63 @@ fn the_global_guard_can_move_between_threads() {
     assert_send_sync::<LoggingGuard>();
     assert_send_sync::<LoggingError>();
 }
+
+#[test]
+fn json_lines_carry_the_fields_of_their_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let guard = scoped_with_console_as(
+        Some(dir.path()),
+        false,
+        None::<Capture>,
+        false,
+        LogFormat::Json,
+    )
+    .unwrap();
+    {
+        let turn = tracing::info_span!(
+            "turn",
+            "tau.session_id" = "s-1",
+            "tau.channel" = "terminal",
+            "tau.profile" = "home",
+            turn_id = "t-1"
+        );
+        let _in_turn = turn.enter();
+        let tool = tracing::info_span!("tool_call", tool = "current_time");
+        tool.in_scope(|| tracing::info!(tier = 0, "the tool ran"));
+    }
+    let path = guard.log_file().unwrap().to_path_buf();
+    drop(guard);
+    let text = read(&path);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    // The record, then one close line per span (innermost first).
+    let closed: Vec<&str> = lines[1..]
+        .iter()
+        .map(|line| line["span"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(closed, ["tool_call", "turn"], "{text}");
+    assert_eq!(lines[1]["fields"]["message"], "close", "{text}");
+    let line = &lines[0];
+    assert_eq!(line["fields"]["message"], "the tool ran", "{line}");
+    assert_eq!(line["level"], "INFO", "{line}");
+    assert_eq!(line["span"]["name"], "tool_call", "{line}");
+    assert_eq!(line["span"]["tool"], "current_time", "{line}");
+    let turn = &line["spans"][0];
+    assert_eq!(turn["name"], "turn", "{line}");
+    assert_eq!(turn["tau.session_id"], "s-1", "{line}");
+    assert_eq!(turn["tau.channel"], "terminal", "{line}");
+    assert_eq!(turn["tau.profile"], "home", "{line}");
+    assert_eq!(turn["turn_id"], "t-1", "{line}");
+}
+
+#[test]
+fn log_format_comes_from_tau_log_format() {
+    let env = |value: &str| Env::from_iter([(LOG_FORMAT_VAR.to_owned(), value.to_owned())]);
+    assert_eq!(LogFormat::from_env(&Env::new()), LogFormat::Text);
+    assert_eq!(LogFormat::from_env(&env("json")), LogFormat::Json);
+    assert_eq!(LogFormat::from_env(&env(" JSON ")), LogFormat::Json);
+    assert_eq!(LogFormat::from_env(&env("text")), LogFormat::Text);
+    assert_eq!(LogFormat::from_env(&env("jsn")), LogFormat::Text);
+}

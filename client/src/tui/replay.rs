@@ -43,6 +43,12 @@ pub fn line(event: &pb::StoredEvent) -> (String, bool) {
             (line, false)
         }
         "error" => (format!("! {}", field(&record, "message")), true),
+        "turn_stopped" => {
+            let reason = field(&record, "stop_reason");
+            let line = format!("■ stopped: {reason} · {}", field(&record, "notice"));
+            (line, reason == "error")
+        }
+        "turn_repaired" => (format!("↺ repaired: {}", field(&record, "notice")), false),
         other => (render::one_line(other, 60), false),
     }
 }
@@ -119,5 +125,31 @@ mod tests {
             screen.contains("✓ demo_physical_action · tier 2"),
             "{screen}"
         );
+    }
+
+    #[test]
+    fn stored_turn_stops_and_repairs_are_one_line_each() {
+        let stopped = pb::StoredEvent {
+            r#type: "turn_stopped".into(),
+            json: r#"{"type":"turn_stopped","stop_reason":"limit_turns","notice":"The turn stopped after 2 model calls (its limit).","v":1}"#.into(),
+        };
+        assert_eq!(
+            line(&stopped),
+            (
+                "■ stopped: limit_turns · The turn stopped after 2 model calls (its limit)."
+                    .to_owned(),
+                false
+            )
+        );
+        let failed = pb::StoredEvent {
+            r#type: "turn_stopped".into(),
+            json: r#"{"type":"turn_stopped","stop_reason":"error","notice":"boom"}"#.into(),
+        };
+        assert!(line(&failed).1);
+        let repaired = pb::StoredEvent {
+            r#type: "turn_repaired".into(),
+            json: r#"{"type":"turn_repaired","notice":"boom"}"#.into(),
+        };
+        assert_eq!(line(&repaired), ("↺ repaired: boom".to_owned(), false));
     }
 }

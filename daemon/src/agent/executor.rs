@@ -5,10 +5,13 @@
 //! before its input or a cancel is considered, so an unknown tool is always refused as unknown; each call goes
 //! `gate.begin`/`wait` → `Permit::run` with nothing in between (the permit's tool task is spawned
 //! before anything else is awaited); calls run concurrently unless any registered tool is tier 2,
-//! then one at a time (so approvals are asked one at a time too); every call is recorded by the gate.
+//! then one at a time (so approvals are asked one at a time too); every call is recorded by the gate, inside its
+//! `tool_call` span (`super::trace_spans`).
 
 use futures::future::join_all;
+use tracing::Instrument;
 
+use super::trace_spans::TurnTrace;
 use super::turn_event::{TurnEvent, TurnOutput};
 use crate::gate::{
     ApprovalRequest, CallApproval, CallContext, Checked, GateCall, RefusalReason, TierGate,
@@ -24,20 +27,22 @@ pub(crate) async fn run_tools(
     uses: Vec<ToolUse>,
     invalid: &[InvalidToolInput],
     ctx: &CallContext,
+    trace: &TurnTrace,
     out: &TurnOutput,
 ) -> Vec<ToolResult> {
+    // Each call runs in its own span, also when the calls run side by side.
+    let traced = |tool_use: ToolUse| {
+        let span = trace.tool_call_span(&tool_use.name, &tool_use.tool_use_id);
+        run_one(gate, tool_use, invalid, ctx, out).instrument(span)
+    };
     if gate.catalog().has_physical() {
         let mut results = Vec::with_capacity(uses.len());
         for tool_use in uses {
-            results.push(run_one(gate, tool_use, invalid, ctx, out).await);
+            results.push(traced(tool_use).await);
         }
         results
     } else {
-        join_all(
-            uses.into_iter()
-                .map(|tool_use| run_one(gate, tool_use, invalid, ctx, out)),
-        )
-        .await
+        join_all(uses.into_iter().map(traced)).await
     }
 }
 

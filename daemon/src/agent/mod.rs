@@ -22,6 +22,7 @@
 mod executor;
 mod history;
 mod notice;
+mod trace_spans;
 mod turn;
 mod turn_event;
 mod window;
@@ -38,12 +39,15 @@ use futures::future::Either;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub use crate::model::{STOP_REASONS, StopReason, UnknownStopReason};
 pub use history::{HistoryError, HistoryObserver};
 pub use turn::{CANCELLED_PLACEHOLDER, TOOL_INTERRUPTED, UNFINISHED_NOTICE};
 pub use turn_event::{Limits, StaticSystemPrompt, SystemPromptSource, TurnEnd, TurnEvent};
 pub use window::{ConversationWindow, WholeHistory, WindowError};
+
+use trace_spans::TurnTrace;
 
 use crate::gate::{Approver, CallContext, EventSink, TierGate};
 use crate::message::{Message, Usage};
@@ -88,6 +92,8 @@ pub(crate) struct AgentInner {
     limits: Limits,
     session_id: String,
     channel: String,
+    /// The installation profile, for the turn's spans (`tau.profile`).
+    profile: String,
     event_capacity: usize,
     /// Held by the running turn; tokio's mutex is fair, so waiters get it in the order they queued
     /// (see the module doc for who queues on it).
@@ -131,6 +137,8 @@ pub struct TurnOptions {
     pub channel: Option<String>,
     /// Cancels this turn; default: a fresh token (see [`AgentTurn::cancel`]).
     pub cancel: Option<CancellationToken>,
+    /// The turn's id as the caller knows it, for its tracing spans (`turn_id`); default: none.
+    pub turn_id: Option<String>,
 }
 
 impl TauAgent {
@@ -150,6 +158,7 @@ impl TauAgent {
             limits: Limits::default(),
             session_id: "unsaved".to_owned(),
             channel: "local".to_owned(),
+            profile: String::new(),
             event_capacity: DEFAULT_EVENT_CAPACITY,
             pending_notice: None,
         }
@@ -165,6 +174,19 @@ impl TauAgent {
         (pending.history_len == self.inner.history.len()
             && self.inner.history.dangling() != Dangling::No)
             .then(|| pending.text.clone())
+    }
+
+    /// The notice the next turn will repair the history with: the [`TauAgent::pending_notice`],
+    /// or [`UNFINISHED_NOTICE`] for an unfinished history nobody left a notice for (a session
+    /// restored after a crash). `None` when the history ends cleanly or while a turn runs.
+    pub fn repair_notice(&self) -> Option<String> {
+        if self.inner.history.dangling() == Dangling::No || self.is_busy() {
+            return None;
+        }
+        Some(
+            self.pending_notice()
+                .unwrap_or_else(|| UNFINISHED_NOTICE.to_owned()),
+        )
     }
 
     /// The tier gate (for `add_exemption`, and for callers that gate calls without a model).
@@ -289,7 +311,14 @@ impl TauAgent {
             channel: options.channel.unwrap_or_else(|| inner.channel.clone()),
             cancel,
         };
-        runtime.spawn(async move {
+        let trace = TurnTrace {
+            session_id: ctx.session_id.clone(),
+            channel: ctx.channel.clone(),
+            profile: inner.profile.clone(),
+            turn_id: options.turn_id.unwrap_or_default(),
+        };
+        let span = trace.turn_span();
+        let turn = async move {
             let out = TurnOutput::new(sender);
             let queued = tokio::select! {
                 biased;
@@ -308,11 +337,12 @@ impl TauAgent {
                 return;
             };
             inner.set_current(Some(ctx.cancel.clone()));
-            let end = turn::run_turn(&inner, prompt, &ctx, &out).await;
+            let end = turn::run_turn(&inner, prompt, &ctx, &trace, &out).await;
             inner.set_current(None);
             drop(guard);
             out.send(TurnEvent::TurnEnd(end)).await;
-        });
+        };
+        runtime.spawn(turn.instrument(span));
         stream
     }
 
@@ -397,6 +427,7 @@ pub struct TauAgentBuilder {
     limits: Limits,
     session_id: String,
     channel: String,
+    profile: String,
     event_capacity: usize,
     pending_notice: Option<String>,
 }
@@ -483,6 +514,12 @@ impl TauAgentBuilder {
         self
     }
 
+    /// The installation profile, carried by the turn's tracing spans (`tau.profile`); default: empty.
+    pub fn profile(mut self, profile: impl Into<String>) -> Self {
+        self.profile = profile.into();
+        self
+    }
+
     /// Capacity of each turn's event channel (at least 1).
     pub fn event_capacity(mut self, capacity: usize) -> Self {
         self.event_capacity = capacity;
@@ -526,6 +563,7 @@ impl TauAgentBuilder {
                 limits: self.limits,
                 session_id: self.session_id,
                 channel: self.channel,
+                profile: self.profile,
                 event_capacity: self.event_capacity,
                 turn_lock: Arc::new(tokio::sync::Mutex::new(())),
                 notice: Mutex::new(notice),

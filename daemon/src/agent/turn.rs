@@ -15,12 +15,13 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{Instrument, debug, warn};
 
 use super::AgentInner;
 use super::executor::run_tools;
 use super::history::{Dangling, HistoryError};
 use super::notice::model_error_notice;
+use super::trace_spans::TurnTrace;
 use super::turn_event::{TurnEnd, TurnEvent, TurnOutput};
 use crate::gate::CallContext;
 use crate::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, Usage};
@@ -60,6 +61,7 @@ pub(crate) async fn run_turn(
     inner: &AgentInner,
     prompt: String,
     ctx: &CallContext,
+    trace: &TurnTrace,
     out: &TurnOutput,
 ) -> TurnEnd {
     let mut progress = Progress {
@@ -67,7 +69,7 @@ pub(crate) async fn run_turn(
         model_calls: 0,
         text: String::new(),
     };
-    let (stop_reason, notice) = match drive(inner, prompt, ctx, out, &mut progress).await {
+    let (stop_reason, notice) = match drive(inner, prompt, ctx, trace, out, &mut progress).await {
         Ok(end) => end,
         Err(error) => {
             warn!(session_id = %ctx.session_id, "{error}");
@@ -106,6 +108,7 @@ async fn drive(
     inner: &AgentInner,
     prompt: String,
     ctx: &CallContext,
+    trace: &TurnTrace,
     out: &TurnOutput,
     progress: &mut Progress,
 ) -> Result<(StopReason, Option<String>), HistoryError> {
@@ -142,7 +145,11 @@ async fn drive(
             tools: inner.gate.catalog().specs(),
         };
         progress.model_calls += 1;
-        let assembled = match call_model(inner, request, &ctx.cancel, out).await {
+        let span = trace.model_call_span(inner.model.name(), progress.model_calls);
+        let called = call_model(inner, request, &ctx.cancel, out)
+            .instrument(span)
+            .await;
+        let assembled = match called {
             ModelOutcome::Done(assembled) => assembled,
             ModelOutcome::Cancelled => {
                 inner
@@ -173,7 +180,15 @@ async fn drive(
             };
             return Ok((stop_reason, notice));
         }
-        let results = run_tools(&inner.gate, uses, &assembled.invalid_tool_inputs, ctx, out).await;
+        let results = run_tools(
+            &inner.gate,
+            uses,
+            &assembled.invalid_tool_inputs,
+            ctx,
+            trace,
+            out,
+        )
+        .await;
         inner.history.append(Message {
             role: Role::User,
             content: results.into_iter().map(ContentBlock::ToolResult).collect(),

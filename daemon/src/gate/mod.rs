@@ -46,7 +46,7 @@ pub use format::format_approval_arguments;
 pub use pending::PendingApproval;
 pub use sink::{
     AgentEvent, ApprovalEvent, ErrorEvent, EventSink, NullSink, SinkError, ToolCallEvent,
-    ToolCallStatus,
+    ToolCallStatus, TurnRepairedEvent, TurnStoppedEvent,
 };
 pub use verdict::{
     CANCEL_GRACE, CallContext, GateCall, Permit, Refusal, RefusalReason, ToolCallRecord, Verdict,

@@ -1,7 +1,9 @@
-//! Agent events the gate emits (`tool_call`, `approval`, `error`) and the [`EventSink`] they go to
-//! (the hub's session recorder implements it; tests use `testing::MemorySink`).
+//! Agent events the gate emits (`tool_call`, `approval`, `error`), the turn events the hub adds
+//! (`turn_stopped`, `turn_repaired`), and the [`EventSink`] they go to (the hub's session recorder
+//! implements it; tests use `testing::MemorySink`).
 //!
-//! Invariants: the events' field names and the string forms of their statuses ([`ToolCallStatus`]
+//! Invariants: the vocabulary is additive: a new kind is a new `type`, and readers of events.jsonl
+//! skip a `type` they do not know (an old file without the turn kinds reads as before); the events' field names and the string forms of their statuses ([`ToolCallStatus`]
 //! here, the approval words in `super::approval`) are the stored vocabulary of events.jsonl and
 //! never change meaning; `EventSink::emit` is synchronous and must not block, because the gate calls
 //! it on the path of every tool call (a sink that needs I/O queues internally).
@@ -90,6 +92,30 @@ pub struct ErrorEvent {
     pub session_id: String,
 }
 
+/// A turn that did not end normally: a limit, a failed model call, a cancel. Written after the
+/// turn, so the stored record says why it stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnStoppedEvent {
+    pub turn_id: String,
+    /// The turn's stop reason: `limit_turns`, `limit_total_tokens`, `error` or `cancelled`.
+    pub stop_reason: String,
+    /// The notice the person was shown (and the next turn repeats to the model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+    pub model_calls: u32,
+    pub session_id: String,
+    pub channel: String,
+}
+
+/// A turn that began by repairing an unfinished history: the notice put in front of its prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnRepairedEvent {
+    pub turn_id: String,
+    pub notice: String,
+    pub session_id: String,
+    pub channel: String,
+}
+
 /// An agent event, stored one per line in a session's events.jsonl (`{"type": "tool_call", ...}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -97,15 +123,19 @@ pub enum AgentEvent {
     ToolCall(ToolCallEvent),
     Approval(ApprovalEvent),
     Error(ErrorEvent),
+    TurnStopped(TurnStoppedEvent),
+    TurnRepaired(TurnRepairedEvent),
 }
 
 impl AgentEvent {
-    /// The event's type name: `tool_call`, `approval` or `error`.
+    /// The event's type name: `tool_call`, `approval`, `error`, `turn_stopped` or `turn_repaired`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::ToolCall(_) => "tool_call",
             Self::Approval(_) => "approval",
             Self::Error(_) => "error",
+            Self::TurnStopped(_) => "turn_stopped",
+            Self::TurnRepaired(_) => "turn_repaired",
         }
     }
 }
@@ -164,5 +194,34 @@ mod tests {
         assert_eq!(value["status"], "success");
         assert_eq!(event.kind(), "tool_call");
         assert_eq!(serde_json::from_value::<AgentEvent>(value).unwrap(), event);
+    }
+
+    #[test]
+    fn turn_events_serialize_with_their_type() {
+        let stopped = AgentEvent::TurnStopped(TurnStoppedEvent {
+            turn_id: "t".into(),
+            stop_reason: "limit_turns".into(),
+            notice: Some("limit".into()),
+            model_calls: 2,
+            session_id: "s".into(),
+            channel: "cli".into(),
+        });
+        let value = serde_json::to_value(&stopped).unwrap();
+        assert_eq!(value["type"], "turn_stopped");
+        assert_eq!(value["stop_reason"], "limit_turns");
+        assert_eq!(stopped.kind(), "turn_stopped");
+        assert_eq!(
+            serde_json::from_value::<AgentEvent>(value).unwrap(),
+            stopped
+        );
+        let repaired = AgentEvent::TurnRepaired(TurnRepairedEvent {
+            turn_id: "t".into(),
+            notice: "n".into(),
+            session_id: "s".into(),
+            channel: "cli".into(),
+        });
+        let value = serde_json::to_value(&repaired).unwrap();
+        assert_eq!(value["type"], "turn_repaired");
+        assert_eq!(repaired.kind(), "turn_repaired");
     }
 }

@@ -1,6 +1,7 @@
 //! [`SessionRecorder`]: how an open session's agent writes to the session store. It is the agent's
 //! [`HistoryObserver`] (every message, before it enters the agent's memory) and the gate's
-//! [`EventSink`] (every `tool_call`, `approval` and `error` event, into the session's events).
+//! [`EventSink`] (every `tool_call`, `approval` and `error` event, into the session's events), and
+//! the turn worker's `turn_stopped` / `turn_repaired` events.
 //!
 //! Invariants:
 //! - A message's stored id is its position in the full session: the restored window starts at
@@ -85,6 +86,13 @@ impl SessionRecorder {
         self.offset
     }
 
+    /// Stores a turn's `turn_stopped` or `turn_repaired` event; a failed write is logged (the turn
+    /// itself already ended or began, so there is nothing to refuse).
+    pub fn record_turn_event(&self, event: AgentEvent) {
+        // `store_event` logs the failure; the turn goes on without the record.
+        let _ = self.store_event(&event);
+    }
+
     /// The `tool_call` record of a finished call, once.
     pub fn take_tool_call(&self, tool_use_id: &str) -> Option<ToolCallEvent> {
         self.tool_calls
@@ -155,6 +163,8 @@ impl SessionRecorder {
                 self.bus
                     .publish(self.turn.get().as_deref(), EventKind::Error(error));
             }
+            // Stored only: clients see the turn's end as `TurnEnded` on the bus.
+            AgentEvent::TurnStopped(_) | AgentEvent::TurnRepaired(_) => {}
         }
     }
 }

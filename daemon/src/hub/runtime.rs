@@ -354,6 +354,7 @@ fn build_agent(
         .system_prompt(Arc::clone(&parts.persona))
         .limits(options.limits)
         .session_id(session_id)
+        .profile(options.profile.as_str())
         .build();
     Ok(AgentSlot {
         agent,

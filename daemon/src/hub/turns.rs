@@ -27,7 +27,9 @@ use super::event::{EventKind, TurnInfo, now_rfc3339};
 use super::recorder::SessionRecorder;
 use super::runtime::SessionRuntime;
 use crate::agent::{AgentBusy, StopReason, TurnEnd, TurnEvent, TurnOptions};
-use crate::gate::{ToolCallEvent, format_approval_arguments};
+use crate::gate::{
+    AgentEvent, ToolCallEvent, TurnRepairedEvent, TurnStoppedEvent, format_approval_arguments,
+};
 use crate::message::Usage;
 
 /// How many idempotency keys and finished turns a session remembers.
@@ -373,10 +375,23 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     let options = TurnOptions {
         channel: Some(record.info.channel.clone()),
         cancel: Some(record.cancel.clone()),
+        turn_id: Some(turn_id.clone()),
     };
+    // An unfinished history now is repaired first thing in this turn, with this notice.
+    let repair = agent.repair_notice();
     // The turn waited in the turn table; the agent runs it now or refuses, never queues it.
     let end = match agent.try_stream_with(record.info.text.clone(), options) {
-        Ok(stream) => relay(runtime, &record, &recorder, stream).await,
+        Ok(stream) => {
+            if let Some(notice) = repair {
+                recorder.record_turn_event(AgentEvent::TurnRepaired(TurnRepairedEvent {
+                    turn_id: turn_id.clone(),
+                    notice,
+                    session_id: runtime.session_id.clone(),
+                    channel: record.info.channel.clone(),
+                }));
+            }
+            relay(runtime, &record, &recorder, stream).await
+        }
         Err(AgentBusy) => {
             error!(session_id = %runtime.session_id, %turn_id, "the session's agent was running another turn");
             Some(ended_with_error(
@@ -390,6 +405,9 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
         warn!(session_id = %runtime.session_id, %turn_id, "a turn ended without its end event");
         ended_with_error("The turn ended unexpectedly.")
     });
+    if let Some(event) = stop_event(runtime, &record, &end) {
+        recorder.record_turn_event(event);
+    }
     // Free the agent before the turn is seen to end: a role switch or compaction sent as soon as
     // a client reads `TurnEnded` must find it free (it is refused, not queued, while busy).
     drop(agent_guard);
@@ -454,6 +472,28 @@ async fn relay(
         runtime.bus.publish(Some(turn_id), kind);
     }
     end
+}
+
+/// The `turn_stopped` event of a turn that ended on a limit, an error or a cancel; `None` for a
+/// turn that ended normally.
+fn stop_event(runtime: &SessionRuntime, record: &TurnRecord, end: &TurnEnd) -> Option<AgentEvent> {
+    let stopped = matches!(
+        end.stop_reason,
+        StopReason::LimitTurns
+            | StopReason::LimitTotalTokens
+            | StopReason::Error
+            | StopReason::Cancelled
+    );
+    stopped.then(|| {
+        AgentEvent::TurnStopped(TurnStoppedEvent {
+            turn_id: record.info.turn_id.clone(),
+            stop_reason: end.stop_reason.as_str().to_owned(),
+            notice: end.notice.clone(),
+            model_calls: end.model_calls,
+            session_id: runtime.session_id.clone(),
+            channel: record.info.channel.clone(),
+        })
+    })
 }
 
 /// The `TurnEnd` of a turn the worker had to end itself, with `notice`.
