@@ -108,7 +108,7 @@ impl App {
     }
 
     /// Closes a card that shows its verdict: the next key does that and nothing else, except that
-    /// Esc and a character typed right after it, which arrive together as Alt-<character>, close
+    /// Esc and a character typed right after it, which arrive together as `Alt-<character>`, close
     /// it and type the character. Whether a card was closed.
     pub fn dismiss_verdict(&mut self, key: KeyEvent) -> bool {
         if self.card.as_ref().is_none_or(|card| card.verdict.is_none()) {
