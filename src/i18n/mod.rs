@@ -7,7 +7,9 @@
 //!
 //! Invariants:
 //! - The built-in table is static and immutable (the `en` and `tr` modules); there is no global
-//!   registry. Extensions add keys to their own [`Messages`] value with [`Messages::register`].
+//!   registry. Extensions add keys to their own [`Messages`] value with [`Messages::register`];
+//!   a channel outside tau-api registers a table of [`ChannelMessage`]s, which cannot be written
+//!   without a text for every language ([`Messages::register_channel`]).
 //! - Every key has an English text; a language that lacks a key falls back to English.
 //! - Every translation uses exactly the placeholders of its English text (checked by a test for
 //!   the built-ins and by `register` for extensions), so a caller's arguments fit every language.
@@ -41,6 +43,18 @@ use crate::lang::Lang;
 pub use approval::{ApprovalPrompt, format_approval_prompt, is_approval_answer};
 pub use placeholders::TemplateError;
 use placeholders::{RenderError, placeholders, render};
+
+/// One message of a channel that lives outside tau-api, with its text in every language. A new
+/// [`Lang`] adds a field here, so every channel's table fails to build until it is translated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelMessage {
+    /// The dotted key, e.g. `telegram.linked`; never a built-in key.
+    pub key: &'static str,
+    /// The English text.
+    pub en: &'static str,
+    /// The Turkish text, with exactly the placeholders of the English one.
+    pub tr: &'static str,
+}
 
 /// Named arguments of a message: `&[("id", &session_id), ("count", &n)]`.
 pub type Args<'a> = [(&'a str, &'a dyn Display)];
@@ -184,6 +198,23 @@ impl Messages {
             self.extra.insert(key.to_owned(), entry);
         }
         Ok(())
+    }
+
+    /// Registers a channel's own messages, each with a text in every language. This is how a
+    /// channel living outside tau-api (the TUI, Telegram) adds its keys: a [`ChannelMessage`]
+    /// has one field per [`Lang`], so a table that lacks a language does not compile, and the
+    /// placeholders of every translation are checked here as [`Messages::register`] does. Either
+    /// all of the table is registered or, on the first error, none of it.
+    pub fn register_channel(&mut self, table: &[ChannelMessage]) -> Result<(), I18nError> {
+        let entries: Vec<(&str, [(Lang, &str); 2])> = table
+            .iter()
+            .map(|m| (m.key, [(Lang::En, m.en), (Lang::Tr, m.tr)]))
+            .collect();
+        let borrowed: Vec<(&str, &[(Lang, &str)])> = entries
+            .iter()
+            .map(|(key, texts)| (*key, texts.as_slice()))
+            .collect();
+        self.register_all(&borrowed)
     }
 
     /// Whether `key` is known (built in or registered).

@@ -300,3 +300,49 @@ fn messages_can_be_shared_across_threads() {
     assert_send_sync::<Messages>();
     assert_send_sync::<I18nError>();
 }
+
+#[test]
+fn a_channel_table_registers_every_language_or_nothing() {
+    const TABLE: &[ChannelMessage] = &[
+        ChannelMessage {
+            key: "demo.linked",
+            en: "Linked to {chat}.",
+            tr: "{chat} ile bağlandı.",
+        },
+        ChannelMessage {
+            key: "demo.bye",
+            en: "Bye.",
+            tr: "Hoşça kal.",
+        },
+    ];
+    let mut messages = Messages::builtin();
+    messages.register_channel(TABLE).unwrap();
+    assert_eq!(
+        messages
+            .t("demo.linked", Lang::Tr, &[("chat", &"ev")])
+            .unwrap(),
+        "ev ile bağlandı."
+    );
+    assert_eq!(
+        messages.template("demo.bye", Lang::Tr).unwrap(),
+        ("Hoşça kal.", Lang::Tr)
+    );
+
+    // A translation with other placeholders refuses the whole table.
+    let mut messages = Messages::builtin();
+    let broken = [
+        ChannelMessage {
+            key: "demo.ok",
+            en: "Fine.",
+            tr: "Tamam.",
+        },
+        ChannelMessage {
+            key: "demo.bad",
+            en: "Linked to {chat}.",
+            tr: "{sohbet} ile bağlandı.",
+        },
+    ];
+    assert!(messages.register_channel(&broken).is_err());
+    assert!(!messages.contains("demo.ok"));
+    assert!(!messages.contains("demo.bad"));
+}
