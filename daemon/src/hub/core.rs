@@ -39,6 +39,7 @@ use super::ids::new_id;
 use super::limits::{
     check_channel, check_idempotency_key, check_ref_id, check_session_id, check_text,
 };
+use super::now_facts::hub_context_sources;
 use super::open_sessions::OpenSessions;
 use super::options::{CoreOptions, ModelFactory};
 use super::remembered::ChannelListings;
@@ -107,13 +108,19 @@ impl HubCore {
         let clock = Arc::new(SystemClock);
         let persona: Arc<dyn SystemPromptSource> = match &options.persona_dir {
             Some(dir) => Arc::new(
-                PersonaLoader::new(dir, &options.profile, &options.host_role, Vec::new(), clock)
-                    .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?,
+                PersonaLoader::new(
+                    dir,
+                    &options.profile,
+                    &options.host_role,
+                    hub_context_sources(),
+                    clock,
+                )
+                .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?,
             ),
             None => Arc::new(PersonaLoader::shipped(
                 &options.profile,
                 &options.host_role,
-                Vec::new(),
+                hub_context_sources(),
                 clock,
             )),
         };

@@ -30,6 +30,7 @@ pub mod error;
 pub mod event;
 pub mod ids;
 pub mod limits;
+mod now_facts;
 mod open_sessions;
 pub mod options;
 mod reaper;
