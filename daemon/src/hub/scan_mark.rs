@@ -123,9 +123,12 @@ impl std::fmt::Debug for ScanJournal {
 impl ScanJournal {
     /// The journal of the mark at `path`, for the `backend` store. Nothing is written until a
     /// scan completes or a session is noted.
+    /// A temporary file a killed hub left beside the mark is removed here.
     pub fn new(path: impl Into<PathBuf>, backend: impl Into<String>) -> Self {
+        let path = path.into();
+        remove_stale_temp_files(&path);
         Self {
-            path: path.into(),
+            path,
             backend: backend.into(),
             state: Mutex::new(Journal {
                 scan_started_at: Timestamp::now().to_string(),
@@ -184,6 +187,32 @@ impl ScanJournal {
         };
         let bytes = serde_json::to_vec(&mark).map_err(io::Error::other)?;
         write_atomic(&self.path, &bytes)
+    }
+}
+
+/// Removes the `<mark>.tmp.<pid>` files beside the mark that another process left: only one hub
+/// runs at a time (the hub lock), so such a file belongs to a hub that was killed mid-write.
+fn remove_stale_temp_files(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return;
+    };
+    let prefix = format!("{name}.tmp.");
+    let own = format!("{prefix}{}", std::process::id());
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(file_name) = file_name.to_str() else {
+            continue;
+        };
+        let stale = file_name
+            .strip_prefix(&prefix)
+            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+            && file_name != own;
+        if stale && let Err(error) = fs::remove_file(entry.path()) {
+            warn!(file = %entry.path().display(), %error, "cannot remove a stale temporary file");
+        }
     }
 }
 
@@ -276,6 +305,24 @@ mod tests {
             scan_plan(&path, "file"),
             ScanPlan::Sessions(BTreeSet::from(["s-c".to_owned()]))
         );
+    }
+
+    #[test]
+    fn a_temporary_file_a_killed_hub_left_is_removed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("approval-scan.json");
+        let stale = dir.path().join("approval-scan.json.tmp.999999999");
+        let own = dir
+            .path()
+            .join(format!("approval-scan.json.tmp.{}", std::process::id()));
+        let other = dir.path().join("sessions.tmp.12");
+        let odd = dir.path().join("approval-scan.json.tmp.x1");
+        for file in [&stale, &own, &other, &odd] {
+            fs::write(file, "{").unwrap();
+        }
+        let _journal = ScanJournal::new(&path, "file");
+        assert!(!stale.exists());
+        assert!(own.exists() && other.exists() && odd.exists());
     }
 
     #[test]
