@@ -132,28 +132,32 @@ pub(crate) enum AcceptError {
     QueueFull(usize),
 }
 
-/// The `TurnEnd` of a turn whose session worker died under it.
-pub(crate) fn worker_failed() -> TurnEnd {
+/// The `TurnEnd` of a turn the hub ended itself, before or without the agent's own end: no text,
+/// no usage, and `notice` for the person.
+fn ended_by_hub(stop_reason: StopReason, notice: &str) -> TurnEnd {
     TurnEnd {
-        stop_reason: StopReason::Error,
+        stop_reason,
         text: String::new(),
         usage: Usage::default(),
         model_calls: 0,
-        notice: Some(
-            "The session's worker failed; this turn did not finish. Try again.".to_owned(),
-        ),
+        notice: Some(notice.to_owned()),
     }
+}
+
+/// The `TurnEnd` of a turn whose session worker died under it.
+pub(crate) fn worker_failed() -> TurnEnd {
+    ended_by_hub(
+        StopReason::Error,
+        "The session's worker failed; this turn did not finish. Try again.",
+    )
 }
 
 /// The `TurnEnd` of a turn that was cancelled before it ran.
 pub(crate) fn cancelled_before_start() -> TurnEnd {
-    TurnEnd {
-        stop_reason: StopReason::Cancelled,
-        text: String::new(),
-        usage: Usage::default(),
-        model_calls: 0,
-        notice: Some("The turn was cancelled before it started.".to_owned()),
-    }
+    ended_by_hub(
+        StopReason::Cancelled,
+        "The turn was cancelled before it started.",
+    )
 }
 
 impl SessionRuntime {
@@ -394,7 +398,8 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
         }
         Err(AgentBusy) => {
             error!(session_id = %runtime.session_id, %turn_id, "the session's agent was running another turn");
-            Some(ended_with_error(
+            Some(ended_by_hub(
+                StopReason::Error,
                 "The agent was busy with another turn. Try again.",
             ))
         }
@@ -403,7 +408,7 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     runtime.save_pending_notice().await;
     let end = end.unwrap_or_else(|| {
         warn!(session_id = %runtime.session_id, %turn_id, "a turn ended without its end event");
-        ended_with_error("The turn ended unexpectedly.")
+        ended_by_hub(StopReason::Error, "The turn ended unexpectedly.")
     });
     if let Some(event) = stop_event(runtime, &record, &end) {
         recorder.record_turn_event(event);
@@ -494,17 +499,6 @@ fn stop_event(runtime: &SessionRuntime, record: &TurnRecord, end: &TurnEnd) -> O
             channel: record.info.channel.clone(),
         })
     })
-}
-
-/// The `TurnEnd` of a turn the worker had to end itself, with `notice`.
-fn ended_with_error(notice: &str) -> TurnEnd {
-    TurnEnd {
-        stop_reason: StopReason::Error,
-        text: String::new(),
-        usage: Usage::default(),
-        model_calls: 0,
-        notice: Some(notice.to_owned()),
-    }
 }
 
 /// The arguments of a `tool_call` record as shown to a person.
