@@ -55,6 +55,14 @@ fn kind(kind: &Kind) -> Value {
         Kind::ToolUseStarted(t) => {
             json!({"type": "tool_use_started", "tool_use_id": t.tool_use_id, "name": t.name})
         }
+        Kind::ToolProgress(p) => json!({
+            "type": "tool_progress",
+            "tool_use_id": p.tool_use_id,
+            "tool": p.tool,
+            "message": p.message,
+            "progress": p.progress,
+            "total": p.total,
+        }),
         Kind::ToolCall(c) => json!({
             "type": "tool_call",
             "tool_use_id": c.tool_use_id,

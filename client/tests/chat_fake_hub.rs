@@ -515,3 +515,53 @@ fn the_hubs_profile_wins_and_is_announced_once() {
     assert!(!status.contains(notice), "said again: {status}");
     fixture.quit();
 }
+
+#[test]
+fn tool_progress_shows_on_one_dim_line_replaced_by_the_next_and_cleared_at_the_end() {
+    let mut fixture = Fixture::start();
+    let mut turn = fixture.turn("fetch the report");
+    turn.event(pb::session_event::Kind::ToolUseStarted(
+        pb::ToolUseStarted {
+            tool_use_id: "t1".into(),
+            name: "fetch".into(),
+        },
+    ));
+    fixture.chat.see("Running fetch…").unwrap();
+    let progress = |done: f64, message: &str| {
+        pb::session_event::Kind::ToolProgress(pb::ToolProgress {
+            tool_use_id: "t1".into(),
+            tool: "fetch".into(),
+            message: message.into(),
+            progress: Some(done),
+            total: Some(3.0),
+        })
+    };
+    turn.event(progress(1.0, "downloading\x1b[2J"));
+    let first = "⋯ fetch: downloading\\u{1b}[2J (1/3)";
+    fixture.chat.see(first).unwrap();
+    // The next report overwrites the line (no colour here: blanks, not escape sequences).
+    turn.event(progress(2.0, "downloading"));
+    let blank = format!("\r{}\r", " ".repeat(first.chars().count()));
+    let before = fixture
+        .chat
+        .see(&format!("{blank}⋯ fetch: downloading (2/3)"))
+        .unwrap();
+    assert!(!before.contains('\n'), "{before:?}");
+    // The call's end clears it; the reply starts at the start of the line.
+    turn.event(pb::session_event::Kind::ToolCall(pb::ToolCallFinished {
+        tool_use_id: "t1".into(),
+        tool: "fetch".into(),
+        tier: pb::Tier::Read as i32,
+        status: pb::ToolCallStatus::Success as i32,
+        approval: "not_required".into(),
+        ..Default::default()
+    }));
+    turn.text("Fetched.");
+    let blank = format!(
+        "\r{}\r",
+        " ".repeat("⋯ fetch: downloading (2/3)".chars().count())
+    );
+    fixture.chat.see(&format!("{blank}Fetched.")).unwrap();
+    turn.end("end_turn", "Fetched.");
+    fixture.quit();
+}

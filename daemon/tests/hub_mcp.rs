@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use support::hub::{drain, ended_text, fixture_with, next_turn_event, options};
+use support::hub::{drain, ended_text, fixture_with, next_event, next_turn_event, options};
 use support::mcp::{fake_spec, wait_gone};
 use taud::gate::ToolCallStatus;
 use taud::hub::{ApprovalAnswer, EventKind, HubCore, SessionEvent};
@@ -102,6 +102,96 @@ async fn a_tier_0_mcp_call_runs_and_its_result_reaches_the_model() {
             "read_state ok: {\"text\": \"kitchen\"}".into()
         )]
     );
+    f.core.shutdown().await;
+}
+
+/// The progress events of a turn: (tool, message, progress).
+fn progress_events(events: &[Arc<SessionEvent>]) -> Vec<(String, String, Option<f64>)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolProgress { tool, progress, .. } => {
+                Some((tool.clone(), progress.message.clone(), progress.progress))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_mcp_calls_progress_reaches_subscribers_in_order_rate_limited_and_unstored() {
+    let mut opts = options();
+    opts.mcp_servers = vec![fake_spec("fake", &[])];
+    let f = fixture_with(
+        "file",
+        vec![
+            // A report every 10 ms for 1.2 s: about 120 reports.
+            FakeReply::tool_call(
+                "mcp__fake__progress",
+                json!({"seconds": 1.2, "every": 0.01}),
+            ),
+            FakeReply::text("done"),
+        ],
+        opts,
+    )
+    .await;
+    wait_ready(&f.core).await;
+    let id = f.new_session().await;
+    let mut watcher = f.core.subscribe(&id, None, "api").await.unwrap();
+    let mut turn = f.turn(&id, "work", "terminal").await;
+    let events = drain(&mut turn).await;
+    assert_eq!(ended_text(&events), "done");
+
+    let progress = progress_events(&events);
+    assert!(!progress.is_empty(), "{:?}", support::hub::names(&events));
+    assert!(
+        progress.iter().all(|(tool, message, step)| {
+            tool == "mcp__fake__progress"
+                && Some(message.as_str()) == step.map(|s| format!("step {s}")).as_deref()
+        }),
+        "{progress:?}"
+    );
+    let steps: Vec<f64> = progress.iter().filter_map(|p| p.2).collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+    // Rate-limited: about 120 reports in 1.2 s become at most one event per 250 ms.
+    let bound = (1200 / taud::agent::PROGRESS_INTERVAL.as_millis()) as usize + 2;
+    assert!(
+        progress.len() <= bound,
+        "{} events: {progress:?}",
+        progress.len()
+    );
+    // Every progress event comes after the call started and before its result.
+    let names = support::hub::names(&events);
+    let first = names.iter().position(|n| *n == "tool_progress").unwrap();
+    let last = names.iter().rposition(|n| *n == "tool_progress").unwrap();
+    let started = names.iter().position(|n| *n == "tool_use_started").unwrap();
+    let result = names.iter().position(|n| *n == "tool_call").unwrap();
+    assert!(started < first && last < result, "{names:?}");
+
+    // A Subscribe stream sees the same events, in the same order.
+    let mut subscribed = Vec::new();
+    loop {
+        let event = next_event(&mut watcher).await;
+        let ended = matches!(event.kind, EventKind::TurnEnded(_));
+        subscribed.push(event);
+        if ended {
+            break;
+        }
+    }
+    let turn_seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    let seen: Vec<u64> = subscribed
+        .iter()
+        .map(|e| e.seq)
+        .filter(|s| turn_seqs.contains(s))
+        .collect();
+    assert_eq!(seen, turn_seqs);
+    assert_eq!(progress_events(&subscribed), progress);
+
+    // Progress is live only: the session's stored events hold none of it.
+    let stored = std::fs::read_to_string(f.dir.join("sessions").join(&id).join("events.jsonl"))
+        .unwrap_or_default();
+    assert!(stored.contains("tool_call"), "{stored}");
+    assert!(!stored.contains("step 1"), "{stored}");
     f.core.shutdown().await;
 }
 

@@ -1,9 +1,11 @@
 //! MCP servers under the real `taud`: a server killed from outside is restarted while the hub keeps
-//! answering, and after the hub stops no server process or grandchild is left.
+//! answering, and after the hub stops no server process or grandchild is left; a long call's
+//! progress reaches a client over the socket, in order, before the call's result.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support {
+    pub mod api;
     pub mod mcp;
     pub mod process;
 }
@@ -81,4 +83,57 @@ fn a_killed_server_is_restarted_and_stopping_the_hub_leaves_no_process() {
     for pid in [first, second, grandchild1, grandchild2] {
         assert!(gone(pid), "process {pid} is left after the hub stopped");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_calls_progress_reaches_a_client_over_the_socket_in_order() {
+    use tau_api::proto::v1::session_event::Kind;
+    let config = format!(
+        "[models.roles.brain]\nprovider = \"fake\"\nmodel_id = \"fake\"\n\n[mcp.servers.fake]\ncommand = \"python3\"\nargs = [\"-u\", {script:?}]\nstartup_timeout_seconds = 10\n\n[mcp.servers.fake.tools.progress]\ntier = 0\n",
+        script = fake_script().display().to_string(),
+    );
+    let install = Install::with_config(&config);
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    wait_for("the server ready", || {
+        (server(&install)["state"] == "ready").then_some(())
+    });
+    let mut client = support::api::socket_client(&install).await;
+    let session = support::api::new_session(&mut client, "terminal").await;
+    // The offline demo model calls a tool the user names, with the JSON object given.
+    let text = r#"run mcp__fake__progress {"seconds": 1.5, "every": 0.05}"#;
+    let (mut stream, _) =
+        support::api::start(&mut client, support::api::turn(&session, text, "terminal")).await;
+    let mut kinds = Vec::new();
+    while let Some(message) = support::api::next(&mut stream).await {
+        kinds.push(support::api::kind(message));
+    }
+    let steps: Vec<f64> = kinds
+        .iter()
+        .filter_map(|k| match k {
+            Kind::ToolProgress(p) => {
+                assert_eq!(p.tool, "mcp__fake__progress");
+                assert_eq!(
+                    p.message,
+                    format!("step {}", p.progress.unwrap_or_default())
+                );
+                p.progress
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(steps.len() >= 2, "{kinds:?}");
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
+    // About 30 reports in 1.5 s, at most one event per 250 ms.
+    assert!(steps.len() <= 8, "{steps:?}");
+    let last_progress = kinds
+        .iter()
+        .rposition(|k| matches!(k, Kind::ToolProgress(_)))
+        .unwrap();
+    let result = kinds
+        .iter()
+        .position(|k| matches!(k, Kind::ToolCall(_)))
+        .unwrap();
+    assert!(last_progress < result, "{kinds:?}");
+    assert_eq!(support::api::tool_call(&kinds).status, 1, "{kinds:?}");
 }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use support::mcp::*;
 use taud::mcp::{McpManager, Phase, RestartLimit, ToolState};
 use taud::message::{ImageBlock, ToolResultContent};
-use taud::tool::{Tier, Tool, ToolContext, ToolError};
+use taud::tool::{ProgressReporter, Tier, Tool, ToolContext, ToolError};
 use tokio_util::sync::CancellationToken;
 
 fn ctx() -> ToolContext {
@@ -25,6 +25,7 @@ fn ctx() -> ToolContext {
         session_id: "s".into(),
         channel: "test".into(),
         cancel: CancellationToken::new(),
+        progress: Default::default(),
     }
 }
 
@@ -230,6 +231,39 @@ async fn progress_keeps_a_call_alive_past_its_idle_timeout_but_not_past_the_cap(
         l["reason"] == "maximum total timeout exceeded"
     })
     .await;
+    manager.stop(DEADLINE).await;
+}
+
+#[tokio::test]
+async fn a_servers_progress_notifications_reach_the_calls_reporter() {
+    let manager = McpManager::new(vec![fake_spec("fake", &[])]);
+    manager.start();
+    ready(&manager, 0).await;
+    let progress = tool(&manager, "mcp__fake__progress");
+    let (reporter, mut watch) = ProgressReporter::channel();
+    let mut context = ctx();
+    context.progress = reporter;
+    let call = tokio::spawn(async move {
+        progress
+            .call(json!({"seconds": 1.0, "every": 0.1}), context)
+            .await
+    });
+    let mut seen = Vec::new();
+    while let Ok(Some(report)) = tokio::time::timeout(DEADLINE, watch.next()).await {
+        seen.push(report);
+    }
+    let out = call.await.unwrap().unwrap();
+    assert!(
+        text_of(&out.content).starts_with("finished after"),
+        "{out:?}"
+    );
+    assert!(!seen.is_empty(), "no progress reached the reporter");
+    for report in &seen {
+        let step = report.progress.unwrap();
+        assert_eq!(report.message, format!("step {step}"), "{seen:?}");
+    }
+    let steps: Vec<f64> = seen.iter().filter_map(|r| r.progress).collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "{steps:?}");
     manager.stop(DEADLINE).await;
 }
 

@@ -318,6 +318,7 @@ pub(super) const EN: &[(&str, &str)] = &[
     ("tier.label", "tier {tier}"),
     ("tier.needs_approval", "needs approval"),
     ("tool.failed", "✗ {tool}: failed: {error}"),
+    ("tool.progress", "⋯ {tool}: {progress}"),
     ("tool.running", "Running {tool}…"),
     ("tool.unknown", "✗ {tool}: not a registered tool; not run"),
     ("tools.empty", "No tools are registered."),

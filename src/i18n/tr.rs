@@ -308,6 +308,7 @@ pub(super) const TR: &[(&str, &str)] = &[
     ("tier.label", "kademe {tier}"),
     ("tier.needs_approval", "onay gerektirir"),
     ("tool.failed", "✗ {tool}: başarısız oldu: {error}"),
+    ("tool.progress", "⋯ {tool}: {progress}"),
     ("tool.running", "{tool} çalıştırılıyor…"),
     (
         "tool.unknown",

@@ -32,6 +32,8 @@ pub struct Printer {
     last_reply_char: Option<char>,
     /// A write failed; nothing more is written.
     broken: bool,
+    /// The width of the progress line on screen (not ended by a newline), 0 when none.
+    progress_width: usize,
 }
 
 impl Printer {
@@ -49,6 +51,7 @@ impl Printer {
             streamed: false,
             last_reply_char: None,
             broken: false,
+            progress_width: 0,
         }
     }
 
@@ -79,8 +82,34 @@ impl Printer {
         }
     }
 
+    /// Shows `text` (already sanitized) dim on the one progress line, in place of the previous
+    /// progress; whatever is printed next replaces the line.
+    pub fn progress(&mut self, text: &str) {
+        self.clear_progress();
+        self.end_stream();
+        let shown = self.style.dim(text);
+        self.write(&shown);
+        self.progress_width = text.chars().count().max(1);
+    }
+
+    /// Clears the progress line, if one is shown (the cursor returns to its start).
+    pub fn clear_progress(&mut self) {
+        if self.progress_width == 0 {
+            return;
+        }
+        let clear = if self.style.is_on() {
+            "\r\x1b[2K".to_owned()
+        } else {
+            // No escape sequences without colour: overwrite with blanks.
+            format!("\r{}\r", " ".repeat(self.progress_width))
+        };
+        self.progress_width = 0;
+        self.write(&clear);
+    }
+
     /// One line of chrome (already decorated), after ending any open streamed line.
     pub fn line(&mut self, text: &str) {
+        self.clear_progress();
         self.end_stream();
         self.write(text);
         self.write("\n");
@@ -109,6 +138,7 @@ impl Printer {
         if delta.is_empty() {
             return;
         }
+        self.clear_progress();
         let clean = sanitize_prose(self.last_reply_char, delta);
         self.last_reply_char = delta.chars().last().or(self.last_reply_char);
         self.write(&clean);
@@ -129,6 +159,7 @@ impl Printer {
 
     /// A question the person answers on the same line (no newline after it).
     pub fn prompt(&mut self, text: &str) {
+        self.clear_progress();
         self.end_stream();
         self.write(text);
         self.open_line = true;
@@ -144,6 +175,7 @@ impl Printer {
 
     /// Writes terminal control bytes of tau's own (the screen clear of `/clear`).
     pub fn control(&mut self, bytes: &str) {
+        self.clear_progress();
         self.end_stream();
         self.write(bytes);
     }
@@ -272,6 +304,30 @@ pub fn tool_call_line(
     }
 }
 
+/// A tool's progress report as one short line: its message and, when known, how far it got
+/// (`3/10`, or the count alone), sanitized.
+pub fn progress_text(progress: &pb::ToolProgress) -> String {
+    let number = |n: f64| {
+        if n.fract() == 0.0 && n.abs() < 1e15 {
+            format!("{n:.0}")
+        } else {
+            format!("{n:.1}")
+        }
+    };
+    let count = match (progress.progress, progress.total) {
+        (Some(done), Some(total)) => Some(format!("{}/{}", number(done), number(total))),
+        (Some(done), None) => Some(number(done)),
+        _ => None,
+    };
+    let message = one_line(&progress.message, 120);
+    match (message.is_empty(), count) {
+        (false, Some(count)) => format!("{message} ({count})"),
+        (false, None) => message,
+        (true, Some(count)) => count,
+        (true, None) => String::new(),
+    }
+}
+
 /// `text` sanitized, on one line (newlines as `⏎`), cut to `max` characters with `…`.
 pub fn one_line(text: &str, max: usize) -> String {
     let flat: String = sanitize(text.trim())
@@ -324,6 +380,32 @@ pub(super) mod tests {
             notice: notice.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_progress_line_is_replaced_in_place_and_cleared_before_other_output() {
+        let out = Shared::default();
+        let mut printer = Printer::new(Box::new(out.clone()), Style::new(true));
+        printer.progress("one");
+        printer.progress("two");
+        printer.text("reply");
+        printer.clear_progress();
+        assert_eq!(
+            out.text(),
+            "\x1b[2mone\x1b[0m\r\x1b[2K\x1b[2mtwo\x1b[0m\r\x1b[2Kreply"
+        );
+        let report = |message: &str, progress, total| pb::ToolProgress {
+            message: message.into(),
+            progress,
+            total,
+            ..Default::default()
+        };
+        assert_eq!(
+            progress_text(&report("copying", Some(2.0), Some(5.0))),
+            "copying (2/5)"
+        );
+        assert_eq!(progress_text(&report("", Some(0.5), None)), "0.5");
+        assert_eq!(progress_text(&report("a\nb", None, None)), "a⏎b");
     }
 
     #[test]

@@ -28,6 +28,11 @@ impl Style {
         Self::new(stdout_is_terminal && !no_color && !dumb)
     }
 
+    /// Whether colour (and so escape sequences) is on.
+    pub fn is_on(self) -> bool {
+        self.color
+    }
+
     fn paint(self, code: &str, text: &str) -> String {
         if self.color && !text.is_empty() {
             format!("\x1b[{code}m{text}{RESET}")

@@ -172,10 +172,19 @@ fn render_event(chat: &mut Chat, kind: &Kind) {
             let text = chat.t("tool.running", &[("tool", &tool)]);
             chat.printer.dim(&text);
         }
-        Kind::ToolCall(call) => match render::tool_call_line(&chat.messages, chat.lang, call) {
-            Some(ToolLine::Refused(text) | ToolLine::Failed(text)) => chat.printer.red(&text),
-            None => {}
-        },
+        Kind::ToolProgress(progress) => {
+            let tool = render::one_line(&progress.tool, 40);
+            let report = render::progress_text(progress);
+            let text = chat.t("tool.progress", &[("tool", &tool), ("progress", &report)]);
+            chat.printer.progress(&render::one_line(&text, 100));
+        }
+        Kind::ToolCall(call) => {
+            chat.printer.clear_progress();
+            match render::tool_call_line(&chat.messages, chat.lang, call) {
+                Some(ToolLine::Refused(text) | ToolLine::Failed(text)) => chat.printer.red(&text),
+                None => {}
+            }
+        }
         Kind::ApprovalResolved(resolved) => {
             if resolved.resolution == pb::ApprovalResolution::ExpiredByRestart as i32 {
                 let tool = render::one_line(&resolved.tool, 80);
@@ -212,6 +221,7 @@ fn render_event(chat: &mut Chat, kind: &Kind) {
 }
 
 fn turn_ended(chat: &mut Chat, end: &pb::TurnEnded) {
+    chat.printer.clear_progress();
     if !chat.printer.streamed() && !end.text.trim().is_empty() {
         // Nothing of the reply reached this stream (a replayed turn): show it once.
         chat.printer.text(&end.text);

@@ -51,6 +51,8 @@ pub struct Status {
     pub context: String,
     pub hub: String,
     pub running: bool,
+    /// The running tool's latest progress report, until the call ends.
+    pub progress: Option<String>,
 }
 
 /// The whole screen's state.
@@ -132,6 +134,7 @@ impl App {
             self.say(Who::Tau, text);
         }
         self.status.running = false;
+        self.status.progress = None;
     }
 
     /// Applies one event of the current session's turn.
@@ -148,7 +151,16 @@ impl App {
                 let text = self.t("tool.running", &[("tool", &tool)]);
                 self.note(&text, false);
             }
-            Kind::ToolCall(call) => self.tool_call(call),
+            Kind::ToolProgress(progress) => {
+                let report = render::progress_text(progress);
+                let tool = render::one_line(&progress.tool, 40);
+                let text = self.t("tool.progress", &[("tool", &tool), ("progress", &report)]);
+                self.status.progress = Some(render::one_line(&text, 80));
+            }
+            Kind::ToolCall(call) => {
+                self.status.progress = None;
+                self.tool_call(call);
+            }
             Kind::ApprovalRequested(requested) => {
                 if let Some(approval) = &requested.approval {
                     let line = format!(

@@ -158,6 +158,8 @@ fn draw_composer(frame: &mut Frame<'_>, area: Rect, app: &App) {
 pub fn status_text(app: &App) -> String {
     let state = if app.card.is_some() {
         app.t("tui.state.awaiting_approval", &[])
+    } else if let (true, Some(progress)) = (app.status.running, &app.status.progress) {
+        format!("{} · {progress}", app.t("tui.state.running", &[]))
     } else if app.status.running {
         app.t("tui.state.running", &[])
     } else {

@@ -6,11 +6,13 @@
 //! `gate.begin`/`wait` → `Permit::run` with nothing in between (the permit's tool task is spawned
 //! before anything else is awaited); calls run concurrently unless any registered tool is tier 2,
 //! then one at a time (so approvals are asked one at a time too); every call is recorded by the gate, inside its
-//! `tool_call` span (`super::trace_spans`).
+//! `tool_call` span (`super::trace_spans`); a running tool's progress reports are relayed
+//! (`super::progress_relay`) until it returns, so they all come before its `ToolResult`.
 
 use futures::future::join_all;
 use tracing::Instrument;
 
+use super::progress_relay::{relay_progress, until_done};
 use super::trace_spans::TurnTrace;
 use super::turn_event::{TurnEvent, TurnOutput};
 use crate::gate::{
@@ -19,7 +21,7 @@ use crate::gate::{
 };
 use crate::message::{ToolResult, ToolResultStatus, ToolUse};
 use crate::model::InvalidToolInput;
-use crate::tool::ToolError;
+use crate::tool::{ProgressReporter, ToolError};
 
 /// Runs `uses` and returns their results in the same order.
 pub(crate) async fn run_tools(
@@ -111,13 +113,16 @@ async fn check_and_run(
             let call = permit.call().clone();
             let tier = permit.tier();
             let approval = permit.approval();
+            let (reporter, watch) = ProgressReporter::channel();
             // The tool starts here, before anything else is awaited.
-            let running = tokio::spawn(permit.run(ctx.clone()));
+            let running = tokio::spawn(permit.run_reporting(ctx.clone(), reporter));
             if let Some(request) = &asked {
                 out.send(decided(request, crate::gate::ApprovalOutcome::Approved))
                     .await;
             }
-            match running.await {
+            let relayed = relay_progress(watch, call.tool_use_id.clone(), call.tool.clone(), out);
+            let joined = until_done(running, relayed).await;
+            match joined {
                 Ok(record) => record,
                 Err(join_error) => crashed(call, tier, approval, &join_error.to_string()),
             }

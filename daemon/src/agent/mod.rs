@@ -22,6 +22,7 @@
 mod executor;
 mod history;
 mod notice;
+mod progress_relay;
 mod trace_spans;
 mod turn;
 mod turn_event;
@@ -43,6 +44,7 @@ use tracing::Instrument;
 
 pub use crate::model::{STOP_REASONS, StopReason, UnknownStopReason};
 pub use history::{HistoryError, HistoryObserver};
+pub use progress_relay::PROGRESS_INTERVAL;
 pub use turn::{CANCELLED_PLACEHOLDER, TOOL_INTERRUPTED, UNFINISHED_NOTICE};
 pub use turn_event::{Limits, StaticSystemPrompt, SystemPromptSource, TurnEnd, TurnEvent};
 pub use window::{ConversationWindow, WholeHistory, WindowError};

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::gate::{ApprovalOutcome, ApprovalRequest, CallApproval, ToolCallStatus};
 use crate::message::{SystemContentBlock, Usage};
 use crate::model::StopReason;
-use crate::tool::Tier;
+use crate::tool::{Tier, ToolProgress};
 
 /// One event of a running turn.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +38,13 @@ pub enum TurnEvent {
         tool_use_id: String,
         tool: String,
         decision: ApprovalOutcome,
+    },
+    /// A running tool reported progress (the latest report, at most one per
+    /// `PROGRESS_INTERVAL` per call; never stored). The call's `ToolResult` follows its last one.
+    ToolProgress {
+        tool_use_id: String,
+        tool: String,
+        progress: ToolProgress,
     },
     /// A tool call finished (or was refused or cancelled).
     ToolResult {

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::approval::{ApprovalOutcome, CallApproval};
 use super::sink::{ToolCallEvent, ToolCallStatus};
 use crate::message::{ToolResult, ToolResultStatus};
-use crate::tool::{Tier, Tool, ToolContext, ToolError};
+use crate::tool::{ProgressReporter, Tier, Tool, ToolContext, ToolError};
 
 /// How long a running tool may take to notice a cancel before it is dropped.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(2);
@@ -187,6 +187,15 @@ impl Permit {
     /// Runs the tool. A panic becomes an error result; after a cancel the tool gets
     /// [`CANCEL_GRACE`] to return before it is dropped.
     pub async fn run(self, ctx: CallContext) -> ToolCallRecord {
+        self.run_reporting(ctx, ProgressReporter::disabled()).await
+    }
+
+    /// [`Permit::run`], with `progress` handed to the tool for its progress reports.
+    pub async fn run_reporting(
+        self,
+        ctx: CallContext,
+        progress: ProgressReporter,
+    ) -> ToolCallRecord {
         let Permit {
             tool,
             call,
@@ -198,6 +207,7 @@ impl Permit {
             session_id: ctx.session_id.clone(),
             channel: ctx.channel.clone(),
             cancel: ctx.cancel.clone(),
+            progress,
         };
         let started = Instant::now();
         let running = AssertUnwindSafe(tool.call(call.arguments.clone(), tool_ctx)).catch_unwind();

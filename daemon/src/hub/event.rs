@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::agent::TurnEnd;
 use crate::gate::{ApprovalOutcome, ApprovalRequest, ErrorEvent, ToolCallEvent};
+use crate::tool::ToolProgress;
 
 /// One event of a session, numbered by the session's bus.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +37,13 @@ pub enum EventKind {
     ReasoningDelta(String),
     /// The model started a tool call.
     ToolUseStarted { tool_use_id: String, name: String },
+    /// A running tool's latest progress report (live only: never stored, not replayed after a
+    /// restart; rate-limited by the agent).
+    ToolProgress {
+        tool_use_id: String,
+        tool: String,
+        progress: ToolProgress,
+    },
     /// A tool call finished, was refused or cancelled (the stored `tool_call` record).
     ToolCall(ToolCallEvent),
     /// A tier-2 call waits for a decision; it is already recorded in the session's events.
@@ -70,6 +78,7 @@ impl EventKind {
             Self::TextDelta(_) => "text_delta",
             Self::ReasoningDelta(_) => "reasoning_delta",
             Self::ToolUseStarted { .. } => "tool_use_started",
+            Self::ToolProgress { .. } => "tool_progress",
             Self::ToolCall(_) => "tool_call",
             Self::ApprovalRequested(_) => "approval_requested",
             Self::ApprovalResolved { .. } => "approval_resolved",

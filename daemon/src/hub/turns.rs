@@ -447,6 +447,15 @@ async fn relay(
             TurnEvent::ToolUseInput { .. } => continue,
             TurnEvent::Throttled { delay } => EventKind::Throttled { delay },
             TurnEvent::OutputDiscarded => EventKind::OutputDiscarded,
+            TurnEvent::ToolProgress {
+                tool_use_id,
+                tool,
+                progress,
+            } => EventKind::ToolProgress {
+                tool_use_id,
+                tool,
+                progress,
+            },
             TurnEvent::ToolResult {
                 tool_use_id,
                 tool,

@@ -122,7 +122,7 @@ impl Tool for McpTool {
                 self.server
             )));
         };
-        let call = handle.call(&self.raw, arguments, self.limits);
+        let call = handle.call(&self.raw, arguments, self.limits, &ctx.progress);
         let outcome = tokio::select! {
             outcome = call => outcome,
             () = ctx.cancel.cancelled() => return Err(ToolError::Cancelled),

@@ -6,15 +6,18 @@
 //! [`Connection`]; every request has a deadline (rmcp sets none); the client declares no
 //! capabilities (no sampling, roots or elicitation), so a server cannot ask anything outside the
 //! gate; a call's clock is an idle timeout that a progress notification from the server starts
-//! over, under a hard cap; a dropped or timed-out call sends `notifications/cancelled` (rmcp does on
+//! over, under a hard cap, and whose `notifications/progress` reach the caller's
+//! `ProgressReporter` while it runs (routed by the request's progress token); a dropped or timed-out call sends `notifications/cancelled` (rmcp does on
 //! a timeout, [`CancelOnDrop`] when the caller gives up).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, Implementation, PaginatedRequestParams, ProtocolVersion,
-    RequestId, ServerResult,
+    ClientConfig, ClientRequest, Implementation, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, RequestId, ServerResult,
 };
 use rmcp::service::{
     NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError,
@@ -26,6 +29,7 @@ use tokio::sync::watch;
 
 use super::McpError;
 use super::list_refresh::count_change;
+use crate::tool::{ProgressReporter, ToolProgress};
 
 /// Most `tools/list` pages read.
 pub const MAX_PAGES: usize = 20;
@@ -85,9 +89,49 @@ pub enum CallError {
     Closed,
 }
 
-/// Counts `list_changed` for the supervisor; everything else keeps rmcp's defaults.
+/// Where each running call's progress goes, by the progress token rmcp put on its request.
+/// Entries live only while their call runs ([`ProgressRoute`] removes them); the map is a small
+/// mutex never held across an await.
+#[derive(Clone, Default)]
+struct ProgressRoutes(Arc<Mutex<HashMap<ProgressToken, ProgressReporter>>>);
+
+impl ProgressRoutes {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressReporter>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends `notifications/progress` to its call's reporter (a token of no running call is
+    /// ignored, as the spec allows).
+    fn deliver(&self, params: ProgressNotificationParam) {
+        let reporter = self.lock().get(&params.progress_token).cloned();
+        if let Some(reporter) = reporter {
+            reporter.report(ToolProgress {
+                message: params.message.unwrap_or_default(),
+                progress: Some(params.progress),
+                total: params.total,
+            });
+        }
+    }
+}
+
+/// A call's entry in [`ProgressRoutes`], removed when the call ends however it ends.
+struct ProgressRoute {
+    routes: ProgressRoutes,
+    token: ProgressToken,
+}
+
+impl Drop for ProgressRoute {
+    fn drop(&mut self) {
+        let removed = self.routes.lock().remove(&self.token);
+        drop(removed);
+    }
+}
+
+/// Counts `list_changed` for the supervisor and routes progress to the calls; everything else
+/// keeps rmcp's defaults.
 struct Handler {
     changed: watch::Sender<u64>,
+    routes: ProgressRoutes,
 }
 
 impl ClientHandler for Handler {
@@ -102,17 +146,27 @@ impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         count_change(&self.changed);
     }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.routes.deliver(params);
+    }
 }
 
 /// A live MCP session. Dropping it closes the transport.
 pub struct Connection {
     service: RunningService<RoleClient, Handler>,
+    routes: ProgressRoutes,
 }
 
 /// A cheap handle for calls, shared with tool adapters.
 #[derive(Clone)]
 pub struct CallHandle {
     peer: Peer<RoleClient>,
+    routes: ProgressRoutes,
 }
 
 impl Connection {
@@ -124,9 +178,13 @@ impl Connection {
         deadline: Duration,
         changed: watch::Sender<u64>,
     ) -> Result<Self, McpError> {
-        let handler = Handler { changed };
+        let routes = ProgressRoutes::default();
+        let handler = Handler {
+            changed,
+            routes: routes.clone(),
+        };
         match tokio::time::timeout(deadline, handler.serve((stdout, stdin))).await {
-            Ok(Ok(service)) => Ok(Self { service }),
+            Ok(Ok(service)) => Ok(Self { service, routes }),
             Ok(Err(e)) => Err(McpError::Handshake(e.to_string())),
             Err(_) => Err(McpError::Timeout {
                 what: "the handshake",
@@ -139,6 +197,7 @@ impl Connection {
     pub fn handle(&self) -> CallHandle {
         CallHandle {
             peer: self.service.peer().clone(),
+            routes: self.routes.clone(),
         }
     }
 
@@ -185,13 +244,15 @@ impl Connection {
 }
 
 impl CallHandle {
-    /// `tools/call` of `name` with `arguments`, within `limits`. The result is the server's
+    /// `tools/call` of `name` with `arguments`, within `limits`; the server's
+    /// `notifications/progress` for it go to `progress`. The result is the server's
     /// `CallToolResult` as JSON (`content`, `isError`, `structuredContent`).
     pub async fn call(
         &self,
         name: &str,
         arguments: Map<String, Value>,
         limits: CallLimits,
+        progress: &ProgressReporter,
     ) -> Result<Value, CallError> {
         let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -200,6 +261,13 @@ impl CallHandle {
             .with_max_total_timeout(limits.max);
         let exchange = async {
             let handle = self.peer.send_cancellable_request(request, options).await?;
+            self.routes
+                .lock()
+                .insert(handle.progress_token.clone(), progress.clone());
+            let _route = ProgressRoute {
+                routes: self.routes.clone(),
+                token: handle.progress_token.clone(),
+            };
             let mut guard = CancelOnDrop {
                 peer: self.peer.clone(),
                 id: Some(handle.id.clone()),

@@ -165,6 +165,17 @@ pub fn event(event: &SessionEvent) -> pb::SessionEvent {
         EventKind::ToolUseStarted { tool_use_id, name } => {
             Kind::ToolUseStarted(pb::ToolUseStarted { tool_use_id, name })
         }
+        EventKind::ToolProgress {
+            tool_use_id,
+            tool,
+            progress,
+        } => Kind::ToolProgress(pb::ToolProgress {
+            tool_use_id,
+            tool,
+            message: progress.message,
+            progress: progress.progress,
+            total: progress.total,
+        }),
         EventKind::ToolCall(record) => Kind::ToolCall(pb::ToolCallFinished {
             arguments: shown_arguments(&record),
             tool_use_id: record.tool_use_id,

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::progress::ProgressReporter;
 use super::spec::ToolSpec;
 use crate::message::{ToolResult, ToolResultContent, ToolResultStatus};
 
@@ -23,6 +24,8 @@ pub struct ToolContext {
     pub channel: String,
     /// Cancelled when the turn is cancelled; long-running tools should stop early.
     pub cancel: CancellationToken,
+    /// Where a long-running tool reports what it is doing (clients show the latest report).
+    pub progress: ProgressReporter,
 }
 
 /// What a tool returns on success: the content blocks of its `toolResult`.

@@ -7,10 +7,12 @@
 pub mod builtin;
 mod call;
 mod catalog;
+mod progress;
 mod spec;
 
 pub use call::{BUILTIN_DISTRIBUTION, Tool, ToolContext, ToolError, ToolOutput};
 pub use catalog::{CatalogEntry, CatalogError, ToolCatalog, ToolSummary, UntieredToolError};
+pub use progress::{MAX_PROGRESS_MESSAGE, ProgressReporter, ProgressWatch, ToolProgress};
 pub use spec::{
     InputSchema, NoTier, TauAnnotation, Tier, ToolAnnotations, ToolSpec, ToolSpecBuilder,
     is_valid_tool_name,

@@ -72,6 +72,7 @@ mod tests {
             session_id: "s".into(),
             channel: "test".into(),
             cancel: CancellationToken::new(),
+            progress: Default::default(),
         }
     }
 

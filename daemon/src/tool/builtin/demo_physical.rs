@@ -86,6 +86,7 @@ mod tests {
             session_id: "s".into(),
             channel: "test".into(),
             cancel: CancellationToken::new(),
+            progress: Default::default(),
         }
     }
 
