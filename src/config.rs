@@ -48,6 +48,7 @@ mod parse;
 mod provider_tables;
 mod reader;
 mod settings;
+mod spend;
 mod template;
 #[cfg(test)]
 mod tests;
@@ -73,6 +74,7 @@ pub use provider_tables::{PROVIDER_TABLES, base_url as component_base_url};
 pub use settings::{
     NodeRole, Profile, Settings, hub_port_from_env, lang_from_env, profile_from_env, role_from_env,
 };
+pub use spend::{RolePrice, SpendConfig};
 pub use template::{TEMPLATE, default_provider, render_template};
 pub use tuning::{KeepAlive, ModelTuning, Temperature};
 
@@ -128,6 +130,9 @@ pub struct Config {
     pub component_settings: BTreeMap<String, toml::Table>,
     /// `[mcp]`: MCP tool servers and the owner's tier for each of their tools.
     pub mcp: McpConfig,
+    /// Prices of roles (`price` of `[models.roles.<role>]`) and their daily budgets
+    /// (`[budget.<role>] daily_usd`).
+    pub spend: SpendConfig,
     /// Things worth telling a person that did not stop loading (each unknown top-level table,
     /// once). Loading does not log them: the caller reports each once (a binary logs them at WARN
     /// after setting up logging).
@@ -207,6 +212,7 @@ impl Config {
             components: parsed.components,
             component_settings: parsed.component_settings,
             mcp: parsed.mcp,
+            spend: parsed.spend,
             warnings: parsed.warnings,
             source,
         };

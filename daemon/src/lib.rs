@@ -17,6 +17,7 @@ pub mod persona;
 pub mod provider;
 pub mod rpc;
 pub mod services;
+pub mod spend;
 pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -20,6 +20,7 @@ use super::model::{
     SessionsConfig, ToolComponents, UiConfig,
 };
 use super::reader::Section;
+use super::spend::{RolePrice, SpendConfig, budgets, price_of};
 use crate::lang::Lang;
 
 /// The top-level tables tau reads.
@@ -32,6 +33,7 @@ pub(crate) const KNOWN_TABLES: &[&str] = &[
     "components",
     "component",
     "mcp",
+    "budget",
 ];
 
 const ROLE_KEYS: &[&str] = &[
@@ -43,6 +45,7 @@ const ROLE_KEYS: &[&str] = &[
     "num_ctx",
     "keep_alive",
     "temperature",
+    "price",
 ];
 const CACHE_KEYS: &[&str] = &["strategy", "ttl", "system_prompt_ttl", "tools_ttl"];
 const FALLBACK_KEYS: &[&str] = &["provider", "model_id", "max_tokens"];
@@ -67,6 +70,7 @@ pub(crate) struct Parsed {
     pub(crate) components: ComponentsConfig,
     pub(crate) component_settings: BTreeMap<String, Table>,
     pub(crate) mcp: McpConfig,
+    pub(crate) spend: SpendConfig,
     pub(crate) warnings: Vec<String>,
 }
 
@@ -90,7 +94,7 @@ pub(crate) fn parse_document(
                 file: file.to_path_buf(),
                 key: key_segment(name),
                 value: render_value(value),
-                expected: "a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [components], [component.<name>] or [mcp]".to_string(),
+                expected: "a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [components], [component.<name>], [mcp] or [budget.<role>]".to_string(),
             });
         }
         let warning = format!(
@@ -103,8 +107,10 @@ pub(crate) fn parse_document(
     let present: Vec<&str> = root.keys().map(String::as_str).collect();
     let doc = Section::new(file, String::new(), &root, &present)?;
 
+    let (models, prices) = models(&doc, known)?;
+    let daily_usd = budgets(&doc, &models, &prices)?;
     Ok(Parsed {
-        models: models(&doc, known)?,
+        models,
         agent: agent(&doc)?,
         ui: ui(&doc)?,
         sessions: sessions(&doc, known)?,
@@ -112,6 +118,7 @@ pub(crate) fn parse_document(
         components: components(&doc)?,
         component_settings: component_settings(&doc)?,
         mcp: mcp(&doc)?,
+        spend: SpendConfig { prices, daily_usd },
         warnings,
     })
 }
@@ -125,14 +132,19 @@ fn is_table_like(value: &Value) -> bool {
     }
 }
 
-fn models(doc: &Section<'_>, known: &KnownNames) -> Result<ModelsConfig, ConfigError> {
+/// The model roles, and the price of each role that has one.
+fn models(
+    doc: &Section<'_>,
+    known: &KnownNames,
+) -> Result<(ModelsConfig, BTreeMap<String, RolePrice>), ConfigError> {
     let mut out = ModelsConfig::default();
+    let mut prices = BTreeMap::new();
     let Some(models) = doc.table("models", &["roles"])? else {
-        return Ok(out);
+        return Ok((out, prices));
     };
     let Some(roles) = models.raw_table("roles", "a table of roles, e.g. [models.roles.brain]")?
     else {
-        return Ok(out);
+        return Ok((out, prices));
     };
     for (name, value) in roles {
         if !valid_role_name(name) {
@@ -153,8 +165,11 @@ fn models(doc: &Section<'_>, known: &KnownNames) -> Result<ModelsConfig, ConfigE
         };
         let role = models.child(&["roles", name], table, ROLE_KEYS)?;
         out.roles.insert(name.clone(), role_config(&role, known)?);
+        if let Some(price) = price_of(&role)? {
+            prices.insert(name.clone(), price);
+        }
     }
-    Ok(out)
+    Ok((out, prices))
 }
 
 fn valid_role_name(name: &str) -> bool {

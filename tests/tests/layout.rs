@@ -28,18 +28,19 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
     ("store", &["message"]),
     ("context", &["message", "model", "agent", "store"]),
     ("mcp", &["message", "tool", "clock"]),
+    ("spend", &["message", "clock", "model"]),
     (
         "hub",
         &[
             "message", "clock", "tool", "gate", "model", "agent", "persona", "provider", "store",
-            "context", "mcp",
+            "context", "mcp", "spend",
         ],
     ),
     ("host", &["listen"]),
     (
         "rpc",
         &[
-            "message", "tool", "gate", "model", "store", "mcp", "hub", "host", "listen",
+            "message", "tool", "gate", "model", "store", "mcp", "hub", "host", "listen", "spend",
         ],
     ),
     ("services", &["host", "hub", "rpc"]),

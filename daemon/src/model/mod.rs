@@ -121,6 +121,9 @@ pub enum ModelError {
     /// turn); the reply is incomplete.
     #[error("the model's reply is incomplete: {0}")]
     Incomplete(String),
+    /// The role spent its daily budget and has no fallback model; nothing was sent.
+    #[error("{0}")]
+    BudgetExceeded(String),
 }
 
 /// The events of one model call.

@@ -1,0 +1,289 @@
+//! The spend ledger: token usage and cost per day (Europe/Istanbul) and role, in memory and in
+//! one small versioned JSON file of the data directory (`spend.json`).
+//!
+//! Invariants: the file carries [`LEDGER_VERSION`] and a newer one is never overwritten; it is
+//! replaced atomically (a private temporary file, fsync, rename), 0600; at most [`MAX_DAYS`] days
+//! are kept (the oldest go first); writes happen in the order the tallies changed (a write never
+//! replaces a newer state with an older one).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+
+use super::SpendError;
+
+/// The version of `spend.json` this build writes.
+pub const LEDGER_VERSION: u32 = 1;
+/// Days kept in the ledger.
+pub const MAX_DAYS: usize = 400;
+
+/// What one role used on one day.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Tally {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub model_calls: u64,
+    /// US dollars, at the role's price when each call was made (0 without a price).
+    pub cost_usd: f64,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_read_tokens = self
+            .cache_read_tokens
+            .saturating_add(other.cache_read_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+        self.model_calls = self.model_calls.saturating_add(other.model_calls);
+        self.cost_usd += other.cost_usd;
+    }
+}
+
+/// Days (`YYYY-MM-DD`) → ledger key (a role, or `<role>/fallback`) → tally.
+pub type Days = BTreeMap<String, BTreeMap<String, Tally>>;
+
+/// `spend.json` as stored.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+struct LedgerFile {
+    version: u32,
+    days: Days,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    days: Days,
+    /// Bumped on each change; the file holds `written`.
+    generation: u64,
+}
+
+/// The ledger: shared tallies and the file they are saved to.
+#[derive(Debug, Clone)]
+pub struct SpendLedger {
+    state: Arc<Mutex<State>>,
+    /// `None`: kept in memory only (tests, or a newer file that must not be overwritten).
+    file: Option<Arc<LedgerWriter>>,
+}
+
+#[derive(Debug)]
+struct LedgerWriter {
+    path: PathBuf,
+    /// The generation on disk; held while writing so writes happen one at a time, in order.
+    written: Mutex<u64>,
+}
+
+impl SpendLedger {
+    /// A ledger kept in memory only.
+    pub fn in_memory() -> Self {
+        Self {
+            state: Arc::default(),
+            file: None,
+        }
+    }
+
+    /// The ledger saved at `path`: what it holds now (nothing when it does not exist yet). A file
+    /// of a newer version is read but never written; an unreadable one is an error.
+    pub fn open(path: &Path) -> Result<Self, SpendError> {
+        let (days, writable) = match std::fs::read(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Days::new(), true),
+            Err(e) => return Err(SpendError::io(path, &e)),
+            Ok(bytes) => {
+                let file: LedgerFile = serde_json::from_slice(&bytes)
+                    .map_err(|e| SpendError::Format(format!("{}: {e}", path.display())))?;
+                if file.version > LEDGER_VERSION {
+                    tracing::warn!(
+                        path = %path.display(),
+                        version = file.version,
+                        "the spend ledger was written by a newer tau; spend is counted in memory only"
+                    );
+                }
+                (file.days, file.version <= LEDGER_VERSION)
+            }
+        };
+        Ok(Self {
+            state: Arc::new(Mutex::new(State {
+                days,
+                generation: 0,
+            })),
+            file: writable.then(|| {
+                Arc::new(LedgerWriter {
+                    path: path.to_path_buf(),
+                    written: Mutex::new(0),
+                })
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds `tally` to `key` on `day` and saves the ledger (on a blocking thread when a runtime
+    /// runs, else at once).
+    pub fn add(&self, day: &str, key: &str, tally: &Tally) {
+        let snapshot = {
+            let mut state = self.lock();
+            state
+                .days
+                .entry(day.to_owned())
+                .or_default()
+                .entry(key.to_owned())
+                .or_default()
+                .add(tally);
+            while state.days.len() > MAX_DAYS {
+                state.days.pop_first();
+            }
+            state.generation += 1;
+            self.file
+                .as_ref()
+                .map(|_| (state.generation, state.days.clone()))
+        };
+        let (Some(writer), Some((generation, days))) = (self.file.clone(), snapshot) else {
+            return;
+        };
+        let save = move || {
+            if let Err(e) = writer.save(generation, days) {
+                tracing::warn!("the spend ledger could not be saved: {e}");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(save)),
+            Err(_) => save(),
+        }
+    }
+
+    /// The tallies of `day`, by key.
+    pub fn day(&self, day: &str) -> BTreeMap<String, Tally> {
+        self.lock().days.get(day).cloned().unwrap_or_default()
+    }
+
+    /// Every day kept, oldest first.
+    pub fn days(&self) -> Days {
+        self.lock().days.clone()
+    }
+}
+
+impl LedgerWriter {
+    fn save(&self, generation: u64, days: Days) -> Result<(), SpendError> {
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        if *written >= generation {
+            return Ok(());
+        }
+        let file = LedgerFile {
+            version: LEDGER_VERSION,
+            days,
+        };
+        let bytes =
+            serde_json::to_vec_pretty(&file).map_err(|e| SpendError::Format(e.to_string()))?;
+        write_atomically(&self.path, &bytes)?;
+        *written = generation;
+        Ok(())
+    }
+}
+
+/// Writes `bytes` to a private temporary file beside `path`, syncs it and renames it over `path`.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), SpendError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| SpendError::io(dir, &e))?;
+    let tmp = path.with_extension("json.tmp");
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = options.open(&tmp).and_then(|mut f| {
+        f.write_all(bytes)?;
+        f.sync_all()
+    });
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(SpendError::io(path, &e));
+    }
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(input: u64, cost: f64) -> Tally {
+        Tally {
+            input_tokens: input,
+            model_calls: 1,
+            cost_usd: cost,
+            ..Tally::default()
+        }
+    }
+
+    #[test]
+    fn tallies_add_up_and_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spend.json");
+        let ledger = SpendLedger::open(&path).unwrap();
+        ledger.add("2026-12-01", "fast", &tally(10, 0.5));
+        ledger.add("2026-12-01", "fast", &tally(5, 0.25));
+        ledger.add("2026-12-02", "brain/fallback", &tally(7, 0.0));
+        let again = SpendLedger::open(&path).unwrap();
+        assert_eq!(again.days(), ledger.days());
+        let fast = again.day("2026-12-01")["fast"];
+        assert_eq!((fast.input_tokens, fast.model_calls), (15, 2));
+        assert!((fast.cost_usd - 0.75).abs() < 1e-12);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        assert!(!path.with_extension("json.tmp").exists());
+    }
+
+    #[test]
+    fn the_fixture_of_version_1_reads() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/spend-v1.json");
+        let ledger = SpendLedger::open(&fixture).unwrap();
+        let day = ledger.day("2026-12-01");
+        assert_eq!(day["fast"].input_tokens, 120_000);
+        assert_eq!(day["fast"].cache_read_tokens, 40_000);
+        assert!((day["fast"].cost_usd - 0.12).abs() < 1e-12);
+        assert_eq!(day["brain/fallback"].model_calls, 2);
+    }
+
+    #[test]
+    fn a_newer_ledger_is_read_but_never_overwritten_and_garbage_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spend.json");
+        let newer = r#"{"version": 99, "days": {"2026-12-01": {"fast": {"input_tokens": 3}}}}"#;
+        std::fs::write(&path, newer).unwrap();
+        let ledger = SpendLedger::open(&path).unwrap();
+        assert_eq!(ledger.day("2026-12-01")["fast"].input_tokens, 3);
+        ledger.add("2026-12-01", "fast", &tally(1, 0.0));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), newer);
+        std::fs::write(&path, "not json").unwrap();
+        assert!(matches!(
+            SpendLedger::open(&path),
+            Err(SpendError::Format(_))
+        ));
+    }
+
+    #[test]
+    fn only_the_newest_days_are_kept() {
+        let ledger = SpendLedger::in_memory();
+        for day in 0..(MAX_DAYS + 5) {
+            ledger.add(&format!("d{day:05}"), "fast", &tally(1, 0.0));
+        }
+        let days = ledger.days();
+        assert_eq!(days.len(), MAX_DAYS);
+        assert!(days.contains_key(&format!("d{:05}", MAX_DAYS + 4)));
+        assert!(!days.contains_key("d00000"));
+    }
+}
