@@ -46,6 +46,7 @@ use super::remembered::ChannelListings;
 use super::restart::{ExpiredApproval, expire_stale_approvals};
 use super::runtime::{AgentParts, SessionRuntime};
 use super::scan_mark::{ScanJournal, ScanPlan};
+use super::spend_usage::open_spend_meter;
 use super::streams::{EventStream, Snapshot, TurnStream};
 use super::turns::AcceptError;
 use crate::agent::SystemPromptSource;
@@ -106,13 +107,14 @@ impl HubCore {
         factory: Arc<dyn ModelFactory>,
     ) -> Result<Self, CoreError> {
         let clock = Arc::new(SystemClock);
+        let spend = Arc::new(open_spend_meter(&options));
         let persona: Arc<dyn SystemPromptSource> = match &options.persona_dir {
             Some(dir) => Arc::new(
                 PersonaLoader::new(
                     dir,
                     &options.profile,
                     &options.host_role,
-                    hub_context_sources(),
+                    hub_context_sources(&spend),
                     clock,
                 )
                 .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?,
@@ -120,7 +122,7 @@ impl HubCore {
             None => Arc::new(PersonaLoader::shipped(
                 &options.profile,
                 &options.host_role,
-                hub_context_sources(),
+                hub_context_sources(&spend),
                 clock,
             )),
         };
@@ -144,6 +146,7 @@ impl HubCore {
                     registry,
                     journal,
                     mcp: Arc::new(McpManager::new(options_mcp)),
+                    spend,
                 },
                 stream_id: new_id("stream", 0),
                 sessions,

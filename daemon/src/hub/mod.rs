@@ -41,6 +41,7 @@ mod runtime;
 pub mod scan_mark;
 pub mod sessions;
 pub mod setup;
+mod spend_usage;
 pub mod streams;
 mod supervise;
 pub mod turns;

@@ -3,17 +3,22 @@
 //!
 //! Invariant: the Now block says what `GetStatus` says. This version of tau runs one hub and no
 //! nodes, so the hub's list of live nodes is empty and reads `none` (not `unknown`, which means
-//! nobody knows); the budget is left to a later source.
+//! nobody knows); the budget line is today's spend of each priced role from the spend meter
+//! (`fast 0,12 $ / 1 $`), unknown when no role has a price.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::persona::{ContextPatch, ContextSource, ContextSourceError};
+use crate::spend::SpendMeter;
 
 /// The hub's own context sources, in the order they run (later ones override earlier ones).
-pub(crate) fn hub_context_sources() -> Vec<Arc<dyn ContextSource>> {
-    vec![Arc::new(LiveNodes)]
+pub(crate) fn hub_context_sources(spend: &Arc<SpendMeter>) -> Vec<Arc<dyn ContextSource>> {
+    vec![
+        Arc::new(LiveNodes),
+        Arc::new(BudgetToday(Arc::clone(spend))),
+    ]
 }
 
 /// The live nodes the hub knows of: none in this version, as `GetStatus` reports `nodes: []`.
@@ -28,5 +33,22 @@ impl ContextSource for LiveNodes {
 
     fn name(&self) -> &str {
         "hub live nodes"
+    }
+}
+
+/// Today's spend per priced role, with its daily budget.
+struct BudgetToday(Arc<SpendMeter>);
+
+impl ContextSource for BudgetToday {
+    fn snapshot(&self) -> Result<ContextPatch, ContextSourceError> {
+        let mut patch = ContextPatch::new();
+        if let Some(line) = self.0.budget_line() {
+            patch.insert("budget".to_owned(), Value::String(line));
+        }
+        Ok(patch)
+    }
+
+    fn name(&self) -> &str {
+        "hub spend today"
     }
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tau_api::config::{ContextMode as ConfigContextMode, RoleConfig};
+use tau_api::config::{ContextMode as ConfigContextMode, RoleConfig, SpendConfig};
 use tau_api::env::Env;
 use tau_api::installation::Installation;
 
@@ -18,7 +18,7 @@ use crate::agent::Limits;
 use crate::model::Model;
 use crate::persona::{PERSONA_FILE, PersonaError, PersonaLoader};
 use crate::provider::fake::FakeModel;
-use crate::provider::{ProviderError, ProviderOptions, build_model_with};
+use crate::provider::{ProviderError, ProviderOptions, build_fallback_with, build_model_with};
 use crate::store::ContextMode;
 
 /// The role a session runs on when nothing pins one and tau.toml has no `brain`.
@@ -41,6 +41,16 @@ pub trait ModelFactory: Send + Sync {
         role: &str,
         config: Option<&RoleConfig>,
     ) -> Result<Arc<dyn Model>, ModelFactoryError>;
+
+    /// The role's fallback model alone, which serves the role while it is over its daily budget;
+    /// `None` (the default) when it has none.
+    fn build_fallback(
+        &self,
+        _role: &str,
+        _config: Option<&RoleConfig>,
+    ) -> Result<Option<Arc<dyn Model>>, ModelFactoryError> {
+        Ok(None)
+    }
 }
 
 /// Serves every role with the fake model's offline demo.
@@ -107,6 +117,20 @@ impl ModelFactory for ProviderModelFactory {
             reason: e.to_string(),
         })
     }
+
+    fn build_fallback(
+        &self,
+        role: &str,
+        config: Option<&RoleConfig>,
+    ) -> Result<Option<Arc<dyn Model>>, ModelFactoryError> {
+        let Some(config) = config else {
+            return Ok(None);
+        };
+        build_fallback_with(role, config, &self.env, &self.options).map_err(|e| ModelFactoryError {
+            role: role.to_owned(),
+            reason: e.to_string(),
+        })
+    }
 }
 
 /// The hub core's settings.
@@ -148,6 +172,10 @@ pub struct CoreOptions {
     pub approval_scan_mark: Option<PathBuf>,
     /// `[mcp.servers.*]`, resolved: the MCP servers the core starts, with their tools' tiers.
     pub mcp_servers: Vec<crate::mcp::McpServerSpec>,
+    /// Role prices and daily budgets (`price`, `[budget.<role>]`).
+    pub spend: SpendConfig,
+    /// The spend ledger's file (`<data_dir>/spend.json`); `None`: spend is kept in memory only.
+    pub spend_ledger: Option<PathBuf>,
 }
 
 /// The approval scan mark's file, next to the sessions in the data directory.
@@ -179,6 +207,8 @@ impl Default for CoreOptions {
             subscriber_lag: super::bus::DEFAULT_SUBSCRIBER_LAG,
             approval_scan_mark: None,
             mcp_servers: Vec::new(),
+            spend: SpendConfig::default(),
+            spend_ledger: None,
         }
     }
 }
@@ -214,6 +244,8 @@ impl CoreOptions {
                 .approval_timeout_seconds
                 .map(|s| Duration::from_secs(u64::from(s))),
             mcp_servers: crate::mcp::specs_from_config(&config.mcp, &installation.env),
+            spend: config.spend.clone(),
+            spend_ledger: Some(installation.paths.data_dir.join(crate::spend::SPEND_FILE)),
             ..Self::default()
         }
     }

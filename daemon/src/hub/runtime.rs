@@ -36,6 +36,7 @@ use crate::context::modes::{SlidingWindow, SummarizingWindow};
 use crate::context::sliding_window_start;
 use crate::mcp::hub_catalog;
 use crate::message::Message;
+use crate::spend::{MeteredModel, SpendMeter};
 use crate::store::{
     ContextMode, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionAgent, SessionError,
     SessionStore, now_utc, read_agent_for_mode,
@@ -52,6 +53,8 @@ pub(crate) struct AgentParts {
     pub journal: Option<Arc<super::scan_mark::ScanJournal>>,
     /// The MCP servers; their tools join the catalog at each turn's start.
     pub mcp: Arc<crate::mcp::McpManager>,
+    /// Counts every model call's spend and keeps roles within their daily budgets.
+    pub spend: Arc<SpendMeter>,
 }
 
 /// The agent of an open session, with the role it runs on.
@@ -292,10 +295,7 @@ fn build_agent(
     let offset = usize::try_from(next_id)
         .unwrap_or(usize::MAX)
         .saturating_sub(window.len());
-    let model = parts
-        .factory
-        .build(role, options.roles.get(role))
-        .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
+    let model = metered_model(parts, role)?;
     let conversation_window: Arc<dyn ConversationWindow> = match options.context {
         ContextMode::Summarize if offset == 0 => Arc::new(SummarizingWindow::new(
             Arc::clone(&model),
@@ -361,4 +361,23 @@ fn build_agent(
         recorder,
         role: role.to_owned(),
     })
+}
+
+/// The model of `role`, under the spend meter (its fallback model alone serves a role over its
+/// daily budget).
+fn metered_model(
+    parts: &AgentParts,
+    role: &str,
+) -> Result<Arc<dyn crate::model::Model>, CoreError> {
+    let config = parts.options.roles.get(role);
+    let failed =
+        |e: super::options::ModelFactoryError| CoreError::FailedPrecondition(e.to_string());
+    let model = parts.factory.build(role, config).map_err(failed)?;
+    let fallback = parts.factory.build_fallback(role, config).map_err(failed)?;
+    Ok(Arc::new(MeteredModel::new(
+        role,
+        model,
+        fallback,
+        Arc::clone(&parts.spend),
+    )))
 }

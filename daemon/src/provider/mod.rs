@@ -182,6 +182,25 @@ pub fn build_model_with(
     Ok(Arc::new(FallbackModel::new(first, second, cooldown)))
 }
 
+/// Builds only the fallback model of `role_name` (with retries), for callers that must reach it
+/// directly (a role over its daily budget); `None` when the role has no fallback.
+pub fn build_fallback_with(
+    role_name: &str,
+    role: &RoleConfig,
+    env: &Env,
+    options: &ProviderOptions,
+) -> Result<Option<Arc<dyn Model>>, ProviderError> {
+    let (_, Some(fallback)) = targets(role) else {
+        return Ok(None);
+    };
+    let client = if fallback.provider == "fake" {
+        None
+    } else {
+        Some(http::build_client(env)?)
+    };
+    build_target(role_name, fallback, env, options, client.as_ref()).map(Some)
+}
+
 fn build_target(
     role_name: &str,
     target: Target<'_>,

@@ -1,0 +1,41 @@
+//! The hub's spend: the meter every session's models count with (opened from
+//! [`CoreOptions::spend_ledger`]) and what `GetUsage` and `/status` read from it.
+//!
+//! Invariant: a ledger that cannot be read never stops the hub: spend is then counted in memory
+//! and the unreadable file is left as it was (logged once).
+
+use std::sync::Arc;
+
+use super::core::HubCore;
+use super::options::CoreOptions;
+use crate::clock::SystemClock;
+use crate::spend::{DaySpend, SpendLedger, SpendMeter};
+
+/// Most days `GetUsage` reports.
+pub const MAX_USAGE_DAYS: u32 = crate::spend::MAX_DAYS as u32;
+
+/// The meter of a hub with `options`.
+pub(super) fn open_spend_meter(options: &CoreOptions) -> SpendMeter {
+    let ledger = match &options.spend_ledger {
+        None => SpendLedger::in_memory(),
+        Some(path) => SpendLedger::open(path).unwrap_or_else(|e| {
+            tracing::error!("{e}; spend is counted in memory only until it is fixed or removed");
+            SpendLedger::in_memory()
+        }),
+    };
+    SpendMeter::new(options.spend.clone(), ledger, Arc::new(SystemClock))
+}
+
+impl HubCore {
+    /// Tokens and cost per role for the last `days` days (today included, at most
+    /// [`MAX_USAGE_DAYS`]) that have any, oldest first.
+    pub fn usage(&self, days: u32) -> Vec<DaySpend> {
+        self.parts().spend.days(days.clamp(1, MAX_USAGE_DAYS))
+    }
+
+    /// Today's spend as the `## Now` block words it (`fast 0,12 $ / 1 $`); `None` when no role
+    /// has a price.
+    pub fn budget_today(&self) -> Option<String> {
+        self.parts().spend.budget_line()
+    }
+}
