@@ -63,6 +63,8 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the manual page of tau (roff, for man).
     Man,
+    /// Print tokens and cost per model role per day (Europe/Istanbul days).
+    Usage(crate::usage::UsageArgs),
     /// A plugin command: `tau NAME ARGS…` runs the executable `tau-NAME` on PATH.
     #[command(external_subcommand)]
     Plugin(Vec<OsString>),

@@ -22,6 +22,7 @@ mod relay;
 mod shell_docs;
 mod shipped_files;
 mod tui;
+mod usage;
 mod version;
 
 use std::process::ExitCode;
@@ -48,6 +49,7 @@ fn main() -> ExitCode {
         Command::Tui(args) => tui::run(args, &ctx),
         Command::Completions(args) => shell_docs::run_completions(args),
         Command::Man => shell_docs::run_man(),
+        Command::Usage(args) => usage::run(args, &ctx),
         Command::Plugin(args) => plugin_commands::run(args, &ctx),
     };
     match result {

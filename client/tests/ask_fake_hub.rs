@@ -359,6 +359,13 @@ impl tau_server::Tau for ScriptedHub {
     ) -> Result<Response<pb::ListModelRolesResponse>, Status> {
         unscripted()
     }
+
+    async fn get_usage(
+        &self,
+        _: Request<pb::GetUsageRequest>,
+    ) -> Result<Response<pb::GetUsageResponse>, Status> {
+        unscripted()
+    }
 }
 
 /// Runs `tau ask <args>` against the scripted hub, which must succeed; returns its stdout and what

@@ -289,6 +289,11 @@ fn failed_compaction_and_role_switch_say_why_and_keep_the_session() {
     fixture.chat.send_line("/session").unwrap();
     fixture.chat.see("Id: 20261130-010203-abcd").unwrap();
     fixture.chat.send_line("/status").unwrap();
+    // Today's spend, as the hub's GetUsage reports it.
+    fixture
+        .chat
+        .see("Spend today: brain 0,12 $ / 1,00 $")
+        .unwrap();
     fixture.chat.see("taud 9.9.9").unwrap();
     fixture.quit();
 }

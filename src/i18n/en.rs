@@ -210,6 +210,7 @@ pub(super) const EN: &[(&str, &str)] = &[
     ("label.profile", "Profile"),
     ("label.role", "Role"),
     ("label.session", "Session"),
+    ("label.spend", "Spend today"),
     ("label.title", "Title"),
     ("label.tools", "Tools"),
     ("label.versions", "Versions"),
@@ -307,6 +308,7 @@ pub(super) const EN: &[(&str, &str)] = &[
         "status.session",
         "{id} · {title} · {count} messages · role {role}",
     ),
+    ("status.spend_tokens", "{role} {count} tokens"),
     ("status.title", "tau status"),
     (
         "status.tools",

@@ -194,6 +194,7 @@ pub(super) const TR: &[(&str, &str)] = &[
     ("label.profile", "Profil"),
     ("label.role", "Rol"),
     ("label.session", "Oturum"),
+    ("label.spend", "Bugünkü harcama"),
     ("label.title", "Başlık"),
     ("label.tools", "Araçlar"),
     ("label.versions", "Sürümler"),
@@ -297,6 +298,7 @@ pub(super) const TR: &[(&str, &str)] = &[
         "status.session",
         "{id} · {title} · {count} ileti · rol {role}",
     ),
+    ("status.spend_tokens", "{role} {count} token"),
     ("status.title", "tau durumu"),
     (
         "status.tools",

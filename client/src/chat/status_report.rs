@@ -44,6 +44,8 @@ struct HubAnswers {
     fallback_in_use: bool,
     roles: Option<pb::ListModelRolesResponse>,
     tools: Option<Vec<pb::ToolInfo>>,
+    /// Today's spend per role (`GetUsage` for one day).
+    usage: Option<pb::GetUsageResponse>,
 }
 
 async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
@@ -97,6 +99,10 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
         |status| render::one_line(&status.version, 40),
     );
     let versions = format!("tau {} · taud {taud}", tau_api::VERSION);
+    let spend_line = answers
+        .usage
+        .as_ref()
+        .map_or_else(|| unknown.clone(), |usage| spend_line(chat, usage));
     let hub_line = hub_line(chat).await?;
 
     let title = chat.t("status.title", &[]);
@@ -108,6 +114,7 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
         ("label.model", model_line),
         ("label.context", context_line),
         ("label.tools", tools_line),
+        ("label.spend", spend_line),
         ("label.language", language),
         ("label.versions", versions),
         ("label.hub", hub_line),
@@ -154,12 +161,15 @@ async fn ask_hub(chat: &mut Chat) -> Result<HubAnswers, CallError> {
     let request = chat.hub.list_tools(pb::ListToolsRequest {});
     let tools = answered(call(&mut chat.interrupts, deadline, request).await)?
         .map(|response| response.tools);
+    let request = chat.hub.get_usage(pb::GetUsageRequest { days: 1 });
+    let usage = answered(call(&mut chat.interrupts, deadline, request).await)?;
     Ok(HubAnswers {
         status,
         in_memory,
         fallback_in_use,
         roles,
         tools,
+        usage,
     })
 }
 
@@ -210,4 +220,40 @@ async fn hub_line(chat: &mut Chat) -> Result<String, CallError> {
             render::one_line(&reason, 120)
         ),
     })
+}
+
+/// Today's spend per role: `brain 0,12 $ / 1 $` with a price, `brain 1500 tokens` without;
+/// `none` when no model was called today.
+fn spend_line(chat: &Chat, usage: &pb::GetUsageResponse) -> String {
+    let dollars = |amount: f64| format!("{amount:.2} $").replace('.', ",");
+    let parts: Vec<String> = usage
+        .days
+        .iter()
+        .flat_map(|day| &day.roles)
+        .map(|r| {
+            let role = if r.fallback {
+                format!("{}/fallback", render::one_line(&r.role, 40))
+            } else {
+                render::one_line(&r.role, 40)
+            };
+            match (r.cost_usd, r.budget_usd) {
+                (Some(cost), Some(budget)) => {
+                    format!("{role} {} / {}", dollars(cost), dollars(budget))
+                }
+                (Some(cost), None) => format!("{role} {}", dollars(cost)),
+                (None, _) => chat.t(
+                    "status.spend_tokens",
+                    &[
+                        ("role", &role),
+                        ("count", &(r.input_tokens + r.output_tokens)),
+                    ],
+                ),
+            }
+        })
+        .collect();
+    if parts.is_empty() {
+        chat.t("value.none", &[])
+    } else {
+        parts.join(", ")
+    }
 }

@@ -272,6 +272,27 @@ impl tau_server::Tau for ScriptedHub {
         Ok(Response::new(pb::ListToolsResponse::default()))
     }
 
+    async fn get_usage(
+        &self,
+        _: Request<pb::GetUsageRequest>,
+    ) -> Result<Response<pb::GetUsageResponse>, Status> {
+        Ok(Response::new(pb::GetUsageResponse {
+            days: vec![pb::UsageDay {
+                date: "2026-12-02".into(),
+                roles: vec![pb::RoleUsage {
+                    role: "brain".into(),
+                    input_tokens: 1200,
+                    output_tokens: 300,
+                    model_calls: 2,
+                    cost_usd: Some(0.12),
+                    budget_usd: Some(1.0),
+                    ..Default::default()
+                }],
+            }],
+            time_zone: "Europe/Istanbul".into(),
+        }))
+    }
+
     async fn list_model_roles(
         &self,
         _: Request<pb::ListModelRolesRequest>,

@@ -157,4 +157,14 @@ impl pb::tau_server::Tau for TauApi {
     ) -> Result<Response<pb::ListModelRolesResponse>, Status> {
         Ok(Response::new(calls::list_model_roles(self.core()?)))
     }
+
+    async fn get_usage(
+        &self,
+        request: Request<pb::GetUsageRequest>,
+    ) -> Result<Response<pb::GetUsageResponse>, Status> {
+        Ok(Response::new(calls::get_usage(
+            self.core()?,
+            request.into_inner().days,
+        )))
+    }
 }
