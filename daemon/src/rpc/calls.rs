@@ -357,6 +357,15 @@ pub fn no_core(reason: &str) -> Status {
     )))
 }
 
+/// `GetUsage`: the spend of the last `days` days (0: a week).
+pub fn get_usage(core: &HubCore, days: u32) -> pb::GetUsageResponse {
+    let days = if days == 0 { 7 } else { days };
+    pb::GetUsageResponse {
+        days: core.usage(days).into_iter().map(wire::usage_day).collect(),
+        time_zone: crate::clock::TIME_ZONE.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,14 +382,5 @@ mod tests {
         );
         assert_eq!(approval_answer(0), None);
         assert_eq!(approval_answer(42), None);
-    }
-}
-
-/// `GetUsage`: the spend of the last `days` days (0: a week).
-pub fn get_usage(core: &HubCore, days: u32) -> pb::GetUsageResponse {
-    let days = if days == 0 { 7 } else { days };
-    pb::GetUsageResponse {
-        days: core.usage(days).into_iter().map(wire::usage_day).collect(),
-        time_zone: crate::clock::TIME_ZONE.to_owned(),
     }
 }

@@ -297,6 +297,28 @@ pub fn open_target(target: Option<pb::open_session_request::Target>) -> Option<O
     }
 }
 
+/// One day of the spend ledger.
+pub fn usage_day(day: crate::spend::DaySpend) -> pb::UsageDay {
+    pb::UsageDay {
+        date: day.date,
+        roles: day
+            .roles
+            .into_iter()
+            .map(|r| pb::RoleUsage {
+                role: r.role,
+                fallback: r.fallback,
+                input_tokens: r.tally.input_tokens,
+                output_tokens: r.tally.output_tokens,
+                cache_read_tokens: r.tally.cache_read_tokens,
+                cache_write_tokens: r.tally.cache_write_tokens,
+                model_calls: r.tally.model_calls,
+                cost_usd: r.priced.then_some(r.tally.cost_usd),
+                budget_usd: r.budget_usd,
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,27 +398,5 @@ mod tests {
             names,
             ["starting", "ready", "restarting", "gave_up", "stopped"]
         );
-    }
-}
-
-/// One day of the spend ledger.
-pub fn usage_day(day: crate::spend::DaySpend) -> pb::UsageDay {
-    pb::UsageDay {
-        date: day.date,
-        roles: day
-            .roles
-            .into_iter()
-            .map(|r| pb::RoleUsage {
-                role: r.role,
-                fallback: r.fallback,
-                input_tokens: r.tally.input_tokens,
-                output_tokens: r.tally.output_tokens,
-                cache_read_tokens: r.tally.cache_read_tokens,
-                cache_write_tokens: r.tally.cache_write_tokens,
-                model_calls: r.tally.model_calls,
-                cost_usd: r.priced.then_some(r.tally.cost_usd),
-                budget_usd: r.budget_usd,
-            })
-            .collect(),
     }
 }

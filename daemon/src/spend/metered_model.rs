@@ -116,7 +116,7 @@ impl Stream for MeteredStream {
         match &next {
             Poll::Ready(Some(Ok(ModelEvent::Metadata {
                 usage: Some(usage), ..
-            }))) => self.usage = Some(usage.clone()),
+            }))) => self.usage = Some(*usage),
             Poll::Ready(None) => self.count(),
             _ => {}
         }
