@@ -401,7 +401,7 @@ fn error_texts() {
         ),
         (
             "[models.roles.brain]\nprovider = \"fake\"\nmodel_id = \"m\"\nmodel = \"x\"\n",
-            r#"models.roles.brain.model = "x": unknown key (expected provider, model_id, max_tokens, cache, fallback, num_ctx, keep_alive or temperature)"#,
+            r#"models.roles.brain.model = "x": unknown key (expected provider, model_id, max_tokens, cache, fallback, num_ctx, keep_alive, temperature or price)"#,
         ),
         (
             "[models.roles.brain]\nprovider = \"fake\"\nmodel_id = \"m\"\ncache = { ttl = \"2h\" }\n",
@@ -504,7 +504,7 @@ fn error_texts() {
         // Top level
         (
             "max_turns = 5\n",
-            "max_turns = 5: unknown key (expected a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [components], [component.<name>] or [mcp])",
+            "max_turns = 5: unknown key (expected a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [components], [component.<name>], [mcp] or [budget.<role>])",
         ),
     ];
     for (text, want) in cases {
