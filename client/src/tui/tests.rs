@@ -293,3 +293,27 @@ fn a_card_too_big_for_the_screen_asks_to_enlarge_it() {
     let shown = text(&render(&app, 60, 24, t0 + Duration::from_secs(5)));
     assert!(shown.contains("Enlarge the"), "{shown}");
 }
+
+#[test]
+fn tool_progress_shows_in_the_status_line_until_the_call_ends() {
+    let mut app = app(Lang::En);
+    app.turn_started("fetch it");
+    app.apply(&event(Kind::ToolProgress(pb::ToolProgress {
+        tool: "fetch".into(),
+        message: "downloading".into(),
+        progress: Some(1.0),
+        total: Some(4.0),
+        ..Default::default()
+    })));
+    assert!(
+        view::status_text(&app).contains("running · ⋯ fetch: downloading (1/4)"),
+        "{}",
+        view::status_text(&app)
+    );
+    app.apply(&event(Kind::ToolCall(pb::ToolCallFinished {
+        tool: "fetch".into(),
+        status: pb::ToolCallStatus::Success as i32,
+        ..Default::default()
+    })));
+    assert!(!view::status_text(&app).contains("fetch"));
+}
