@@ -129,3 +129,24 @@ fn usage_json_adds_up_to_the_turns_usage_and_cost() {
     let ledger = std::fs::read_to_string(sandbox.data_dir().join("spend.json")).unwrap();
     assert!(ledger.contains("\"version\": 1"), "{ledger}");
 }
+
+#[test]
+fn without_a_hub_usage_says_how_to_start_one() {
+    let sandbox = Sandbox::new().unwrap();
+    let out = sandbox
+        .command("tau")
+        .unwrap()
+        .env("TAU_HUB_PORT", free_port().to_string())
+        .args(["usage", "--json"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("tau usage: ") && stderr.contains("tau hub run"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(out.stdout.is_empty());
+}
