@@ -64,5 +64,6 @@ pub use options::{
 pub use restart::ExpiredApproval;
 pub use sessions::{Compacted, OpenTarget, Opened, RoleSwitch, SessionDetail, SessionSummary};
 pub use setup::CoreSetup;
+pub use spend_usage::{MAX_USAGE_DAYS, USAGE_TIME_ZONE};
 pub use streams::{EventStream, Snapshot, TurnStream};
 pub use turns::Accepted;

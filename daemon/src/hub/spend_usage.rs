@@ -11,6 +11,9 @@ use super::options::CoreOptions;
 use crate::clock::SystemClock;
 use crate::spend::{DaySpend, SpendLedger, SpendMeter};
 
+/// The time zone the days of the spend ledger are in.
+pub const USAGE_TIME_ZONE: &str = crate::clock::TIME_ZONE;
+
 /// Most days `GetUsage` reports.
 pub const MAX_USAGE_DAYS: u32 = crate::spend::MAX_DAYS as u32;
 

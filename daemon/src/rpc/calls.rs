@@ -362,7 +362,7 @@ pub fn get_usage(core: &HubCore, days: u32) -> pb::GetUsageResponse {
     let days = if days == 0 { 7 } else { days };
     pb::GetUsageResponse {
         days: core.usage(days).into_iter().map(wire::usage_day).collect(),
-        time_zone: crate::clock::TIME_ZONE.to_owned(),
+        time_zone: crate::hub::USAGE_TIME_ZONE.to_owned(),
     }
 }
 
