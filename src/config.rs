@@ -48,6 +48,7 @@ mod parse;
 mod provider_tables;
 mod reader;
 mod settings;
+mod telegram_table;
 mod template;
 #[cfg(test)]
 mod tests;
@@ -72,6 +73,11 @@ pub use model::{
 pub use provider_tables::{PROVIDER_TABLES, base_url as component_base_url};
 pub use settings::{
     NodeRole, Profile, Settings, hub_port_from_env, lang_from_env, profile_from_env, role_from_env,
+};
+pub use telegram_table::{
+    APPROVAL_TIMEOUT_BOUNDS, DEFAULT_APPROVAL_TIMEOUT_SECONDS, DEFAULT_POLL_TIMEOUT_SECONDS,
+    DEFAULT_TELEGRAM_API_BASE, POLL_TIMEOUT_BOUNDS, TELEGRAM_COMPONENT, TELEGRAM_TOKEN_VAR,
+    TelegramConfig,
 };
 pub use template::{TEMPLATE, default_provider, render_template};
 pub use tuning::{KeepAlive, ModelTuning, Temperature};
