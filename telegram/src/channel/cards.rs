@@ -58,6 +58,7 @@ pub(super) async fn present(
         },
     );
     let keyboard = keyboard(shared, &token);
+    lock(&shared.cards).presenting.insert(token.clone());
     let sent = loop {
         match shared.bot.send_message(chat, &body, Some(&keyboard)).await {
             Ok(message) => break Some(message),
@@ -75,12 +76,14 @@ pub(super) async fn present(
         }
     };
     let Some(sent) = sent else {
+        lock(&shared.cards).presenting.remove(&token);
         tracing::warn!(approval = %approval.approval_id, "telegram: the card was undeliverable until its deadline; rejecting");
         reject_quietly(shared, &approval.approval_id, attachment).await;
         return;
     };
     {
         let mut book = lock(&shared.cards);
+        book.presenting.remove(&token);
         book.log.cards.push(Presentation {
             token: token.clone(),
             approval_id: approval.approval_id.clone(),
@@ -135,6 +138,7 @@ pub(super) async fn resolved(
 
 /// Handles a tap; see the module's invariants for the checks.
 pub(super) async fn handle_tap(shared: &Arc<Shared>, tap: CallbackQuery) {
+    wait_while_presenting(shared, &tap).await;
     let Some((card, decision)) = check_tap(shared, &tap) else {
         answer(
             shared,
@@ -187,6 +191,21 @@ pub(super) async fn handle_tap(shared: &Arc<Shared>, tap: CallbackQuery) {
     }
     lock(&shared.cards).deciding.remove(&card.token);
 }
+
+/// A tap on a card whose `sendMessage` has not returned yet waits for it (at most
+/// [`PRESENTING_WAIT`]), so its message id can be checked.
+async fn wait_while_presenting(shared: &Shared, tap: &CallbackQuery) {
+    let Some((token, _)) = tap.data.as_deref().and_then(parse_callback_data) else {
+        return;
+    };
+    let end = Instant::now() + PRESENTING_WAIT;
+    while lock(&shared.cards).presenting.contains(token) && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The longest a tap waits for its card's `sendMessage` to return.
+const PRESENTING_WAIT: Duration = Duration::from_secs(5);
 
 /// The checks of a tap, in order; the card and decision when all pass.
 fn check_tap(shared: &Shared, tap: &CallbackQuery) -> Option<(Presentation, Tap)> {

@@ -101,6 +101,8 @@ struct CardBook {
     live: HashMap<String, LiveCard>,
     /// Tokens whose decision is on its way to the hub: a second tap is "already decided".
     deciding: HashSet<String>,
+    /// Tokens whose card is being sent: a tap can arrive before `sendMessage` returns.
+    presenting: HashSet<String>,
 }
 
 /// What every task of one run shares.
