@@ -109,7 +109,13 @@ async fn taps_from_strangers_groups_other_messages_or_forged_data_never_reach_th
     // The owner's own reject still works.
     bot.push_tap(OWNER, OWNER, id, date, &button(&card, "r"));
     bot.wait_for_text("Not done.").await;
-    assert!(bot.message(id).text.starts_with("<b>❌ Rejected</b>"));
+    bot.wait_for("the card edited to rejected", |b| {
+        b.message(id)
+            .text
+            .starts_with("<b>❌ Rejected</b>")
+            .then_some(())
+    })
+    .await;
     let session = session_of(&hub).await;
     assert!(
         hub.tools_run(&session).await.is_empty(),
@@ -129,7 +135,12 @@ async fn an_unanswered_card_times_out_as_rejected_and_a_later_tap_changes_nothin
     bot.owner_says("turn on the lamp");
     let card = bot.wait_for_card("demo_physical_action").await;
     bot.wait_for_text("Timed out.").await;
-    let edited = bot.message(card.message_id);
+    let edited = bot
+        .wait_for("the card edited", |b| {
+            let m = b.message(card.message_id);
+            m.keyboard.is_none().then_some(m)
+        })
+        .await;
     assert!(
         edited.text.starts_with("<b>⌛ Timed out — rejected</b>"),
         "{}",

@@ -187,7 +187,12 @@ async fn a_card_survives_429s_and_a_tap_too_old_to_answer_still_decides_and_edit
         &button(&card, "a"),
     );
     bot.wait_for_text("ok").await;
-    let edited = bot.message(card.message_id);
+    let edited = bot
+        .wait_for("the card edited", |b| {
+            let m = b.message(card.message_id);
+            m.keyboard.is_none().then_some(m)
+        })
+        .await;
     assert!(
         edited.text.starts_with("<b>✅ Approved</b>"),
         "{}",

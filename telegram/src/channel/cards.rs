@@ -483,6 +483,7 @@ async fn finish_with_body(
         let mut book = lock(&shared.cards);
         let ended = book.log.end(&card.token, state, outcome);
         if ended.is_some() {
+            book.live.remove(&card.token);
             save(shared, &mut book);
         }
         ended
