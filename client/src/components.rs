@@ -154,7 +154,8 @@ pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         installation.settings.hub_port,
         &installation.paths.hub.token_file,
     );
-    if hub_line.answered {
+    // Asked only when a channel is configured, so a plain listing costs one request.
+    if hub_line.answered && config.component("telegram").is_some() {
         channel_states(
             &mut states,
             installation.settings.hub_port,

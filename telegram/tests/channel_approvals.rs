@@ -11,7 +11,7 @@ mod support {
 }
 
 use serde_json::json;
-use support::fake_bot::{FakeBot, OWNER, STRANGER, button};
+use support::fake_bot::{Failure, FakeBot, OWNER, STRANGER, button};
 use support::hub::{TestHub, config, session_of, start_channel};
 use taud::testing::FakeReply;
 
@@ -330,5 +330,31 @@ async fn a_stale_reject_is_forwarded_after_a_restart() {
         "{approvals:?}"
     );
     assert!(hub.tools_run(&session).await.is_empty());
+    channel.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_that_cannot_be_delivered_before_its_deadline_is_rejected() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text("Could not ask.")]).await;
+    hub.pair_owner();
+    let mut settings = config(&bot);
+    settings.approval_timeout_seconds = 1;
+    let channel = start_channel(&hub, settings);
+    // A wait longer than the card's whole life: it is never sent.
+    bot.fail("sendMessage", [Failure::TooMany { retry_after: 30 }]);
+    bot.owner_says("turn on the lamp");
+    bot.wait_for_text("Could not ask.").await;
+    assert!(
+        bot.sent().iter().all(|m| m.keyboard.is_none()),
+        "no card was shown"
+    );
+    let session = session_of(&hub).await;
+    assert!(hub.tools_run(&session).await.is_empty());
+    let approvals = hub.stored(&session, "approval").await;
+    assert!(
+        approvals.iter().any(|a| a.contains("rejected")),
+        "{approvals:?}"
+    );
     channel.stop().await.unwrap();
 }
