@@ -49,6 +49,7 @@ mod provider_tables;
 mod reader;
 mod settings;
 mod spend;
+mod telegram_table;
 mod template;
 #[cfg(test)]
 mod tests;
@@ -75,6 +76,11 @@ pub use settings::{
     NodeRole, Profile, Settings, hub_port_from_env, lang_from_env, profile_from_env, role_from_env,
 };
 pub use spend::{RolePrice, SpendConfig};
+pub use telegram_table::{
+    APPROVAL_TIMEOUT_BOUNDS, DEFAULT_APPROVAL_TIMEOUT_SECONDS, DEFAULT_POLL_TIMEOUT_SECONDS,
+    DEFAULT_TELEGRAM_API_BASE, POLL_TIMEOUT_BOUNDS, TELEGRAM_COMPONENT, TELEGRAM_TOKEN_VAR,
+    TelegramConfig,
+};
 pub use template::{TEMPLATE, default_provider, render_template};
 pub use tuning::{KeepAlive, ModelTuning, Temperature};
 

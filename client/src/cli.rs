@@ -59,6 +59,9 @@ pub enum Command {
     /// List MCP tool servers and their tools; print suggested tiers for a server.
     #[command(subcommand)]
     Mcp(crate::mcp::McpCommand),
+    /// The Telegram channel: pair its owner, see its state.
+    #[command(subcommand)]
+    Telegram(crate::telegram::TelegramCommand),
     /// Print a shell completion script for bash, zsh or fish.
     Completions(CompletionsArgs),
     /// Print the manual page of tau (roff, for man).

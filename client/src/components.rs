@@ -102,6 +102,29 @@ fn merge_from_hub(states: &mut Vec<ComponentState>, port: u16, token_file: &Path
     }
 }
 
+/// Adds what the hub says of each channel it runs (Telegram: running, not paired, backing off,
+/// stopped) to that service's row: the state as its note, an error as its `load_error`.
+fn channel_states(states: &mut [ComponentState], port: u16, token_file: &Path) {
+    let Ok(status) = hub::status_json(port, token_file, HUB_DEADLINE) else {
+        return;
+    };
+    for channel in status["channels"].as_array().into_iter().flatten() {
+        let Some(row) = states
+            .iter_mut()
+            .find(|s| s.kind == ComponentKind::HubService && channel["name"] == s.name.as_str())
+        else {
+            continue;
+        };
+        let state = channel["state"].as_str().unwrap_or("unknown");
+        let restarts = channel["restarts"].as_u64().unwrap_or(0);
+        row.note = Some(format!("channel {state}, restarts {restarts}"));
+        let error = channel["error"].as_str().unwrap_or("");
+        if !error.is_empty() && matches!(state, "backing_off" | "stopped") {
+            row.load_error = Some(error.to_owned());
+        }
+    }
+}
+
 /// Runs `tau components`.
 pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let env = environment::snapshot(ctx);
@@ -131,6 +154,19 @@ pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         installation.settings.hub_port,
         &installation.paths.hub.token_file,
     );
+    // Asked only when a channel is configured, so a plain listing costs one request.
+    if hub_line.answered && config.component("telegram").is_some() {
+        channel_states(
+            &mut states,
+            installation.settings.hub_port,
+            &installation.paths.hub.token_file,
+        );
+    } else if let Some(row) = states
+        .iter_mut()
+        .find(|s| s.kind == ComponentKind::HubService && s.name == "telegram")
+    {
+        row.note = Some("channel not configured: add [component.telegram]".to_owned());
+    }
     let mcp_report = if config.mcp.servers.is_empty() || !hub_line.answered {
         None
     } else {

@@ -21,6 +21,7 @@ mod plugin_commands;
 mod relay;
 mod shell_docs;
 mod shipped_files;
+mod telegram;
 mod tui;
 mod usage;
 mod version;
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
         Command::Hub(command) => run_hub(command, &ctx),
         Command::Chat(args) => chat::run(args, &ctx),
         Command::Mcp(command) => mcp::run(command, &ctx),
+        Command::Telegram(command) => telegram::run(command, &ctx),
         Command::Tui(args) => tui::run(args, &ctx),
         Command::Completions(args) => shell_docs::run_completions(args),
         Command::Man => shell_docs::run_man(),

@@ -220,3 +220,36 @@ fn help_lists_tau_tui() {
         run.stdout
     );
 }
+
+#[test]
+fn a_running_hub_reports_the_telegram_channel_state_on_its_row() {
+    let mut sandbox = support::sandbox::configured("", "");
+    let config = sandbox.read("home/tau.toml");
+    sandbox.write(
+        "home/tau.toml",
+        &format!("{config}\n[component.telegram]\npoll_timeout_seconds = 5\n"),
+    );
+    let status = serde_json::json!({
+        "role": "hub",
+        "pid": 7,
+        "services": [
+            {"name": "control-api", "state": "started"},
+            {"name": "grpc", "state": "started"},
+            {"name": "telegram", "state": "started"},
+        ],
+        "channels": [
+            {"name": "telegram", "state": "stopped", "error": "another process polls this bot (409 Conflict)", "restarts": 0},
+        ],
+    });
+    let (port, _server) = support::sandbox::serve_hub(&sandbox, status, 2);
+    sandbox.set_port(port);
+    let run = sandbox.run(&["components"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let row = run
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("telegram "))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(row.contains("channel stopped"), "{row}");
+    assert!(row.contains("409 Conflict"), "{row}");
+}

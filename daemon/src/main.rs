@@ -70,7 +70,12 @@ fn main() -> ExitCode {
         return refused(exit::CONFIG);
     }
     let services = match CoreSetup::from_installation(&installation) {
-        Ok(setup) => taud::services::builtin_services_with_core(setup),
+        Ok(setup) => {
+            let mut services = taud::services::builtin_services_with_core(setup);
+            let telegram = taud::host::TelegramLaunch::from_installation(&installation);
+            taud::services::register_telegram(&mut services, telegram);
+            services
+        }
         Err(e) => {
             eprintln!("taud: {e}");
             return refused(exit::CONFIG);

@@ -383,6 +383,7 @@ fn component_settings(doc: &Section<'_>) -> Result<BTreeMap<String, Table>, Conf
             });
         };
         super::provider_tables::check(doc, name, t)?;
+        super::telegram_table::check(doc, name, t)?;
         out.insert(name.clone(), t.clone());
     }
     Ok(out)

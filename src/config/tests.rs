@@ -63,8 +63,8 @@ disabled = ["demo_physical_action", "dist:tau-example-tool"]
 [components.hub]
 services = ["telegram"]
 
-[component.telegram]
-chat_id_env = "TELEGRAM_CHAT_ID"
+[component.matrix]
+chat_id_env = "MATRIX_CHAT_ID"
 nested = { a = 1 }
 "#;
     let c = load(text).unwrap();
@@ -118,9 +118,9 @@ nested = { a = 1 }
         ["demo_physical_action", "dist:tau-example-tool"]
     );
     assert_eq!(c.components.hub.services, ["telegram"]);
-    let telegram = c.component("telegram").unwrap();
-    assert_eq!(telegram["chat_id_env"].as_str(), Some("TELEGRAM_CHAT_ID"));
-    assert!(telegram["nested"].is_table());
+    let matrix = c.component("matrix").unwrap();
+    assert_eq!(matrix["chat_id_env"].as_str(), Some("MATRIX_CHAT_ID"));
+    assert!(matrix["nested"].is_table());
     assert!(c.component("other").is_none());
     assert_eq!(c.source(), &ConfigSource::File(PathBuf::from(FILE)));
     assert!(c.warnings.is_empty());
@@ -376,6 +376,22 @@ fn error_texts() {
             r#"component.openai.api_key = "sk": unknown key (expected base_url)"#,
         ),
         (
+            "[component.telegram]\napi_base = \"api.telegram.org\"\n",
+            r#"component.telegram.api_base = "api.telegram.org": expected an http:// or https:// URL"#,
+        ),
+        (
+            "[component.telegram]\napproval_timeout_seconds = 5\n",
+            "component.telegram.approval_timeout_seconds = 5: expected a whole number of seconds from 10 to 86400",
+        ),
+        (
+            "[component.telegram]\nowner_user_id = \"@me\"\n",
+            r#"component.telegram.owner_user_id = "@me": expected a numeric Telegram id (a username is never accepted)"#,
+        ),
+        (
+            "[component.telegram]\ntoken = \"123:abc\"\n",
+            r#"component.telegram.token = "123:abc": unknown key (expected api_base, approval_timeout_seconds, poll_timeout_seconds, owner_user_id or owner_chat_id)"#,
+        ),
+        (
             "[models.roles.brain]\nprovider = \"openai\"\nmodel_id = \"m\"\ntemperature = 2.5\n",
             "models.roles.brain.temperature = 2.5: expected a number from 0 to 2",
         ),
@@ -558,4 +574,18 @@ fn start_up_flow_with_dotenv() {
     assert_eq!(settings.profile, Profile::Sport);
     assert_eq!(settings.role, NodeRole::Hub);
     assert_eq!(settings.hub_port, 7990);
+}
+
+#[test]
+fn the_telegram_table_reads_its_keys_and_defaults() {
+    let c = load("[component.telegram]\napi_base = \"http://127.0.0.1:9/\"\nowner_user_id = 42\npoll_timeout_seconds = 2\n").unwrap();
+    let t = super::TelegramConfig::from_table(c.component("telegram").unwrap());
+    assert_eq!(t.api_base, "http://127.0.0.1:9");
+    assert_eq!(t.owner_user_id, Some(42));
+    assert_eq!(t.owner_chat_id, None);
+    assert_eq!(t.poll_timeout_seconds, 2);
+    assert_eq!(
+        t.approval_timeout_seconds,
+        super::DEFAULT_APPROVAL_TIMEOUT_SECONDS
+    );
 }

@@ -289,7 +289,7 @@ fn module_names(src: &Path) -> BTreeMap<String, Vec<String>> {
 #[test]
 fn no_two_modules_of_a_crate_share_a_name() {
     let mut shared = Vec::new();
-    for crate_src in ["src", "daemon/src", "client/src"] {
+    for crate_src in ["src", "daemon/src", "client/src", "telegram/src"] {
         for (name, files) in module_names(&repo().join(crate_src)) {
             if files.len() > 1 {
                 shared.push(format!("{crate_src}: `{name}` in {files:?}"));
@@ -307,7 +307,7 @@ fn no_two_modules_of_a_crate_share_a_name() {
 fn no_source_file_is_longer_than_the_limit() {
     let root = repo();
     let mut long = Vec::new();
-    for dir in ["src", "daemon", "client", "tests", "build.rs"] {
+    for dir in ["src", "daemon", "client", "telegram", "tests", "build.rs"] {
         let path = root.join(dir);
         let files = if path.is_file() {
             vec![path]
@@ -424,5 +424,22 @@ fn the_client_never_links_the_daemon() {
     assert!(
         !manifest.lines().any(|l| l.trim_start().starts_with("taud")),
         "client/Cargo.toml depends on taud"
+    );
+}
+
+#[test]
+fn the_telegram_channel_never_links_the_daemon() {
+    let manifest =
+        fs::read_to_string(repo().join("telegram/Cargo.toml")).expect("telegram manifest");
+    // Its tests may run a real hub (a dev-dependency); the library itself never links taud.
+    let dependencies = manifest
+        .split("[dev-dependencies]")
+        .next()
+        .expect("the part before dev-dependencies");
+    assert!(
+        !dependencies
+            .lines()
+            .any(|l| l.trim_start().starts_with("taud")),
+        "telegram/Cargo.toml depends on taud"
     );
 }

@@ -22,6 +22,7 @@ mod mcp_checks;
 pub(crate) mod model_server;
 mod report;
 mod store;
+mod telegram_checks;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -120,6 +121,9 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
     if let Some(config) = &config {
         component_checks(&mut report, config, services);
         for check in mcp_checks::checks(config, &env, &paths.hub.token_file) {
+            report.push(check);
+        }
+        for check in telegram_checks::checks(config, &env, &paths.data_dir, &paths.hub.token_file) {
             report.push(check);
         }
     }

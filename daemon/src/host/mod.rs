@@ -1,6 +1,6 @@
 //! The hub lifecycle: one hub per machine (a flock), `state.json` refreshed every heartbeat,
 //! crash reports for a hub that died, hub services (the control API, the gRPC server, later
-//! channels) started in order and stopped in reverse, and the JSON control API.
+//! channels such as Telegram, supervised) started in order and stopped in reverse, and the JSON control API.
 //!
 //! Invariants: this module knows nothing of tonic or prost (the gRPC service lives in
 //! `crate::rpc` and reaches the TCP port through [`Hub::mount_grpc`]); every file it writes is in
@@ -17,6 +17,7 @@ pub mod service;
 pub mod settings;
 pub mod snapshot;
 pub mod state;
+pub mod telegram_channel;
 pub mod token;
 
 pub use control::{CONTROL_API, ControlApi};
@@ -27,4 +28,7 @@ pub use routes::{RouteError, RouteHandler};
 pub use service::{BuildOutcome, HubService, ServiceError, ServiceFactory, ServiceRegistry};
 pub use settings::{DEFAULT_CONTROL_PORT, DEFAULT_HEARTBEAT, HubOptions, OptionsError};
 pub use snapshot::HubStatus;
+pub use telegram_channel::{
+    ChannelReport, TELEGRAM_SERVICE, TelegramChannelService, TelegramLaunch,
+};
 pub use token::{BearerToken, TokenError};

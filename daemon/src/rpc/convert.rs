@@ -6,7 +6,7 @@ use tau_api::components::HubServiceReport;
 use tau_api::hub_files::CrashReport;
 use tau_api::proto::v1 as pb;
 
-use crate::host::HubStatus;
+use crate::host::{Hub, HubStatus, TELEGRAM_SERVICE, TelegramChannelService};
 
 /// A [`HubStatus`] as a `GetStatusResponse`.
 pub fn status(status: HubStatus) -> pb::GetStatusResponse {
@@ -33,6 +33,20 @@ pub fn services(reports: Vec<HubServiceReport>) -> Vec<pb::HubService> {
             name: report.name,
             state: report.state.as_str().to_owned(),
             detail: report.error.or(report.reason).unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The channels the hub runs (Telegram), as `GetStatusResponse.channels`.
+pub fn channels(hub: &Hub) -> Vec<pb::HubChannel> {
+    hub.find_service_as::<TelegramChannelService>(TELEGRAM_SERVICE)
+        .map(|service| service.report())
+        .into_iter()
+        .map(|report| pb::HubChannel {
+            name: report.name,
+            state: report.state,
+            error: report.error,
+            restarts: report.restarts,
         })
         .collect()
 }

@@ -39,6 +39,7 @@ impl pb::tau_server::Tau for TauApi {
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
         let mut response = convert::status(self.hub.status());
         response.services = convert::services(self.hub.service_reports());
+        response.channels = convert::channels(&self.hub);
         if let Ok(core) = &self.core {
             calls::status_extras(core, &mut response);
         }

@@ -1,0 +1,9 @@
+//! The Telegram Bot API as the channel uses it: a hand-rolled client over the workspace's reqwest
+//! ([`BotClient`]) and the handful of types it sends and reads.
+//!
+//! Invariant: nothing here logs, and no error carries the request URL (the token is in its path).
+
+mod client;
+pub mod types;
+
+pub use client::{BotClient, BotError, ClientBuildError};

@@ -1,0 +1,527 @@
+//! Approval cards: shown with Reject and Approve buttons, decided only by a tap that passes every
+//! check, edited to the hub's verdict, expired as rejected, and settled after a restart.
+//!
+//! Invariants:
+//! - a tap reaches the hub only if it comes from the owner's user id, in the owner's chat, on an
+//!   accessible message that is this card's own message, with well-formed data naming a token this
+//!   process issued (its epoch) for a card still shown; a double tap or a re-delivered tap finds
+//!   the card deciding or ended and is answered "already decided";
+//! - a token of an earlier epoch never approves: its card is edited to superseded; its Reject may
+//!   be forwarded through this epoch's card of the same approval (rejecting is always safe);
+//! - the card shows the hub's verdict, never the button pressed; every ended card loses its
+//!   buttons; an unanswered card is rejected at its deadline (the configured timeout or the hub's
+//!   deadline, whichever is first);
+//! - a card is never dropped on a 429: sending retries until the approval's deadline, then the
+//!   approval is rejected as undeliverable.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tau_api::proto::v1::{self as pb, ApprovalResolution};
+use tokio::time::Instant;
+
+use crate::bot_api::BotError;
+use crate::bot_api::types::{CallbackQuery, InlineButton, InlineKeyboard};
+use crate::hub_link::{HubError, unary};
+use crate::render::{CardContent, card_html, ended_card_html};
+use crate::state::{
+    CardState, Presentation, Tap, callback_data, parse_callback_data, random_token,
+};
+
+use super::commands::CHANNEL;
+use super::{LiveCard, Shared, lock};
+
+/// Shows a card for `approval`, decidable with `attachment`.
+pub(super) async fn present(
+    shared: &Arc<Shared>,
+    chat: i64,
+    approval: &pb::PendingApproval,
+    attachment: &str,
+) {
+    let deadline = card_deadline(shared, approval);
+    let Ok(token) = random_token() else {
+        tracing::error!("telegram: no randomness for a card token; rejecting");
+        reject_quietly(shared, &approval.approval_id, attachment).await;
+        return;
+    };
+    let minutes = deadline
+        .saturating_duration_since(Instant::now())
+        .as_secs()
+        .div_ceil(60);
+    let body = card_html(
+        &shared.texts,
+        &CardContent {
+            tool: approval.tool.clone(),
+            arguments: approval.arguments.clone(),
+            effect: approval.effect.clone(),
+            timeout_minutes: minutes,
+        },
+    );
+    let keyboard = keyboard(shared, &token);
+    lock(&shared.cards).presenting.insert(token.clone());
+    let sent = loop {
+        match shared.bot.send_message(chat, &body, Some(&keyboard)).await {
+            Ok(message) => break Some(message),
+            Err(e) => {
+                let wait = match e {
+                    BotError::RetryAfter { retry_after } => Duration::from_secs(retry_after),
+                    _ => Duration::from_secs(1),
+                };
+                tracing::warn!(error = %e, "telegram: an approval card could not be sent yet");
+                if Instant::now() + wait >= deadline {
+                    break None;
+                }
+                tokio::time::sleep(wait).await;
+            }
+        }
+    };
+    let Some(sent) = sent else {
+        lock(&shared.cards).presenting.remove(&token);
+        tracing::warn!(approval = %approval.approval_id, "telegram: the card was undeliverable until its deadline; rejecting");
+        reject_quietly(shared, &approval.approval_id, attachment).await;
+        return;
+    };
+    {
+        let mut book = lock(&shared.cards);
+        book.presenting.remove(&token);
+        book.log.cards.push(Presentation {
+            token: token.clone(),
+            approval_id: approval.approval_id.clone(),
+            session_id: approval.session_id.clone(),
+            chat_id: chat,
+            message_id: sent.message_id,
+            epoch: shared.epoch.clone(),
+            state: CardState::Shown,
+            outcome: String::new(),
+        });
+        book.live.insert(
+            token.clone(),
+            LiveCard {
+                approval_id: approval.approval_id.clone(),
+                attachment_id: attachment.to_owned(),
+                body_html: body,
+            },
+        );
+        save(shared, &mut book);
+    }
+    let timer_shared = Arc::clone(shared);
+    shared.tasks.spawn(async move {
+        tokio::select! {
+            () = timer_shared.stop.cancelled() => {}
+            () = tokio::time::sleep_until(deadline) => expire(&timer_shared, &token).await,
+        }
+    });
+}
+
+/// The hub ended `approval_id` (a decision elsewhere, a timeout, a cancel): edit its cards, unless
+/// a decision of this channel is on its way (that path edits with the hub's answer).
+pub(super) async fn resolved(
+    shared: &Arc<Shared>,
+    approval_id: &str,
+    resolution: ApprovalResolution,
+) {
+    let tokens: Vec<String> = {
+        let book = lock(&shared.cards);
+        book.log
+            .cards
+            .iter()
+            .filter(|c| c.approval_id == approval_id && c.state == CardState::Shown)
+            .filter(|c| !book.deciding.contains(&c.token))
+            .map(|c| c.token.clone())
+            .collect()
+    };
+    let outcome = shared.texts.plain(outcome_key(resolution));
+    for token in tokens {
+        finish(shared, &token, CardState::Ended, &outcome).await;
+    }
+}
+
+/// Handles a tap; see the module's invariants for the checks.
+pub(super) async fn handle_tap(shared: &Arc<Shared>, tap: CallbackQuery) {
+    wait_while_presenting(shared, &tap).await;
+    let Some((card, decision)) = check_tap(shared, &tap) else {
+        answer(
+            shared,
+            &tap.id,
+            &shared.texts.plain("telegram.tap_not_allowed"),
+            false,
+        )
+        .await;
+        return;
+    };
+    if card.epoch != shared.epoch {
+        stale_tap(shared, &tap, &card, decision).await;
+        return;
+    }
+    let live = {
+        let mut book = lock(&shared.cards);
+        let shown = card.state == CardState::Shown && !book.deciding.contains(&card.token);
+        let live = book.live.get(&card.token).cloned();
+        if shown && live.is_some() {
+            book.deciding.insert(card.token.clone());
+        }
+        live.filter(|_| shown)
+    };
+    let Some(live) = live else {
+        let outcome = if card.outcome.is_empty() {
+            "…".to_owned()
+        } else {
+            card.outcome.clone()
+        };
+        let text = shared
+            .texts
+            .get("telegram.tap_already", &[("outcome", &outcome)]);
+        answer(shared, &tap.id, &text, false).await;
+        return;
+    };
+    let decided = decide(shared, &live, decision).await;
+    match decided {
+        Ok(response) => {
+            let outcome = verdict(shared, &response);
+            let applied = response.outcome() == pb::DecideOutcome::Applied;
+            // Answer first (best effort), then always edit: a failed answer never leaves buttons.
+            answer(shared, &tap.id, &outcome, !applied).await;
+            finish(shared, &card.token, CardState::Ended, &outcome).await;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "telegram: a decision did not reach the hub");
+            let text = shared.texts.plain("telegram.tap_hub_unreachable");
+            answer(shared, &tap.id, &text, true).await;
+        }
+    }
+    lock(&shared.cards).deciding.remove(&card.token);
+}
+
+/// A tap on a card whose `sendMessage` has not returned yet waits for it (at most
+/// [`PRESENTING_WAIT`]), so its message id can be checked.
+async fn wait_while_presenting(shared: &Shared, tap: &CallbackQuery) {
+    let Some((token, _)) = tap.data.as_deref().and_then(parse_callback_data) else {
+        return;
+    };
+    let end = Instant::now() + PRESENTING_WAIT;
+    while lock(&shared.cards).presenting.contains(token) && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The longest a tap waits for its card's `sendMessage` to return.
+const PRESENTING_WAIT: Duration = Duration::from_secs(5);
+
+/// The checks of a tap, in order; the card and decision when all pass.
+fn check_tap(shared: &Shared, tap: &CallbackQuery) -> Option<(Presentation, Tap)> {
+    let refuse = |why: &'static str| {
+        tracing::debug!(user = tap.from.id, why, "telegram: a tap was refused");
+        None
+    };
+    let Some(owner) = shared.owner() else {
+        return refuse("not paired");
+    };
+    if tap.from.id != owner.user_id {
+        return refuse("not the owner");
+    }
+    let Some(message) = tap.message.as_ref() else {
+        return refuse("no message");
+    };
+    if message.chat.id != owner.chat_id {
+        return refuse("not the owner's chat");
+    }
+    if message.date == 0 {
+        return refuse("inaccessible message");
+    }
+    let Some((token, decision)) = tap.data.as_deref().and_then(parse_callback_data) else {
+        return refuse("malformed data");
+    };
+    let card = lock(&shared.cards).log.by_token(token).cloned();
+    let Some(card) = card else {
+        return refuse("unknown token");
+    };
+    if card.chat_id != message.chat.id || card.message_id != message.message_id {
+        return refuse("not the card's own message");
+    }
+    Some((card, decision))
+}
+
+/// A tap on a card of an earlier epoch: never an approval.
+async fn stale_tap(shared: &Arc<Shared>, tap: &CallbackQuery, card: &Presentation, decision: Tap) {
+    if decision == Tap::Reject {
+        let current = {
+            let book = lock(&shared.cards);
+            book.log
+                .cards
+                .iter()
+                .find(|c| {
+                    c.approval_id == card.approval_id
+                        && c.epoch == shared.epoch
+                        && c.state == CardState::Shown
+                })
+                .and_then(|c| book.live.get(&c.token).cloned())
+        };
+        if let Some(live) = current
+            && let Err(e) = decide(shared, &live, Tap::Reject).await
+        {
+            tracing::warn!(error = %e, "telegram: a stale reject did not reach the hub");
+        }
+    }
+    let text = shared.texts.plain("telegram.tap_expired");
+    answer(shared, &tap.id, &text, true).await;
+    let outcome = shared.texts.plain("telegram.outcome_superseded");
+    finish(shared, &card.token, CardState::Superseded, &outcome).await;
+}
+
+/// At start: every card an earlier run left shown is superseded; an approval the hub still has
+/// pending on this channel gets a fresh card through a subscription of its session.
+pub(super) async fn settle_earlier_cards(shared: &Arc<Shared>) {
+    let earlier: Vec<Presentation> = lock(&shared.cards)
+        .log
+        .cards
+        .iter()
+        .filter(|c| c.state == CardState::Shown && c.epoch != shared.epoch)
+        .cloned()
+        .collect();
+    if earlier.is_empty() {
+        return;
+    }
+    let superseded = shared.texts.plain("telegram.outcome_superseded");
+    for card in &earlier {
+        finish_with_body(shared, card, CardState::Superseded, &superseded, None).await;
+    }
+    let mut hub = shared.hub.clone();
+    let pending =
+        match unary(hub.list_pending_approvals(pb::ListPendingApprovalsRequest::default())).await {
+            Ok(listed) => listed.approvals,
+            Err(e) => {
+                tracing::warn!(error = %e, "telegram: pending approvals could not be listed");
+                return;
+            }
+        };
+    for approval in pending {
+        if approval.channel != CHANNEL
+            || !earlier
+                .iter()
+                .any(|c| c.approval_id == approval.approval_id)
+        {
+            continue;
+        }
+        let chat = earlier
+            .iter()
+            .find(|c| c.approval_id == approval.approval_id)
+            .map_or(0, |c| c.chat_id);
+        re_present(shared, chat, approval).await;
+    }
+}
+
+/// Subscribes to the approval's session on this channel (so it may decide it) and shows a fresh
+/// card; the subscription lives until the run stops or the stream ends.
+async fn re_present(shared: &Arc<Shared>, chat: i64, approval: pb::PendingApproval) {
+    let mut hub = shared.hub.clone();
+    let request = pb::SubscribeRequest {
+        session_id: approval.session_id.clone(),
+        after_seq: None,
+        channel: CHANNEL.into(),
+        stream_id: String::new(),
+    };
+    let mut stream = match unary(hub.subscribe(request)).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            tracing::warn!(error = %e, "telegram: could not subscribe to re-present an approval");
+            return;
+        }
+    };
+    let attachment =
+        match tokio::time::timeout(crate::hub_link::CALL_TIMEOUT, stream.message()).await {
+            Ok(Ok(Some(pb::SubscribeResponse {
+                kind: Some(pb::subscribe_response::Kind::Snapshot(snapshot)),
+            }))) => snapshot.attachment_id,
+            _ => return,
+        };
+    present(shared, chat, &approval, &attachment).await;
+    let watch_shared = Arc::clone(shared);
+    shared.tasks.spawn(async move {
+        let shared = watch_shared;
+        loop {
+            let message = tokio::select! {
+                () = shared.stop.cancelled() => return,
+                message = stream.message() => message,
+            };
+            let Ok(Some(message)) = message else { return };
+            if let Some(pb::subscribe_response::Kind::Event(pb::SessionEvent {
+                kind: Some(pb::session_event::Kind::ApprovalResolved(resolved)),
+                ..
+            })) = message.kind
+            {
+                let resolution = resolved.resolution();
+                cards_resolved(&shared, &resolved.approval_id, resolution).await;
+            }
+        }
+    });
+}
+
+async fn cards_resolved(shared: &Arc<Shared>, approval_id: &str, resolution: ApprovalResolution) {
+    resolved(shared, approval_id, resolution).await;
+}
+
+/// The card's deadline: the configured timeout, or the hub's own deadline if sooner.
+fn card_deadline(shared: &Shared, approval: &pb::PendingApproval) -> Instant {
+    let configured = Duration::from_secs(shared.config.approval_timeout_seconds);
+    let hub_left = approval.deadline.parse::<jiff::Timestamp>().ok().map(|at| {
+        let left = at.as_millisecond() - jiff::Timestamp::now().as_millisecond();
+        Duration::from_millis(u64::try_from(left).unwrap_or(0))
+    });
+    Instant::now() + hub_left.map_or(configured, |left| left.min(configured))
+}
+
+/// The card's deadline passed: reject it (unless a tap is deciding it) and say it timed out.
+async fn expire(shared: &Arc<Shared>, token: &str) {
+    let live = {
+        let mut book = lock(&shared.cards);
+        let shown = book
+            .log
+            .by_token(token)
+            .is_some_and(|c| c.state == CardState::Shown);
+        if !shown || book.deciding.contains(token) {
+            return;
+        }
+        book.deciding.insert(token.to_owned());
+        book.live.get(token).cloned()
+    };
+    if let Some(live) = live
+        && let Err(e) = decide(shared, &live, Tap::Reject).await
+    {
+        tracing::warn!(error = %e, "telegram: the timeout's rejection did not reach the hub");
+    }
+    let outcome = shared.texts.plain("telegram.outcome_timeout");
+    finish(shared, token, CardState::Ended, &outcome).await;
+    lock(&shared.cards).deciding.remove(token);
+}
+
+async fn decide(
+    shared: &Shared,
+    live: &LiveCard,
+    decision: Tap,
+) -> Result<pb::DecideApprovalResponse, HubError> {
+    let decision = match decision {
+        Tap::Approve => pb::ApprovalDecision::Approved,
+        Tap::Reject => pb::ApprovalDecision::Rejected,
+    };
+    let mut hub = shared.hub.clone();
+    unary(hub.decide_approval(pb::DecideApprovalRequest {
+        approval_id: live.approval_id.clone(),
+        decision: decision as i32,
+        attachment_id: live.attachment_id.clone(),
+    }))
+    .await
+}
+
+async fn reject_quietly(shared: &Shared, approval_id: &str, attachment: &str) {
+    let live = LiveCard {
+        approval_id: approval_id.to_owned(),
+        attachment_id: attachment.to_owned(),
+        body_html: String::new(),
+    };
+    if let Err(e) = decide(shared, &live, Tap::Reject).await {
+        tracing::warn!(error = %e, "telegram: an undeliverable approval could not be rejected");
+    }
+}
+
+/// The hub's verdict as the card's outcome line.
+fn verdict(shared: &Shared, response: &pb::DecideApprovalResponse) -> String {
+    let key = match response.outcome() {
+        pb::DecideOutcome::NotFound | pb::DecideOutcome::Unspecified => "telegram.outcome_closed",
+        _ => outcome_key(response.resolution()),
+    };
+    shared.texts.plain(key)
+}
+
+fn outcome_key(resolution: ApprovalResolution) -> &'static str {
+    match resolution {
+        ApprovalResolution::Approved => "telegram.outcome_approved",
+        ApprovalResolution::Rejected => "telegram.outcome_rejected",
+        ApprovalResolution::Timeout => "telegram.outcome_timeout",
+        ApprovalResolution::Cancelled => "telegram.outcome_cancelled",
+        ApprovalResolution::ExpiredByRestart => "telegram.outcome_superseded",
+        ApprovalResolution::ChannelClosed | ApprovalResolution::Unspecified => {
+            "telegram.outcome_closed"
+        }
+    }
+}
+
+fn keyboard(shared: &Shared, token: &str) -> InlineKeyboard {
+    InlineKeyboard {
+        inline_keyboard: vec![vec![
+            InlineButton {
+                text: shared.texts.plain("telegram.button_reject"),
+                callback_data: callback_data(token, Tap::Reject),
+            },
+            InlineButton {
+                text: shared.texts.plain("telegram.button_approve"),
+                callback_data: callback_data(token, Tap::Approve),
+            },
+        ]],
+    }
+}
+
+/// Ends a card shown by this process: marks it, then edits it to `outcome` without buttons.
+async fn finish(shared: &Shared, token: &str, state: CardState, outcome: &str) {
+    let card = lock(&shared.cards).log.by_token(token).cloned();
+    if let Some(card) = card {
+        let body = lock(&shared.cards)
+            .live
+            .get(token)
+            .map(|l| l.body_html.clone());
+        finish_with_body(shared, &card, state, outcome, body).await;
+    }
+}
+
+async fn finish_with_body(
+    shared: &Shared,
+    card: &Presentation,
+    state: CardState,
+    outcome: &str,
+    body: Option<String>,
+) {
+    let ended = {
+        let mut book = lock(&shared.cards);
+        let ended = book.log.end(&card.token, state, outcome);
+        if ended.is_some() {
+            book.live.remove(&card.token);
+            save(shared, &mut book);
+        }
+        ended
+    };
+    if ended.is_none() {
+        return;
+    }
+    let html = match body {
+        Some(body) => ended_card_html(&body, outcome),
+        None => format!("<b>{}</b>", crate::render::escape_html(outcome)),
+    };
+    for _ in 0..3 {
+        match shared
+            .bot
+            .edit_message(card.chat_id, card.message_id, &html, None)
+            .await
+        {
+            Ok(()) => return,
+            Err(BotError::RetryAfter { retry_after }) => {
+                tokio::time::sleep(Duration::from_secs(retry_after.min(30))).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "telegram: a card could not be edited to its outcome");
+                return;
+            }
+        }
+    }
+}
+
+async fn answer(shared: &Shared, id: &str, text: &str, alert: bool) {
+    // Best effort: a query too old to answer must not stop the edit that follows.
+    if let Err(e) = shared.bot.answer_callback(id, text, alert).await {
+        tracing::debug!(error = %e, "telegram: answerCallbackQuery failed");
+    }
+}
+
+fn save(shared: &Shared, book: &mut super::CardBook) {
+    if let Err(e) = book.log.save(&shared.paths) {
+        tracing::error!(error = %e, "telegram: the cards could not be stored");
+    }
+}

@@ -1,0 +1,212 @@
+//! One run of the Telegram channel: connect to the hub, delete any webhook, settle the cards an
+//! earlier run left, then long-poll the Bot API until stopped or refused.
+//!
+//! Invariants:
+//! - only the owner's updates reach the hub: a message must come from the owner's user id in the
+//!   owner's private chat, a tap must pass every check of [`cards`]; anything else is dropped with
+//!   a debug line naming its ids, never its text;
+//! - the poll offset is persisted after each update, so after a restart no update is handled
+//!   twice except the one in flight (whose turn the hub deduplicates by its idempotency key);
+//! - a 409 (another poller) or a refused token ends the run with an error that says so, so the
+//!   supervisor reports it instead of spinning; every other failure backs off;
+//! - no lock is held across an `.await`.
+
+mod cards;
+mod commands;
+mod inbound;
+mod poller;
+mod turn_relay;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tau_api::config::TelegramConfig;
+use tau_api::credentials::Secret;
+use tau_api::lang::Lang;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::bot_api::{BotClient, BotError};
+use crate::hub_link::{self, HubClient, HubError};
+use crate::state::{self, OwnerBinding, PresentationLog, StateError, StatePaths};
+use crate::texts::Texts;
+
+/// What the channel needs to run.
+#[derive(Debug, Clone)]
+pub struct ChannelOptions {
+    pub config: TelegramConfig,
+    pub token: Secret,
+    /// `<TAU_DATA_DIR>/telegram`.
+    pub state: StatePaths,
+    /// The hub's gRPC socket.
+    pub socket: PathBuf,
+    pub lang: Lang,
+}
+
+/// Where a run is, as the hub's status shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChannelPhase {
+    /// Connecting and settling earlier cards.
+    Starting,
+    /// Polling, with an owner bound.
+    Running,
+    /// Polling, waiting for `/start <code>` from `tau telegram pair`.
+    NotPaired,
+}
+
+/// Why a run ended.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelError {
+    /// Another process polls this bot (409): not retried.
+    #[error(
+        "another process polls this bot (409 Conflict): {0}; stop the other instance, then restart the hub"
+    )]
+    Conflict(String),
+    /// The token was refused: not retried.
+    #[error("{0}; check TELEGRAM_BOT_TOKEN")]
+    Unauthorized(BotError),
+    #[error(transparent)]
+    Hub(#[from] HubError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("{0}")]
+    Setup(String),
+}
+
+impl ChannelError {
+    /// Whether restarting cannot help (a conflict or a refused token).
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self,
+            ChannelError::Conflict(_) | ChannelError::Unauthorized(_)
+        )
+    }
+}
+
+/// A card this process shows, with what deciding it needs.
+#[derive(Debug, Clone)]
+struct LiveCard {
+    approval_id: String,
+    /// The attachment (of the turn's stream or a re-presenting subscription) that was shown it.
+    attachment_id: String,
+    body_html: String,
+}
+
+/// The cards: the persisted log and this process's live ones.
+#[derive(Debug, Default)]
+struct CardBook {
+    log: PresentationLog,
+    live: HashMap<String, LiveCard>,
+    /// Tokens whose decision is on its way to the hub: a second tap is "already decided".
+    deciding: HashSet<String>,
+    /// Tokens whose card is being sent: a tap can arrive before `sendMessage` returns.
+    presenting: HashSet<String>,
+}
+
+/// What every task of one run shares.
+struct Shared {
+    bot: BotClient,
+    hub: HubClient,
+    texts: Texts,
+    config: TelegramConfig,
+    paths: StatePaths,
+    /// This process's epoch: only its tokens can approve.
+    epoch: String,
+    owner: Mutex<Option<OwnerBinding>>,
+    session: Mutex<Option<String>>,
+    cards: Mutex<CardBook>,
+    stop: CancellationToken,
+    tasks: TaskTracker,
+    phase: watch::Sender<ChannelPhase>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shared {
+    fn owner(&self) -> Option<OwnerBinding> {
+        *lock(&self.owner)
+    }
+
+    fn session(&self) -> Option<String> {
+        lock(&self.session).clone()
+    }
+
+    fn set_session(&self, id: &str) -> Result<(), StateError> {
+        state::write_session(&self.paths, id)?;
+        *lock(&self.session) = Some(id.to_owned());
+        Ok(())
+    }
+
+    fn bind_owner(&self, owner: OwnerBinding) -> Result<(), StateError> {
+        state::write_owner(&self.paths, &owner)?;
+        *lock(&self.owner) = Some(owner);
+        self.phase.send_replace(ChannelPhase::Running);
+        Ok(())
+    }
+}
+
+/// Runs the channel until `stop` is cancelled (`Ok`) or a failure ends the run.
+pub async fn run_channel(
+    options: ChannelOptions,
+    phase: watch::Sender<ChannelPhase>,
+    stop: CancellationToken,
+) -> Result<(), ChannelError> {
+    phase.send_replace(ChannelPhase::Starting);
+    let texts = Texts::new(options.lang).map_err(|e| ChannelError::Setup(e.to_string()))?;
+    let bot = BotClient::new(&options.config.api_base, &options.token)
+        .map_err(|e| ChannelError::Setup(e.to_string()))?;
+    let hub = hub_link::connect(&options.socket).await?;
+    let owner = match (options.config.owner_user_id, options.config.owner_chat_id) {
+        (Some(user), Some(chat)) => Some(OwnerBinding::new(user, chat, 0)),
+        (Some(user), None) => Some(OwnerBinding::new(user, user, 0)),
+        _ => state::read_owner(&options.state)?,
+    };
+    let session = state::read_session(&options.state)?;
+    let log = PresentationLog::load(&options.state)?;
+    let epoch = state::random_token().map_err(ChannelError::Setup)?;
+    let shared = Arc::new(Shared {
+        bot,
+        hub,
+        texts,
+        config: options.config,
+        paths: options.state,
+        epoch,
+        owner: Mutex::new(owner),
+        session: Mutex::new(session),
+        cards: Mutex::new(CardBook {
+            log,
+            ..CardBook::default()
+        }),
+        stop: stop.child_token(),
+        tasks: TaskTracker::new(),
+        phase,
+    });
+    let result = run(&shared).await;
+    // Turn relays and card timers end with the run: their attachments go with them.
+    shared.stop.cancel();
+    shared.tasks.close();
+    shared.tasks.wait().await;
+    result
+}
+
+async fn run(shared: &Arc<Shared>) -> Result<(), ChannelError> {
+    match shared.bot.delete_webhook().await {
+        Ok(_) => {}
+        Err(e @ BotError::Unauthorized { .. }) => return Err(ChannelError::Unauthorized(e)),
+        // Not fatal: getUpdates says so if a webhook is really in the way.
+        Err(e) => tracing::warn!(error = %e, "telegram: deleteWebhook failed"),
+    }
+    cards::settle_earlier_cards(shared).await;
+    shared.phase.send_replace(if shared.owner().is_some() {
+        ChannelPhase::Running
+    } else {
+        ChannelPhase::NotPaired
+    });
+    poller::poll(shared).await
+}

@@ -1,0 +1,241 @@
+//! One owner message as one turn: `StartTurn` on the chat's session (channel `telegram`, keyed by
+//! the update id so a re-delivered update is the same turn), the reply streamed into one message
+//! edited at most once per [`EDIT_INTERVAL`], split into more messages past 4,096 characters, and
+//! the turn's approvals handed to [`super::cards`] with this stream's attachment.
+//!
+//! Invariants: the relay ends with the run (its attachment goes with it, so the hub closes any
+//! approval only it was shown: a closed dialog never approves); a chatter message that cannot be
+//! sent is dropped after its retry, never an approval card (see `cards`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tau_api::proto::v1::{self as pb, session_event::Kind};
+use tonic::Code;
+
+use crate::bot_api::BotError;
+use crate::hub_link::HubError;
+use crate::render::{escape_html, split_message};
+
+use super::commands::{CHANNEL, open_new};
+use super::{Shared, cards};
+
+/// The least time between two edits of a streaming reply.
+pub const EDIT_INTERVAL: Duration = Duration::from_secs(1);
+/// The longest 429 wait a chatter message honours before it is dropped.
+const MAX_CHATTER_WAIT: Duration = Duration::from_secs(30);
+
+pub(super) fn spawn_turn(shared: &Arc<Shared>, chat: i64, update_id: i64, text: String) {
+    let task_shared = Arc::clone(shared);
+    shared.tasks.spawn(async move {
+        let shared = task_shared;
+        tokio::select! {
+            () = shared.stop.cancelled() => {}
+            () = relay(&shared, chat, update_id, text) => {}
+        }
+    });
+}
+
+async fn relay(shared: &Arc<Shared>, chat: i64, update_id: i64, text: String) {
+    let mut reply = Reply::new(chat);
+    if let Err(e) = relay_turn(shared, &mut reply, update_id, &text).await {
+        tracing::warn!(error = %e, "telegram: a turn could not be relayed");
+        let reason = e.to_string();
+        reply.append(
+            &shared
+                .texts
+                .get("telegram.turn_failed", &[("reason", &reason)]),
+        );
+    }
+    reply.flush(shared).await;
+}
+
+async fn start(
+    shared: &Shared,
+    session_id: &str,
+    update_id: i64,
+    text: &str,
+) -> Result<tonic::Streaming<pb::StartTurnResponse>, tonic::Status> {
+    let mut hub = shared.hub.clone();
+    let request = pb::StartTurnRequest {
+        session_id: session_id.to_owned(),
+        text: text.to_owned(),
+        channel: CHANNEL.into(),
+        idempotency_key: format!("telegram-update-{update_id}"),
+    };
+    match tokio::time::timeout(crate::hub_link::CALL_TIMEOUT, hub.start_turn(request)).await {
+        Ok(result) => result.map(tonic::Response::into_inner),
+        Err(_) => Err(tonic::Status::deadline_exceeded("StartTurn timed out")),
+    }
+}
+
+async fn relay_turn(
+    shared: &Arc<Shared>,
+    reply: &mut Reply,
+    update_id: i64,
+    text: &str,
+) -> Result<(), HubError> {
+    let session_id = match shared.session() {
+        Some(id) => id,
+        None => open_new(shared).await?,
+    };
+    let mut stream = match start(shared, &session_id, update_id, text).await {
+        Ok(stream) => stream,
+        // The remembered session is gone (another data directory, a deleted store): start over.
+        Err(status) if status.code() == Code::NotFound => {
+            let fresh = open_new(shared).await?;
+            start(shared, &fresh, update_id, text).await?
+        }
+        Err(status) => return Err(status.into()),
+    };
+    let mut attachment = String::new();
+    let mut call_mark = 0;
+    while let Some(message) = stream.message().await? {
+        let event = match message.kind {
+            Some(pb::start_turn_response::Kind::Accepted(accepted)) => {
+                attachment = accepted.attachment_id;
+                continue;
+            }
+            Some(pb::start_turn_response::Kind::Event(event)) => event,
+            None => continue,
+        };
+        match event.kind {
+            Some(Kind::TurnStarted(_)) => {
+                tracing::debug!(update_id, "telegram: turn started");
+            }
+            Some(Kind::TextDelta(delta)) => {
+                reply.append(&delta.text);
+                reply.flush_if_due(shared).await;
+            }
+            Some(Kind::OutputDiscarded(_) | Kind::Throttled(_)) => reply.discard_after(call_mark),
+            Some(Kind::ToolCall(_)) => call_mark = reply.text.len(),
+            Some(Kind::ApprovalRequested(requested)) => {
+                let Some(approval) = requested.approval else {
+                    continue;
+                };
+                if approval.channel != CHANNEL {
+                    continue;
+                }
+                // What the model said before asking goes above the card; the rest below it.
+                reply.flush(shared).await;
+                *reply = Reply::new(reply.chat);
+                call_mark = 0;
+                cards::present(shared, reply.chat, &approval, &attachment).await;
+            }
+            Some(Kind::ApprovalResolved(resolved)) => {
+                cards::resolved(shared, &resolved.approval_id, resolved.resolution()).await;
+            }
+            Some(Kind::TurnEnded(end)) => {
+                if reply.text.trim().is_empty() && reply.message_ids.is_empty() {
+                    reply.text = end.text.clone();
+                }
+                if !end.notice.is_empty() {
+                    reply.append(&format!(
+                        "\n{}",
+                        shared
+                            .texts
+                            .get("telegram.turn_notice", &[("notice", &end.notice)])
+                    ));
+                }
+                break;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The reply being streamed: its text and the messages it occupies.
+struct Reply {
+    chat: i64,
+    text: String,
+    message_ids: Vec<i64>,
+    /// What each message shows now (HTML), to skip edits that change nothing.
+    shown: Vec<String>,
+    last_flush: Option<Instant>,
+}
+
+impl Reply {
+    fn new(chat: i64) -> Self {
+        Self {
+            chat,
+            text: String::new(),
+            message_ids: Vec::new(),
+            shown: Vec::new(),
+            last_flush: None,
+        }
+    }
+
+    fn append(&mut self, text: &str) {
+        self.text.push_str(text);
+    }
+
+    fn discard_after(&mut self, mark: usize) {
+        if mark <= self.text.len() && self.text.is_char_boundary(mark) {
+            self.text.truncate(mark);
+        }
+    }
+
+    async fn flush_if_due(&mut self, shared: &Shared) {
+        if self
+            .last_flush
+            .is_none_or(|at| at.elapsed() >= EDIT_INTERVAL)
+        {
+            self.flush(shared).await;
+        }
+    }
+
+    async fn flush(&mut self, shared: &Shared) {
+        self.last_flush = Some(Instant::now());
+        if self.text.trim().is_empty() {
+            return;
+        }
+        let chunks = split_message(&escape_html(&self.text));
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            if self.shown.get(i) == Some(&chunk) {
+                continue;
+            }
+            if let Some(&id) = self.message_ids.get(i) {
+                let edited = chatter(|| shared.bot.edit_message(self.chat, id, &chunk, None)).await;
+                if edited.is_some() {
+                    self.shown[i] = chunk;
+                }
+            } else if let Some(sent) =
+                chatter(|| shared.bot.send_message(self.chat, &chunk, None)).await
+            {
+                self.message_ids.push(sent.message_id);
+                self.shown.push(chunk);
+            } else {
+                // Later chunks would land out of order; the next flush tries again.
+                return;
+            }
+        }
+    }
+}
+
+/// A chatter call: one retry after a 429's `retry_after` (at most [`MAX_CHATTER_WAIT`]); other
+/// failures are logged and dropped.
+async fn chatter<T, F, Fut>(mut call: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, BotError>>,
+{
+    match call().await {
+        Ok(value) => Some(value),
+        Err(BotError::RetryAfter { retry_after }) => {
+            let wait = Duration::from_secs(retry_after);
+            if wait > MAX_CHATTER_WAIT {
+                return None;
+            }
+            tokio::time::sleep(wait).await;
+            call()
+                .await
+                .map_err(|e| tracing::warn!(error = %e, "telegram: a reply could not be sent"))
+                .ok()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "telegram: a reply could not be sent");
+            None
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! The channel's link to the hub: a gRPC client over the hub's own Unix socket (the peer-uid rule
+//! holds as for any local client), and a deadline around every unary call.
+//!
+//! Invariant: connecting ends by [`CONNECT_TIMEOUT`]; a unary call by [`CALL_TIMEOUT`].
+
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tau_api::proto::v1::tau_client::TauClient;
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+/// The gRPC client of the hub.
+pub type HubClient = TauClient<Channel>;
+
+/// How long connecting to the hub's socket may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a unary call may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the hub could not be reached or refused a call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HubError {
+    #[error("no hub answers on {socket}: {reason}")]
+    Unreachable { socket: String, reason: String },
+    #[error("the hub did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the hub refused the call: {0}")]
+    Status(String),
+}
+
+impl From<tonic::Status> for HubError {
+    fn from(status: tonic::Status) -> Self {
+        HubError::Status(format!("{:?}: {}", status.code(), status.message()))
+    }
+}
+
+/// Connects to the hub's socket.
+pub async fn connect(socket: &Path) -> Result<HubClient, HubError> {
+    let unreachable = |reason: String| HubError::Unreachable {
+        socket: socket.display().to_string(),
+        reason,
+    };
+    let endpoint = Endpoint::from_static("http://localhost").connect_timeout(CONNECT_TIMEOUT);
+    let path = socket.to_path_buf();
+    let connecting = endpoint.connect_with_connector(tower::service_fn(move |_: Uri| {
+        let path = path.clone();
+        async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
+    }));
+    let channel = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+        .await
+        .map_err(|_| unreachable("timed out".to_owned()))?
+        .map_err(|e| unreachable(e.to_string()))?;
+    Ok(TauClient::new(channel))
+}
+
+/// Runs one unary call under [`CALL_TIMEOUT`].
+pub async fn unary<T>(
+    call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T, HubError> {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(Ok(response)) => Ok(response.into_inner()),
+        Ok(Err(status)) => Err(status.into()),
+        Err(_) => Err(HubError::Timeout(CALL_TIMEOUT)),
+    }
+}

@@ -1,0 +1,360 @@
+//! Approval cards against the fake Bot API and the real hub: the owner's tap decides once, every
+//! other tap is refused before the hub, an unanswered card times out as rejected, and a card from
+//! before a restart never approves.
+
+// Test set-up: a failed step must fail the test at once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support {
+    pub mod fake_bot;
+    pub mod hub;
+}
+
+use serde_json::json;
+use support::fake_bot::{Failure, FakeBot, OWNER, STRANGER, button};
+use support::hub::{TestHub, config, session_of, start_channel};
+use taud::testing::FakeReply;
+
+fn lamp() -> FakeReply {
+    FakeReply::tool_call(
+        "demo_physical_action",
+        json!({"action": "turn on the <lamp>"}),
+    )
+}
+
+fn answers(bot: &FakeBot) -> Vec<String> {
+    bot.requests("answerCallbackQuery")
+        .iter()
+        .map(|b| b["text"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_approves_and_the_tool_runs_once_even_on_a_double_tap() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text("The lamp is on.")]).await;
+    hub.pair_owner();
+    let channel = start_channel(&hub, config(&bot));
+    bot.owner_says("turn on the lamp");
+    let card = bot.wait_for_card("demo_physical_action").await;
+    assert!(
+        card.text.contains("&lt;lamp&gt;"),
+        "arguments are escaped: {}",
+        card.text
+    );
+    let approve = button(&card, "a");
+    bot.push_tap(OWNER, OWNER, card.message_id, 1_700_000_001, &approve);
+    bot.push_tap(OWNER, OWNER, card.message_id, 1_700_000_001, &approve);
+    bot.wait_for_text("The lamp is on.").await;
+    let edited = bot
+        .wait_for("two answers", |b| {
+            (answers(b).len() == 2).then(|| b.message(card.message_id))
+        })
+        .await;
+    assert!(
+        edited.text.starts_with("<b>✅ Approved</b>"),
+        "{}",
+        edited.text
+    );
+    assert!(edited.keyboard.is_none(), "the buttons are gone");
+    let answered = answers(&bot);
+    assert_eq!(answered[0], "✅ Approved");
+    assert!(answered[1].starts_with("Already decided"), "{answered:?}");
+    let session = session_of(&hub).await;
+    assert_eq!(
+        hub.tools_run(&session).await.len(),
+        1,
+        "the tool ran exactly once"
+    );
+    // Every message went out as HTML without link previews.
+    for body in bot.requests("sendMessage") {
+        assert_eq!(body["link_preview_options"]["is_disabled"], true);
+        assert_eq!(body["parse_mode"], "HTML");
+    }
+    channel.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn taps_from_strangers_groups_other_messages_or_forged_data_never_reach_the_hub() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text("Not done.")]).await;
+    hub.pair_owner();
+    let channel = start_channel(&hub, config(&bot));
+    bot.owner_says("turn on the lamp");
+    let card = bot.wait_for_card("demo_physical_action").await;
+    let approve = button(&card, "a");
+    let id = card.message_id;
+    let date = 1_700_000_001;
+    bot.push_tap(STRANGER, OWNER, id, date, &approve);
+    bot.push_tap(STRANGER, STRANGER, id, date, &approve);
+    bot.push_tap(OWNER, -100_123, id, date, &approve);
+    bot.push_tap(OWNER, OWNER, id + 500, date, &approve);
+    bot.push_tap(OWNER, OWNER, id, 0, &approve);
+    bot.push_tap(OWNER, OWNER, id, date, "v1:000000000000000000000000:a");
+    bot.push_tap(OWNER, OWNER, id, date, &approve.replace(":a", ":x"));
+    bot.push_tap(OWNER, OWNER, id, date, &"v1:".repeat(40));
+    bot.wait_for("eight answers", |b| (answers(b).len() == 8).then_some(()))
+        .await;
+    assert!(
+        answers(&bot).iter().all(|a| a == "Not valid."),
+        "{:?}",
+        answers(&bot)
+    );
+    let pending = hub.pending().await;
+    assert_eq!(pending.len(), 1, "nothing reached the hub: still pending");
+    assert!(
+        bot.message(id).keyboard.is_some(),
+        "the card still has its buttons"
+    );
+    // The owner's own reject still works.
+    bot.push_tap(OWNER, OWNER, id, date, &button(&card, "r"));
+    bot.wait_for_text("Not done.").await;
+    bot.wait_for("the card edited to rejected", |b| {
+        b.message(id)
+            .text
+            .starts_with("<b>❌ Rejected</b>")
+            .then_some(())
+    })
+    .await;
+    let session = session_of(&hub).await;
+    assert!(
+        hub.tools_run(&session).await.is_empty(),
+        "the tool never ran"
+    );
+    channel.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_card_times_out_as_rejected_and_a_later_tap_changes_nothing() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text("Timed out.")]).await;
+    hub.pair_owner();
+    let mut settings = config(&bot);
+    settings.approval_timeout_seconds = 1;
+    let channel = start_channel(&hub, settings);
+    bot.owner_says("turn on the lamp");
+    let card = bot.wait_for_card("demo_physical_action").await;
+    bot.wait_for_text("Timed out.").await;
+    let edited = bot
+        .wait_for("the card edited", |b| {
+            let m = b.message(card.message_id);
+            m.keyboard.is_none().then_some(m)
+        })
+        .await;
+    assert!(
+        edited.text.starts_with("<b>⌛ Timed out — rejected</b>"),
+        "{}",
+        edited.text
+    );
+    assert!(edited.keyboard.is_none());
+    bot.push_tap(
+        OWNER,
+        OWNER,
+        card.message_id,
+        1_700_000_001,
+        &button(&card, "a"),
+    );
+    bot.wait_for("an answer", |b| (answers(b).len() == 1).then_some(()))
+        .await;
+    assert!(
+        answers(&bot)[0].starts_with("Already decided"),
+        "{:?}",
+        answers(&bot)
+    );
+    let session = session_of(&hub).await;
+    assert!(hub.tools_run(&session).await.is_empty());
+    let approvals = hub.stored(&session, "approval").await;
+    assert!(
+        approvals.iter().any(|a| a.contains("rejected")),
+        "{approvals:?}"
+    );
+    channel.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_queued_approve_taps_on_old_cards_never_approve() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text("Stopped.")]).await;
+    hub.pair_owner();
+    let channel = start_channel(&hub, config(&bot));
+    bot.owner_says("turn on the lamp");
+    let card = bot.wait_for_card("demo_physical_action").await;
+    channel.stop().await.unwrap();
+    // Taps made while the channel was down arrive in a burst when it polls again.
+    let approve = button(&card, "a");
+    bot.push_tap(OWNER, OWNER, card.message_id, 1_700_000_001, &approve);
+    bot.push_tap(OWNER, OWNER, card.message_id, 1_700_000_001, &approve);
+    let channel = start_channel(&hub, config(&bot));
+    bot.wait_for("both stale taps answered", |b| {
+        (answers(b).len() == 2).then_some(())
+    })
+    .await;
+    assert!(
+        answers(&bot).iter().all(|a| a.starts_with("Expired")),
+        "{:?}",
+        answers(&bot)
+    );
+    let old = bot.message(card.message_id);
+    assert!(old.text.contains("Superseded"), "{}", old.text);
+    assert!(old.keyboard.is_none());
+    let session = session_of(&hub).await;
+    assert!(
+        hub.tools_run(&session).await.is_empty(),
+        "no stale tap approved"
+    );
+    assert!(hub.pending().await.is_empty());
+    channel.stop().await.unwrap();
+}
+
+/// Holds an attachment on channel `telegram` for `session`, as a second telegram client would, so
+/// the approval outlives the channel's restart.
+async fn hold_attachment(
+    hub: &TestHub,
+    session: &str,
+) -> tonic::Streaming<tau_api::proto::v1::SubscribeResponse> {
+    let mut stream = hub
+        .client()
+        .await
+        .subscribe(tau_api::proto::v1::SubscribeRequest {
+            session_id: session.into(),
+            after_seq: None,
+            channel: "telegram".into(),
+            stream_id: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    stream.message().await.unwrap().unwrap();
+    stream
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_still_pending_after_a_restart_gets_a_fresh_card_and_only_that_one_approves() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text("On after all.")]).await;
+    hub.pair_owner();
+    let channel = start_channel(&hub, config(&bot));
+    bot.owner_says("turn on the lamp");
+    let card = bot.wait_for_card("demo_physical_action").await;
+    let session = session_of(&hub).await;
+    let _held = hold_attachment(&hub, &session).await;
+    channel.stop().await.unwrap();
+    assert_eq!(
+        hub.pending().await.len(),
+        1,
+        "the held attachment keeps it pending"
+    );
+    bot.push_tap(
+        OWNER,
+        OWNER,
+        card.message_id,
+        1_700_000_001,
+        &button(&card, "a"),
+    );
+    let channel = start_channel(&hub, config(&bot));
+    let fresh = bot
+        .wait_for("a fresh card", |b| {
+            b.sent()
+                .into_iter()
+                .find(|m| m.keyboard.is_some() && m.message_id != card.message_id)
+        })
+        .await;
+    bot.wait_for("the stale tap answered", |b| {
+        (answers(b).len() == 1).then_some(())
+    })
+    .await;
+    assert!(
+        answers(&bot)[0].starts_with("Expired"),
+        "{:?}",
+        answers(&bot)
+    );
+    assert!(bot.message(card.message_id).text.contains("Superseded"));
+    assert_eq!(
+        hub.pending().await.len(),
+        1,
+        "the stale approve did not decide"
+    );
+    assert!(hub.tools_run(&session).await.is_empty());
+    bot.push_tap(
+        OWNER,
+        OWNER,
+        fresh.message_id,
+        1_700_000_001,
+        &button(&fresh, "a"),
+    );
+    bot.wait_for("the fresh card approved", |b| {
+        b.message(fresh.message_id)
+            .text
+            .starts_with("<b>✅ Approved</b>")
+            .then_some(())
+    })
+    .await;
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while hub.tools_run(&session).await.is_empty() && std::time::Instant::now() < end {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(hub.tools_run(&session).await.len(), 1);
+    channel.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_reject_is_forwarded_after_a_restart() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text("Left off.")]).await;
+    hub.pair_owner();
+    let channel = start_channel(&hub, config(&bot));
+    bot.owner_says("turn on the lamp");
+    let card = bot.wait_for_card("demo_physical_action").await;
+    let session = session_of(&hub).await;
+    let _held = hold_attachment(&hub, &session).await;
+    channel.stop().await.unwrap();
+    bot.push_tap(
+        OWNER,
+        OWNER,
+        card.message_id,
+        1_700_000_001,
+        &button(&card, "r"),
+    );
+    let channel = start_channel(&hub, config(&bot));
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !hub.pending().await.is_empty() && std::time::Instant::now() < end {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        hub.pending().await.is_empty(),
+        "the stale reject was forwarded"
+    );
+    let approvals = hub.stored(&session, "approval").await;
+    assert!(
+        approvals.iter().any(|a| a.contains("rejected")),
+        "{approvals:?}"
+    );
+    assert!(hub.tools_run(&session).await.is_empty());
+    channel.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_that_cannot_be_delivered_before_its_deadline_is_rejected() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text("Could not ask.")]).await;
+    hub.pair_owner();
+    let mut settings = config(&bot);
+    settings.approval_timeout_seconds = 1;
+    let channel = start_channel(&hub, settings);
+    // A wait longer than the card's whole life: it is never sent.
+    bot.fail("sendMessage", [Failure::TooMany { retry_after: 30 }]);
+    bot.owner_says("turn on the lamp");
+    bot.wait_for_text("Could not ask.").await;
+    assert!(
+        bot.sent().iter().all(|m| m.keyboard.is_none()),
+        "no card was shown"
+    );
+    let session = session_of(&hub).await;
+    assert!(hub.tools_run(&session).await.is_empty());
+    let approvals = hub.stored(&session, "approval").await;
+    assert!(
+        approvals.iter().any(|a| a.contains("rejected")),
+        "{approvals:?}"
+    );
+    channel.stop().await.unwrap();
+}

@@ -1,0 +1,152 @@
+//! The long-poll loop against the fake Bot API: the offset is persisted, a 429's retry_after is
+//! waited out, a 409 stops the run and says so, a refused token stops it, and the token appears in
+//! no log line or error after a forced network failure.
+
+// Test set-up: a failed step must fail the test at once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support {
+    pub mod fake_bot;
+    pub mod hub;
+}
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use support::fake_bot::{Failure, FakeBot, TEST_TOKEN};
+use support::hub::{TestHub, config, start_channel, start_channel_with_token};
+use tau_telegram::ChannelError;
+
+fn help_replies(bot: &FakeBot) -> usize {
+    bot.sent()
+        .iter()
+        .filter(|m| m.text.contains("/sessions"))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_offset_is_persisted_and_no_update_is_handled_twice_after_a_restart() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![]).await;
+    hub.pair_owner();
+    let channel = start_channel(&hub, config(&bot));
+    let first = bot.owner_says("/help");
+    bot.wait_for("the help", |b| (help_replies(b) == 1).then_some(()))
+        .await;
+    channel.stop().await.unwrap();
+    let stored = tau_telegram::state::read_offset(&hub.state_paths()).unwrap();
+    assert_eq!(stored, first + 1);
+    let channel = start_channel(&hub, config(&bot));
+    bot.owner_says("/help");
+    bot.wait_for("the second help", |b| (help_replies(b) == 2).then_some(()))
+        .await;
+    // One more poll round: the first /help is not answered again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(help_replies(&bot), 2);
+    assert_eq!(
+        bot.requests("getUpdates").last().unwrap()["offset"],
+        first + 2
+    );
+    channel.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_waits_exactly_its_retry_after() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![]).await;
+    hub.pair_owner();
+    bot.fail("getUpdates", [Failure::TooMany { retry_after: 2 }]);
+    let channel = start_channel(&hub, config(&bot));
+    bot.wait_for("a second poll", |b| {
+        (b.request_times("getUpdates").len() >= 2).then_some(())
+    })
+    .await;
+    let times = bot.request_times("getUpdates");
+    let gap = times[1] - times[0];
+    assert!(gap >= Duration::from_secs(2), "waited only {gap:?}");
+    assert!(gap < Duration::from_secs(4), "waited {gap:?}");
+    channel.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_409_stops_polling_and_is_reported_without_spinning() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![]).await;
+    hub.pair_owner();
+    bot.fail("getUpdates", [Failure::Conflict]);
+    let channel = start_channel(&hub, config(&bot));
+    let err = channel.ended().await.unwrap_err();
+    assert!(err.is_final());
+    assert!(matches!(err, ChannelError::Conflict(_)), "{err}");
+    assert!(
+        err.to_string().contains("another process polls this bot"),
+        "{err}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(bot.requests("getUpdates").len(), 1, "no second poll");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_ends_the_run_without_naming_the_token() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![]).await;
+    let wrong = "999:WRONG-secret-token";
+    let channel = start_channel_with_token(&hub, config(&bot), wrong);
+    let err = channel.ended().await.unwrap_err();
+    assert!(err.is_final(), "{err}");
+    assert!(!err.to_string().contains(wrong), "{err}");
+    assert!(!format!("{err:?}").contains("WRONG-secret"), "{err:?}");
+}
+
+/// A writer into a shared buffer, for capturing log lines.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+// One thread: the capturing subscriber is this thread's default, and every task runs here.
+#[tokio::test]
+async fn the_token_never_appears_in_logs_or_errors_after_a_network_failure() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let hub = TestHub::start(vec![]).await;
+    hub.pair_owner();
+    // A port nobody listens on: every call fails to connect.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut settings = config(&FakeBot::start().await);
+    settings.api_base = format!("http://127.0.0.1:{port}");
+    let channel = start_channel(&hub, settings);
+    let end = Instant::now() + Duration::from_secs(20);
+    while !String::from_utf8_lossy(&captured.0.lock().unwrap()).contains("getUpdates failed") {
+        assert!(Instant::now() < end, "no failure logged");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    channel.stop().await.unwrap();
+    let logs = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    assert!(logs.contains("could not be reached"), "{logs}");
+    assert!(!logs.contains(TEST_TOKEN), "the token leaked: {logs}");
+    assert!(
+        !logs.contains("TEST-token"),
+        "part of the token leaked: {logs}"
+    );
+    assert!(
+        !logs.contains(&format!("127.0.0.1:{port}/bot")),
+        "a URL leaked: {logs}"
+    );
+}

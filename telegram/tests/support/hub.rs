@@ -1,0 +1,221 @@
+//! The real hub in-process (the gRPC service on a temporary socket, the fake model) and the
+//! Telegram channel run against it and a [`super::fake_bot::FakeBot`].
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tau_api::config::{RoleConfig, TelegramConfig};
+use tau_api::credentials::Secret;
+use tau_api::lang::Lang;
+use tau_api::proto::v1::{self as pb, tau_client::TauClient};
+use tau_telegram::state::{OwnerBinding, StatePaths};
+use tau_telegram::{ChannelError, ChannelOptions, ChannelPhase, run_channel};
+use taud::host::{Hub, HubOptions, HubService};
+use taud::hub::{CoreOptions, CoreSetup, SharedModelFactory};
+use taud::rpc::GrpcService;
+use taud::store::{Durability, SessionBackends, SessionStoreConfig};
+use taud::testing::{FakeModel, FakeReply};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::fake_bot::{FakeBot, OWNER, TEST_TOKEN};
+
+pub struct TestHub {
+    pub tmp: tempfile::TempDir,
+    pub hub: Hub,
+    pub service: GrpcService,
+    pub model: Arc<FakeModel>,
+}
+
+pub fn core_options() -> CoreOptions {
+    let mut options = CoreOptions::default();
+    options.roles.insert(
+        "brain".to_owned(),
+        RoleConfig {
+            provider: "fake".into(),
+            model_id: "brain-model".into(),
+            max_tokens: 100,
+            cache: None,
+            fallback: None,
+            tuning: Default::default(),
+        },
+    );
+    options
+}
+
+impl TestHub {
+    pub async fn start(replies: Vec<FakeReply>) -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = HubOptions::new(tmp.path().join("data"));
+        let dir = options.paths().dir.clone();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let model = Arc::new(FakeModel::scripted(replies));
+        let store = tmp.path().join("store");
+        let setup = CoreSetup {
+            options: core_options(),
+            backend: "file".to_owned(),
+            store: SessionStoreConfig {
+                sessions_dir: store.join("sessions"),
+                sqlite_path: store.join("sessions.db"),
+                durability: Durability::NoSync,
+            },
+            backends: SessionBackends::builtin(),
+            factory: Arc::new(SharedModelFactory(Arc::clone(&model) as _)),
+        };
+        let hub = Hub::new(options, None);
+        let service =
+            GrpcService::with_core(setup).with_socket_uid(nix::unistd::geteuid().as_raw());
+        service.start(&hub).await.unwrap();
+        TestHub {
+            tmp,
+            hub,
+            service,
+            model,
+        }
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.hub.paths().socket.clone()
+    }
+
+    pub fn state_paths(&self) -> StatePaths {
+        StatePaths::for_data_dir(&self.tmp.path().join("data"))
+    }
+
+    pub async fn client(&self) -> TauClient<tonic::transport::Channel> {
+        tau_telegram::hub_link::connect(&self.socket())
+            .await
+            .unwrap()
+    }
+
+    /// Binds the owner as a finished pairing would.
+    pub fn pair_owner(&self) {
+        tau_telegram::state::write_owner(&self.state_paths(), &OwnerBinding::new(OWNER, OWNER, 1))
+            .unwrap();
+    }
+
+    /// The stored `tool_call` records of `session` whose tool ran.
+    pub async fn tools_run(&self, session: &str) -> Vec<String> {
+        let events = self
+            .client()
+            .await
+            .read_events(pb::ReadEventsRequest {
+                session_id: session.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .events;
+        events
+            .into_iter()
+            .filter(|e| e.r#type == "tool_call" && e.json.contains("\"success\""))
+            .map(|e| e.json)
+            .collect()
+    }
+
+    /// Every stored event of `session` of type `kind`.
+    pub async fn stored(&self, session: &str, kind: &str) -> Vec<String> {
+        self.client()
+            .await
+            .read_events(pb::ReadEventsRequest {
+                session_id: session.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .events
+            .into_iter()
+            .filter(|e| e.r#type == kind)
+            .map(|e| e.json)
+            .collect()
+    }
+
+    pub async fn pending(&self) -> Vec<pb::PendingApproval> {
+        self.client()
+            .await
+            .list_pending_approvals(pb::ListPendingApprovalsRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+            .approvals
+    }
+}
+
+/// A running channel.
+pub struct RunningChannel {
+    pub stop: CancellationToken,
+    pub phase: watch::Receiver<ChannelPhase>,
+    pub task: JoinHandle<Result<(), ChannelError>>,
+}
+
+impl RunningChannel {
+    pub async fn stop(self) -> Result<(), ChannelError> {
+        self.stop.cancel();
+        tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .expect("the channel stops in time")
+            .unwrap()
+    }
+
+    /// Waits for the run to end by itself.
+    pub async fn ended(self) -> Result<(), ChannelError> {
+        tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .expect("the channel ends in time")
+            .unwrap()
+    }
+}
+
+pub fn config(bot: &FakeBot) -> TelegramConfig {
+    TelegramConfig {
+        api_base: bot.base.clone(),
+        approval_timeout_seconds: 600,
+        poll_timeout_seconds: 1,
+        owner_user_id: None,
+        owner_chat_id: None,
+    }
+}
+
+pub fn start_channel(hub: &TestHub, config: TelegramConfig) -> RunningChannel {
+    start_channel_with_token(hub, config, TEST_TOKEN)
+}
+
+pub fn start_channel_with_token(
+    hub: &TestHub,
+    config: TelegramConfig,
+    token: &str,
+) -> RunningChannel {
+    let options = ChannelOptions {
+        config,
+        token: Secret::new(token),
+        state: hub.state_paths(),
+        socket: hub.socket(),
+        lang: Lang::En,
+    };
+    let (tx, rx) = watch::channel(ChannelPhase::Starting);
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(run_channel(options, tx, stop.clone()));
+    RunningChannel {
+        stop,
+        phase: rx,
+        task,
+    }
+}
+
+/// The chat's session id, once the channel stored it.
+pub async fn session_of(hub: &TestHub) -> String {
+    let paths = hub.state_paths();
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(id) = tau_telegram::state::read_session(&paths).unwrap() {
+            return id;
+        }
+        assert!(std::time::Instant::now() < end, "no session stored");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
