@@ -28,6 +28,7 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
     ("store", &["message"]),
     ("context", &["message", "model", "agent", "store"]),
     ("mcp", &["message", "tool", "clock"]),
+    ("routine", &["message", "clock", "tool", "gate"]),
     (
         "hub",
         &[
