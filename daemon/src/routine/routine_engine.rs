@@ -218,6 +218,11 @@ impl RoutineEngine {
         Ok(self.get(name)?.routine.history.into_iter().collect())
     }
 
+    /// The time zone schedules are read in.
+    pub fn zone(&self) -> &TimeZone {
+        &self.inner.zone
+    }
+
     /// The file the routines are kept in.
     pub fn path(&self) -> &Path {
         &self.inner.path
@@ -323,7 +328,8 @@ impl RoutineEngine {
         }
     }
 
-    fn now(&self) -> Timestamp {
+    /// The engine clock's "now".
+    pub fn now(&self) -> Timestamp {
         now_of(self.inner.clock.as_ref())
     }
 

@@ -39,14 +39,14 @@ pub fn registration_note(routine: &Routine, zone: &TimeZone) -> String {
 }
 
 /// Registers `routine` (with `replace`, in place of the one of the same name). A tier-2 tool
-/// action is asked on `ctx.channel` first and stored only if approved; `now` stamps the approval.
+/// action is asked on `ctx.channel` first and stored only if approved (stamped with the engine's
+/// clock).
 pub async fn register(
     gate: &TierGate,
     engine: &RoutineEngine,
     mut routine: Routine,
     replace: bool,
     ctx: &CallContext,
-    zone: &TimeZone,
 ) -> Result<RoutineView, RoutineError> {
     check_name(&routine.name).map_err(RoutineError::Invalid)?;
     check_action(&routine.action).map_err(RoutineError::Invalid)?;
@@ -64,7 +64,7 @@ pub async fn register(
                 .filter(|approval| replace && approval.covers(&routine.action));
             routine.approval = match kept {
                 Some(approval) => Some(approval),
-                None => Some(ask(gate, &routine, tool, arguments, ctx, zone).await?),
+                None => Some(ask(gate, engine, &routine, tool, arguments, ctx).await?),
             };
         }
     }
@@ -73,11 +73,11 @@ pub async fn register(
 
 async fn ask(
     gate: &TierGate,
+    engine: &RoutineEngine,
     routine: &Routine,
     tool: &str,
     arguments: &Value,
     ctx: &CallContext,
-    zone: &TimeZone,
 ) -> Result<RegistrationApproval, RoutineError> {
     let call = GateCall {
         tool_use_id: format!("routine-{}-registration", routine.name),
@@ -88,7 +88,7 @@ async fn ask(
         name: routine.name.clone(),
         outcome: outcome.to_owned(),
     };
-    let note = registration_note(routine, zone);
+    let note = registration_note(routine, engine.zone());
     let pending = match gate.begin_registration(call, ctx, &note) {
         Checked::Pending(pending) => pending,
         Checked::Ready(Verdict::Refused(refusal)) => {
@@ -101,7 +101,9 @@ async fn ask(
         Checked::Ready(Verdict::Allowed(_)) => return Err(not_approved("not asked")),
     };
     let approval_id = pending.request().approval_id.clone();
-    match pending.wait().await {
+    let verdict = pending.wait().await;
+    let now = engine.now();
+    match verdict {
         Verdict::Allowed(permit)
             if permit.approval() == CallApproval::Asked(ApprovalOutcome::Approved) =>
         {
@@ -113,7 +115,7 @@ async fn ask(
                 tool: tool.to_owned(),
                 arguments: arguments.clone(),
                 channel: ctx.channel.clone(),
-                approved_at: jiff::Timestamp::now(),
+                approved_at: now,
             })
         }
         Verdict::Allowed(permit) => Err(not_approved(permit.approval().as_str())),
