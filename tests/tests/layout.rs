@@ -33,14 +33,14 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
         "hub",
         &[
             "message", "clock", "tool", "gate", "model", "agent", "persona", "provider", "store",
-            "context", "mcp",
+            "context", "mcp", "routine",
         ],
     ),
     ("host", &["listen"]),
     (
         "rpc",
         &[
-            "message", "tool", "gate", "model", "store", "mcp", "hub", "host", "listen",
+            "message", "tool", "gate", "model", "store", "mcp", "hub", "host", "listen", "routine",
         ],
     ),
     ("services", &["host", "hub", "rpc"]),

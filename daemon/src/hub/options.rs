@@ -148,6 +148,9 @@ pub struct CoreOptions {
     pub approval_scan_mark: Option<PathBuf>,
     /// `[mcp.servers.*]`, resolved: the MCP servers the core starts, with their tools' tiers.
     pub mcp_servers: Vec<crate::mcp::McpServerSpec>,
+    /// `<data_dir>/routines.json`: the routines the core fires (see `crate::routine`); `None`:
+    /// no routines.
+    pub routines_file: Option<PathBuf>,
 }
 
 /// The approval scan mark's file, next to the sessions in the data directory.
@@ -178,6 +181,7 @@ impl Default for CoreOptions {
             replay_buffer: super::bus::DEFAULT_REPLAY_BUFFER,
             subscriber_lag: super::bus::DEFAULT_SUBSCRIBER_LAG,
             approval_scan_mark: None,
+            routines_file: None,
             mcp_servers: Vec::new(),
         }
     }
@@ -209,6 +213,7 @@ impl CoreOptions {
             profile: installation.settings.profile.as_str().to_owned(),
             host_role: installation.settings.role.as_str().to_owned(),
             approval_scan_mark: Some(installation.paths.data_dir.join(APPROVAL_SCAN_MARK_FILE)),
+            routines_file: Some(crate::routine::routines_path(&installation.paths.data_dir)),
             approval_timeout: config
                 .agent
                 .approval_timeout_seconds
