@@ -59,6 +59,9 @@ pub enum Command {
     /// List MCP tool servers and their tools; print suggested tiers for a server.
     #[command(subcommand)]
     Mcp(crate::mcp::McpCommand),
+    /// Routines: tau acting on a schedule (list, add, rm, pause, resume, run, log).
+    #[command(subcommand)]
+    Routine(crate::routine::RoutineCommand),
     /// Print a shell completion script for bash, zsh or fish.
     Completions(CompletionsArgs),
     /// Print the manual page of tau (roff, for man).

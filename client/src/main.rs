@@ -19,6 +19,7 @@ mod logs;
 mod mcp;
 mod plugin_commands;
 mod relay;
+mod routine;
 mod shell_docs;
 mod shipped_files;
 mod tui;
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
         Command::Hub(command) => run_hub(command, &ctx),
         Command::Chat(args) => chat::run(args, &ctx),
         Command::Mcp(command) => mcp::run(command, &ctx),
+        Command::Routine(command) => routine::run(command, &ctx),
         Command::Tui(args) => tui::run(args, &ctx),
         Command::Completions(args) => shell_docs::run_completions(args),
         Command::Man => shell_docs::run_man(),

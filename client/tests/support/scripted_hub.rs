@@ -295,6 +295,55 @@ impl tau_server::Tau for ScriptedHub {
             default_role: "brain".into(),
         }))
     }
+
+    async fn list_routines(
+        &self,
+        _: Request<pb::ListRoutinesRequest>,
+    ) -> Result<Response<pb::ListRoutinesResponse>, Status> {
+        Err(Status::unimplemented("routines are not scripted"))
+    }
+
+    async fn add_routine(
+        &self,
+        _: Request<pb::AddRoutineRequest>,
+    ) -> Result<Response<pb::AddRoutineResponse>, Status> {
+        Err(Status::unimplemented("routines are not scripted"))
+    }
+
+    async fn remove_routine(
+        &self,
+        _: Request<pb::RemoveRoutineRequest>,
+    ) -> Result<Response<pb::RemoveRoutineResponse>, Status> {
+        Err(Status::unimplemented("routines are not scripted"))
+    }
+
+    async fn pause_routine(
+        &self,
+        _: Request<pb::PauseRoutineRequest>,
+    ) -> Result<Response<pb::PauseRoutineResponse>, Status> {
+        Err(Status::unimplemented("routines are not scripted"))
+    }
+
+    async fn resume_routine(
+        &self,
+        _: Request<pb::ResumeRoutineRequest>,
+    ) -> Result<Response<pb::ResumeRoutineResponse>, Status> {
+        Err(Status::unimplemented("routines are not scripted"))
+    }
+
+    async fn run_routine(
+        &self,
+        _: Request<pb::RunRoutineRequest>,
+    ) -> Result<Response<pb::RunRoutineResponse>, Status> {
+        Err(Status::unimplemented("routines are not scripted"))
+    }
+
+    async fn routine_history(
+        &self,
+        _: Request<pb::RoutineHistoryRequest>,
+    ) -> Result<Response<pb::RoutineHistoryResponse>, Status> {
+        Err(Status::unimplemented("routines are not scripted"))
+    }
 }
 
 /// The scripted hub on `<root>/data/hub/taud.sock` and `tau chat` attached to it on a terminal.
