@@ -122,9 +122,16 @@ fn cli() -> CallContext {
 async fn a_tier_two_routine_is_stored_only_after_approval_and_refused_when_rejected() {
     let s = setup(vec![ApprovalOutcome::Rejected, ApprovalOutcome::Approved]);
     let gate = s.runner.gate();
-    let err = register(&gate, &s.engine, lamp_off("desk lamp off"), false, &cli())
-        .await
-        .unwrap_err();
+    let err = register(
+        &gate,
+        &s.engine,
+        lamp_off("desk lamp off"),
+        false,
+        &cli(),
+        &|_| {},
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(&err, RoutineError::NotApproved { outcome, .. } if outcome == "rejected"),
         "{err}"
@@ -132,9 +139,16 @@ async fn a_tier_two_routine_is_stored_only_after_approval_and_refused_when_rejec
     assert!(s.engine.list().is_empty());
     assert!(load_routines(&s.path).unwrap().is_empty());
 
-    let view = register(&gate, &s.engine, lamp_off("desk lamp off"), false, &cli())
-        .await
-        .unwrap();
+    let view = register(
+        &gate,
+        &s.engine,
+        lamp_off("desk lamp off"),
+        false,
+        &cli(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
     let approval = view.routine.approval.expect("stored with its approval");
     assert_eq!(approval.channel, "cli");
     assert_eq!(approval.tool, "demo_physical_action");
@@ -185,9 +199,16 @@ async fn a_tier_two_routine_is_stored_only_after_approval_and_refused_when_rejec
 async fn firings_are_exempt_and_recorded_with_the_routine_name() {
     let s = setup(vec![ApprovalOutcome::Approved]);
     let gate = s.runner.gate();
-    register(&gate, &s.engine, lamp_off("desk lamp off"), false, &cli())
-        .await
-        .unwrap();
+    register(
+        &gate,
+        &s.engine,
+        lamp_off("desk lamp off"),
+        false,
+        &cli(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
     for night in ["2026-12-02T20:00:01Z", "2026-12-03T20:00:01Z"] {
         *s.clock.lock().unwrap() = SystemTime::from(ts(night));
         let fired = s.engine.tick_and_wait(Phase::Running).await;
@@ -227,20 +248,34 @@ async fn a_changed_argument_is_asked_again_and_an_unchanged_one_is_not() {
         ApprovalOutcome::Approved,
     ]);
     let gate = s.runner.gate();
-    register(&gate, &s.engine, lamp_off("desk lamp off"), false, &cli())
-        .await
-        .unwrap();
+    register(
+        &gate,
+        &s.engine,
+        lamp_off("desk lamp off"),
+        false,
+        &cli(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
     // Same action, new schedule: the approval is kept, nobody is asked.
     let mut later = lamp_off("desk lamp off");
     later.schedule = Schedule::cron("30 23 * * *").unwrap();
-    register(&gate, &s.engine, later, true, &cli())
+    register(&gate, &s.engine, later, true, &cli(), &|_| {})
         .await
         .unwrap();
     assert_eq!(s.runner.approver.requests().len(), 1);
     // New arguments: asked; rejected leaves the old routine as it was.
-    let err = register(&gate, &s.engine, lamp_off("all lights off"), true, &cli())
-        .await
-        .unwrap_err();
+    let err = register(
+        &gate,
+        &s.engine,
+        lamp_off("all lights off"),
+        true,
+        &cli(),
+        &|_| {},
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, RoutineError::NotApproved { .. }), "{err}");
     let kept = s.engine.get("lamp-off").unwrap().routine;
     assert_eq!(
@@ -248,9 +283,16 @@ async fn a_changed_argument_is_asked_again_and_an_unchanged_one_is_not() {
         json!({"action": "desk lamp off"})
     );
     // Approved: stored with an approval of the new arguments.
-    let view = register(&gate, &s.engine, lamp_off("all lights off"), true, &cli())
-        .await
-        .unwrap();
+    let view = register(
+        &gate,
+        &s.engine,
+        lamp_off("all lights off"),
+        true,
+        &cli(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
     assert_eq!(
         view.routine.approval.unwrap().arguments,
         json!({"action": "all lights off"})
@@ -264,9 +306,16 @@ async fn a_changed_argument_is_asked_again_and_an_unchanged_one_is_not() {
 async fn an_action_its_approval_does_not_cover_never_runs() {
     let s = setup(vec![ApprovalOutcome::Approved]);
     let gate = s.runner.gate();
-    register(&gate, &s.engine, lamp_off("desk lamp off"), false, &cli())
-        .await
-        .unwrap();
+    register(
+        &gate,
+        &s.engine,
+        lamp_off("desk lamp off"),
+        false,
+        &cli(),
+        &|_| {},
+    )
+    .await
+    .unwrap();
     // Someone edits routines.json by hand to open the door instead.
     let mut stored = load_routines(&s.path).unwrap();
     stored[0].action = RoutineAction::Tool {
@@ -309,7 +358,7 @@ async fn unknown_tools_and_tier_zero_tools() {
         tool: "no_such_tool".into(),
         arguments: json!({}),
     };
-    let err = register(&gate, &s.engine, ghost, false, &cli())
+    let err = register(&gate, &s.engine, ghost, false, &cli(), &|_| {})
         .await
         .unwrap_err();
     assert!(matches!(err, RoutineError::UnknownTool(_)), "{err}");
@@ -319,7 +368,7 @@ async fn unknown_tools_and_tier_zero_tools() {
         tool: "current_time".into(),
         arguments: json!({}),
     };
-    let view = register(&gate, &s.engine, clock_read, false, &cli())
+    let view = register(&gate, &s.engine, clock_read, false, &cli(), &|_| {})
         .await
         .unwrap();
     assert!(view.routine.approval.is_none(), "tier 0 needs no approval");

@@ -124,6 +124,7 @@ impl HubCore {
                 .any(|t| t.name == *tool && t.tier == Some(Tier::Physical)),
             RoutineAction::Prompt { .. } => false,
         };
+        let mut readiness = None;
         let gate = if request.session_id.is_empty() {
             if tier_two {
                 return Err(CoreError::InvalidArgument(
@@ -140,6 +141,7 @@ impl HubCore {
         } else {
             check_session_id(&request.session_id)?;
             let runtime = self.runtime(&request.session_id, None).await?;
+            readiness = Some(Arc::clone(&runtime.readiness));
             runtime.agent().0.gate().clone()
         };
         let ctx = CallContext {
@@ -147,7 +149,13 @@ impl HubCore {
             channel,
             cancel: self.stop_token().child_token(),
         };
-        register(&gate, engine, routine, request.replace, &ctx)
+        // Outside a turn no events precede the question: it may be shown once recorded.
+        let on_pending = move |asked: &crate::gate::ApprovalRequest| {
+            if let Some(readiness) = &readiness {
+                readiness.mark_flushed(&asked.approval_id);
+            }
+        };
+        register(&gate, engine, routine, request.replace, &ctx, &on_pending)
             .await
             .map_err(routine_error)
     }

@@ -24,8 +24,8 @@ use super::routine_record::{
     RegistrationApproval, Routine, RoutineAction, check_action, check_name,
 };
 use crate::gate::{
-    ApprovalOutcome, CallApproval, CallContext, Checked, GateCall, RefusalReason, TierGate,
-    ToolCallRecord, ToolCallStatus, Verdict,
+    ApprovalOutcome, ApprovalRequest, CallApproval, CallContext, Checked, GateCall, RefusalReason,
+    TierGate, ToolCallRecord, ToolCallStatus, Verdict,
 };
 use crate::tool::Tier;
 
@@ -40,13 +40,15 @@ pub fn registration_note(routine: &Routine, zone: &TimeZone) -> String {
 
 /// Registers `routine` (with `replace`, in place of the one of the same name). A tier-2 tool
 /// action is asked on `ctx.channel` first and stored only if approved (stamped with the engine's
-/// clock).
+/// clock). `on_pending` is told the question once its `pending` event is recorded, before the
+/// wait (the hub marks it ready to show: no turn events precede it).
 pub async fn register(
     gate: &TierGate,
     engine: &RoutineEngine,
     mut routine: Routine,
     replace: bool,
     ctx: &CallContext,
+    on_pending: &(dyn Fn(&ApprovalRequest) + Send + Sync),
 ) -> Result<RoutineView, RoutineError> {
     check_name(&routine.name).map_err(RoutineError::Invalid)?;
     check_action(&routine.action).map_err(RoutineError::Invalid)?;
@@ -64,7 +66,7 @@ pub async fn register(
                 .filter(|approval| replace && approval.covers(&routine.action));
             routine.approval = match kept {
                 Some(approval) => Some(approval),
-                None => Some(ask(gate, engine, &routine, tool, arguments, ctx).await?),
+                None => Some(ask(gate, engine, &routine, tool, arguments, ctx, on_pending).await?),
             };
         }
     }
@@ -78,6 +80,7 @@ async fn ask(
     tool: &str,
     arguments: &Value,
     ctx: &CallContext,
+    on_pending: &(dyn Fn(&ApprovalRequest) + Send + Sync),
 ) -> Result<RegistrationApproval, RoutineError> {
     let call = GateCall {
         tool_use_id: format!("routine-{}-registration", routine.name),
@@ -101,6 +104,7 @@ async fn ask(
         Checked::Ready(Verdict::Allowed(_)) => return Err(not_approved("not asked")),
     };
     let approval_id = pending.request().approval_id.clone();
+    on_pending(pending.request());
     let verdict = pending.wait().await;
     let now = engine.now();
     match verdict {
