@@ -2,6 +2,7 @@
 //! approval (approved and rejected), fired without a prompt and recorded in the routine's session
 //! as `exempt`; a prompt routine run as a turn on its own session on channel `routine`; the
 //! routine status report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support {
     pub mod hub;

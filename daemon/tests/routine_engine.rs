@@ -1,6 +1,7 @@
 //! The routine engine on a fake clock: firing once on time, catch-up after a restart (run once or
 //! skip), no double firing across a kill and restart, a clock that jumps, pause and resume, run
 //! now, and the firing loop itself on a paused tokio clock.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -181,10 +181,10 @@ impl CronExpr {
         let mut day = after.to_zoned(zone.clone()).date();
         let mut found: Option<Timestamp> = None;
         for _ in 0..SEARCH_DAYS {
-            if self.day_matches(day) {
-                if let Some(best) = self.earliest_on(day, after, zone) {
-                    found = Some(found.map_or(best, |f| f.min(best)));
-                }
+            if self.day_matches(day)
+                && let Some(best) = self.earliest_on(day, after, zone)
+            {
+                found = Some(found.map_or(best, |f| f.min(best)));
             }
             if let Some(best) = found {
                 // A gap shifts a time forward by at most a day; past the best candidate's date

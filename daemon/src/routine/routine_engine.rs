@@ -57,6 +57,8 @@ pub trait RoutineRunner: Send + Sync {
 pub struct RoutineView {
     pub routine: Routine,
     pub next_firing: Option<Timestamp>,
+    /// The schedule as a person reads it, in the engine's zone (`Schedule::describe`).
+    pub schedule_text: String,
 }
 
 struct EngineInner {
@@ -325,6 +327,7 @@ impl RoutineEngine {
         RoutineView {
             routine: routine.clone(),
             next_firing,
+            schedule_text: routine.schedule.describe(&self.inner.zone),
         }
     }
 

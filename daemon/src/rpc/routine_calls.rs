@@ -28,11 +28,8 @@ pub fn firing(firing: &Firing) -> pb::RoutineFiring {
     }
 }
 
-pub fn routine(view: &RoutineView, core: &HubCore) -> pb::Routine {
+pub fn routine(view: &RoutineView) -> pb::Routine {
     let routine = &view.routine;
-    let zone = core
-        .routines()
-        .map_or_else(crate::clock::istanbul, |e| e.zone().clone());
     let action = match &routine.action {
         RoutineAction::Prompt {
             text,
@@ -50,7 +47,7 @@ pub fn routine(view: &RoutineView, core: &HubCore) -> pb::Routine {
     };
     pb::Routine {
         name: routine.name.clone(),
-        schedule: routine.schedule.describe(&zone),
+        schedule: view.schedule_text.clone(),
         action: Some(action),
         catch_up: routine.catch_up.as_str().to_owned(),
         paused: routine.paused,
@@ -113,11 +110,7 @@ fn catch_up(word: &str) -> Result<CatchUp, Status> {
 
 pub fn list(core: &HubCore) -> Result<pb::ListRoutinesResponse, Status> {
     Ok(pb::ListRoutinesResponse {
-        routines: core
-            .list_routines()?
-            .iter()
-            .map(|view| routine(view, core))
-            .collect(),
+        routines: core.list_routines()?.iter().map(routine).collect(),
     })
 }
 
@@ -143,7 +136,7 @@ pub async fn add(
     };
     let view = core.add_routine(add).await?;
     Ok(pb::AddRoutineResponse {
-        routine: Some(routine(&view, core)),
+        routine: Some(routine(&view)),
     })
 }
 
@@ -154,7 +147,7 @@ pub fn remove(core: &HubCore, name: &str) -> Result<pb::RemoveRoutineResponse, S
 
 pub fn pause(core: &HubCore, name: &str, paused: bool) -> Result<pb::Routine, Status> {
     let view = core.pause_routine(name, paused)?;
-    Ok(routine(&view, core))
+    Ok(routine(&view))
 }
 
 pub fn run(core: &HubCore, name: &str) -> Result<pb::RunRoutineResponse, Status> {
