@@ -208,3 +208,55 @@ async fn a_prompt_routine_runs_as_a_turn_on_its_own_session() {
     assert_eq!(detail.channel, "routine");
     f.core.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_model_proposes_a_routine_and_the_owner_approves_it_in_the_turn() {
+    let proposal = FakeReply::tool_call(
+        "schedule_routine",
+        json!({"name": "lamp-off", "cron": "0 23 * * *", "tool": "demo_physical_action",
+               "arguments": {"action": "desk lamp off"}, "skip_missed": true}),
+    );
+    let f = routines_fixture(vec![
+        proposal,
+        FakeReply::text("Done: every night at 23:00."),
+    ])
+    .await;
+    assert!(
+        f.core.tools().iter().any(|t| t.name == "schedule_routine"),
+        "the hub offers the tool"
+    );
+    let id = f.new_session().await;
+    let mut turn = f
+        .turn(&id, "switch the desk lamp off every night", "terminal")
+        .await;
+    let approval = support::hub::until_approval(&mut turn).await;
+    f.core
+        .decide(&approval, ApprovalAnswer::Approve, turn.attachment_id())
+        .unwrap();
+    let events = support::hub::drain(&mut turn).await;
+    assert_eq!(
+        support::hub::ended_text(&events),
+        "Done: every night at 23:00."
+    );
+    let routine = f.core.list_routines().unwrap().remove(0);
+    assert_eq!(routine.routine.name, "lamp-off");
+    assert_eq!(routine.routine.catch_up, CatchUp::Skip);
+    assert_eq!(
+        routine.routine.approval.map(|a| a.approval_id),
+        Some(approval)
+    );
+    let stored = f.core.read_events(&id).await.unwrap();
+    let call = stored
+        .iter()
+        .find(|e| e["type"] == "tool_call" && e["tool"] == "schedule_routine")
+        .expect("the proposal is recorded");
+    assert_eq!(call["approval"], "not_required");
+    assert!(
+        call["result_summary"]
+            .as_str()
+            .unwrap()
+            .contains("registered"),
+        "{call}"
+    );
+    f.core.shutdown().await;
+}

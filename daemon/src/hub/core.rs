@@ -136,8 +136,9 @@ impl HubCore {
             options.max_open_sessions,
             Arc::clone(&registry),
         ));
+        let with_routines = options.routines_file.is_some();
         Ok(Self {
-            inner: Arc::new(CoreInner {
+            inner: Arc::new_cyclic(|weak| CoreInner {
                 parts: AgentParts {
                     store,
                     options,
@@ -146,6 +147,10 @@ impl HubCore {
                     registry,
                     journal,
                     mcp: Arc::new(McpManager::new(options_mcp)),
+                    routine_proposer: with_routines.then(|| {
+                        Arc::new(super::routine_runner::HubRoutineProposer { core: weak.clone() })
+                            as _
+                    }),
                 },
                 stream_id: new_id("stream", 0),
                 sessions,
@@ -298,6 +303,11 @@ impl HubCore {
         let disabled = &self.options().disabled_tools;
         match hub_catalog(Arc::new(SystemClock), disabled, &self.inner.parts.mcp) {
             Ok(catalog) => {
+                let catalog = super::routine_runner::with_routine_tool(
+                    catalog,
+                    self.inner.parts.routine_proposer.as_ref(),
+                    disabled,
+                );
                 let mut tools: Vec<ToolSummary> = catalog
                     .entries()
                     .iter()

@@ -6,9 +6,10 @@
 //! reused; a firing holds only a weak reference to the core, so the engine never keeps a stopped
 //! hub alive; a prompt firing waits for its turn's end or for cancellation (hub shutdown), never
 //! longer; a tool firing's `tool_call` record is stored in the routine's session and taken back
-//! from the recorder, so nothing accumulates between turns.
+//! from the recorder, so nothing accumulates between turns. `schedule_routine` proposals are
+//! registered here too, from the calling session and channel.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
@@ -16,13 +17,17 @@ use tokio_util::sync::CancellationToken;
 use super::core::{CoreInner, HubCore, StartTurn};
 use super::error::CoreError;
 use super::event::EventKind;
+use super::routine_api::AddRoutine;
 use crate::gate::CallContext;
 use crate::model::StopReason;
 use crate::routine::{
-    DueFiring, FiringResult, ROUTINE_CHANNEL, Routine, RoutineAction, RoutineRunner,
+    CatchUp, DueFiring, FiringResult, ROUTINE_CHANNEL, Routine, RoutineAction, RoutineRunner,
     fire_tool_action,
 };
 use crate::store::{Session, SessionError, SessionMeta};
+use crate::tool::ToolCatalog;
+use crate::tool::ToolContext;
+use crate::tool::builtin::{RoutineProposal, RoutineProposer, ScheduleRoutine};
 
 /// The engine's runner inside the hub.
 pub(crate) struct HubRoutineRunner {
@@ -139,4 +144,76 @@ impl HubCore {
         .await?;
         Ok(session_id)
     }
+}
+
+/// What `schedule_routine` proposes, registered as `AddRoutine` from the calling session and
+/// channel (so a tier-2 action is asked there, inside the running turn).
+pub(crate) struct HubRoutineProposer {
+    pub(crate) core: Weak<CoreInner>,
+}
+
+#[async_trait]
+impl RoutineProposer for HubRoutineProposer {
+    async fn propose(
+        &self,
+        proposal: RoutineProposal,
+        ctx: &ToolContext,
+    ) -> Result<String, String> {
+        let core = HubCore::from_weak(&self.core).ok_or("the hub is stopping")?;
+        let action = match (proposal.prompt, proposal.tool) {
+            (Some(text), None) => RoutineAction::Prompt {
+                text,
+                approval_channel: ctx.channel.clone(),
+            },
+            (None, Some((tool, arguments))) => RoutineAction::Tool { tool, arguments },
+            _ => return Err("give exactly one action: a prompt or a tool".to_owned()),
+        };
+        let name = proposal.name;
+        let view = core
+            .add_routine(AddRoutine {
+                name: name.clone(),
+                cron: proposal.cron,
+                every: proposal.every,
+                at: proposal.at,
+                action,
+                catch_up: if proposal.skip_missed {
+                    CatchUp::Skip
+                } else {
+                    CatchUp::RunOnce
+                },
+                replace: false,
+                session_id: ctx.session_id.clone(),
+                channel: ctx.channel.clone(),
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let next = view.next_firing.map_or_else(
+            || "none".to_owned(),
+            |t| {
+                t.to_zoned(crate::clock::istanbul())
+                    .strftime("%Y-%m-%d %H:%M")
+                    .to_string()
+            },
+        );
+        Ok(format!(
+            "Routine {name} registered ({}); next firing {next} (Europe/Istanbul).",
+            view.schedule_text
+        ))
+    }
+}
+
+/// `catalog` with `schedule_routine` when routines are on (then `disabled` applied again, so the
+/// owner can still remove it).
+pub(crate) fn with_routine_tool(
+    mut catalog: ToolCatalog,
+    proposer: Option<&Arc<dyn RoutineProposer>>,
+    disabled: &[String],
+) -> ToolCatalog {
+    if let Some(proposer) = proposer {
+        if let Err(err) = catalog.add(Arc::new(ScheduleRoutine::new(Arc::clone(proposer)))) {
+            tracing::warn!("schedule_routine left out: {err}");
+        }
+        catalog.disable(disabled);
+    }
+    catalog
 }
