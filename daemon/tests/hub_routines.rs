@@ -260,3 +260,52 @@ async fn the_model_proposes_a_routine_and_the_owner_approves_it_in_the_turn() {
     );
     f.core.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_routine_whose_tool_is_gone_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("routines.json");
+    let gone = taud::routine::Routine::new(
+        "porch",
+        taud::routine::Schedule::cron("0 20 * * *").unwrap(),
+        RoutineAction::Tool {
+            tool: "mcp__home__porch_light".into(),
+            arguments: json!({"on": true}),
+        },
+        CatchUp::Skip,
+        "2026-12-01T00:00:00Z".parse().unwrap(),
+    );
+    taud::routine::save_routines(&path, &[gone]).unwrap();
+    let mut options = options();
+    options.routines_file = Some(path);
+    let f = fixture_with("file", vec![], options).await;
+    let status = f.core.routine_status();
+    assert_eq!(
+        status.missing_tools,
+        [("porch".to_owned(), "mcp__home__porch_light".to_owned())]
+    );
+    let json = status.to_json();
+    assert_eq!(json["routines"]["count"], 1);
+    let warning = json["routines"]["warnings"][0].as_str().unwrap();
+    assert!(
+        warning.contains("no longer in the tool catalog"),
+        "{warning}"
+    );
+    f.core.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unreadable_routines_file_leaves_routines_off_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("routines.json");
+    std::fs::write(&path, "{not json").unwrap();
+    let mut options = options();
+    options.routines_file = Some(path);
+    let f = fixture_with("file", vec![], options).await;
+    let err = f.core.list_routines().unwrap_err();
+    assert!(err.to_string().contains("routines are off"), "{err}");
+    let status = f.core.routine_status();
+    assert!(!status.enabled);
+    assert_eq!(status.warnings().len(), 1);
+    f.core.shutdown().await;
+}

@@ -209,6 +209,7 @@ pub(super) const EN: &[(&str, &str)] = &[
     ("label.model", "Model"),
     ("label.profile", "Profile"),
     ("label.role", "Role"),
+    ("label.routines", "Routines"),
     ("label.session", "Session"),
     ("label.title", "Title"),
     ("label.tools", "Tools"),
@@ -303,6 +304,7 @@ pub(super) const EN: &[(&str, &str)] = &[
         "status.context",
         "{mode}, window {window}, {count} messages in memory",
     ),
+    ("status.routines", "{count} ({paused} paused){warnings}"),
     (
         "status.session",
         "{id} · {title} · {count} messages · role {role}",

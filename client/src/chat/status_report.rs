@@ -91,6 +91,28 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
             )
         },
     );
+    let routines_line = answers.status.as_ref().map_or_else(
+        || unknown.clone(),
+        |status| {
+            let paused = status.routines.iter().filter(|r| r.paused).count();
+            let warnings = if status.routine_warnings.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " · {}",
+                    render::one_line(&status.routine_warnings.join("; "), 300)
+                )
+            };
+            chat.t(
+                "status.routines",
+                &[
+                    ("count", &status.routines.len()),
+                    ("paused", &paused),
+                    ("warnings", &warnings),
+                ],
+            )
+        },
+    );
     let language = format!("{} ({})", chat.lang.as_str(), chat.lang.native_name());
     let taud = answers.status.as_ref().map_or_else(
         || unknown.clone(),
@@ -108,6 +130,7 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
         ("label.model", model_line),
         ("label.context", context_line),
         ("label.tools", tools_line),
+        ("label.routines", routines_line),
         ("label.language", language),
         ("label.versions", versions),
         ("label.hub", hub_line),

@@ -232,3 +232,43 @@ impl HubCore {
         }
     }
 }
+
+impl RoutineStatus {
+    /// One line per problem worth a warning: routines off, or a routine whose tool is gone.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings: Vec<String> = self.problem.iter().cloned().collect();
+        warnings.extend(self.missing_tools.iter().map(|(routine, tool)| {
+            format!("routine {routine} calls {tool}, which is no longer in the tool catalog; its firings fail (remove it or give it another tool)")
+        }));
+        warnings
+    }
+
+    /// The `routines` key of `GET /status`.
+    pub fn to_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        let items: Vec<serde_json::Value> = self
+            .routines
+            .iter()
+            .map(|view| {
+                serde_json::json!({
+                    "name": view.routine.name,
+                    "schedule": view.schedule_text,
+                    "paused": view.routine.paused,
+                    "next_firing": view.next_firing.map(|t| t.to_string()),
+                    "last_outcome": view.routine.history.back().map(|f| f.outcome.as_str()),
+                })
+            })
+            .collect();
+        let mut map = serde_json::Map::new();
+        map.insert(
+            "routines".to_owned(),
+            serde_json::json!({
+                "enabled": self.enabled,
+                "count": self.routines.len(),
+                "paused": self.routines.iter().filter(|v| v.routine.paused).count(),
+                "warnings": self.warnings(),
+                "items": items,
+            }),
+        );
+        map
+    }
+}
