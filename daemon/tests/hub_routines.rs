@@ -309,3 +309,38 @@ async fn an_unreadable_routines_file_leaves_routines_off_and_says_why() {
     assert_eq!(status.warnings().len(), 1);
     f.core.shutdown().await;
 }
+
+#[tokio::test]
+async fn overlapping_prompt_firings_queue_like_any_turn() {
+    let f = routines_fixture(vec![FakeReply::text("first"), FakeReply::text("second")]).await;
+    f.core
+        .add_routine(AddRoutine {
+            name: "news".into(),
+            cron: "0 8 * * *".into(),
+            every: String::new(),
+            at: String::new(),
+            action: RoutineAction::Prompt {
+                text: "Tell me the news.".into(),
+                approval_channel: "terminal".into(),
+            },
+            catch_up: CatchUp::RunOnce,
+            replace: false,
+            session_id: String::new(),
+            channel: "terminal".into(),
+        })
+        .await
+        .unwrap();
+    let a = f.core.run_routine("news").unwrap();
+    let b = f.core.run_routine("news").unwrap();
+    let first = ended_firing(&f, "news", a).await;
+    let second = ended_firing(&f, "news", b).await;
+    let mut details = [first.detail, second.detail];
+    details.sort();
+    assert_eq!(
+        details,
+        ["first", "second"],
+        "both ran, one after the other"
+    );
+    assert_eq!(f.model.call_count(), 2);
+    f.core.shutdown().await;
+}
