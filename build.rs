@@ -12,6 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/tau/v1/events.proto",
         "proto/tau/v1/approvals.proto",
         "proto/tau/v1/catalog.proto",
+        "proto/tau/v1/routines.proto",
     ];
     for proto in &protos {
         println!("cargo:rerun-if-changed={proto}");

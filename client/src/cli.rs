@@ -62,6 +62,9 @@ pub enum Command {
     /// The Telegram channel: pair its owner, see its state.
     #[command(subcommand)]
     Telegram(crate::telegram::TelegramCommand),
+    /// Routines: tau acting on a schedule (list, add, rm, pause, resume, run, log).
+    #[command(subcommand)]
+    Routine(crate::routine::RoutineCommand),
     /// Print a shell completion script for bash, zsh or fish.
     Completions(CompletionsArgs),
     /// Print the manual page of tau (roff, for man).

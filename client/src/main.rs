@@ -19,6 +19,7 @@ mod logs;
 mod mcp;
 mod plugin_commands;
 mod relay;
+mod routine;
 mod shell_docs;
 mod shipped_files;
 mod telegram;
@@ -48,6 +49,7 @@ fn main() -> ExitCode {
         Command::Chat(args) => chat::run(args, &ctx),
         Command::Mcp(command) => mcp::run(command, &ctx),
         Command::Telegram(command) => telegram::run(command, &ctx),
+        Command::Routine(command) => routine::run(command, &ctx),
         Command::Tui(args) => tui::run(args, &ctx),
         Command::Completions(args) => shell_docs::run_completions(args),
         Command::Man => shell_docs::run_man(),

@@ -366,6 +366,55 @@ impl tau_server::Tau for ScriptedHub {
     ) -> Result<Response<pb::GetUsageResponse>, Status> {
         unscripted()
     }
+
+    async fn list_routines(
+        &self,
+        _: Request<pb::ListRoutinesRequest>,
+    ) -> Result<Response<pb::ListRoutinesResponse>, Status> {
+        unscripted()
+    }
+
+    async fn add_routine(
+        &self,
+        _: Request<pb::AddRoutineRequest>,
+    ) -> Result<Response<pb::AddRoutineResponse>, Status> {
+        unscripted()
+    }
+
+    async fn remove_routine(
+        &self,
+        _: Request<pb::RemoveRoutineRequest>,
+    ) -> Result<Response<pb::RemoveRoutineResponse>, Status> {
+        unscripted()
+    }
+
+    async fn pause_routine(
+        &self,
+        _: Request<pb::PauseRoutineRequest>,
+    ) -> Result<Response<pb::PauseRoutineResponse>, Status> {
+        unscripted()
+    }
+
+    async fn resume_routine(
+        &self,
+        _: Request<pb::ResumeRoutineRequest>,
+    ) -> Result<Response<pb::ResumeRoutineResponse>, Status> {
+        unscripted()
+    }
+
+    async fn run_routine(
+        &self,
+        _: Request<pb::RunRoutineRequest>,
+    ) -> Result<Response<pb::RunRoutineResponse>, Status> {
+        unscripted()
+    }
+
+    async fn routine_history(
+        &self,
+        _: Request<pb::RoutineHistoryRequest>,
+    ) -> Result<Response<pb::RoutineHistoryResponse>, Status> {
+        unscripted()
+    }
 }
 
 /// Runs `tau ask <args>` against the scripted hub, which must succeed; returns its stdout and what

@@ -15,6 +15,7 @@ pub mod message;
 pub mod model;
 pub mod persona;
 pub mod provider;
+pub mod routine;
 pub mod rpc;
 pub mod services;
 pub mod spend;

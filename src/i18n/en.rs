@@ -209,6 +209,7 @@ pub(super) const EN: &[(&str, &str)] = &[
     ("label.model", "Model"),
     ("label.profile", "Profile"),
     ("label.role", "Role"),
+    ("label.routines", "Routines"),
     ("label.session", "Session"),
     ("label.spend", "Spend today"),
     ("label.title", "Title"),
@@ -304,6 +305,7 @@ pub(super) const EN: &[(&str, &str)] = &[
         "status.context",
         "{mode}, window {window}, {count} messages in memory",
     ),
+    ("status.routines", "{count} ({paused} paused){warnings}"),
     (
         "status.session",
         "{id} · {title} · {count} messages · role {role}",

@@ -193,6 +193,7 @@ pub(super) const TR: &[(&str, &str)] = &[
     ("label.model", "Model"),
     ("label.profile", "Profil"),
     ("label.role", "Rol"),
+    ("label.routines", "Rutinler"),
     ("label.session", "Oturum"),
     ("label.spend", "Bugünkü harcama"),
     ("label.title", "Başlık"),
@@ -293,6 +294,10 @@ pub(super) const TR: &[(&str, &str)] = &[
     (
         "status.context",
         "{mode}, pencere {window}, bellekte {count} ileti",
+    ),
+    (
+        "status.routines",
+        "{count} ({paused} duraklatılmış){warnings}",
     ),
     (
         "status.session",

@@ -29,11 +29,12 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
     ("context", &["message", "model", "agent", "store"]),
     ("mcp", &["message", "tool", "clock"]),
     ("spend", &["message", "clock", "model"]),
+    ("routine", &["message", "clock", "tool", "gate"]),
     (
         "hub",
         &[
             "message", "clock", "tool", "gate", "model", "agent", "persona", "provider", "store",
-            "context", "mcp", "spend",
+            "context", "mcp", "spend", "routine",
         ],
     ),
     ("host", &["listen"]),
@@ -41,6 +42,7 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
         "rpc",
         &[
             "message", "tool", "gate", "model", "store", "mcp", "hub", "host", "listen", "spend",
+            "routine",
         ],
     ),
     ("services", &["host", "hub", "rpc"]),

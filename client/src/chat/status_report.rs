@@ -93,6 +93,7 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
             )
         },
     );
+    let routines_line = routines_line(chat, &answers, &unknown);
     let language = format!("{} ({})", chat.lang.as_str(), chat.lang.native_name());
     let taud = answers.status.as_ref().map_or_else(
         || unknown.clone(),
@@ -115,6 +116,7 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
         ("label.context", context_line),
         ("label.tools", tools_line),
         ("label.spend", spend_line),
+        ("label.routines", routines_line),
         ("label.language", language),
         ("label.versions", versions),
         ("label.hub", hub_line),
@@ -124,6 +126,32 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
         chat.printer.line(&format!("  {label}: {value}"));
     }
     Ok(())
+}
+
+/// The routines row: how many, how many paused, and the hub's warnings about them.
+fn routines_line(chat: &Chat, answers: &HubAnswers, unknown: &str) -> String {
+    answers.status.as_ref().map_or_else(
+        || unknown.to_owned(),
+        |status| {
+            let paused = status.routines.iter().filter(|r| r.paused).count();
+            let warnings = if status.routine_warnings.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " · {}",
+                    render::one_line(&status.routine_warnings.join("; "), 300)
+                )
+            };
+            chat.t(
+                "status.routines",
+                &[
+                    ("count", &status.routines.len()),
+                    ("paused", &paused),
+                    ("warnings", &warnings),
+                ],
+            )
+        },
+    )
 }
 
 /// Asks the hub its status, the session, the model roles and the tools, in that order; the

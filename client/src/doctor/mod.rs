@@ -21,6 +21,7 @@ mod file_checks;
 mod mcp_checks;
 pub(crate) mod model_server;
 mod report;
+mod routine_checks;
 mod store;
 mod telegram_checks;
 
@@ -128,6 +129,9 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
         }
     }
     for check in file_checks::permissions(&paths) {
+        report.push(check);
+    }
+    for check in routine_checks::checks(port, &paths.hub.token_file) {
         report.push(check);
     }
     report.push(hub_line);

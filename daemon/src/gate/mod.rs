@@ -198,6 +198,18 @@ impl TierGate {
     /// Checks a call without waiting: a verdict for an unknown tool, tier 0-1 and exempt calls;
     /// otherwise a [`PendingApproval`] whose `pending` event has already been emitted.
     pub fn begin(&self, call: GateCall, ctx: &CallContext) -> Checked {
+        self.begin_with(call, ctx, None)
+    }
+
+    /// Asks for the registration of a routine that will make `call` on a schedule: like
+    /// [`TierGate::begin`], but a tier-2 call is always asked (no exemption answers for it) and
+    /// `note` (the routine's name and schedule) follows the tool's effect in the question. The
+    /// caller does not run the permit; an approval is what it records.
+    pub fn begin_registration(&self, call: GateCall, ctx: &CallContext, note: &str) -> Checked {
+        self.begin_with(call, ctx, Some(note))
+    }
+
+    fn begin_with(&self, call: GateCall, ctx: &CallContext, note: Option<&str>) -> Checked {
         let inner = &self.inner;
         let catalog = self.catalog();
         let Some(entry) = catalog.get(&call.tool) else {
@@ -217,7 +229,10 @@ impl TierGate {
                 approval: CallApproval::NotRequired,
             }));
         }
-        let exemption = inner.exemptions.check(&call.tool, &call.arguments);
+        let exemption = match note {
+            Some(_) => exemption::ExemptionOutcome::default(),
+            None => inner.exemptions.check(&call.tool, &call.arguments),
+        };
         for failure in &exemption.failures {
             warn!(tool = %call.tool, "an exemption failed and did not exempt: {failure}");
             inner.sink.emit(AgentEvent::Error(ErrorEvent {
@@ -241,7 +256,10 @@ impl TierGate {
             tool: call.tool.clone(),
             tier,
             arguments: call.arguments.clone(),
-            effect: entry.spec().effect().to_owned(),
+            effect: match note {
+                Some(note) => format!("{} {note}", entry.spec().effect()),
+                None => entry.spec().effect().to_owned(),
+            },
             session_id: ctx.session_id.clone(),
             channel: ctx.channel.clone(),
             tool_use_id: call.tool_use_id.clone(),

@@ -71,7 +71,7 @@ pub struct StartTurn {
 
 pub use crate::tool::ToolSummary;
 
-struct CoreInner {
+pub(crate) struct CoreInner {
     parts: AgentParts,
     /// This process's event numbering (see [`HubCore::stream_id`]).
     stream_id: String,
@@ -82,6 +82,8 @@ struct CoreInner {
     listings: ChannelListings,
     ids: AtomicU64,
     stop: CancellationToken,
+    /// The routine engine, once `start` opened it (see `routine_api.rs`).
+    routines: std::sync::OnceLock<crate::routine::RoutineEngine>,
 }
 
 /// The hub's domain core. Cheap to clone.
@@ -136,8 +138,9 @@ impl HubCore {
             options.max_open_sessions,
             Arc::clone(&registry),
         ));
+        let with_routines = options.routines_file.is_some();
         Ok(Self {
-            inner: Arc::new(CoreInner {
+            inner: Arc::new_cyclic(|weak| CoreInner {
                 parts: AgentParts {
                     store,
                     options,
@@ -147,6 +150,10 @@ impl HubCore {
                     journal,
                     mcp: Arc::new(McpManager::new(options_mcp)),
                     spend,
+                    routine_proposer: with_routines.then(|| {
+                        Arc::new(super::routine_runner::HubRoutineProposer { core: weak.clone() })
+                            as _
+                    }),
                 },
                 stream_id: new_id("stream", 0),
                 sessions,
@@ -154,6 +161,7 @@ impl HubCore {
                 listings: ChannelListings::default(),
                 ids: AtomicU64::new(0),
                 stop: CancellationToken::new(),
+                routines: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -181,6 +189,7 @@ impl HubCore {
         for approval in &expired {
             self.registry().remember_expired(&approval.approval_id);
         }
+        self.start_routines();
         super::reaper::spawn(
             Arc::clone(&self.inner.sessions),
             self.options().idle_after,
@@ -193,6 +202,9 @@ impl HubCore {
     /// Stops: cancels every turn, resolves pending approvals as cancelled, waits for the workers.
     pub async fn shutdown(&self) {
         self.inner.stop.cancel();
+        if let Some(engine) = self.inner.routines.get() {
+            engine.shutdown();
+        }
         let workers = self.inner.sessions.close_all().await;
         let waiting = futures::future::join_all(workers);
         if tokio::time::timeout(SHUTDOWN_WAIT, waiting).await.is_err() {
@@ -202,6 +214,24 @@ impl HubCore {
     }
 
     /// The MCP servers (status, tools).
+    /// A core from the weak reference a routine firing holds; `None` once the hub is gone.
+    pub(crate) fn from_weak(weak: &std::sync::Weak<CoreInner>) -> Option<Self> {
+        weak.upgrade().map(|inner| Self { inner })
+    }
+
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<CoreInner> {
+        Arc::downgrade(&self.inner)
+    }
+
+    /// The routine engine, when routines are on and their file could be read.
+    pub fn routines(&self) -> Option<&crate::routine::RoutineEngine> {
+        self.inner.routines.get()
+    }
+
+    pub(crate) fn set_routines(&self, engine: crate::routine::RoutineEngine) -> bool {
+        self.inner.routines.set(engine).is_ok()
+    }
+
     pub fn mcp(&self) -> &Arc<McpManager> {
         &self.inner.parts.mcp
     }
@@ -276,6 +306,11 @@ impl HubCore {
         let disabled = &self.options().disabled_tools;
         match hub_catalog(Arc::new(SystemClock), disabled, &self.inner.parts.mcp) {
             Ok(catalog) => {
+                let catalog = super::routine_runner::with_routine_tool(
+                    catalog,
+                    self.inner.parts.routine_proposer.as_ref(),
+                    disabled,
+                );
                 let mut tools: Vec<ToolSummary> = catalog
                     .entries()
                     .iter()

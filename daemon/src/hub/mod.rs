@@ -37,6 +37,8 @@ mod reaper;
 pub mod recorder;
 mod remembered;
 pub mod restart;
+mod routine_api;
+mod routine_runner;
 mod runtime;
 pub mod scan_mark;
 pub mod sessions;
@@ -62,6 +64,7 @@ pub use options::{
     SharedModelFactory,
 };
 pub use restart::ExpiredApproval;
+pub use routine_api::{AddRoutine, RoutineStatus};
 pub use sessions::{Compacted, OpenTarget, Opened, RoleSwitch, SessionDetail, SessionSummary};
 pub use setup::CoreSetup;
 pub use spend_usage::{MAX_USAGE_DAYS, USAGE_TIME_ZONE};

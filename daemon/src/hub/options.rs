@@ -176,6 +176,9 @@ pub struct CoreOptions {
     pub spend: SpendConfig,
     /// The spend ledger's file (`<data_dir>/spend.json`); `None`: spend is kept in memory only.
     pub spend_ledger: Option<PathBuf>,
+    /// `<data_dir>/routines.json`: the routines the core fires (see `crate::routine`); `None`:
+    /// no routines.
+    pub routines_file: Option<PathBuf>,
 }
 
 /// The approval scan mark's file, next to the sessions in the data directory.
@@ -206,6 +209,7 @@ impl Default for CoreOptions {
             replay_buffer: super::bus::DEFAULT_REPLAY_BUFFER,
             subscriber_lag: super::bus::DEFAULT_SUBSCRIBER_LAG,
             approval_scan_mark: None,
+            routines_file: None,
             mcp_servers: Vec::new(),
             spend: SpendConfig::default(),
             spend_ledger: None,
@@ -239,6 +243,7 @@ impl CoreOptions {
             profile: installation.settings.profile.as_str().to_owned(),
             host_role: installation.settings.role.as_str().to_owned(),
             approval_scan_mark: Some(installation.paths.data_dir.join(APPROVAL_SCAN_MARK_FILE)),
+            routines_file: Some(crate::routine::routines_path(&installation.paths.data_dir)),
             approval_timeout: config
                 .agent
                 .approval_timeout_seconds

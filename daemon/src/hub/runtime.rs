@@ -29,6 +29,7 @@ use super::bus::EventBus;
 use super::error::CoreError;
 use super::options::{CoreOptions, ModelFactory};
 use super::recorder::SessionRecorder;
+use super::routine_runner::with_routine_tool;
 use super::turns::TurnTable;
 use crate::agent::{ConversationWindow, SystemPromptSource, TauAgent};
 use crate::clock::SystemClock;
@@ -55,6 +56,8 @@ pub(crate) struct AgentParts {
     pub mcp: Arc<crate::mcp::McpManager>,
     /// Counts every model call's spend and keeps roles within their daily budgets.
     pub spend: Arc<SpendMeter>,
+    /// Registers what `schedule_routine` proposes; `None`: routines are off, no such tool.
+    pub routine_proposer: Option<Arc<dyn crate::tool::builtin::RoutineProposer>>,
 }
 
 /// The agent of an open session, with the role it runs on.
@@ -310,16 +313,19 @@ fn build_agent(
         }
         ContextMode::Sliding => Arc::new(SlidingWindow::new(options.window_size)),
     };
+    let proposer = parts.routine_proposer.clone();
     let catalog = hub_catalog(Arc::new(SystemClock), &options.disabled_tools, &parts.mcp)
         .map_err(|e| CoreError::Unavailable(format!("tool catalog: {e}")))?;
+    let catalog = with_routine_tool(catalog, proposer.as_ref(), &options.disabled_tools);
     let catalog_source: Option<crate::agent::CatalogSource> = (!parts.mcp.is_empty()).then(|| {
         let mcp = Arc::clone(&parts.mcp);
         let disabled = options.disabled_tools.clone();
         Arc::new(move || {
-            hub_catalog(Arc::new(SystemClock), &disabled, &mcp).unwrap_or_else(|e| {
+            let catalog = hub_catalog(Arc::new(SystemClock), &disabled, &mcp).unwrap_or_else(|e| {
                 warn!("tool catalog: {e}");
                 crate::tool::ToolCatalog::new()
-            })
+            });
+            with_routine_tool(catalog, proposer.as_ref(), &disabled)
         }) as crate::agent::CatalogSource
     });
     let recorder = Arc::new(

@@ -132,7 +132,7 @@ fn read_summary(store: &dyn SessionStore, session_id: &str) -> Result<SessionSum
 }
 
 impl HubCore {
-    async fn blocking<T: Send + 'static>(
+    pub(crate) async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(&dyn SessionStore) -> Result<T, CoreError> + Send + 'static,
     ) -> Result<T, CoreError> {

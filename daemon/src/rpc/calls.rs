@@ -348,6 +348,13 @@ pub fn status_extras(core: &HubCore, response: &mut pb::GetStatusResponse) {
         .map(wire::mcp_server)
         .collect();
     response.approvals_pending = u32::try_from(core.registry().pending_count()).unwrap_or(u32::MAX);
+    let routines = core.routine_status();
+    response.routine_warnings = routines.warnings();
+    response.routines = routines
+        .routines
+        .iter()
+        .map(super::routine_calls::routine)
+        .collect();
 }
 
 /// The status of a call that needs the session service when it is not running.

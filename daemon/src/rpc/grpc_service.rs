@@ -88,6 +88,8 @@ impl GrpcService {
                     let mcp = Arc::clone(core.mcp());
                     hub.add_status_source(move || crate::mcp::status_json(&mcp));
                 }
+                let routines = core.clone();
+                hub.add_status_source(move || routines.routine_status().to_json());
                 Ok(core)
             }
             Err(e) => {

@@ -15,6 +15,7 @@ mod calls;
 mod convert;
 pub mod errors;
 pub mod grpc_service;
+mod routine_calls;
 mod tau_service;
 pub mod uds;
 mod wire;

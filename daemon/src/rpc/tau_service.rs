@@ -10,6 +10,7 @@ use tonic::{Request, Response, Status};
 
 use super::calls::{self, BoxStream};
 use super::convert;
+use super::routine_calls;
 use crate::host::Hub;
 use crate::hub::HubCore;
 
@@ -167,5 +168,64 @@ impl pb::tau_server::Tau for TauApi {
             self.core()?,
             request.into_inner().days,
         )))
+    }
+
+    // Routines --------------------------------------------------------------------------------
+
+    async fn list_routines(
+        &self,
+        _request: Request<pb::ListRoutinesRequest>,
+    ) -> Result<Response<pb::ListRoutinesResponse>, Status> {
+        routine_calls::list(self.core()?).map(Response::new)
+    }
+
+    async fn add_routine(
+        &self,
+        request: Request<pb::AddRoutineRequest>,
+    ) -> Result<Response<pb::AddRoutineResponse>, Status> {
+        routine_calls::add(self.core()?, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn remove_routine(
+        &self,
+        request: Request<pb::RemoveRoutineRequest>,
+    ) -> Result<Response<pb::RemoveRoutineResponse>, Status> {
+        routine_calls::remove(self.core()?, &request.into_inner().name).map(Response::new)
+    }
+
+    async fn pause_routine(
+        &self,
+        request: Request<pb::PauseRoutineRequest>,
+    ) -> Result<Response<pb::PauseRoutineResponse>, Status> {
+        let routine = routine_calls::pause(self.core()?, &request.into_inner().name, true)?;
+        Ok(Response::new(pb::PauseRoutineResponse {
+            routine: Some(routine),
+        }))
+    }
+
+    async fn resume_routine(
+        &self,
+        request: Request<pb::ResumeRoutineRequest>,
+    ) -> Result<Response<pb::ResumeRoutineResponse>, Status> {
+        let routine = routine_calls::pause(self.core()?, &request.into_inner().name, false)?;
+        Ok(Response::new(pb::ResumeRoutineResponse {
+            routine: Some(routine),
+        }))
+    }
+
+    async fn run_routine(
+        &self,
+        request: Request<pb::RunRoutineRequest>,
+    ) -> Result<Response<pb::RunRoutineResponse>, Status> {
+        routine_calls::run(self.core()?, &request.into_inner().name).map(Response::new)
+    }
+
+    async fn routine_history(
+        &self,
+        request: Request<pb::RoutineHistoryRequest>,
+    ) -> Result<Response<pb::RoutineHistoryResponse>, Status> {
+        routine_calls::history(self.core()?, &request.into_inner().name).map(Response::new)
     }
 }

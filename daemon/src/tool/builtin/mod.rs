@@ -1,16 +1,19 @@
-//! The tools that ship inside taud: `current_time` (tier 0) and `demo_physical_action` (tier 2).
+//! The tools that ship inside taud: `current_time` (tier 0) and `demo_physical_action` (tier 2);
+//! `schedule_routine` (tier 1) joins the hub's catalog, which gives it a proposer.
 //!
 //! Invariants: every shipped tool is built with a tier; [`shipped_catalog`] applies
 //! `[components.tools] disabled`, which can only remove tools.
 
 mod current_time;
 mod demo_physical;
+mod schedule_routine;
 
 use std::sync::Arc;
 
 pub use crate::clock::{Clock, FixedClock, SystemClock, TIME_ZONE};
 pub use current_time::CurrentTime;
 pub use demo_physical::DemoPhysicalAction;
+pub use schedule_routine::{RoutineProposal, RoutineProposer, ScheduleRoutine};
 
 use crate::tool::{CatalogError, Tool, ToolCatalog};
 

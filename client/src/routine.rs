@@ -1,0 +1,443 @@
+//! `tau routine list|add|rm|pause|resume|run|log` (each with `--json`): the running hub's routines,
+//! tau acting on a schedule.
+//!
+//! Invariants: the client decides nothing: a tier-2 tool routine's registration is asked by the hub
+//! on the registering session and channel (`--session`, `--channel`: the ones `tau chat` shows) and
+//! this command only waits for the hub's answer, at most [`REGISTER_WAIT`]; every other call has
+//! [`CALL_DEADLINE`]. Times are shown in Europe/Istanbul, and as RFC 3339 UTC in `--json`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{Value, json};
+use tau_api::installation::Installation;
+use tau_api::proto::v1 as pb;
+
+use crate::cli::Context;
+use crate::environment;
+use crate::hub_link::{self, EXIT_NO_HUB, HubAddress, HubClient};
+
+/// How long a routine call may take.
+const CALL_DEADLINE: Duration = Duration::from_secs(10);
+/// How long `tau routine add` waits for a registration approval to be decided.
+const REGISTER_WAIT: Duration = Duration::from_secs(15 * 60);
+const TIME_ZONE: &str = "Europe/Istanbul";
+
+/// `tau routine …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum RoutineCommand {
+    /// List the routines with their schedule, next firing and last outcome.
+    List(JsonArgs),
+    /// Add a routine (a tier-2 tool routine waits for its approval, asked in `--session`).
+    Add(AddArgs),
+    /// Remove a routine (no approval needed).
+    Rm(NameArgs),
+    /// Pause a routine: it does not fire until resumed.
+    Pause(NameArgs),
+    /// Resume a routine; what it missed while paused does not fire.
+    Resume(NameArgs),
+    /// Fire a routine now, outside its schedule.
+    Run(NameArgs),
+    /// Show a routine's firings and their outcomes.
+    Log(NameArgs),
+}
+
+/// `--json`.
+#[derive(Debug, Clone, Args)]
+pub struct JsonArgs {
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A routine's name and `--json`.
+#[derive(Debug, Clone, Args)]
+pub struct NameArgs {
+    /// The routine's name.
+    pub name: String,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What happens to a firing missed while the hub was down.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CatchUpArg {
+    /// Fire once at start.
+    RunOnce,
+    /// Record it as skipped.
+    Skip,
+}
+
+/// Options of `tau routine add`.
+#[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("schedule").required(true).args(["cron", "every", "at"])))]
+#[command(group(clap::ArgGroup::new("action").required(true).args(["prompt", "tool"])))]
+pub struct AddArgs {
+    /// The routine's name: 1-64 characters of a-z, 0-9, - and _.
+    pub name: String,
+    /// A cron expression in Europe/Istanbul time, e.g. "0 7 * * 1-5".
+    #[arg(long)]
+    pub cron: Option<String>,
+    /// An interval, e.g. 90m, 2h, 1d (at least 1m).
+    #[arg(long)]
+    pub every: Option<String>,
+    /// Once, at a local time: "YYYY-MM-DD HH:MM" (Europe/Istanbul).
+    #[arg(long)]
+    pub at: Option<String>,
+    /// A prompt run as a turn on the routine's own session.
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// One fixed tool call: the tool's name (see `--args`).
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// The tool's arguments as a JSON object.
+    #[arg(long = "args", default_value = "{}", requires = "tool")]
+    pub arguments: String,
+    /// What happens to a firing missed while the hub was down.
+    #[arg(long, value_enum, default_value = "run-once")]
+    pub catch_up: CatchUpArg,
+    /// Replace a routine of the same name (a changed action is asked again).
+    #[arg(long)]
+    pub replace: bool,
+    /// The session a tier-2 routine's approval is asked in (the id `tau chat` shows).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// The channel of that session's client.
+    #[arg(long, default_value = "terminal")]
+    pub channel: String,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `tau routine …`.
+pub fn run(command: &RoutineCommand, ctx: &Context) -> anyhow::Result<ExitCode> {
+    let installation =
+        Installation::discover(environment::snapshot(ctx), &environment::current_dir()?)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        let address = HubAddress::Unix(installation.paths.hub.socket.clone());
+        let client = match tokio::time::timeout(CALL_DEADLINE, hub_link::connect(&address)).await {
+            Ok(Ok(client)) => client,
+            Ok(Err(not_running)) => {
+                eprintln!("tau routine: {not_running}. Start one with `tau hub run`.");
+                return Ok(ExitCode::from(EXIT_NO_HUB));
+            }
+            Err(_) => {
+                eprintln!("tau routine: the hub did not answer within {CALL_DEADLINE:?}");
+                return Ok(ExitCode::from(EXIT_NO_HUB));
+            }
+        };
+        match dispatch(command, client).await {
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(message) => {
+                eprintln!("tau routine: {message}");
+                Ok(ExitCode::FAILURE)
+            }
+        }
+    })
+}
+
+async fn call<T>(
+    deadline: Duration,
+    future: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(deadline, future).await {
+        Ok(Ok(response)) => Ok(response.into_inner()),
+        Ok(Err(status)) => Err(status.message().to_owned()),
+        Err(_) => Err(format!("no answer from the hub within {deadline:?}")),
+    }
+}
+
+async fn dispatch(command: &RoutineCommand, mut client: HubClient) -> Result<(), String> {
+    match command {
+        RoutineCommand::List(args) => {
+            let list = call(
+                CALL_DEADLINE,
+                client.list_routines(pb::ListRoutinesRequest {}),
+            )
+            .await?;
+            if args.json {
+                let all: Vec<Value> = list.routines.iter().map(routine_json).collect();
+                print_json(&json!({ "routines": all }));
+            } else if list.routines.is_empty() {
+                println!("no routines (add one with `tau routine add`)");
+            } else {
+                for routine in &list.routines {
+                    println!("{}", routine_line(routine));
+                }
+            }
+        }
+        RoutineCommand::Add(args) => {
+            let request = add_request(args)?;
+            let added = call(REGISTER_WAIT, client.add_routine(request)).await?;
+            let routine = added.routine.unwrap_or_default();
+            if args.json {
+                print_json(&routine_json(&routine));
+            } else {
+                println!("added {}", routine_line(&routine));
+            }
+        }
+        RoutineCommand::Rm(args) => {
+            call(
+                CALL_DEADLINE,
+                client.remove_routine(pb::RemoveRoutineRequest {
+                    name: args.name.clone(),
+                }),
+            )
+            .await?;
+            if args.json {
+                print_json(&json!({"removed": args.name}));
+            } else {
+                println!("removed {}", args.name);
+            }
+        }
+        RoutineCommand::Pause(args) | RoutineCommand::Resume(args) => {
+            let name = args.name.clone();
+            let routine = if matches!(command, RoutineCommand::Pause(_)) {
+                call(
+                    CALL_DEADLINE,
+                    client.pause_routine(pb::PauseRoutineRequest { name }),
+                )
+                .await?
+                .routine
+            } else {
+                call(
+                    CALL_DEADLINE,
+                    client.resume_routine(pb::ResumeRoutineRequest { name }),
+                )
+                .await?
+                .routine
+            };
+            let routine = routine.unwrap_or_default();
+            if args.json {
+                print_json(&routine_json(&routine));
+            } else {
+                println!("{}", routine_line(&routine));
+            }
+        }
+        RoutineCommand::Run(args) => {
+            let run = call(
+                CALL_DEADLINE,
+                client.run_routine(pb::RunRoutineRequest {
+                    name: args.name.clone(),
+                }),
+            )
+            .await?;
+            if args.json {
+                print_json(&json!({"routine": args.name, "firing": run.firing}));
+            } else {
+                println!(
+                    "{}: firing {} started (see `tau routine log {}`)",
+                    args.name, run.firing, args.name
+                );
+            }
+        }
+        RoutineCommand::Log(args) => {
+            let log = call(
+                CALL_DEADLINE,
+                client.routine_history(pb::RoutineHistoryRequest {
+                    name: args.name.clone(),
+                }),
+            )
+            .await?;
+            if args.json {
+                let firings: Vec<Value> = log.firings.iter().map(firing_json).collect();
+                print_json(&json!({"routine": args.name, "firings": firings}));
+            } else if log.firings.is_empty() {
+                println!("{} has not fired yet", args.name);
+            } else {
+                for firing in &log.firings {
+                    println!("{}", firing_line(firing));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn add_request(args: &AddArgs) -> Result<pb::AddRoutineRequest, String> {
+    let action = match (&args.prompt, &args.tool) {
+        (Some(text), None) => pb::add_routine_request::Action::Prompt(pb::RoutinePromptAction {
+            text: text.clone(),
+            approval_channel: args.channel.clone(),
+        }),
+        (None, Some(tool)) => {
+            let arguments: Value = serde_json::from_str(&args.arguments)
+                .map_err(|e| format!("--args {:?}: not JSON ({e})", args.arguments))?;
+            if !arguments.is_object() {
+                return Err(format!(
+                    "--args {:?}: expected a JSON object",
+                    args.arguments
+                ));
+            }
+            pb::add_routine_request::Action::Tool(pb::RoutineToolAction {
+                tool: tool.clone(),
+                arguments_json: arguments.to_string(),
+            })
+        }
+        _ => return Err("give one action: --prompt TEXT or --tool NAME".to_owned()),
+    };
+    Ok(pb::AddRoutineRequest {
+        name: args.name.clone(),
+        cron: args.cron.clone().unwrap_or_default(),
+        every: args.every.clone().unwrap_or_default(),
+        at: args.at.clone().unwrap_or_default(),
+        action: Some(action),
+        catch_up: match args.catch_up {
+            CatchUpArg::RunOnce => "run_once",
+            CatchUpArg::Skip => "skip",
+        }
+        .to_owned(),
+        replace: args.replace,
+        session_id: args.session.clone().unwrap_or_default(),
+        channel: args.channel.clone(),
+    })
+}
+
+fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    );
+}
+
+/// An RFC 3339 instant as local Istanbul time, `2026-12-24 18:00`; the text itself when it does
+/// not parse; `-` when empty.
+fn local(instant: &str) -> String {
+    if instant.is_empty() {
+        return "-".to_owned();
+    }
+    match (
+        instant.parse::<jiff::Timestamp>(),
+        jiff::tz::TimeZone::get(TIME_ZONE),
+    ) {
+        (Ok(t), Ok(zone)) => t.to_zoned(zone).strftime("%Y-%m-%d %H:%M").to_string(),
+        _ => instant.to_owned(),
+    }
+}
+
+fn action_text(routine: &pb::Routine) -> String {
+    match &routine.action {
+        Some(pb::routine::Action::Prompt(p)) => format!("prompt {:?}", p.text),
+        Some(pb::routine::Action::Tool(t)) => format!("{} {}", t.tool, t.arguments_json),
+        None => "-".to_owned(),
+    }
+}
+
+fn routine_line(routine: &pb::Routine) -> String {
+    let state = if routine.paused { "paused" } else { "active" };
+    let last = routine.last_firing.as_ref().map_or_else(
+        || "never fired".to_owned(),
+        |f| format!("last {}", f.outcome),
+    );
+    let approval = if routine.approval_id.is_empty() {
+        String::new()
+    } else {
+        format!(", approved on {}", routine.approval_channel)
+    };
+    format!(
+        "{}  {}  next {}  {state}, {last}{approval}  {}",
+        routine.name,
+        routine.schedule,
+        local(&routine.next_firing),
+        crate::chat::render::sanitize(&action_text(routine)),
+    )
+}
+
+fn firing_line(firing: &pb::RoutineFiring) -> String {
+    format!(
+        "#{} {} {} {}: {}",
+        firing.number,
+        local(&firing.started_at),
+        firing.cause,
+        firing.outcome,
+        crate::chat::render::sanitize(&firing.detail),
+    )
+}
+
+fn firing_json(firing: &pb::RoutineFiring) -> Value {
+    json!({
+        "number": firing.number,
+        "scheduled": firing.scheduled,
+        "started_at": firing.started_at,
+        "ended_at": firing.ended_at,
+        "cause": firing.cause,
+        "outcome": firing.outcome,
+        "detail": firing.detail,
+    })
+}
+
+fn routine_json(routine: &pb::Routine) -> Value {
+    let action = match &routine.action {
+        Some(pb::routine::Action::Prompt(p)) => {
+            json!({"kind": "prompt", "text": p.text, "approval_channel": p.approval_channel})
+        }
+        Some(pb::routine::Action::Tool(t)) => json!({
+            "kind": "tool",
+            "tool": t.tool,
+            "arguments": serde_json::from_str::<Value>(&t.arguments_json).unwrap_or(Value::Null),
+        }),
+        None => Value::Null,
+    };
+    json!({
+        "name": routine.name,
+        "schedule": routine.schedule,
+        "action": action,
+        "catch_up": routine.catch_up,
+        "paused": routine.paused,
+        "created_at": routine.created_at,
+        "next_firing": routine.next_firing,
+        "approval_id": routine.approval_id,
+        "approval_channel": routine.approval_channel,
+        "session_id": routine.session_id,
+        "last_firing": routine.last_firing.as_ref().map(firing_json),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_in_istanbul() {
+        assert_eq!(local("2026-12-24T15:00:00Z"), "2026-12-24 18:00");
+        assert_eq!(local(""), "-");
+        assert_eq!(local("soon"), "soon");
+    }
+
+    #[test]
+    fn tool_arguments_must_be_an_object() {
+        let args = AddArgs {
+            name: "lamp".into(),
+            cron: Some("0 23 * * *".into()),
+            every: None,
+            at: None,
+            prompt: None,
+            tool: Some("demo_physical_action".into()),
+            arguments: "[1]".into(),
+            catch_up: CatchUpArg::Skip,
+            replace: false,
+            session: None,
+            channel: "terminal".into(),
+            json: false,
+        };
+        assert!(add_request(&args).unwrap_err().contains("JSON object"));
+        let ok = AddArgs {
+            arguments: r#"{"action":"lamp off"}"#.into(),
+            ..args
+        };
+        let request = add_request(&ok).unwrap();
+        assert_eq!(request.catch_up, "skip");
+        assert!(matches!(
+            request.action,
+            Some(pb::add_routine_request::Action::Tool(ref t)) if t.arguments_json == r#"{"action":"lamp off"}"#
+        ));
+    }
+}

@@ -1,0 +1,219 @@
+//! How the hub fires a routine: a prompt as a turn on the routine's own session (channel
+//! `routine`), queued behind any running turn like every turn; a tool action through the gate of
+//! that session's agent, exempt only as `routine::fire_tool_action` allows.
+//!
+//! Invariants: the routine's session (`routine-<name>`) is created on its first firing and then
+//! reused; a firing holds only a weak reference to the core, so the engine never keeps a stopped
+//! hub alive; a prompt firing waits for its turn's end or for cancellation (hub shutdown), never
+//! longer; a tool firing's `tool_call` record is stored in the routine's session and taken back
+//! from the recorder, so nothing accumulates between turns. `schedule_routine` proposals are
+//! registered here too, from the calling session and channel.
+
+use std::sync::{Arc, Weak};
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::core::{CoreInner, HubCore, StartTurn};
+use super::error::CoreError;
+use super::event::EventKind;
+use super::routine_api::AddRoutine;
+use crate::gate::CallContext;
+use crate::model::StopReason;
+use crate::routine::{
+    CatchUp, DueFiring, FiringResult, ROUTINE_CHANNEL, Routine, RoutineAction, RoutineRunner,
+    fire_tool_action,
+};
+use crate::store::{Session, SessionError, SessionMeta};
+use crate::tool::ToolCatalog;
+use crate::tool::ToolContext;
+use crate::tool::builtin::{RoutineProposal, RoutineProposer, ScheduleRoutine};
+
+/// The engine's runner inside the hub.
+pub(crate) struct HubRoutineRunner {
+    pub(crate) core: Weak<CoreInner>,
+}
+
+#[async_trait]
+impl RoutineRunner for HubRoutineRunner {
+    async fn fire(
+        &self,
+        routine: &Routine,
+        due: &DueFiring,
+        cancel: CancellationToken,
+    ) -> FiringResult {
+        let Some(core) = HubCore::from_weak(&self.core) else {
+            return failed("the hub is stopping".into());
+        };
+        match core.fire_routine(routine, due, cancel).await {
+            Ok(result) => result,
+            Err(err) => failed(err.to_string()),
+        }
+    }
+}
+
+fn failed(detail: String) -> FiringResult {
+    FiringResult {
+        succeeded: false,
+        detail,
+    }
+}
+
+impl HubCore {
+    async fn fire_routine(
+        &self,
+        routine: &Routine,
+        due: &DueFiring,
+        cancel: CancellationToken,
+    ) -> Result<FiringResult, CoreError> {
+        let session_id = self.ensure_routine_session(routine).await?;
+        match &due.action {
+            RoutineAction::Prompt { text, .. } => {
+                let request = StartTurn {
+                    session_id,
+                    text: text.clone(),
+                    channel: ROUTINE_CHANNEL.to_owned(),
+                    idempotency_key: format!("routine-{}-{}", routine.name, due.number),
+                };
+                let mut stream = self.start_turn(request).await?;
+                loop {
+                    let next = tokio::select! {
+                        () = cancel.cancelled() => return Ok(failed("the hub stopped during the turn".into())),
+                        next = stream.next() => next,
+                    };
+                    match next {
+                        Ok(Some(event)) => {
+                            if let EventKind::TurnEnded(end) = &event.kind {
+                                let succeeded = end.stop_reason == StopReason::EndTurn;
+                                let detail = if succeeded {
+                                    end.text.chars().take(200).collect()
+                                } else {
+                                    format!(
+                                        "the turn ended: {}{}",
+                                        end.stop_reason.as_str(),
+                                        end.notice
+                                            .as_deref()
+                                            .map(|n| format!(" ({n})"))
+                                            .unwrap_or_default()
+                                    )
+                                };
+                                return Ok(FiringResult { succeeded, detail });
+                            }
+                        }
+                        Ok(None) => {
+                            return Ok(failed("the turn's events ended before its end".into()));
+                        }
+                        Err(_) => return Ok(failed("the turn's events were cut off".into())),
+                    }
+                }
+            }
+            RoutineAction::Tool { .. } => {
+                let runtime = self.runtime(&session_id, None).await?;
+                let (agent, recorder) = runtime.agent();
+                let ctx = CallContext {
+                    session_id,
+                    channel: ROUTINE_CHANNEL.to_owned(),
+                    cancel,
+                };
+                let result = fire_tool_action(agent.gate(), routine, due, &ctx).await;
+                recorder.take_tool_call(&format!("routine-{}-{}", routine.name, due.number));
+                Ok(result)
+            }
+        }
+    }
+
+    /// Creates the routine's session on its first firing.
+    async fn ensure_routine_session(&self, routine: &Routine) -> Result<String, CoreError> {
+        let session_id = routine.session_id();
+        let meta = SessionMeta {
+            channel: Some(ROUTINE_CHANNEL.to_owned()),
+            profile: Some(self.options().profile.clone()),
+            role: Some(self.options().default_role.clone()),
+            context: Some(self.options().context),
+            title: Some(format!("routine {}", routine.name)),
+            ..SessionMeta::default()
+        };
+        let id = session_id.clone();
+        self.blocking(move |store| {
+            match store.create_session(&Session::new(id.as_str(), jiff::Timestamp::now())) {
+                Ok(()) => Ok(store.write_meta(&id, &meta)?),
+                Err(SessionError::SessionExists(_)) => Ok(()),
+                Err(err) => Err(err.into()),
+            }
+        })
+        .await?;
+        Ok(session_id)
+    }
+}
+
+/// What `schedule_routine` proposes, registered as `AddRoutine` from the calling session and
+/// channel (so a tier-2 action is asked there, inside the running turn).
+pub(crate) struct HubRoutineProposer {
+    pub(crate) core: Weak<CoreInner>,
+}
+
+#[async_trait]
+impl RoutineProposer for HubRoutineProposer {
+    async fn propose(
+        &self,
+        proposal: RoutineProposal,
+        ctx: &ToolContext,
+    ) -> Result<String, String> {
+        let core = HubCore::from_weak(&self.core).ok_or("the hub is stopping")?;
+        let action = match (proposal.prompt, proposal.tool) {
+            (Some(text), None) => RoutineAction::Prompt {
+                text,
+                approval_channel: ctx.channel.clone(),
+            },
+            (None, Some((tool, arguments))) => RoutineAction::Tool { tool, arguments },
+            _ => return Err("give exactly one action: a prompt or a tool".to_owned()),
+        };
+        let name = proposal.name;
+        let view = core
+            .add_routine(AddRoutine {
+                name: name.clone(),
+                cron: proposal.cron,
+                every: proposal.every,
+                at: proposal.at,
+                action,
+                catch_up: if proposal.skip_missed {
+                    CatchUp::Skip
+                } else {
+                    CatchUp::RunOnce
+                },
+                replace: false,
+                session_id: ctx.session_id.clone(),
+                channel: ctx.channel.clone(),
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let next = view.next_firing.map_or_else(
+            || "none".to_owned(),
+            |t| {
+                t.to_zoned(crate::clock::istanbul())
+                    .strftime("%Y-%m-%d %H:%M")
+                    .to_string()
+            },
+        );
+        Ok(format!(
+            "Routine {name} registered ({}); next firing {next} (Europe/Istanbul).",
+            view.schedule_text
+        ))
+    }
+}
+
+/// `catalog` with `schedule_routine` when routines are on (then `disabled` applied again, so the
+/// owner can still remove it).
+pub(crate) fn with_routine_tool(
+    mut catalog: ToolCatalog,
+    proposer: Option<&Arc<dyn RoutineProposer>>,
+    disabled: &[String],
+) -> ToolCatalog {
+    if let Some(proposer) = proposer {
+        if let Err(err) = catalog.add(Arc::new(ScheduleRoutine::new(Arc::clone(proposer)))) {
+            tracing::warn!("schedule_routine left out: {err}");
+        }
+        catalog.disable(disabled);
+    }
+    catalog
+}

@@ -1,0 +1,188 @@
+//! `<data_dir>/routines.json`: every routine, with its state and history, in one versioned file.
+//!
+//! Format (version 1): `{"version": 1, "routines": [<Routine>, ...]}`, each routine as
+//! [`Routine`] serializes it; a fixture is kept in `daemon/tests/fixtures/routines-v1.json`.
+//! Invariants: the file is replaced atomically (a temporary file, fsync, rename, fsync of the
+//! directory) and is 0600; a missing file is no routines; a newer version or a file that does not
+//! parse is an error naming the file, never silently replaced.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write as _};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::routine_error::RoutineError;
+use super::routine_record::Routine;
+
+/// The format version written.
+pub const ROUTINES_FILE_VERSION: u32 = 1;
+/// The file's name in the data directory.
+pub const ROUTINES_FILE_NAME: &str = "routines.json";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct RoutinesFile {
+    version: u32,
+    #[serde(default)]
+    routines: Vec<Routine>,
+}
+
+#[derive(Deserialize)]
+struct VersionOnly {
+    version: u32,
+}
+
+/// Where the routines of data directory `data_dir` are kept.
+pub fn routines_path(data_dir: &Path) -> PathBuf {
+    data_dir.join(ROUTINES_FILE_NAME)
+}
+
+/// Reads the routines; a missing file is none.
+pub fn load_routines(path: &Path) -> Result<Vec<Routine>, RoutineError> {
+    let text = match fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(RoutineError::Io {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let parse_error = |e: serde_json::Error| RoutineError::Parse {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    };
+    let version: VersionOnly = serde_json::from_str(&text).map_err(parse_error)?;
+    if version.version > ROUTINES_FILE_VERSION {
+        return Err(RoutineError::NewerVersion {
+            path: path.to_owned(),
+            found: version.version,
+            supported: ROUTINES_FILE_VERSION,
+        });
+    }
+    let file: RoutinesFile = serde_json::from_str(&text).map_err(parse_error)?;
+    Ok(file.routines)
+}
+
+/// Replaces the file with `routines`, atomically.
+pub fn save_routines(path: &Path, routines: &[Routine]) -> Result<(), RoutineError> {
+    #[derive(Serialize)]
+    struct Borrowed<'a> {
+        version: u32,
+        routines: &'a [Routine],
+    }
+    let mut bytes = serde_json::to_vec_pretty(&Borrowed {
+        version: ROUTINES_FILE_VERSION,
+        routines,
+    })
+    .map_err(|e| RoutineError::Parse {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    bytes.push(b'\n');
+    write_replacing(path, &bytes).map_err(|source| RoutineError::Io {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let file_name = path
+        .file_name()
+        .ok_or_else(|| io::Error::other("the path has no file name"))?;
+    let mut tmp_name = file_name.to_owned();
+    tmp_name.push(format!(".tmp.{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routine::routine_record::{FiringCause, FiringOutcome, RoutineAction};
+    use crate::routine::schedule::Schedule;
+    use std::os::unix::fs::PermissionsExt;
+
+    const V1_FIXTURE: &str = include_str!("../../tests/fixtures/routines-v1.json");
+
+    #[test]
+    fn the_v1_fixture_reads_and_writes_back_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = routines_path(dir.path());
+        fs::write(&path, V1_FIXTURE).unwrap();
+        let routines = load_routines(&path).unwrap();
+        assert_eq!(routines.len(), 2);
+        let lamp = &routines[0];
+        assert_eq!(lamp.name, "lamp-off");
+        assert_eq!(lamp.schedule, Schedule::cron("0 23 * * *").unwrap());
+        assert!(
+            matches!(&lamp.action, RoutineAction::Tool { tool, .. } if tool == "demo_physical_action")
+        );
+        assert_eq!(
+            lamp.approval.as_ref().map(|a| a.channel.as_str()),
+            Some("cli")
+        );
+        assert_eq!(
+            lamp.handled_through,
+            Some("2026-12-01T20:00:00Z".parse().unwrap())
+        );
+        assert_eq!(lamp.history[0].cause, FiringCause::Scheduled);
+        assert_eq!(lamp.history[0].outcome, FiringOutcome::Succeeded);
+        let weather = &routines[1];
+        assert!(weather.paused);
+        assert!(matches!(
+            weather.schedule,
+            Schedule::Interval {
+                every_seconds: 5400,
+                ..
+            }
+        ));
+        save_routines(&path, &routines).unwrap();
+        assert_eq!(load_routines(&path).unwrap(), routines);
+        let written: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        let fixture: serde_json::Value = serde_json::from_str(V1_FIXTURE).unwrap();
+        assert_eq!(written, fixture, "the format written is the fixture's");
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn missing_newer_and_broken_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = routines_path(dir.path());
+        assert!(load_routines(&path).unwrap().is_empty());
+        fs::write(&path, r#"{"version": 2, "routines": []}"#).unwrap();
+        let err = load_routines(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("routines.json") && err.contains("version 2"),
+            "{err}"
+        );
+        fs::write(&path, "{nope").unwrap();
+        let err = load_routines(&path).unwrap_err().to_string();
+        assert!(err.contains("not a routines file"), "{err}");
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary file is left");
+    }
+}

@@ -1,0 +1,99 @@
+//! Routines end to end: the real `taud` with the offline fake model and the real `tau chat` on a
+//! pseudo-terminal. The model proposes a tier-2 routine with `schedule_routine`, the person approves
+//! it once in `tau chat`, the hub fires it with no prompt, and `tau routine log`/`list` and the
+//! routine session's events show the exempt firing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rexpect::session::PtySession;
+use serde_json::Value;
+use tau_e2e::chat::{ChatSandbox, wait_until};
+
+fn see(chat: &mut PtySession, text: &str) -> anyhow::Result<String> {
+    let bytes: String = text.bytes().map(char::from).collect();
+    Ok(chat.exp_string(&bytes)?)
+}
+
+/// `seconds` from now as RFC 3339 UTC (days to a civil date, Howard Hinnant's algorithm).
+fn rfc3339_in(seconds: u64) -> String {
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + seconds;
+    let (days, rest) = (i64::try_from(t / 86_400).unwrap(), t % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+fn tau_json(env: &ChatSandbox, args: &[&str]) -> anyhow::Result<Value> {
+    let output = env.command("tau")?.args(args).output()?;
+    anyhow::ensure!(output.status.success(), "tau {args:?}: {output:?}");
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+#[test]
+fn a_tier_two_routine_approved_once_in_chat_fires_without_a_prompt() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+    let mut chat = env.chat(&[]).unwrap();
+    see(&mut chat, "is ready").unwrap();
+    let at = rfc3339_in(4);
+    chat.send_line(&format!(
+        r#"call schedule_routine {{"name": "lamp-off", "at": "{at}", "tool": "demo_physical_action", "arguments": {{"action": "desk lamp off"}}}}"#
+    ))
+    .unwrap();
+    // The registration is asked like any tier-2 call, with the routine's name.
+    see(&mut chat, "Approval needed (tier 2)").unwrap();
+    see(&mut chat, "Tool: demo_physical_action").unwrap();
+    see(&mut chat, "Routine \"lamp-off\"").unwrap();
+    see(&mut chat, "Approve? [y/N]").unwrap();
+    chat.send_line("y").unwrap();
+    see(&mut chat, "Routine lamp-off registered").unwrap();
+
+    // The hub fires it at its time, with nobody asked.
+    let mut log = Value::Null;
+    wait_until(Duration::from_secs(30), "the routine's firing", || {
+        log = tau_json(&env, &["routine", "log", "lamp-off", "--json"]).unwrap_or(Value::Null);
+        log["firings"][0]["outcome"] == "succeeded"
+    })
+    .unwrap();
+    let firing = &log["firings"][0];
+    assert_eq!(firing["cause"], "scheduled", "{log}");
+    assert!(
+        firing["detail"].as_str().unwrap().contains("(exempt)"),
+        "{log}"
+    );
+    let list = tau_json(&env, &["routine", "list", "--json"]).unwrap();
+    let routine = &list["routines"][0];
+    assert_eq!(routine["name"], "lamp-off");
+    assert_eq!(routine["approval_channel"], "terminal");
+    assert_eq!(routine["next_firing"], "", "a one-off has nothing left");
+
+    let events = env.events("routine-lamp-off").unwrap();
+    let call = events
+        .iter()
+        .find(|e| e.r#type == "tool_call")
+        .expect("the firing's tool_call in the routine's session");
+    assert!(call.json.contains("\"exempt\""), "{}", call.json);
+    assert!(call.json.contains("routine-lamp-off-1"), "{}", call.json);
+    assert!(
+        !events.iter().any(|e| e.r#type == "approval"),
+        "no question at the firing"
+    );
+    chat.send_control('d').unwrap();
+}
