@@ -104,6 +104,24 @@ impl<B: StoreBackend> CheckedStore<B> {
         Ok(record)
     }
 
+    /// Refuses a listing holding a message newer than this code reads, naming it.
+    fn newer_refused(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        messages: &[SessionMessage],
+    ) -> Result<(), SessionError> {
+        if let Some(newer) = messages.iter().find(|m| m.v > FORMAT_VERSION) {
+            let key = RecordKey::Message {
+                session_id,
+                agent_id,
+                message_id: newer.message_id,
+            };
+            check_version(newer.v, self.backend.record_location(key))?;
+        }
+        Ok(())
+    }
+
     fn readable_opt<T: Versioned>(
         &self,
         record: Option<T>,
@@ -241,19 +259,32 @@ impl<B: StoreBackend> SessionStore for CheckedStore<B> {
         let messages = self
             .backend
             .list_messages(session_id, agent_id, limit, offset)?;
-        if let Some(newer) = messages.iter().find(|m| m.v > FORMAT_VERSION) {
-            let key = RecordKey::Message {
-                session_id,
-                agent_id,
-                message_id: newer.message_id,
-            };
-            check_version(newer.v, self.backend.record_location(key))?;
-        }
+        self.newer_refused(session_id, agent_id, &messages)?;
+        Ok(messages)
+    }
+
+    fn list_messages_before(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<SessionMessage>, SessionError> {
+        agent_ids(session_id, agent_id)?;
+        let messages = self
+            .backend
+            .list_messages_before(session_id, agent_id, before, limit)?;
+        self.newer_refused(session_id, agent_id, &messages)?;
         Ok(messages)
     }
 
     fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
         self.backend.list_sessions()
+    }
+
+    fn session_info(&self, session_id: &str) -> Result<Option<SessionInfo>, SessionError> {
+        self::session_id(session_id)?;
+        self.backend.session_info(session_id)
     }
 
     fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError> {
@@ -401,8 +432,20 @@ mod tests {
         ) -> Result<Vec<SessionMessage>, SessionError> {
             Ok(vec![self.message(0), self.message(1)])
         }
+        fn list_messages_before(
+            &self,
+            _: &str,
+            _: &str,
+            _: Option<u64>,
+            _: usize,
+        ) -> Result<Vec<SessionMessage>, SessionError> {
+            Ok(vec![self.message(4), self.message(5)])
+        }
         fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
             Ok(Vec::new())
+        }
+        fn session_info(&self, _: &str) -> Result<Option<SessionInfo>, SessionError> {
+            Ok(None)
         }
         fn append_event(&self, _: &str, record: &Value) -> Result<(), SessionError> {
             let v = record["v"].as_u64().and_then(|v| u32::try_from(v).ok());
@@ -455,6 +498,9 @@ mod tests {
                 store.read_message(id, "a", 0).map(drop),
                 store.update_message("s", id, &message),
                 store.list_messages(id, "a", None, 0).map(drop),
+                store.list_messages_before(id, "a", None, 9).map(drop),
+                store.list_messages_before("s", id, Some(3), 9).map(drop),
+                store.session_info(id).map(drop),
                 store.append_event(id, &json!({})),
                 store.read_events(id).map(drop),
                 store.write_meta(id, &SessionMeta::default()),
@@ -536,6 +582,10 @@ mod tests {
         newer(
             store.list_messages("s", "a", None, 0).map(drop),
             "message_id: 0",
+        );
+        newer(
+            store.list_messages_before("s", "a", None, 2).map(drop),
+            "message_id: 4",
         );
         newer(store.read_meta("s").map(drop), "Meta");
         // An update never rewrites a record it cannot read.

@@ -38,7 +38,6 @@ mod read;
 mod reconcile;
 
 use std::collections::HashSet;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -62,7 +61,7 @@ use layout::{
     AGENT_FILE, AGENTS_DIR, EVENTS_FILE, MESSAGES_DIR, META_FILE, SESSION_FILE, SessionFile,
     check_message_id, message_file_name, parse_message_file_name,
 };
-use read::read_messages;
+use read::{message_ids, read_messages};
 
 fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, SessionError> {
     serde_json::to_vec_pretty(value).map_err(|err| SessionError::corrupt("record", err))
@@ -388,20 +387,24 @@ impl StoreBackend for FileBackend {
         offset: usize,
     ) -> Result<Vec<SessionMessage>, SessionError> {
         let dir = self.require_messages_dir(session_id, agent_id)?;
-        let mut ids = Vec::new();
-        for entry in fs::read_dir(&dir).map_err(|err| SessionError::io(&dir, err))? {
-            let entry = entry.map_err(|err| SessionError::io(&dir, err))?;
-            if let Some(id) = entry.file_name().to_str().and_then(parse_message_file_name) {
-                ids.push(id);
-            }
-        }
-        ids.sort_unstable();
-        let selected: Vec<u64> = ids
+        let selected: Vec<u64> = message_ids(&dir, None)?
             .into_iter()
             .skip(offset)
             .take(limit.unwrap_or(usize::MAX))
             .collect();
         read_messages(&dir, &selected)
+    }
+
+    fn list_messages_before(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<SessionMessage>, SessionError> {
+        let dir = self.require_messages_dir(session_id, agent_id)?;
+        let ids = message_ids(&dir, before)?;
+        read_messages(&dir, &ids[ids.len().saturating_sub(limit)..])
     }
 
     /// Every session, reconciled with its files first where this process has not yet (see
@@ -410,6 +413,17 @@ impl StoreBackend for FileBackend {
         let mut sessions = self.reconciled_listing()?;
         sort_sessions(&mut sessions);
         Ok(sessions)
+    }
+
+    /// `session.json`'s record and counter, reconciled with the message files first.
+    fn session_info(&self, session_id: &str) -> Result<Option<SessionInfo>, SessionError> {
+        let Some(dir) = self.session_dir(session_id)? else {
+            return Ok(None);
+        };
+        self.ensure_reconciled(session_id, &dir);
+        Ok(self
+            .read_session_file(&dir)?
+            .map(|file| index_entry(&file).info()))
     }
 
     fn append_event(&self, session_id: &str, record: &Value) -> Result<(), SessionError> {
