@@ -61,7 +61,10 @@ pub use options::{
     SharedModelFactory,
 };
 pub use restart::ExpiredApproval;
-pub use sessions::{Compacted, OpenTarget, Opened, RoleSwitch, SessionDetail, SessionSummary};
+pub use sessions::{
+    Compacted, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MessageSelection, OpenTarget, Opened, RoleSwitch,
+    SessionDetail, SessionSummary,
+};
 pub use setup::CoreSetup;
 pub use streams::{EventStream, Snapshot, TurnStream};
 pub use turns::Accepted;
