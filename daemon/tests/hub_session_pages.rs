@@ -1,6 +1,7 @@
 //! `GetSession` by the page on both session backends: a session's summary comes from the store's
 //! count without reading its messages, and pages walk the messages from the newest end with a
-//! cursor, a default size and a cap.
+//! cursor, a default size and a cap. Also: the file store's session record is written once a turn
+//! ended, and shows the turn's messages before that.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,6 +16,7 @@ use taud::store::{
     DEFAULT_AGENT_ID, Durability, SessionBackends, SessionMessage, SessionStore,
     SessionStoreConfig, now_utc, open_session_store,
 };
+use taud::testing::FakeReply;
 
 /// A second store on the fixture's data, to write what a long life of turns would have.
 fn store_of(f: &Fixture) -> std::sync::Arc<dyn SessionStore> {
@@ -149,4 +151,35 @@ async fn the_summary_and_a_newer_page_never_read_older_messages() {
     drop(events);
     let whole = f.core.get_session(&id, true).await;
     assert!(whole.is_err(), "a whole read reads the damaged file");
+}
+
+#[tokio::test]
+async fn the_session_record_is_on_disk_once_a_turn_ended() {
+    let f = fixture(
+        "file",
+        vec![FakeReply::text("hi"), FakeReply::text("again")],
+    )
+    .await;
+    let id = f.new_session().await;
+    let on_disk = || -> u64 {
+        let path = f.dir.join("sessions").join(&id).join("session.json");
+        let record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        record["message_count"].as_u64().unwrap()
+    };
+    for (turn, text) in ["hello", "and again"].into_iter().enumerate() {
+        let mut stream = f.turn(&id, text, "terminal").await;
+        drain(&mut stream).await;
+        let expected = 2 * (turn as u64 + 1);
+        assert_eq!(f.core.summary(&id).await.unwrap().message_count, expected);
+        // The flush runs on the session's worker right after the end is published.
+        let deadline = std::time::Instant::now() + DEADLINE;
+        while on_disk() != expected {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "session.json never caught up"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
 }

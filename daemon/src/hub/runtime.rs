@@ -203,6 +203,21 @@ impl SessionRuntime {
         warn!(session_id = %self.session_id, "cannot record the pending repair notice: {error}");
     }
 
+    /// Writes what the store deferred about this session during a turn (see
+    /// `SessionStore::flush_session`). A failure is logged: the store still shows the current
+    /// values, and the next flush, close or open writes them.
+    pub(crate) async fn flush_session(&self) {
+        let store = Arc::clone(&self.store);
+        let session_id = self.session_id.clone();
+        let flushed = tokio::task::spawn_blocking(move || store.flush_session(&session_id)).await;
+        let error = match flushed {
+            Ok(Ok(())) => return,
+            Ok(Err(error)) => error.to_string(),
+            Err(error) => error.to_string(),
+        };
+        warn!(session_id = %self.session_id, "cannot write the session's record after a turn: {error}");
+    }
+
     /// Marks the session as used now.
     pub(crate) fn touch(&self) {
         *self

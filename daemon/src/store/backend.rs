@@ -113,6 +113,13 @@ pub trait StoreBackend: Send + Sync {
     /// The session's listing entry, from what the backend keeps beside it (never its messages).
     fn session_info(&self, session_id: &str) -> Result<Option<SessionInfo>, SessionError>;
 
+    /// Writes what the backend deferred about the session durably (see
+    /// [`SessionStore::flush_session`](crate::store::SessionStore::flush_session)).
+    fn flush_session(&self, session_id: &str) -> Result<(), SessionError> {
+        let _ = session_id;
+        Ok(())
+    }
+
     /// Appends `record`, an event object that already carries its `"v"`.
     fn append_event(&self, session_id: &str, record: &Value) -> Result<(), SessionError>;
     fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError>;

@@ -11,8 +11,11 @@
 //!   `*NotFound`.
 //! - Nothing is ever deleted, and a message is never overwritten: `update_message` only records a
 //!   redaction (`redact_message`) beside the original.
-//! - `create_message` moves the session's `updated_at` to now and counts the message; a stored
-//!   message is durable when the call returns (with `Durability::Full`).
+//! - `create_message` moves the session's `updated_at` to now (the file backend: to the message's
+//!   `created_at`, which the hub sets to now; never backwards) and counts the message; a stored
+//!   message is durable when the call returns (with `Durability::Full`). The session's own record
+//!   may follow at `flush_session` (the file backend), but every read of the same store sees it
+//!   at once, and another store on the same data sees it recomputed from the messages.
 //! - `list_messages` is ordered by numeric id; `list_sessions` by `updated_at`, newest first
 //!   (ties: larger id first). `list_messages_before` is the newest end of `list_messages` below an
 //!   id, in the same order; `session_info` is the session's `list_sessions` entry.
@@ -129,6 +132,16 @@ pub trait SessionStore: Send + Sync {
         let skip = messages.len().saturating_sub(limit);
         messages.drain(..skip);
         Ok(messages)
+    }
+
+    /// Writes durably what the backend keeps about a session beside its messages and defers
+    /// while a turn runs: the file backend's `session.json` (message count, `updated_at`) and its
+    /// listing index line. The hub calls it once per turn; other backends write it with each
+    /// message, and this default does nothing. Until it runs, this store shows the current values,
+    /// and a crash loses only what the next open recomputes from the message files.
+    fn flush_session(&self, session_id: &str) -> Result<(), SessionError> {
+        let _ = session_id;
+        Ok(())
     }
 
     /// Appends one agent event (a JSON object) to the session's event log.

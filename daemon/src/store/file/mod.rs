@@ -17,9 +17,11 @@
 //! Invariants: the disk rules of [`fsutil`] (0700/0600, no symlink followed, records visible only
 //! complete, fsync with `Durability::Full`); nothing is deleted but the store's own stale temporary
 //! files; a message file is created once and only replaced to add its redaction. The message files
-//! are the truth: an append writes the message, then the index line, then `session.json`
-//! (`updated_at`, `message_count`), so a crash in between leaves `session.json` one short (and the
-//! index no further behind than it). Each session is reconciled once per process before it is
+//! are the truth: an append writes the message durably and keeps the session's new
+//! `updated_at` (the message's time) and `message_count` in memory, where every read of this store
+//! sees them; `flush_session` (once per turn) writes the index line, then `session.json`. So a
+//! crash leaves `session.json` behind its message files (and the index no further behind than it),
+//! by as many messages as the turn had stored. Each session is reconciled once per process before it is
 //! read, listed or written (see [`reconcile`]): its stale temporary files are removed, and a
 //! `message_count` that differs from its message files is set to their number (with `updated_at`
 //! moved to the newest message) in the index and `session.json`. One process writes a session at
@@ -37,7 +39,8 @@ mod layout;
 mod read;
 mod reconcile;
 
-use std::collections::HashSet;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -49,7 +52,7 @@ use crate::store::checked_store::CheckedStore;
 use crate::store::contract::{Durability, NewSession};
 use crate::store::meta::SessionMeta;
 use crate::store::records::{
-    FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, check_version, now_utc,
+    FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, check_version,
 };
 use crate::store::store_error::SessionError;
 
@@ -76,6 +79,9 @@ pub struct FileBackend {
     durability: Durability,
     /// The listing index; its lock also serializes read-modify-write of `session.json`.
     index: Mutex<ListingIndex>,
+    /// `session.json` of the sessions with messages appended since their last flush, as it will
+    /// be written (taken after the index lock when both are held).
+    deferred: Mutex<HashMap<String, SessionFile>>,
     /// The sessions reconciled with their files by this process (or created by it); its lock is
     /// held through a reconciliation, so one runs once and before any write of this process.
     reconciled: Mutex<HashSet<String>>,
@@ -102,6 +108,7 @@ impl FileBackend {
         }
         Ok(Self {
             index: Mutex::new(ListingIndex::new(&root, durability)),
+            deferred: Mutex::new(HashMap::new()),
             reconciled: Mutex::new(HashSet::new()),
             root,
             durability,
@@ -111,6 +118,16 @@ impl FileBackend {
     fn lock_index(&self) -> MutexGuard<'_, ListingIndex> {
         // A panic elsewhere leaves the index file as consistent as a crash would.
         self.index.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_deferred(&self) -> MutexGuard<'_, HashMap<String, SessionFile>> {
+        // Each entry is whole: it is replaced in one step under the lock.
+        self.deferred.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The session's record and counter as this process last wrote them, if not yet flushed.
+    fn deferred(&self, session_id: &str) -> Option<SessionFile> {
+        self.lock_deferred().get(session_id).cloned()
     }
 
     fn session_dir(&self, session_id: &str) -> Result<Option<PathBuf>, SessionError> {
@@ -194,6 +211,19 @@ impl FileBackend {
     }
 }
 
+/// A store going away writes what it deferred (a hub stopping between turns leaves nothing
+/// for the next start to repair); a failure is logged, and the next open reconciles.
+impl Drop for FileBackend {
+    fn drop(&mut self) {
+        let ids: Vec<String> = self.lock_deferred().keys().cloned().collect();
+        for id in ids {
+            if let Err(err) = self.flush_session(&id) {
+                tracing::warn!(session_id = %id, %err, "cannot write a session's record on close");
+            }
+        }
+    }
+}
+
 impl StoreBackend for FileBackend {
     fn backend_name(&self) -> &'static str {
         "file"
@@ -232,6 +262,9 @@ impl StoreBackend for FileBackend {
     }
 
     fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError> {
+        if let Some(file) = self.deferred(session_id) {
+            return Ok(Some(file.session));
+        }
         let Some(dir) = self.session_dir(session_id)? else {
             return Ok(None);
         };
@@ -315,32 +348,48 @@ impl StoreBackend for FileBackend {
                 message_id: message.message_id,
             });
         }
-        {
-            let mut index = self.lock_index();
-            let mut file = self
-                .read_session_file(&session_dir)?
-                .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))?;
-            file.session.updated_at = now_utc().max(file.session.updated_at);
-            // Saturating: a damaged count (or id) at the top of the range must not overflow.
-            file.message_count = file
-                .message_count
-                .saturating_add(1)
-                .max(message.message_id.saturating_add(1));
-            // The index line before `session.json`: a crash between them leaves `session.json`
-            // behind its message files, which the next reconciliation sees, never the index alone.
-            index.record(&index_entry(&file))?;
-            TempFile::write(
-                &session_dir,
-                SESSION_FILE,
-                &to_json(&file)?,
-                self.durability,
-            )?
-            .replace(&session_dir.join(SESSION_FILE))?;
-        }
-        // Both directory fsyncs after both renames: on journaling file systems the second is
-        // usually free.
+        // The message is durable once its name is; the session's count and time wait in memory
+        // for `flush_session` (a crash before it leaves `session.json` behind its message files,
+        // which the next reconciliation repairs to the same values).
         sync_dir(&messages, self.durability)?;
-        sync_dir(&session_dir, self.durability)
+        let _index = self.lock_index();
+        let mut deferred = self.lock_deferred();
+        let file = match deferred.entry(session_id.to_owned()) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => entry.insert(
+                self.read_session_file(&session_dir)?
+                    .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))?,
+            ),
+        };
+        // The time a reconciliation would give: the newest message's, never backwards.
+        file.session.updated_at = file.session.updated_at.max(message.created_at);
+        // Saturating: a damaged count (or id) at the top of the range must not overflow.
+        file.message_count = file
+            .message_count
+            .saturating_add(1)
+            .max(message.message_id.saturating_add(1));
+        Ok(())
+    }
+
+    /// The index line, then `session.json`, then the directory: a crash between them leaves
+    /// `session.json` behind its message files, which the next reconciliation sees, never the
+    /// index alone. The deferred values stay in memory until they are on disk.
+    fn flush_session(&self, session_id: &str) -> Result<(), SessionError> {
+        let mut index = self.lock_index();
+        let Some(file) = self.lock_deferred().get(session_id).map(SessionFile::clone) else {
+            return Ok(());
+        };
+        let session_dir = self.root.join(session_id);
+        index.record(&index_entry(&file))?;
+        replace(
+            &session_dir,
+            SESSION_FILE,
+            &to_json(&file)?,
+            self.durability,
+        )?;
+        // No append can run in between: appends take the index lock first.
+        self.lock_deferred().remove(session_id);
+        Ok(())
     }
 
     fn read_message(
@@ -411,12 +460,22 @@ impl StoreBackend for FileBackend {
     /// [`reconcile`]).
     fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
         let mut sessions = self.reconciled_listing()?;
+        let deferred = self.lock_deferred();
+        for info in &mut sessions {
+            if let Some(file) = deferred.get(&info.session_id) {
+                *info = index_entry(file).info();
+            }
+        }
+        drop(deferred);
         sort_sessions(&mut sessions);
         Ok(sessions)
     }
 
     /// `session.json`'s record and counter, reconciled with the message files first.
     fn session_info(&self, session_id: &str) -> Result<Option<SessionInfo>, SessionError> {
+        if let Some(file) = self.deferred(session_id) {
+            return Ok(Some(index_entry(&file).info()));
+        }
         let Some(dir) = self.session_dir(session_id)? else {
             return Ok(None);
         };
