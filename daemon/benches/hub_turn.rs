@@ -1,7 +1,8 @@
 //! Turn latency through the hub with the fake (demo) model, on the durable `file` and `sqlite`
 //! session stores: over the Unix socket against the real `taud` binary, and in-process through the
 //! hub core (no gRPC). A text turn ("hello") and a tool turn ("what time is it", `current_time`,
-//! tier 0). Prints p50/p99 per store, path and kind.
+//! tier 0). Prints p50/p99 per store, path and kind, after the disk's floor measured in the same
+//! run (an atomic small-file write; an append with fsync).
 //!
 //! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS]` (default 300).
 
@@ -42,6 +43,47 @@ fn report(label: &str, mut samples: Vec<Duration>) {
         percentile(&samples, 0.50).as_secs_f64() * 1e3,
         percentile(&samples, 0.99).as_secs_f64() * 1e3,
     );
+}
+
+// ---- the disk's floor ---------------------------------------------------------------------
+
+/// What the disk under the temporary directory allows, measured in the same run: an atomic
+/// durable write of a small file (temporary file, fsync, rename, directory fsync) and an append
+/// with fsync. A durable text turn stores two messages, so its floor is about two atomic writes.
+fn disk_floor(iterations: usize) -> BenchResult<()> {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir()?;
+    let record = vec![b'x'; 600];
+    let sync_dir = || std::fs::File::open(dir.path())?.sync_all();
+    let mut atomic = Vec::with_capacity(iterations);
+    for i in 0..WARMUP + iterations {
+        let started = Instant::now();
+        let temp = dir.path().join(format!(".record.{i}.tmp"));
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(&record)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, dir.path().join("record.json"))?;
+        sync_dir()?;
+        if i >= WARMUP {
+            atomic.push(started.elapsed());
+        }
+    }
+    report("floor: atomic small write", atomic);
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.path().join("log.jsonl"))?;
+    let mut append = Vec::with_capacity(iterations);
+    for i in 0..WARMUP + iterations {
+        let started = Instant::now();
+        log.write_all(&record)?;
+        log.sync_data()?;
+        if i >= WARMUP {
+            append.push(started.elapsed());
+        }
+    }
+    report("floor: append + fsync", append);
+    Ok(())
 }
 
 // ---- in-process ---------------------------------------------------------------------------
@@ -123,6 +165,7 @@ fn main() -> BenchResult<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    disk_floor(iterations)?;
     for backend in ["file", "sqlite"] {
         let hub = SoakHub::start_plain(std::path::Path::new(env!("CARGO_BIN_EXE_taud")), backend)?;
         runtime.block_on(async {
