@@ -2,7 +2,8 @@
 //! session stores: over the Unix socket against the real `taud` binary, and in-process through the
 //! hub core (no gRPC). A text turn ("hello") and a tool turn ("what time is it", `current_time`,
 //! tier 0). Prints p50/p99 per store, path and kind, after the disk's floor measured in the same
-//! run (an atomic small-file write; an append with fsync).
+//! run (an atomic small-file write; an append with fsync), and the text turns per second of ten
+//! busy sessions in one hub next to one.
 //!
 //! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS]` (default 300).
 
@@ -137,6 +138,53 @@ async fn in_process(core: &HubCore, text: &str, iterations: usize) -> BenchResul
     Ok(samples)
 }
 
+/// Text turns per second through one hub core: `sessions` sessions, each running `turns` turns
+/// one after another, all sessions at once.
+async fn throughput(core: &HubCore, sessions: usize, turns: usize) -> BenchResult<f64> {
+    let mut ids = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        let opened = core
+            .open_session(OpenTarget::New, None, "bench", None)
+            .await?;
+        ids.push(opened.session.session_id);
+    }
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for id in ids {
+        let core = core.clone();
+        tasks.spawn(async move {
+            for _ in 0..turns {
+                let mut stream = core
+                    .start_turn(StartTurn {
+                        session_id: id.clone(),
+                        text: TEXT.to_owned(),
+                        channel: "bench".into(),
+                        idempotency_key: String::new(),
+                    })
+                    .await?;
+                while stream.next().await?.is_some() {}
+            }
+            BenchResult::Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    Ok((sessions * turns) as f64 / started.elapsed().as_secs_f64())
+}
+
+async fn report_throughput(core: &HubCore, backend: &str, iterations: usize) -> BenchResult<()> {
+    let per_session = (iterations / 10).clamp(TURNS_PER_SESSION, 100);
+    let one = throughput(core, 1, per_session * 3).await?;
+    let ten = throughput(core, 10, per_session).await?;
+    println!(
+        "{:<28} 1 session {one:>7.0} turns/s, 10 sessions {ten:>7.0} turns/s ({:.2}x)",
+        format!("{backend} in-process parallel"),
+        ten / one
+    );
+    Ok(())
+}
+
 // ---- over the Unix socket (the real taud, driven like the soak benchmark) -----------------
 
 async fn over_socket(hub: &SoakHub, text: &str, iterations: usize) -> BenchResult<Vec<Duration>> {
@@ -183,6 +231,7 @@ fn main() -> BenchResult<()> {
             report(&format!("{backend} in-process text"), text);
             let tool = in_process(&core, TOOL, iterations).await?;
             report(&format!("{backend} in-process tool"), tool);
+            report_throughput(&core, backend, iterations).await?;
             core.shutdown().await;
             BenchResult::Ok(())
         })?;

@@ -529,4 +529,5 @@ contract_suite!(
     pages_are_read_from_the_newest_end_with_a_cursor,
     a_page_needs_its_session_and_agent,
     session_info_counts_without_reading_messages,
+    flushes_beside_appends_keep_every_count,
 );

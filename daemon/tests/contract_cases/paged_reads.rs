@@ -137,3 +137,43 @@ pub fn session_info_counts_without_reading_messages(h: &Harness) {
     assert_eq!(listed.iter().find(|s| s.session_id == id), Some(&info));
     assert_eq!(h.reopen().session_info(&id).unwrap(), Some(info));
 }
+
+/// Appends and flushes from many threads at once, a stray flush of every session among them: each
+/// session ends with its own count, on this store and on a store opened afterwards.
+pub fn flushes_beside_appends_keep_every_count(h: &Harness) {
+    const SESSIONS: usize = 4;
+    const MESSAGES: u64 = 20;
+    let ids: Vec<String> = (0..SESSIONS).map(|_| h.session_with_agent()).collect();
+    let store = h.store.as_ref();
+    std::thread::scope(|scope| {
+        for id in &ids {
+            scope.spawn(move || {
+                for n in 0..MESSAGES {
+                    store
+                        .create_message(id, "tau", &user_message(n, "q"))
+                        .unwrap();
+                    if n % 2 == 1 {
+                        store.flush_session(id).unwrap();
+                    }
+                }
+            });
+        }
+        scope.spawn(|| {
+            for _ in 0..50 {
+                for id in &ids {
+                    store.flush_session(id).unwrap();
+                }
+            }
+        });
+    });
+    for id in &ids {
+        assert_eq!(
+            store.session_info(id).unwrap().unwrap().message_count,
+            MESSAGES
+        );
+    }
+    let reopened = h.reopen();
+    for info in reopened.list_sessions().unwrap() {
+        assert_eq!(info.message_count, MESSAGES, "{}", info.session_id);
+    }
+}

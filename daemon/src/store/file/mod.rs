@@ -27,8 +27,9 @@
 //! moved to the newest message) in the index and `session.json`. One process writes a session at
 //! a time (the hub runs one agent per session, and one hub owns the data directory), and this
 //! process reconciles a session before its first write to it, so no temporary file removed is in
-//! use; within this process `session.json` updates and index appends are serialized by one lock
-//! (taken after the reconciliation lock when both are held). A session created whole
+//! use; within this process index appends and reconciliation's `session.json` updates are
+//! serialized by one lock (taken after the reconciliation lock when both are held), and a
+//! session's deferred record by its `flushing` mark. A session created whole
 //! (`create_complete_session`, a compaction) gets every other file before its `session.json`, so
 //! it is seen complete or not at all.
 
@@ -70,6 +71,12 @@ fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, SessionError> {
     serde_json::to_vec_pretty(value).map_err(|err| SessionError::corrupt("record", err))
 }
 
+/// A session's `session.json` waiting for its flush, and whether a flush is writing it.
+struct Deferred {
+    file: SessionFile,
+    flushing: bool,
+}
+
 /// Sessions as directories of JSON files, under the contract's checks.
 pub type FileSessionStore = CheckedStore<FileBackend>;
 
@@ -80,8 +87,8 @@ pub struct FileBackend {
     /// The listing index; its lock also serializes read-modify-write of `session.json`.
     index: Mutex<ListingIndex>,
     /// `session.json` of the sessions with messages appended since their last flush, as it will
-    /// be written (taken after the index lock when both are held).
-    deferred: Mutex<HashMap<String, SessionFile>>,
+    /// be written. Never held while another of the store's locks is taken.
+    deferred: Mutex<HashMap<String, Deferred>>,
     /// The sessions reconciled with their files by this process (or created by it); its lock is
     /// held through a reconciliation, so one runs once and before any write of this process.
     reconciled: Mutex<HashSet<String>>,
@@ -120,14 +127,16 @@ impl FileBackend {
         self.index.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn lock_deferred(&self) -> MutexGuard<'_, HashMap<String, SessionFile>> {
+    fn lock_deferred(&self) -> MutexGuard<'_, HashMap<String, Deferred>> {
         // Each entry is whole: it is replaced in one step under the lock.
         self.deferred.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The session's record and counter as this process last wrote them, if not yet flushed.
     fn deferred(&self, session_id: &str) -> Option<SessionFile> {
-        self.lock_deferred().get(session_id).cloned()
+        self.lock_deferred()
+            .get(session_id)
+            .map(|entry| entry.file.clone())
     }
 
     fn session_dir(&self, session_id: &str) -> Result<Option<PathBuf>, SessionError> {
@@ -352,14 +361,20 @@ impl StoreBackend for FileBackend {
         // for `flush_session` (a crash before it leaves `session.json` behind its message files,
         // which the next reconciliation repairs to the same values).
         sync_dir(&messages, self.durability)?;
-        let _index = self.lock_index();
         let mut deferred = self.lock_deferred();
         let file = match deferred.entry(session_id.to_owned()) {
-            Entry::Occupied(entry) => entry.into_mut(),
-            Entry::Vacant(entry) => entry.insert(
-                self.read_session_file(&session_dir)?
-                    .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))?,
-            ),
+            Entry::Occupied(entry) => &mut entry.into_mut().file,
+            Entry::Vacant(entry) => {
+                let file = self
+                    .read_session_file(&session_dir)?
+                    .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))?;
+                &mut entry
+                    .insert(Deferred {
+                        file,
+                        flushing: false,
+                    })
+                    .file
+            }
         };
         // The time a reconciliation would give: the newest message's, never backwards.
         file.session.updated_at = file.session.updated_at.max(message.created_at);
@@ -374,22 +389,42 @@ impl StoreBackend for FileBackend {
     /// The index line, then `session.json`, then the directory: a crash between them leaves
     /// `session.json` behind its message files, which the next reconciliation sees, never the
     /// index alone. The deferred values stay in memory until they are on disk.
+    ///
+    /// Flushes of different sessions run in parallel (the index lock is held for the index
+    /// append only); a second flush of a session while one runs returns at once, and whatever
+    /// the running one did not write stays deferred for the next.
     fn flush_session(&self, session_id: &str) -> Result<(), SessionError> {
-        let mut index = self.lock_index();
-        let Some(file) = self.lock_deferred().get(session_id).map(SessionFile::clone) else {
-            return Ok(());
+        let file = {
+            let mut deferred = self.lock_deferred();
+            match deferred.get_mut(session_id) {
+                Some(entry) if !entry.flushing => {
+                    entry.flushing = true;
+                    entry.file.clone()
+                }
+                _ => return Ok(()),
+            }
         };
         let session_dir = self.root.join(session_id);
-        index.record(&index_entry(&file))?;
-        replace(
-            &session_dir,
-            SESSION_FILE,
-            &to_json(&file)?,
-            self.durability,
-        )?;
-        // No append can run in between: appends take the index lock first.
-        self.lock_deferred().remove(session_id);
-        Ok(())
+        let written = self
+            .lock_index()
+            .record(&index_entry(&file))
+            .and_then(|()| {
+                replace(
+                    &session_dir,
+                    SESSION_FILE,
+                    &to_json(&file)?,
+                    self.durability,
+                )
+            });
+        let mut deferred = self.lock_deferred();
+        if let Some(entry) = deferred.get_mut(session_id) {
+            if written.is_ok() && entry.file == file {
+                deferred.remove(session_id);
+            } else {
+                entry.flushing = false;
+            }
+        }
+        written
     }
 
     fn read_message(
@@ -462,8 +497,8 @@ impl StoreBackend for FileBackend {
         let mut sessions = self.reconciled_listing()?;
         let deferred = self.lock_deferred();
         for info in &mut sessions {
-            if let Some(file) = deferred.get(&info.session_id) {
-                *info = index_entry(file).info();
+            if let Some(entry) = deferred.get(&info.session_id) {
+                *info = index_entry(&entry.file).info();
             }
         }
         drop(deferred);
