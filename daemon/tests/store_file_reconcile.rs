@@ -148,6 +148,28 @@ fn a_crash_before_the_turn_flush_loses_no_count() {
     assert_eq!(listed_count(&reopened, &id), 7);
 }
 
+/// The flush's index line is not fsynced: a power cut may lose it while `session.json` stays.
+/// The next process's first listing finds the index behind and records the session again.
+#[test]
+fn an_index_line_lost_after_the_flush_is_recorded_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, session_dir) = crashed_after_the_message_file(dir.path(), 1);
+    let store = open(dir.path());
+    store.read_session(&id).unwrap();
+    let index = fs::read(dir.path().join("sessions").join(INDEX)).unwrap();
+    store
+        .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "flushed"))
+        .unwrap();
+    store.flush_session(&id).unwrap();
+    assert_eq!(stored_count(&session_dir), 3);
+    std::mem::forget(store);
+    fs::write(dir.path().join("sessions").join(INDEX), index).unwrap();
+    assert_eq!(index_count(dir.path(), &id), 2, "the line was not lost");
+    let reopened = open(dir.path());
+    assert_eq!(listed_count(&reopened, &id), 3);
+    assert_eq!(index_count(dir.path(), &id), 3);
+}
+
 /// A store that closes between turns writes what it deferred.
 #[test]
 fn closing_the_store_writes_the_deferred_record() {

@@ -33,6 +33,7 @@
 //! (`create_complete_session`, a compaction) gets every other file before its `session.json`, so
 //! it is seen complete or not at all.
 
+mod deferred_record;
 mod fsutil;
 mod index;
 mod jsonl;
@@ -57,6 +58,7 @@ use crate::store::records::{
 };
 use crate::store::store_error::SessionError;
 
+use deferred_record::Deferred;
 use fsutil::{
     TempFile, create_new, existing_dir, make_dir, make_root, read_json, replace, sync_dir,
 };
@@ -69,12 +71,6 @@ use read::{message_ids, read_messages};
 
 fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, SessionError> {
     serde_json::to_vec_pretty(value).map_err(|err| SessionError::corrupt("record", err))
-}
-
-/// A session's `session.json` waiting for its flush, and whether a flush is writing it.
-struct Deferred {
-    file: SessionFile,
-    flushing: bool,
 }
 
 /// Sessions as directories of JSON files, under the contract's checks.
@@ -125,18 +121,6 @@ impl FileBackend {
     fn lock_index(&self) -> MutexGuard<'_, ListingIndex> {
         // A panic elsewhere leaves the index file as consistent as a crash would.
         self.index.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn lock_deferred(&self) -> MutexGuard<'_, HashMap<String, Deferred>> {
-        // Each entry is whole: it is replaced in one step under the lock.
-        self.deferred.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The session's record and counter as this process last wrote them, if not yet flushed.
-    fn deferred(&self, session_id: &str) -> Option<SessionFile> {
-        self.lock_deferred()
-            .get(session_id)
-            .map(|entry| entry.file.clone())
     }
 
     fn session_dir(&self, session_id: &str) -> Result<Option<PathBuf>, SessionError> {
@@ -217,19 +201,6 @@ impl FileBackend {
         };
         check_message_id(path, &record, message_id)?;
         Ok(Some(record))
-    }
-}
-
-/// A store going away writes what it deferred (a hub stopping between turns leaves nothing
-/// for the next start to repair); a failure is logged, and the next open reconciles.
-impl Drop for FileBackend {
-    fn drop(&mut self) {
-        let ids: Vec<String> = self.lock_deferred().keys().cloned().collect();
-        for id in ids {
-            if let Err(err) = self.flush_session(&id) {
-                tracing::warn!(session_id = %id, %err, "cannot write a session's record on close");
-            }
-        }
     }
 }
 
@@ -386,45 +357,8 @@ impl StoreBackend for FileBackend {
         Ok(())
     }
 
-    /// The index line, then `session.json`, then the directory: a crash between them leaves
-    /// `session.json` behind its message files, which the next reconciliation sees, never the
-    /// index alone. The deferred values stay in memory until they are on disk.
-    ///
-    /// Flushes of different sessions run in parallel (the index lock is held for the index
-    /// append only); a second flush of a session while one runs returns at once, and whatever
-    /// the running one did not write stays deferred for the next.
     fn flush_session(&self, session_id: &str) -> Result<(), SessionError> {
-        let file = {
-            let mut deferred = self.lock_deferred();
-            match deferred.get_mut(session_id) {
-                Some(entry) if !entry.flushing => {
-                    entry.flushing = true;
-                    entry.file.clone()
-                }
-                _ => return Ok(()),
-            }
-        };
-        let session_dir = self.root.join(session_id);
-        let written = self
-            .lock_index()
-            .record(&index_entry(&file))
-            .and_then(|()| {
-                replace(
-                    &session_dir,
-                    SESSION_FILE,
-                    &to_json(&file)?,
-                    self.durability,
-                )
-            });
-        let mut deferred = self.lock_deferred();
-        if let Some(entry) = deferred.get_mut(session_id) {
-            if written.is_ok() && entry.file == file {
-                deferred.remove(session_id);
-            } else {
-                entry.flushing = false;
-            }
-        }
-        written
+        self.flush_deferred(session_id)
     }
 
     fn read_message(
