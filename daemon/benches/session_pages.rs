@@ -3,6 +3,7 @@
 //! events for approvals left pending because no approval scan mark exists yet, and a later start
 //! with the mark), and `GetSession` over the Unix socket on a 10,000-message session: the newest
 //! 100 messages (a page), the summary only, and the whole session for comparison. Prints p50/p99.
+//! Then taud's resident memory with 100 sessions of 200 messages open at once.
 //!
 //! Run: `cargo bench -p taud --bench session_pages [-- SESSIONS]` (default 10000). Seeding writes
 //! without fsync; the hub under test runs with its normal durable store.
@@ -25,6 +26,9 @@ use tonic::transport::{Channel, Endpoint, Uri};
 const LONG_SESSION: u64 = 10_000;
 const PAGE: u32 = 100;
 const ITERATIONS: usize = 200;
+/// The memory part: this many sessions of this many messages, all open at once.
+const OPEN_SESSIONS: usize = 100;
+const OPEN_MESSAGES: u64 = 200;
 const DEADLINE: Duration = Duration::from_secs(120);
 
 struct Killed(Child);
@@ -100,6 +104,18 @@ impl Install {
 
     /// `sessions` short sessions and one of [`LONG_SESSION`] messages; returns the long one's id.
     fn seed(&self, backend: &str, sessions: usize) -> anyhow::Result<String> {
+        let mut ids = self.seed_sessions(backend, sessions, 2)?;
+        ids.extend(self.seed_sessions(backend, 1, LONG_SESSION)?);
+        ids.pop().context("no session was made")
+    }
+
+    /// `sessions` sessions of `messages` messages each; returns their ids.
+    fn seed_sessions(
+        &self,
+        backend: &str,
+        sessions: usize,
+        messages: u64,
+    ) -> anyhow::Result<Vec<String>> {
         let config = SessionStoreConfig {
             sessions_dir: self.data.join("sessions"),
             sqlite_path: self.data.join("sessions.db"),
@@ -130,10 +146,7 @@ impl Install {
                 meta,
             )?)
         };
-        for _ in 0..sessions {
-            session(2)?;
-        }
-        session(LONG_SESSION)
+        (0..sessions).map(|_| session(messages)).collect()
     }
 }
 
@@ -264,6 +277,54 @@ fn bench(backend: &str, sessions: usize) -> anyhow::Result<()> {
     })
 }
 
+fn vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .context("no VmRSS in /proc/<pid>/status")
+}
+
+/// taud's resident memory with [`OPEN_SESSIONS`] sessions of [`OPEN_MESSAGES`] messages open
+/// (each with its agent restored), next to the same hub idle.
+fn open_sessions_rss(backend: &str) -> anyhow::Result<()> {
+    let install = Install::new(backend)?;
+    let ids = install.seed_sessions(backend, OPEN_SESSIONS, OPEN_MESSAGES)?;
+    let (hub, _, _) = install.start()?;
+    let pid = hub.0.id();
+    let idle = vm_rss_kib(pid)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let open = runtime.block_on(async {
+        let mut client = connect(install.data.join("hub/taud.sock")).await?;
+        for id in &ids {
+            client
+                .open_session(pb::OpenSessionRequest {
+                    target: Some(pb::open_session_request::Target::SessionId(id.clone())),
+                    channel: "bench".into(),
+                    ..Default::default()
+                })
+                .await?;
+        }
+        let status = client
+            .get_status(pb::GetStatusRequest {})
+            .await?
+            .into_inner();
+        anyhow::Ok(status.sessions_open)
+    })?;
+    let loaded = vm_rss_kib(pid)?;
+    println!(
+        "{backend} taud RSS: idle {:.1} MiB, {open} sessions of {OPEN_MESSAGES} messages open {:.1} MiB",
+        idle as f64 / 1024.0,
+        loaded as f64 / 1024.0
+    );
+    drop(hub);
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     let sessions: usize = std::env::args()
         .skip(1)
@@ -279,6 +340,7 @@ fn main() -> anyhow::Result<()> {
     );
     for backend in ["file", "sqlite"] {
         bench(backend, sessions)?;
+        open_sessions_rss(backend)?;
     }
     Ok(())
 }
