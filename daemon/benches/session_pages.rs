@@ -102,6 +102,21 @@ impl Install {
         }
     }
 
+    /// Waits for the hub's Unix socket (it may come up just after `/health`) and connects.
+    async fn client(&self) -> anyhow::Result<TauClient<Channel>> {
+        let socket = self.data.join("hub/taud.sock");
+        let started = Instant::now();
+        loop {
+            match connect(socket.clone()).await {
+                Ok(client) => return Ok(client),
+                Err(err) if started.elapsed() > DEADLINE => {
+                    return Err(err).context("connecting to the hub's socket");
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+            }
+        }
+    }
+
     /// `sessions` short sessions and one of [`LONG_SESSION`] messages; returns the long one's id.
     fn seed(&self, backend: &str, sessions: usize) -> anyhow::Result<String> {
         let mut ids = self.seed_sessions(backend, sessions, 2)?;
@@ -239,9 +254,7 @@ fn bench(backend: &str, sessions: usize) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let mut client = connect(install.data.join("hub/taud.sock"))
-            .await
-            .context("connecting to the hub's socket")?;
+        let mut client = install.client().await?;
         let page = pb::GetSessionRequest {
             session_id: long.clone(),
             page: Some(pb::MessagePage {
@@ -299,7 +312,7 @@ fn open_sessions_rss(backend: &str) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let open = runtime.block_on(async {
-        let mut client = connect(install.data.join("hub/taud.sock")).await?;
+        let mut client = install.client().await?;
         for id in &ids {
             client
                 .open_session(pb::OpenSessionRequest {
