@@ -1,7 +1,9 @@
 //! Turn latency through the hub with the fake (demo) model, on the durable `file` and `sqlite`
 //! session stores: over the Unix socket against the real `taud` binary, and in-process through the
 //! hub core (no gRPC). A text turn ("hello") and a tool turn ("what time is it", `current_time`,
-//! tier 0). Prints p50/p99 per store, path and kind.
+//! tier 0). Prints p50/p99 per store, path and kind, after the disk's floor measured in the same
+//! run (an atomic small-file write; an append with fsync), and the text turns per second of ten
+//! busy sessions in one hub next to one.
 //!
 //! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS]` (default 300).
 
@@ -42,6 +44,47 @@ fn report(label: &str, mut samples: Vec<Duration>) {
         percentile(&samples, 0.50).as_secs_f64() * 1e3,
         percentile(&samples, 0.99).as_secs_f64() * 1e3,
     );
+}
+
+// ---- the disk's floor ---------------------------------------------------------------------
+
+/// What the disk under the temporary directory allows, measured in the same run: an atomic
+/// durable write of a small file (temporary file, fsync, rename, directory fsync) and an append
+/// with fsync. A durable text turn stores two messages, so its floor is about two atomic writes.
+fn disk_floor(iterations: usize) -> BenchResult<()> {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir()?;
+    let record = vec![b'x'; 600];
+    let sync_dir = || std::fs::File::open(dir.path())?.sync_all();
+    let mut atomic = Vec::with_capacity(iterations);
+    for i in 0..WARMUP + iterations {
+        let started = Instant::now();
+        let temp = dir.path().join(format!(".record.{i}.tmp"));
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(&record)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, dir.path().join("record.json"))?;
+        sync_dir()?;
+        if i >= WARMUP {
+            atomic.push(started.elapsed());
+        }
+    }
+    report("floor: atomic small write", atomic);
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.path().join("log.jsonl"))?;
+    let mut append = Vec::with_capacity(iterations);
+    for i in 0..WARMUP + iterations {
+        let started = Instant::now();
+        log.write_all(&record)?;
+        log.sync_data()?;
+        if i >= WARMUP {
+            append.push(started.elapsed());
+        }
+    }
+    report("floor: append + fsync", append);
+    Ok(())
 }
 
 // ---- in-process ---------------------------------------------------------------------------
@@ -95,6 +138,53 @@ async fn in_process(core: &HubCore, text: &str, iterations: usize) -> BenchResul
     Ok(samples)
 }
 
+/// Text turns per second through one hub core: `sessions` sessions, each running `turns` turns
+/// one after another, all sessions at once.
+async fn throughput(core: &HubCore, sessions: usize, turns: usize) -> BenchResult<f64> {
+    let mut ids = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        let opened = core
+            .open_session(OpenTarget::New, None, "bench", None)
+            .await?;
+        ids.push(opened.session.session_id);
+    }
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for id in ids {
+        let core = core.clone();
+        tasks.spawn(async move {
+            for _ in 0..turns {
+                let mut stream = core
+                    .start_turn(StartTurn {
+                        session_id: id.clone(),
+                        text: TEXT.to_owned(),
+                        channel: "bench".into(),
+                        idempotency_key: String::new(),
+                    })
+                    .await?;
+                while stream.next().await?.is_some() {}
+            }
+            BenchResult::Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    Ok((sessions * turns) as f64 / started.elapsed().as_secs_f64())
+}
+
+async fn report_throughput(core: &HubCore, backend: &str, iterations: usize) -> BenchResult<()> {
+    let per_session = (iterations / 10).clamp(TURNS_PER_SESSION, 100);
+    let one = throughput(core, 1, per_session * 3).await?;
+    let ten = throughput(core, 10, per_session).await?;
+    println!(
+        "{:<28} 1 session {one:>7.0} turns/s, 10 sessions {ten:>7.0} turns/s ({:.2}x)",
+        format!("{backend} in-process parallel"),
+        ten / one
+    );
+    Ok(())
+}
+
 // ---- over the Unix socket (the real taud, driven like the soak benchmark) -----------------
 
 async fn over_socket(hub: &SoakHub, text: &str, iterations: usize) -> BenchResult<Vec<Duration>> {
@@ -123,6 +213,7 @@ fn main() -> BenchResult<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    disk_floor(iterations)?;
     for backend in ["file", "sqlite"] {
         let hub = SoakHub::start_plain(std::path::Path::new(env!("CARGO_BIN_EXE_taud")), backend)?;
         runtime.block_on(async {
@@ -140,6 +231,7 @@ fn main() -> BenchResult<()> {
             report(&format!("{backend} in-process text"), text);
             let tool = in_process(&core, TOOL, iterations).await?;
             report(&format!("{backend} in-process tool"), tool);
+            report_throughput(&core, backend, iterations).await?;
             core.shutdown().await;
             BenchResult::Ok(())
         })?;

@@ -45,12 +45,38 @@ async fn text_and_tool_turns_over_the_unix_socket() {
         .get_session(pb::GetSessionRequest {
             session_id: id.clone(),
             include_messages: true,
+            ..Default::default()
         })
         .await
         .unwrap()
         .into_inner();
     assert_eq!(session.messages.len(), 6, "2 + 4 messages are stored");
+    assert_eq!(session.next_before_index, None, "no page, no cursor");
     assert_eq!(session.session.unwrap().title, "hello");
+    // By the page: newest first, each response naming the next (older) page.
+    let mut indexes = Vec::new();
+    let mut before = None;
+    loop {
+        let page = client
+            .get_session(pb::GetSessionRequest {
+                session_id: id.clone(),
+                page: Some(pb::MessagePage {
+                    size: 4,
+                    before_index: before,
+                }),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(page.session.unwrap().message_count, 6);
+        indexes.extend(page.messages.iter().map(|m| m.index));
+        before = page.next_before_index;
+        if before.is_none() {
+            break;
+        }
+    }
+    assert_eq!(indexes, [5, 4, 3, 2, 1, 0]);
     let status = client
         .get_status(pb::GetStatusRequest {})
         .await
@@ -213,6 +239,7 @@ async fn a_client_dropped_mid_turn_leaves_the_turn_stored_and_its_approval_rejec
         .get_session(pb::GetSessionRequest {
             session_id: id.clone(),
             include_messages: true,
+            ..Default::default()
         })
         .await
         .unwrap()

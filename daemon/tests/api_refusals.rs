@@ -33,6 +33,7 @@ async fn unknown_sessions_and_bad_requests_get_clear_statuses() {
         .get_session(pb::GetSessionRequest {
             session_id: unknown.into(),
             include_messages: false,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -152,6 +153,7 @@ async fn unknown_sessions_and_bad_requests_get_clear_statuses() {
         .get_session(pb::GetSessionRequest {
             session_id: id,
             include_messages: false,
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -158,6 +158,7 @@ async fn a_flood_of_silent_connections_under_1024_files_leaves_the_hub_serving()
         .get_session(pb::GetSessionRequest {
             session_id: id.clone(),
             include_messages: true,
+            ..Default::default()
         })
         .await
         .unwrap()

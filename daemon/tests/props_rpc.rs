@@ -411,6 +411,7 @@ async fn execute(client: &mut Client, known: &Known, call: &Call) -> Result<(), 
             .get_session(pb::GetSessionRequest {
                 session_id: r(id),
                 include_messages: *messages,
+                ..Default::default()
             })
             .await
             .map(drop),

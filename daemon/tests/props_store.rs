@@ -471,6 +471,7 @@ fn a_message_count_at_the_top_of_its_range_does_not_overflow_the_next_append() {
     let root = tmp.path().join("sessions");
     let store = FileSessionStore::open(&root, Durability::NoSync).unwrap();
     fill(&store);
+    store.flush_session(ID).unwrap();
     let path = root.join(ID).join("session.json");
     let mut record: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     record["message_count"] = Value::from(u64::MAX);

@@ -23,12 +23,15 @@ use taud::testing::StoreEventSink;
 mod event_cases;
 #[path = "contract_cases/image_records.rs"]
 mod image_cases;
+#[path = "contract_cases/paged_reads.rs"]
+mod paged_cases;
 
 mod cases {
     use super::*;
 
     pub use super::event_cases::*;
     pub use super::image_cases::*;
+    pub use super::paged_cases::*;
 
     pub fn sessions_are_created_once_and_read_back(h: &Harness) {
         let store = h.store.as_ref();
@@ -523,4 +526,8 @@ contract_suite!(
     resume_lists_recent_sessions_with_messages,
     stores_are_shared_between_threads,
     image_records_read_back_unchanged,
+    pages_are_read_from_the_newest_end_with_a_cursor,
+    a_page_needs_its_session_and_agent,
+    session_info_counts_without_reading_messages,
+    flushes_beside_appends_keep_every_count,
 );

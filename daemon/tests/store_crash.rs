@@ -14,6 +14,9 @@
 //! Every one must be 0. Each cycle resumes the same store after the previous kill. `cargo test`
 //! runs 10 cycles per backend; `TAU_KILL_CYCLES=40` (or any number) runs a longer loop.
 //!
+//! The writer flushes the session's record after every second message (a turn of two, as the hub
+//! does), so kills also land between a turn's messages and its flush, and inside the flush.
+//!
 //! The crash point: the parent waits for a random number of "stored" reports from the writer (no
 //! timing involved), then lets a random 0–2 ms pass so the kill lands anywhere in the next write.
 
@@ -101,6 +104,11 @@ fn writer(backend: &str, dir: &Path, session_id: &str) {
                 &json!({"type": "stored", "id": id, "body": body}),
             )
             .unwrap();
+        // A turn of two messages, then its flush, as the hub does: the kill lands before,
+        // inside or after a flush too.
+        if id % 2 == 1 {
+            store.flush_session(session_id).unwrap();
+        }
         writeln!(stdout, "{id}").unwrap();
         stdout.flush().unwrap();
     }

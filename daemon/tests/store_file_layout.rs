@@ -41,6 +41,7 @@ fn populated(dir: &Path) -> (FileSessionStore, String, PathBuf) {
     store
         .create_message(&id, "tau", &user_message(1, "again"))
         .unwrap();
+    store.flush_session(&id).unwrap();
     store.append_event(&id, &json!({"type": "turn"})).unwrap();
     store
         .write_meta(

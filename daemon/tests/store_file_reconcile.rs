@@ -46,6 +46,7 @@ fn crashed_after_the_message_file(dir: &Path, stored: u64) -> (String, PathBuf) 
             .create_message(&id, DEFAULT_AGENT_ID, &user_message(n, "before"))
             .unwrap();
     }
+    store.flush_session(&id).unwrap();
     let session_dir = dir.join("sessions").join(&id);
     let session_json = fs::read(session_dir.join("session.json")).unwrap();
     let index = fs::read(dir.join("sessions").join(INDEX)).unwrap();
@@ -53,6 +54,7 @@ fn crashed_after_the_message_file(dir: &Path, stored: u64) -> (String, PathBuf) 
     store
         .create_message(&id, DEFAULT_AGENT_ID, &user_message(stored, "the last"))
         .unwrap();
+    store.flush_session(&id).unwrap();
     fs::write(session_dir.join("session.json"), session_json).unwrap();
     fs::write(dir.join("sessions").join(INDEX), index).unwrap();
     (id, session_dir)
@@ -106,12 +108,81 @@ fn opening_a_session_sets_its_count_to_the_message_files_on_disk() {
         .unwrap();
     assert_eq!(session.updated_at, last.created_at);
     assert!(before["updated_at"].as_str().unwrap() < session.updated_at.to_string().as_str());
-    // The next append counts from there.
+    // The next append counts from there (on disk once flushed; at once for this store).
     store
         .create_message(&id, DEFAULT_AGENT_ID, &user_message(3, "after"))
         .unwrap();
+    assert_eq!(listed_count(&store, &id), 4);
+    assert_eq!(stored_count(&session_dir), 3);
+    store.flush_session(&id).unwrap();
     assert_eq!(stored_count(&session_dir), 4);
     assert_eq!(listed_count(&open(dir.path()), &id), 4);
+}
+
+/// A turn's messages are durable at once and its session's record follows at the flush: a
+/// crash before the flush (the store never closed) leaves a session the next open counts whole,
+/// with the values the running store showed.
+#[test]
+fn a_crash_before_the_turn_flush_loses_no_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, session_dir) = crashed_after_the_message_file(dir.path(), 2);
+    let store = open(dir.path());
+    store.read_session(&id).unwrap();
+    for n in 3..7 {
+        store
+            .create_message(&id, DEFAULT_AGENT_ID, &user_message(n, "unflushed"))
+            .unwrap();
+    }
+    let shown = store.read_session(&id).unwrap().unwrap();
+    let shown_info = store.session_info(&id).unwrap().unwrap();
+    assert_eq!(shown_info.message_count, 7);
+    assert_eq!(listed_count(&store, &id), 7);
+    assert_eq!(stored_count(&session_dir), 3, "nothing flushed yet");
+    // Killed: no flush, no close.
+    std::mem::forget(store);
+    let reopened = open(dir.path());
+    assert_eq!(reopened.read_session(&id).unwrap(), Some(shown));
+    assert_eq!(reopened.session_info(&id).unwrap(), Some(shown_info));
+    assert_eq!(stored_count(&session_dir), 7);
+    assert_eq!(index_count(dir.path(), &id), 7);
+    assert_eq!(listed_count(&reopened, &id), 7);
+}
+
+/// The flush's index line is not fsynced: a power cut may lose it while `session.json` stays.
+/// The next process's first listing finds the index behind and records the session again.
+#[test]
+fn an_index_line_lost_after_the_flush_is_recorded_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, session_dir) = crashed_after_the_message_file(dir.path(), 1);
+    let store = open(dir.path());
+    store.read_session(&id).unwrap();
+    let index = fs::read(dir.path().join("sessions").join(INDEX)).unwrap();
+    store
+        .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "flushed"))
+        .unwrap();
+    store.flush_session(&id).unwrap();
+    assert_eq!(stored_count(&session_dir), 3);
+    std::mem::forget(store);
+    fs::write(dir.path().join("sessions").join(INDEX), index).unwrap();
+    assert_eq!(index_count(dir.path(), &id), 2, "the line was not lost");
+    let reopened = open(dir.path());
+    assert_eq!(listed_count(&reopened, &id), 3);
+    assert_eq!(index_count(dir.path(), &id), 3);
+}
+
+/// A store that closes between turns writes what it deferred.
+#[test]
+fn closing_the_store_writes_the_deferred_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, session_dir) = crashed_after_the_message_file(dir.path(), 1);
+    let store = open(dir.path());
+    store
+        .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "unflushed"))
+        .unwrap();
+    assert_eq!(stored_count(&session_dir), 2);
+    drop(store);
+    assert_eq!(stored_count(&session_dir), 3);
+    assert_eq!(index_count(dir.path(), &id), 3);
 }
 
 #[test]

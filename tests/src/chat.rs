@@ -142,6 +142,7 @@ impl ChatSandbox {
                 .get_session(pb::GetSessionRequest {
                     session_id: id,
                     include_messages: true,
+                    ..Default::default()
                 })
                 .await?
                 .into_inner())

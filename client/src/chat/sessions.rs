@@ -175,6 +175,7 @@ async fn announce_resumed(chat: &mut Chat) {
     let request = pb::GetSessionRequest {
         session_id: chat.session_id().to_owned(),
         include_messages: true,
+        ..Default::default()
     };
     let detail = match call(
         &mut chat.interrupts,
@@ -242,6 +243,7 @@ pub async fn show(chat: &mut Chat) {
     let request = pb::GetSessionRequest {
         session_id: chat.session_id().to_owned(),
         include_messages: false,
+        ..Default::default()
     };
     match call(
         &mut chat.interrupts,
@@ -286,6 +288,7 @@ pub async fn compact(chat: &mut Chat, focus: &str) {
     let request = pb::GetSessionRequest {
         session_id: chat.session_id().to_owned(),
         include_messages: false,
+        ..Default::default()
     };
     let count = match call(
         &mut chat.interrupts,

@@ -169,6 +169,7 @@ async fn ask_hub(chat: &mut Chat) -> Result<HubAnswers, CallError> {
     let request = pb::GetSessionRequest {
         session_id: chat.session_id().to_owned(),
         include_messages: false,
+        ..Default::default()
     };
     let detail = answered(
         call(

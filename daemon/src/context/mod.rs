@@ -19,7 +19,7 @@ pub use compaction::{
     CompactRequest, CompactionError, CompactionOutcome, SEED_ACKNOWLEDGEMENT, compact_session,
     seed_messages,
 };
-pub use sliding::sliding_window_start;
+pub use sliding::{sliding_window_start, sliding_window_start_in_tail};
 pub use summarize::{
     WINDOW_SUMMARY_HEADER, Window, model_window, recorded_summary_window, sliding_window,
     summarizing_window, summary_cut,

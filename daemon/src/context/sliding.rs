@@ -55,6 +55,24 @@ pub fn sliding_window_start(messages: &[Message], window_size: usize) -> usize {
         .unwrap_or(0)
 }
 
+/// [`sliding_window_start`] over only the last messages of a history (`tail`; `whole` when it is
+/// the entire history), so a long session is restored without reading it all: `Some` start into
+/// `tail`, the same message the entire history would give, or `None` when the tail cannot tell
+/// (it holds no clean start), and the entire history must be read. A tail of more than
+/// `window_size` messages is needed for an answer short of `whole`.
+pub fn sliding_window_start_in_tail(
+    tail: &[Message],
+    window_size: usize,
+    whole: bool,
+) -> Option<usize> {
+    let start = sliding_window_start(tail, window_size);
+    // A clean start found in the tail is the one the entire history finds: both searches run
+    // from the same message, forwards within the last `window_size` and then backwards, and
+    // whether a message is a clean start depends only on it and the next one.
+    let found = start == tail.len() || is_clean_start(tail, start);
+    (whole || (tail.len() > window_size && found)).then_some(start)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +187,49 @@ mod tests {
             messages.push(tool_result(&format!("t{i}")));
         }
         assert_eq!(sliding_window_start(&messages, 3), 0);
+    }
+
+    #[test]
+    fn a_tail_gives_the_start_of_the_entire_history_or_says_it_cannot() {
+        let mut chain = turn(0);
+        chain.push(Message::user_text("long job"));
+        for i in 0..6 {
+            chain.push(tool_call(&format!("t{i}")));
+            chain.push(tool_result(&format!("t{i}")));
+        }
+        chain.extend(turn(1));
+        let mut loose = vec![tool_result("x")];
+        for i in 0..4 {
+            loose.push(tool_call(&format!("u{i}")));
+            loose.push(tool_result(&format!("u{i}")));
+        }
+        let turns: Vec<Message> = (0..5).flat_map(turn).collect();
+        let mut answered = 0;
+        for history in [chain, loose, turns] {
+            for window in 0..=history.len() + 1 {
+                let full = sliding_window_start(&history, window);
+                for kept in 0..=history.len() {
+                    let cut = history.len() - kept;
+                    let whole = kept == history.len();
+                    let tail = &history[cut..];
+                    match sliding_window_start_in_tail(tail, window, whole) {
+                        Some(start) => {
+                            answered += 1;
+                            assert_eq!(cut + start, full, "window {window}, tail {kept}");
+                        }
+                        None => assert!(!whole),
+                    }
+                }
+            }
+        }
+        assert!(answered > 100, "{answered}");
+        // A tool chain longer than the tail cannot be placed from the tail.
+        let mut long = vec![Message::user_text("go")];
+        for i in 0..10 {
+            long.push(tool_call(&format!("t{i}")));
+            long.push(tool_result(&format!("t{i}")));
+        }
+        assert_eq!(sliding_window_start_in_tail(&long[11..], 4, false), None);
     }
 
     #[test]

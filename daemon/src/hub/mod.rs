@@ -65,7 +65,10 @@ pub use options::{
 };
 pub use restart::ExpiredApproval;
 pub use routine_api::{AddRoutine, RoutineStatus};
-pub use sessions::{Compacted, OpenTarget, Opened, RoleSwitch, SessionDetail, SessionSummary};
+pub use sessions::{
+    Compacted, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MessageSelection, OpenTarget, Opened, RoleSwitch,
+    SessionDetail, SessionSummary,
+};
 pub use setup::CoreSetup;
 pub use spend_usage::{MAX_USAGE_DAYS, USAGE_TIME_ZONE};
 pub use streams::{EventStream, Snapshot, TurnStream};

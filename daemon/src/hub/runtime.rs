@@ -34,13 +34,13 @@ use super::turns::TurnTable;
 use crate::agent::{ConversationWindow, SystemPromptSource, TauAgent};
 use crate::clock::SystemClock;
 use crate::context::modes::{SlidingWindow, SummarizingWindow};
-use crate::context::sliding_window_start;
+use crate::context::{sliding_window_start, sliding_window_start_in_tail};
 use crate::mcp::hub_catalog;
 use crate::message::Message;
 use crate::spend::{MeteredModel, SpendMeter};
 use crate::store::{
     ContextMode, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionAgent, SessionError,
-    SessionStore, now_utc, read_agent_for_mode,
+    SessionMessage, SessionStore, now_utc, read_agent_for_mode,
 };
 
 /// What building an agent needs, shared by every session.
@@ -209,6 +209,21 @@ impl SessionRuntime {
         warn!(session_id = %self.session_id, "cannot record the pending repair notice: {error}");
     }
 
+    /// Writes what the store deferred about this session during a turn (see
+    /// `SessionStore::flush_session`). A failure is logged: the store still shows the current
+    /// values, and the next flush, close or open writes them.
+    pub(crate) async fn flush_session(&self) {
+        let store = Arc::clone(&self.store);
+        let session_id = self.session_id.clone();
+        let flushed = tokio::task::spawn_blocking(move || store.flush_session(&session_id)).await;
+        let error = match flushed {
+            Ok(Ok(())) => return,
+            Ok(Err(error)) => error.to_string(),
+            Err(error) => error.to_string(),
+        };
+        warn!(session_id = %self.session_id, "cannot write the session's record after a turn: {error}");
+    }
+
     /// Marks the session as used now.
     pub(crate) fn touch(&self) {
         *self
@@ -249,6 +264,30 @@ impl SessionRuntime {
     }
 }
 
+/// The stored messages an agent is restored from (blocking), and the id of the last stored one:
+/// in sliding mode the window, read from the newest twice the window, which places it unless
+/// that tail holds no clean start (then every message is read, as summarize mode always does).
+/// The caller cuts the window from what it gets.
+fn restored_messages(
+    store: &dyn SessionStore,
+    session_id: &str,
+    options: &CoreOptions,
+) -> Result<(Vec<SessionMessage>, Option<u64>), CoreError> {
+    if options.context == ContextMode::Sliding {
+        let limit = options.window_size.saturating_mul(2).max(1);
+        let tail = store.list_messages_before(session_id, DEFAULT_AGENT_ID, None, limit)?;
+        let whole = tail.len() < limit || tail.first().is_some_and(|m| m.message_id == 0);
+        let messages: Vec<Message> = tail.iter().map(|m| m.to_message().clone()).collect();
+        if let Some(start) = sliding_window_start_in_tail(&messages, options.window_size, whole) {
+            let last_id = tail.last().map(|m| m.message_id);
+            return Ok((tail.into_iter().skip(start).collect(), last_id));
+        }
+    }
+    let all = store.list_messages(session_id, DEFAULT_AGENT_ID, None, 0)?;
+    let last_id = all.last().map(|m| m.message_id);
+    Ok((all, last_id))
+}
+
 /// Builds the agent of `session_id` on `role` (blocking: reads the store). Its pending repair
 /// notice is `carried` (from the agent it replaces), else the one recorded in the agent record.
 fn build_agent(
@@ -275,19 +314,20 @@ fn build_agent(
             record
         }
     };
-    let stored = store.list_messages(session_id, DEFAULT_AGENT_ID, None, 0)?;
-    let next_id = match stored.last() {
+    let (stored, last_id) = restored_messages(store.as_ref(), session_id, options)?;
+    let next_id = match last_id {
         None => 0,
         // A damaged store may end at the last id there is: no message could follow it.
-        Some(last) => last.message_id.checked_add(1).ok_or_else(|| {
+        Some(last) => last.checked_add(1).ok_or_else(|| {
             SessionError::corrupt(
-                format!("message {} of session {session_id}", last.message_id),
+                format!("message {last} of session {session_id}"),
                 "its id is the last one there is",
             )
         })?,
     };
     let notice = carried.or_else(|| record.repair_notice(next_id));
     let messages: Vec<Message> = stored.iter().map(|m| m.to_message().clone()).collect();
+    drop(stored);
     // Sliding: only the window is restored. Summarize: everything, so that history positions are
     // stored message ids (the summary state counts stored messages).
     let start = match options.context {

@@ -1,4 +1,5 @@
-//! The session operations of [`HubCore`]: list, get, open (new, by id, by index of the channel's
+//! The session operations of [`HubCore`]: list, get (the summary from the store's count, never
+//! the messages; messages all or by the page, newest first), open (new, by id, by index of the channel's
 //! last listing, most recent; with an optional role pin), switch role, compact (through
 //! `session::compact_session`), read events.
 //!
@@ -21,8 +22,8 @@ use crate::agent::TauAgent;
 use crate::context::{CompactRequest, CompactionError, SummaryCall, compact_session};
 use crate::message::Message;
 use crate::store::{
-    DEFAULT_AGENT_ID, RECENT_SESSIONS_LIMIT, SessionMeta, SessionStore, create_fresh_session,
-    most_recent_session, recent_sessions,
+    DEFAULT_AGENT_ID, RECENT_SESSIONS_LIMIT, SessionMessage, SessionMeta, SessionStore,
+    create_fresh_session, most_recent_session, recent_sessions,
 };
 
 /// A session as listings and snapshots show it.
@@ -48,8 +49,11 @@ pub struct SessionSummary {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionDetail {
     pub summary: SessionSummary,
-    /// `(index, message, created_at)`, oldest first (empty unless asked for).
+    /// `(index, message, created_at)`: oldest first, or newest first for a page (empty unless
+    /// asked for).
     pub messages: Vec<(u64, Message, String)>,
+    /// For a page: the `before` of the next, older page; `None` on the last.
+    pub next_before: Option<u64>,
     /// Whether an agent is in memory, and whether a turn runs or waits.
     pub open: bool,
     pub busy: bool,
@@ -57,6 +61,57 @@ pub struct SessionDetail {
     /// call was answered by the role's fallback.
     pub in_memory_messages: u64,
     pub fallback_in_use: bool,
+}
+
+/// Messages per page when a page asks for none, and the most a page holds.
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+pub const MAX_PAGE_SIZE: usize = 1_000;
+
+/// Which stored messages `get_session_with` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageSelection {
+    None,
+    /// Every message, oldest first.
+    All,
+    /// The newest `size` messages below index `before` (the newest of all when `None`), newest
+    /// first; a `size` of 0 is [`DEFAULT_PAGE_SIZE`], and more than [`MAX_PAGE_SIZE`] is cut.
+    Page {
+        size: usize,
+        before: Option<u64>,
+    },
+}
+
+/// Stored messages as a detail shows them, and the cursor of the next page.
+type SelectedMessages = (Vec<(u64, Message, String)>, Option<u64>);
+
+impl MessageSelection {
+    /// Reads the selected messages of the default agent (blocking).
+    fn read(self, store: &dyn SessionStore, id: &str) -> Result<SelectedMessages, CoreError> {
+        let shown = |m: SessionMessage| {
+            let message = m.to_message().clone();
+            (m.message_id, message, m.created_at.to_string())
+        };
+        match self {
+            Self::None => Ok((Vec::new(), None)),
+            Self::All => {
+                let all = store.list_messages(id, DEFAULT_AGENT_ID, None, 0)?;
+                Ok((all.into_iter().map(shown).collect(), None))
+            }
+            Self::Page { size, before } => {
+                let size = match size {
+                    0 => DEFAULT_PAGE_SIZE,
+                    n => n.min(MAX_PAGE_SIZE),
+                };
+                let page = store.list_messages_before(id, DEFAULT_AGENT_ID, before, size)?;
+                // Ids are positions, so a page starting at 0 is the last; a short page is too.
+                let next = page
+                    .first()
+                    .map(|m| m.message_id)
+                    .filter(|&oldest| oldest > 0 && page.len() == size);
+                Ok((page.into_iter().rev().map(shown).collect(), next))
+            }
+        }
+    }
 }
 
 /// Which session to open.
@@ -108,21 +163,17 @@ fn fill_meta(summary: &mut SessionSummary, meta: SessionMeta) {
         .unwrap_or_default();
 }
 
-/// The summary of one stored session (blocking).
+/// The summary of one stored session (blocking): its record's count and times, never its
+/// messages.
 fn read_summary(store: &dyn SessionStore, session_id: &str) -> Result<SessionSummary, CoreError> {
     let session = store
-        .read_session(session_id)?
+        .session_info(session_id)?
         .ok_or_else(|| CoreError::session_not_found(session_id))?;
-    let count = match store.list_messages(session_id, DEFAULT_AGENT_ID, None, 0) {
-        Ok(messages) => messages.len() as u64,
-        Err(crate::store::SessionError::AgentNotFound { .. }) => 0,
-        Err(error) => return Err(error.into()),
-    };
     let mut summary = SessionSummary {
         session_id: session.session_id,
         created_at: session.created_at.to_string(),
         updated_at: session.updated_at.to_string(),
-        message_count: count,
+        message_count: session.message_count,
         ..SessionSummary::default()
     };
     if let Some(meta) = store.read_meta(session_id)? {
@@ -204,28 +255,36 @@ impl HubCore {
         Ok(listing)
     }
 
-    /// A session's metadata and, when asked, its stored messages.
+    /// A session's metadata and, when asked, all its stored messages.
     pub async fn get_session(
         &self,
         session_id: &str,
         include_messages: bool,
     ) -> Result<SessionDetail, CoreError> {
+        let selection = if include_messages {
+            MessageSelection::All
+        } else {
+            MessageSelection::None
+        };
+        self.get_session_with(session_id, selection).await
+    }
+
+    /// A session's metadata and the stored messages `selection` names: a page reads only its
+    /// messages, the summary none.
+    pub async fn get_session_with(
+        &self,
+        session_id: &str,
+        selection: MessageSelection,
+    ) -> Result<SessionDetail, CoreError> {
         check_session_id(session_id)?;
         let id = session_id.to_owned();
-        let (summary, messages) = self
+        let (summary, (messages, next_before)) = self
             .blocking(move |store| {
                 let summary = read_summary(store, &id)?;
-                let messages = if include_messages && summary.message_count > 0 {
-                    store
-                        .list_messages(&id, DEFAULT_AGENT_ID, None, 0)?
-                        .into_iter()
-                        .map(|m| {
-                            let shown = m.to_message().clone();
-                            (m.message_id, shown, m.created_at.to_string())
-                        })
-                        .collect()
+                let messages = if summary.message_count > 0 {
+                    selection.read(store, &id)?
                 } else {
-                    Vec::new()
+                    (Vec::new(), None)
                 };
                 Ok((summary, messages))
             })
@@ -235,6 +294,7 @@ impl HubCore {
         Ok(SessionDetail {
             summary,
             messages,
+            next_before,
             open: runtime.is_some(),
             busy: runtime.as_ref().is_some_and(|r| r.lock_turns().busy()),
             in_memory_messages: agent

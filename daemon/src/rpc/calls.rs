@@ -15,7 +15,8 @@ use tonic::Status;
 use super::errors;
 use super::wire;
 use crate::hub::{
-    ApprovalAnswer, CoreError, DecideOutcome, EventStream, HubCore, StartTurn, TurnStream,
+    ApprovalAnswer, CoreError, DecideOutcome, EventStream, HubCore, MessageSelection, StartTurn,
+    TurnStream,
 };
 
 /// A server stream of `T`.
@@ -51,10 +52,19 @@ pub async fn get_session(
     core: &HubCore,
     request: pb::GetSessionRequest,
 ) -> Result<pb::GetSessionResponse, Status> {
+    let selection = match request.page {
+        Some(page) => MessageSelection::Page {
+            size: usize::try_from(page.size).unwrap_or(usize::MAX),
+            before: page.before_index,
+        },
+        None if request.include_messages => MessageSelection::All,
+        None => MessageSelection::None,
+    };
     let detail = core
-        .get_session(&request.session_id, request.include_messages)
+        .get_session_with(&request.session_id, selection)
         .await?;
     Ok(pb::GetSessionResponse {
+        next_before_index: detail.next_before,
         session: Some(wire::session_info(detail.summary)),
         messages: detail
             .messages

@@ -99,7 +99,26 @@ pub trait StoreBackend: Send + Sync {
         offset: usize,
     ) -> Result<Vec<SessionMessage>, SessionError>;
 
+    /// Messages with an id below `before` (every one when `None`), the newest `limit` of them, in
+    /// id order; reads only those.
+    fn list_messages_before(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<SessionMessage>, SessionError>;
+
     fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError>;
+    /// The session's listing entry, from what the backend keeps beside it (never its messages).
+    fn session_info(&self, session_id: &str) -> Result<Option<SessionInfo>, SessionError>;
+
+    /// Writes what the backend deferred about the session durably (see
+    /// [`SessionStore::flush_session`](crate::store::SessionStore::flush_session)).
+    fn flush_session(&self, session_id: &str) -> Result<(), SessionError> {
+        let _ = session_id;
+        Ok(())
+    }
 
     /// Appends `record`, an event object that already carries its `"v"`.
     fn append_event(&self, session_id: &str, record: &Value) -> Result<(), SessionError>;

@@ -11,10 +11,14 @@
 //!   `*NotFound`.
 //! - Nothing is ever deleted, and a message is never overwritten: `update_message` only records a
 //!   redaction (`redact_message`) beside the original.
-//! - `create_message` moves the session's `updated_at` to now and counts the message; a stored
-//!   message is durable when the call returns (with `Durability::Full`).
+//! - `create_message` moves the session's `updated_at` to now (the file backend: to the message's
+//!   `created_at`, which the hub sets to now; never backwards) and counts the message; a stored
+//!   message is durable when the call returns (with `Durability::Full`). The session's own record
+//!   may follow at `flush_session` (the file backend), but every read of the same store sees it
+//!   at once, and another store on the same data sees it recomputed from the messages.
 //! - `list_messages` is ordered by numeric id; `list_sessions` by `updated_at`, newest first
-//!   (ties: larger id first).
+//!   (ties: larger id first). `list_messages_before` is the newest end of `list_messages` below an
+//!   id, in the same order; `session_info` is the session's `list_sessions` entry.
 //! - Events are JSON objects, returned in append order; a record without `"v"` gets `"v": 1`.
 
 use serde_json::Value;
@@ -22,7 +26,7 @@ use serde_json::Value;
 use crate::store::id::new_session_id;
 use crate::store::meta::SessionMeta;
 use crate::store::records::{
-    FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, now_utc,
+    DEFAULT_AGENT_ID, FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, now_utc,
 };
 use crate::store::store_error::SessionError;
 
@@ -92,6 +96,53 @@ pub trait SessionStore: Send + Sync {
 
     /// Every session, newest `updated_at` first.
     fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError>;
+
+    /// One session's listing facts (times, message count) without reading its messages, or
+    /// `None`. The built-in backends keep the count beside the session; this default, for other
+    /// backends, counts the default agent's messages.
+    fn session_info(&self, session_id: &str) -> Result<Option<SessionInfo>, SessionError> {
+        let Some(session) = self.read_session(session_id)? else {
+            return Ok(None);
+        };
+        let message_count = match self.list_messages(session_id, DEFAULT_AGENT_ID, None, 0) {
+            Ok(messages) => u64::try_from(messages.len()).unwrap_or(u64::MAX),
+            Err(SessionError::AgentNotFound { .. }) => 0,
+            Err(error) => return Err(error),
+        };
+        Ok(Some(SessionInfo {
+            session_id: session.session_id,
+            created_at: session.created_at,
+            updated_at: session.updated_at,
+            message_count,
+        }))
+    }
+
+    /// A page of messages read from the newest end: the newest `limit` messages whose id is below
+    /// `before` (all messages when `None`), in id order. Only the page is read by the built-in
+    /// backends; this default, for other backends, reads every message and keeps the page.
+    fn list_messages_before(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<SessionMessage>, SessionError> {
+        let mut messages = self.list_messages(session_id, agent_id, None, 0)?;
+        messages.retain(|m| before.is_none_or(|before| m.message_id < before));
+        let skip = messages.len().saturating_sub(limit);
+        messages.drain(..skip);
+        Ok(messages)
+    }
+
+    /// Writes durably what the backend keeps about a session beside its messages and defers
+    /// while a turn runs: the file backend's `session.json` (message count, `updated_at`) and its
+    /// listing index line. The hub calls it once per turn; other backends write it with each
+    /// message, and this default does nothing. Until it runs, this store shows the current values,
+    /// and a crash loses only what the next open recomputes from the message files.
+    fn flush_session(&self, session_id: &str) -> Result<(), SessionError> {
+        let _ = session_id;
+        Ok(())
+    }
 
     /// Appends one agent event (a JSON object) to the session's event log.
     fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError>;

@@ -4,9 +4,11 @@
 //! one `session.json` per session (10,000 small-file reads cost ~100 ms here; one index read ~10 ms).
 //!
 //! Invariants:
-//! - The index is derived data: every value in it is also in the session's own files. An append
-//!   writes its line after the message file and before `session.json`, so after a crash the index
-//!   is never behind `session.json`, and the store's reconciliation (once per session and process,
+//! - The index is derived data: every value in it is also in the session's own files. A turn's
+//!   flush writes its line after the message files and before `session.json`, so after a process
+//!   crash the index is never behind `session.json`; the line is not fsynced (a power cut may lose
+//!   it), and the first listing of a process compares every session's values with the index and
+//!   records the ones that differ, as the store's reconciliation (once per session and process,
 //!   see `reconcile`) brings both in line with the message files. Its name starts with `.`, so it
 //!   is never mistaken for a session.
 //! - Membership is checked on every listing against the directory itself (one `readdir`, no per-
@@ -84,7 +86,18 @@ impl ListingIndex {
 
     /// Records the current listing values of one session.
     pub(crate) fn record(&mut self, entry: &IndexEntry) -> Result<(), SessionError> {
-        append_line(&self.root, INDEX_FILE, entry, self.durability)?;
+        self.append(entry, self.durability)
+    }
+
+    /// [`ListingIndex::record`] without waiting for the disk, for a turn's flush: a line lost to
+    /// a power cut leaves the index behind `session.json`, which the first listing of the next
+    /// process corrects (it compares every session's values with the index).
+    pub(crate) fn record_unsynced(&mut self, entry: &IndexEntry) -> Result<(), SessionError> {
+        self.append(entry, Durability::NoSync)
+    }
+
+    fn append(&mut self, entry: &IndexEntry, durability: Durability) -> Result<(), SessionError> {
+        append_line(&self.root, INDEX_FILE, entry, durability)?;
         self.appends += 1;
         if self.appends >= COMPACT_EVERY {
             let (entries, _) = self.load()?;

@@ -19,7 +19,7 @@ pub(super) const AGENT_FILE: &str = "agent.json";
 pub(super) const MESSAGES_DIR: &str = "messages";
 
 /// `session.json` as stored: the session record plus the listing counter.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct SessionFile {
     #[serde(flatten)]
     pub(super) session: Session,

@@ -17,19 +17,23 @@
 //! Invariants: the disk rules of [`fsutil`] (0700/0600, no symlink followed, records visible only
 //! complete, fsync with `Durability::Full`); nothing is deleted but the store's own stale temporary
 //! files; a message file is created once and only replaced to add its redaction. The message files
-//! are the truth: an append writes the message, then the index line, then `session.json`
-//! (`updated_at`, `message_count`), so a crash in between leaves `session.json` one short (and the
-//! index no further behind than it). Each session is reconciled once per process before it is
+//! are the truth: an append writes the message durably and keeps the session's new
+//! `updated_at` (the message's time) and `message_count` in memory, where every read of this store
+//! sees them; `flush_session` (once per turn) writes the index line, then `session.json`. So a
+//! crash leaves `session.json` behind its message files (and the index no further behind than it),
+//! by as many messages as the turn had stored. Each session is reconciled once per process before it is
 //! read, listed or written (see [`reconcile`]): its stale temporary files are removed, and a
 //! `message_count` that differs from its message files is set to their number (with `updated_at`
 //! moved to the newest message) in the index and `session.json`. One process writes a session at
 //! a time (the hub runs one agent per session, and one hub owns the data directory), and this
 //! process reconciles a session before its first write to it, so no temporary file removed is in
-//! use; within this process `session.json` updates and index appends are serialized by one lock
-//! (taken after the reconciliation lock when both are held). A session created whole
+//! use; within this process index appends and reconciliation's `session.json` updates are
+//! serialized by one lock (taken after the reconciliation lock when both are held), and a
+//! session's deferred record by its `flushing` mark. A session created whole
 //! (`create_complete_session`, a compaction) gets every other file before its `session.json`, so
 //! it is seen complete or not at all.
 
+mod deferred_record;
 mod fsutil;
 mod index;
 mod jsonl;
@@ -37,8 +41,8 @@ mod layout;
 mod read;
 mod reconcile;
 
-use std::collections::HashSet;
-use std::fs;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -50,10 +54,11 @@ use crate::store::checked_store::CheckedStore;
 use crate::store::contract::{Durability, NewSession};
 use crate::store::meta::SessionMeta;
 use crate::store::records::{
-    FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, check_version, now_utc,
+    FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, check_version,
 };
 use crate::store::store_error::SessionError;
 
+use deferred_record::Deferred;
 use fsutil::{
     TempFile, create_new, existing_dir, make_dir, make_root, read_json, replace, sync_dir,
 };
@@ -62,7 +67,7 @@ use layout::{
     AGENT_FILE, AGENTS_DIR, EVENTS_FILE, MESSAGES_DIR, META_FILE, SESSION_FILE, SessionFile,
     check_message_id, message_file_name, parse_message_file_name,
 };
-use read::read_messages;
+use read::{message_ids, read_messages};
 
 fn to_json<T: Serialize>(value: &T) -> Result<Vec<u8>, SessionError> {
     serde_json::to_vec_pretty(value).map_err(|err| SessionError::corrupt("record", err))
@@ -77,6 +82,9 @@ pub struct FileBackend {
     durability: Durability,
     /// The listing index; its lock also serializes read-modify-write of `session.json`.
     index: Mutex<ListingIndex>,
+    /// `session.json` of the sessions with messages appended since their last flush, as it will
+    /// be written. Never held while another of the store's locks is taken.
+    deferred: Mutex<HashMap<String, Deferred>>,
     /// The sessions reconciled with their files by this process (or created by it); its lock is
     /// held through a reconciliation, so one runs once and before any write of this process.
     reconciled: Mutex<HashSet<String>>,
@@ -103,6 +111,7 @@ impl FileBackend {
         }
         Ok(Self {
             index: Mutex::new(ListingIndex::new(&root, durability)),
+            deferred: Mutex::new(HashMap::new()),
             reconciled: Mutex::new(HashSet::new()),
             root,
             durability,
@@ -233,6 +242,9 @@ impl StoreBackend for FileBackend {
     }
 
     fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError> {
+        if let Some(file) = self.deferred(session_id) {
+            return Ok(Some(file.session));
+        }
         let Some(dir) = self.session_dir(session_id)? else {
             return Ok(None);
         };
@@ -316,32 +328,37 @@ impl StoreBackend for FileBackend {
                 message_id: message.message_id,
             });
         }
-        {
-            let mut index = self.lock_index();
-            let mut file = self
-                .read_session_file(&session_dir)?
-                .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))?;
-            file.session.updated_at = now_utc().max(file.session.updated_at);
-            // Saturating: a damaged count (or id) at the top of the range must not overflow.
-            file.message_count = file
-                .message_count
-                .saturating_add(1)
-                .max(message.message_id.saturating_add(1));
-            // The index line before `session.json`: a crash between them leaves `session.json`
-            // behind its message files, which the next reconciliation sees, never the index alone.
-            index.record(&index_entry(&file))?;
-            TempFile::write(
-                &session_dir,
-                SESSION_FILE,
-                &to_json(&file)?,
-                self.durability,
-            )?
-            .replace(&session_dir.join(SESSION_FILE))?;
-        }
-        // Both directory fsyncs after both renames: on journaling file systems the second is
-        // usually free.
+        // The message is durable once its name is; the session's count and time wait in memory
+        // for `flush_session` (a crash before it leaves `session.json` behind its message files,
+        // which the next reconciliation repairs to the same values).
         sync_dir(&messages, self.durability)?;
-        sync_dir(&session_dir, self.durability)
+        let mut deferred = self.lock_deferred();
+        let file = match deferred.entry(session_id.to_owned()) {
+            Entry::Occupied(entry) => &mut entry.into_mut().file,
+            Entry::Vacant(entry) => {
+                let file = self
+                    .read_session_file(&session_dir)?
+                    .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))?;
+                &mut entry
+                    .insert(Deferred {
+                        file,
+                        flushing: false,
+                    })
+                    .file
+            }
+        };
+        // The time a reconciliation would give: the newest message's, never backwards.
+        file.session.updated_at = file.session.updated_at.max(message.created_at);
+        // Saturating: a damaged count (or id) at the top of the range must not overflow.
+        file.message_count = file
+            .message_count
+            .saturating_add(1)
+            .max(message.message_id.saturating_add(1));
+        Ok(())
+    }
+
+    fn flush_session(&self, session_id: &str) -> Result<(), SessionError> {
+        self.flush_deferred(session_id)
     }
 
     fn read_message(
@@ -388,15 +405,7 @@ impl StoreBackend for FileBackend {
         offset: usize,
     ) -> Result<Vec<SessionMessage>, SessionError> {
         let dir = self.require_messages_dir(session_id, agent_id)?;
-        let mut ids = Vec::new();
-        for entry in fs::read_dir(&dir).map_err(|err| SessionError::io(&dir, err))? {
-            let entry = entry.map_err(|err| SessionError::io(&dir, err))?;
-            if let Some(id) = entry.file_name().to_str().and_then(parse_message_file_name) {
-                ids.push(id);
-            }
-        }
-        ids.sort_unstable();
-        let selected: Vec<u64> = ids
+        let selected: Vec<u64> = message_ids(&dir, None)?
             .into_iter()
             .skip(offset)
             .take(limit.unwrap_or(usize::MAX))
@@ -404,12 +413,45 @@ impl StoreBackend for FileBackend {
         read_messages(&dir, &selected)
     }
 
+    fn list_messages_before(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<SessionMessage>, SessionError> {
+        let dir = self.require_messages_dir(session_id, agent_id)?;
+        let ids = message_ids(&dir, before)?;
+        read_messages(&dir, &ids[ids.len().saturating_sub(limit)..])
+    }
+
     /// Every session, reconciled with its files first where this process has not yet (see
     /// [`reconcile`]).
     fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
         let mut sessions = self.reconciled_listing()?;
+        let deferred = self.lock_deferred();
+        for info in &mut sessions {
+            if let Some(entry) = deferred.get(&info.session_id) {
+                *info = index_entry(&entry.file).info();
+            }
+        }
+        drop(deferred);
         sort_sessions(&mut sessions);
         Ok(sessions)
+    }
+
+    /// `session.json`'s record and counter, reconciled with the message files first.
+    fn session_info(&self, session_id: &str) -> Result<Option<SessionInfo>, SessionError> {
+        if let Some(file) = self.deferred(session_id) {
+            return Ok(Some(index_entry(&file).info()));
+        }
+        let Some(dir) = self.session_dir(session_id)? else {
+            return Ok(None);
+        };
+        self.ensure_reconciled(session_id, &dir);
+        Ok(self
+            .read_session_file(&dir)?
+            .map(|file| index_entry(&file).info()))
     }
 
     fn append_event(&self, session_id: &str, record: &Value) -> Result<(), SessionError> {

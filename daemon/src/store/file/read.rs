@@ -1,16 +1,34 @@
-//! Reading many message files of one agent at once, in id order, on a few threads.
+//! Reading an agent's message files: their ids from the directory's names, and many of them at
+//! once, in id order, on a few threads.
 //!
 //! Invariant: every record read is checked against the id its file name gives; a file that
 //! vanished between listing and reading is skipped (only someone removing it behind the store's
 //! back does that).
 
+use std::fs;
 use std::path::Path;
 
 use crate::store::records::SessionMessage;
 use crate::store::store_error::SessionError;
 
 use super::fsutil;
-use super::layout::{check_message_id, message_file_name};
+use super::layout::{check_message_id, message_file_name, parse_message_file_name};
+
+/// The ids of the message files in `dir` below `before` (all when `None`), in order. Names only:
+/// one directory read, no message file opened.
+pub(super) fn message_ids(dir: &Path, before: Option<u64>) -> Result<Vec<u64>, SessionError> {
+    let mut ids = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|err| SessionError::io(dir, err))? {
+        let entry = entry.map_err(|err| SessionError::io(dir, err))?;
+        if let Some(id) = entry.file_name().to_str().and_then(parse_message_file_name)
+            && before.is_none_or(|before| id < before)
+        {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
 
 /// Reads many messages on up to four threads: small-file reads are syscall-bound, and a long
 /// session is opened while a person waits.

@@ -345,6 +345,59 @@ impl StoreBackend for SqliteBackend {
         Ok(messages)
     }
 
+    /// The page walked backwards on the primary key, then put in id order.
+    fn list_messages_before(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        before: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<SessionMessage>, SessionError> {
+        let before = before.map_or(i64::MAX, |id| i64::try_from(id).unwrap_or(i64::MAX));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+        require_agent(&tx, session_id, agent_id)?;
+        let mut stmt = tx.prepare_cached(
+            "SELECT message_id, record FROM messages
+             WHERE session_id = ?1 AND agent_id = ?2 AND message_id < ?3
+             ORDER BY message_id DESC LIMIT ?4",
+        )?;
+        let rows = stmt.query_map(params![session_id, agent_id, before, limit], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+        })?;
+        let mut messages = Vec::new();
+        for row in rows {
+            let (id, text) = row?;
+            messages.push(from_json::<SessionMessage>(
+                &text,
+                format!("message {id} of session {session_id}"),
+            )?);
+        }
+        messages.reverse();
+        Ok(messages)
+    }
+
+    fn session_info(&self, session_id: &str) -> Result<Option<SessionInfo>, SessionError> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT created_at, updated_at, message_count FROM sessions WHERE session_id = ?1",
+        )?;
+        let row = stmt
+            .query_row([session_id], |row| {
+                Ok((
+                    row.get::<_, String>(0),
+                    row.get::<_, String>(1),
+                    row.get::<_, i64>(2),
+                ))
+            })
+            .optional()?;
+        row.map(|(created_at, updated_at, count)| {
+            listing_row(session_id, created_at, updated_at, count)
+        })
+        .transpose()
+    }
+
     /// A row whose values cannot be read is skipped with a warning, as the file backend skips an
     /// unreadable `session.json`: one damaged session never hides the others (nor stops the
     /// hub's start-up scan).

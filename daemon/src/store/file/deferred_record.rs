@@ -1,0 +1,91 @@
+//! The file backend's deferred session records: a message append changes its session's
+//! `session.json` (count, `updated_at`) in memory only, and `FileBackend::flush_deferred` (the
+//! store's `flush_session`, once per turn) writes it: the index line (not fsynced: derived data),
+//! then `session.json` atomically. Every read of the store sees the deferred values.
+//!
+//! Invariants: the deferred lock is never held while another lock of the store is taken; a
+//! deferred record leaves memory only once what was written equals it (an append during a flush
+//! keeps it for the next); one flush per session runs at a time (its `flushing` mark); a store
+//! that closes writes what it still defers; a crash before a flush leaves `session.json` behind
+//! its message files, which the next reconciliation sets to the same values.
+
+use std::collections::HashMap;
+use std::sync::{MutexGuard, PoisonError};
+
+use crate::store::file::fsutil::replace;
+use crate::store::store_error::SessionError;
+
+use super::{FileBackend, SESSION_FILE, SessionFile, index_entry, to_json};
+
+/// A session's `session.json` waiting for its flush, and whether a flush is writing it.
+pub(super) struct Deferred {
+    pub(super) file: SessionFile,
+    pub(super) flushing: bool,
+}
+
+impl FileBackend {
+    pub(super) fn lock_deferred(&self) -> MutexGuard<'_, HashMap<String, Deferred>> {
+        // Each entry is whole: it is replaced in one step under the lock.
+        self.deferred.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The session's record and counter as this process last wrote them, if not yet flushed.
+    pub(super) fn deferred(&self, session_id: &str) -> Option<SessionFile> {
+        self.lock_deferred()
+            .get(session_id)
+            .map(|entry| entry.file.clone())
+    }
+
+    /// The index line, then `session.json`, then the directory: a crash between them leaves
+    /// `session.json` behind its message files, which the next reconciliation sees, never the
+    /// index alone. The deferred values stay in memory until they are on disk.
+    ///
+    /// Flushes of different sessions run in parallel (the index lock is held for the index
+    /// append only); a second flush of a session while one runs returns at once, and whatever
+    /// the running one did not write stays deferred for the next.
+    pub(super) fn flush_deferred(&self, session_id: &str) -> Result<(), SessionError> {
+        let file = {
+            let mut deferred = self.lock_deferred();
+            match deferred.get_mut(session_id) {
+                Some(entry) if !entry.flushing => {
+                    entry.flushing = true;
+                    entry.file.clone()
+                }
+                _ => return Ok(()),
+            }
+        };
+        let session_dir = self.root.join(session_id);
+        // The index lock only for the line (the guard is dropped at the end of its statement).
+        let indexed = self.lock_index().record_unsynced(&index_entry(&file));
+        let written = indexed.and_then(|()| {
+            replace(
+                &session_dir,
+                SESSION_FILE,
+                &to_json(&file)?,
+                self.durability,
+            )
+        });
+        let mut deferred = self.lock_deferred();
+        if let Some(entry) = deferred.get_mut(session_id) {
+            if written.is_ok() && entry.file == file {
+                deferred.remove(session_id);
+            } else {
+                entry.flushing = false;
+            }
+        }
+        written
+    }
+}
+
+/// A store going away writes what it deferred (a hub stopping between turns leaves nothing
+/// for the next start to repair); a failure is logged, and the next open reconciles.
+impl Drop for FileBackend {
+    fn drop(&mut self) {
+        let ids: Vec<String> = self.lock_deferred().keys().cloned().collect();
+        for id in ids {
+            if let Err(err) = self.flush_deferred(&id) {
+                tracing::warn!(session_id = %id, %err, "cannot write a session's record on close");
+            }
+        }
+    }
+}
