@@ -570,33 +570,3 @@ fn tool_progress_shows_on_one_dim_line_replaced_by_the_next_and_cleared_at_the_e
     turn.end("end_turn", "Fetched.");
     fixture.quit();
 }
-
-#[test]
-fn a_resumed_session_replays_its_stored_stops_and_repairs_between_its_messages() {
-    let script = Script {
-        stored_stops: true,
-        ..Script::default()
-    };
-    let fixture = Fixture::launch(script, &[], &["--resume", EARLIER]);
-    // The terminal's bytes were read as Latin-1; back to UTF-8.
-    let bytes: Vec<u8> = fixture.startup.chars().map(|c| c as u8).collect();
-    let startup = String::from_utf8(bytes).unwrap();
-    let expected = [
-        "> first question",
-        "thinking about it",
-        "■ Stopped: this turn reached its limit of 1 model calls ([agent] max_turns).",
-        "↺ Repaired the unfinished history: The turn stopped after 1 model calls (its limit).",
-        "> second question",
-        "second answer",
-        "> third question",
-        "■ Error: The model call failed: boom",
-    ];
-    let mut from = 0;
-    for line in expected {
-        let at = startup[from..]
-            .find(line)
-            .unwrap_or_else(|| panic!("{line:?} not in order in:\n{startup}"));
-        from += at + line.len();
-    }
-    fixture.quit();
-}
