@@ -73,7 +73,8 @@ const NOISY_TARGETS: &[&str] = &[
     "tokio_util",
 ];
 
-type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
+/// One layer of the process's subscriber (see [`configure_logging_with`]).
+pub type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 type Layers = Vec<BoxedLayer>;
 
 /// Why logging could not be set up.
@@ -195,9 +196,22 @@ pub fn configure_logging_as(
     console: bool,
     format: LogFormat,
 ) -> Result<LoggingGuard, LoggingError> {
+    configure_logging_with(logs_dir, verbose, console, format, Vec::new())
+}
+
+/// [`configure_logging_as`] plus `extra` layers a binary adds (a trace exporter behind a cargo
+/// feature); each brings its own filter, and the guard removes them with the others.
+pub fn configure_logging_with(
+    logs_dir: Option<&Path>,
+    verbose: bool,
+    console: bool,
+    format: LogFormat,
+    extra: Vec<BoxedLayer>,
+) -> Result<LoggingGuard, LoggingError> {
     let stderr = console.then_some(StderrWriter);
     let ansi = io::stderr().is_terminal();
-    let (layers, log_file) = build_layers(logs_dir, verbose, stderr, ansi, format)?;
+    let (mut layers, log_file) = build_layers(logs_dir, verbose, stderr, ansi, format)?;
+    layers.extend(extra);
     let (layer, handle) = reload::Layer::new(layers);
     let subscriber = Registry::default().with(layer);
     tracing::subscriber::set_global_default(subscriber)

@@ -12,6 +12,9 @@
 //! tau.toml. Under `--launchd` a refused start (1, 78) exits 0 instead,
 //! since launchd's KeepAlive cannot exempt exit codes the way systemd's RestartPreventExitStatus
 //! does.
+//!
+//! Built with the `otel` feature, the spans are also exported over OTLP HTTP/protobuf when
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set (module `otel_export`); the exporter is flushed at exit.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,7 +24,7 @@ use clap::Parser;
 use tau_api::env::Env;
 use tau_api::hub_files::exit;
 use tau_api::installation::Installation;
-use tau_api::logging::{LogFormat, LoggingGuard, configure_logging, configure_logging_as};
+use tau_api::logging::{LogFormat, LoggingGuard, configure_logging, configure_logging_with};
 use taud::host::{self, HubLock, HubOptions, LockError};
 use taud::hub::CoreSetup;
 
@@ -94,7 +97,18 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::CANT_CREATE);
         }
     };
-    let _logging = start_logging(&installation, args.verbose);
+    #[cfg(feature = "otel")]
+    let (exporter, extra) = match otel_export::start(&installation.env) {
+        Ok(Some((provider, layer))) => (Some(provider), vec![layer]),
+        Ok(None) => (None, Vec::new()),
+        Err(e) => {
+            eprintln!("taud: {e}");
+            return refused(exit::CONFIG);
+        }
+    };
+    #[cfg(not(feature = "otel"))]
+    let extra = Vec::new();
+    let _logging = start_logging(&installation, args.verbose, extra);
     for problem in &installation.dotenv_problems {
         tracing::warn!("{problem}");
     }
@@ -124,6 +138,11 @@ fn main() -> ExitCode {
     // Tasks still running (blocking store work included) get a bounded time, then are abandoned,
     // so a clean stop never hangs on them; the lock is released after that.
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    #[cfg(feature = "otel")]
+    if let Some(provider) = exporter {
+        // The spans still batched go out now (the exporter's own timeout bounds it).
+        let _ = provider.shutdown();
+    }
     drop(lock);
     match result {
         Ok(()) => ExitCode::from(exit::OK),
@@ -136,9 +155,14 @@ fn main() -> ExitCode {
 
 /// stderr plus `<TAU_DATA_DIR>/logs/tau.log` (JSON lines with `TAU_LOG_FORMAT=json`); stderr only
 /// when the file cannot be opened.
-fn start_logging(installation: &Installation, verbose: bool) -> Option<LoggingGuard> {
+fn start_logging(
+    installation: &Installation,
+    verbose: bool,
+    extra: Vec<tau_api::logging::BoxedLayer>,
+) -> Option<LoggingGuard> {
     let format = LogFormat::from_env(&installation.env);
-    match configure_logging_as(Some(&installation.paths.logs_dir), verbose, true, format) {
+    let logs_dir = Some(installation.paths.logs_dir.as_path());
+    match configure_logging_with(logs_dir, verbose, true, format, extra) {
         Ok(guard) => Some(guard),
         Err(file_error) => {
             let guard = configure_logging(None, verbose, true).ok();
@@ -168,4 +192,85 @@ fn raise_open_files_limit() {
 /// Worker threads: the machine's cores, at most four (the hub is mostly idle).
 fn worker_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 4))
+}
+
+/// OTLP export of the hub's spans (the `otel` feature): on only when `OTEL_EXPORTER_OTLP_ENDPOINT`
+/// is set. Only `taud`'s own spans and events at INFO and up are exported, so the exporter's HTTP
+/// calls (reqwest, hyper) never trace themselves.
+#[cfg(feature = "otel")]
+mod otel_export {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_otlp::{SpanExporter, WithExportConfig, WithHttpConfig};
+    use opentelemetry_sdk::Resource;
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+    use tau_api::env::Env;
+    use tau_api::logging::BoxedLayer;
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+
+    /// The standard variable naming the collector's base URL (`/v1/traces` is appended).
+    pub const ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+
+    /// The exporter could not be built.
+    #[derive(Debug, thiserror::Error)]
+    #[error("{ENDPOINT_VAR}={endpoint}: cannot export traces there: {reason}")]
+    pub struct OtelError {
+        endpoint: String,
+        reason: String,
+    }
+
+    /// The tracer provider (kept to flush at exit) and the layer feeding it; `None` when the
+    /// variable is unset or empty.
+    pub fn start(env: &Env) -> Result<Option<(SdkTracerProvider, BoxedLayer)>, OtelError> {
+        let Some(endpoint) = env
+            .get(ENDPOINT_VAR)
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        else {
+            return Ok(None);
+        };
+        let failed = |reason: String| OtelError {
+            endpoint: endpoint.to_owned(),
+            reason,
+        };
+        let traces = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
+        let exporter = SpanExporter::builder()
+            .with_http()
+            .with_http_client(http_client().map_err(failed)?)
+            .with_endpoint(traces)
+            .build()
+            .map_err(|e| failed(e.to_string()))?;
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(Resource::builder().with_service_name("taud").build())
+            .build();
+        let layer = tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("taud"))
+            .with_filter(Targets::new().with_target("taud", LevelFilter::INFO));
+        Ok(Some((provider, Box::new(layer))))
+    }
+
+    /// The exporter's HTTP client (the exporter runs on its own thread, so a blocking one), with
+    /// rustls over `ring` and platform roots as the providers' client, never a process-wide
+    /// crypto provider; each export gives up after [`EXPORT_TIMEOUT`].
+    fn http_client() -> Result<reqwest::blocking::Client, String> {
+        use rustls_platform_verifier::BuilderVerifierExt;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .and_then(|b| b.with_platform_verifier())
+            .map_err(|e| format!("TLS set-up failed: {e}"))?
+            .with_no_client_auth();
+        reqwest::blocking::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .timeout(EXPORT_TIMEOUT)
+            .build()
+            .map_err(|e| e.to_string())
+    }
+
+    /// How long one export may take.
+    const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 }

@@ -115,11 +115,15 @@ async fn a_hit_turn_limit_is_stored_and_survives_a_restart() {
             .filter_map(|e| e["type"].as_str())
             .collect();
         assert_eq!(kinds, ["tool_call", "turn_stopped"], "{backend}");
+        // It sits after the turn's three messages (prompt, tool call, tool result).
+        assert_eq!(stopped["before_message"], 3, "{backend}");
 
         let repaired = of_type(&after_repair, "turn_repaired");
         assert_eq!(repaired.len(), 1, "{backend}: {after_repair:?}");
         assert_eq!(repaired[0]["notice"], stopped["notice"], "{backend}");
         assert_ne!(repaired[0]["turn_id"], stopped["turn_id"], "{backend}");
+        // The repair sits before the repairing turn's first message.
+        assert_eq!(repaired[0]["before_message"], 3, "{backend}");
         // The repairing turn ended normally: no second stop.
         assert_eq!(of_type(&after_repair, "turn_stopped").len(), 1, "{backend}");
     }
@@ -156,6 +160,8 @@ async fn a_failed_model_call_is_stored_and_survives_a_restart() {
         let stopped = of_type(&after_stop, "turn_stopped");
         assert_eq!(stopped.len(), 1, "{backend}: {after_stop:?}");
         assert_eq!(stopped[0]["stop_reason"], "error", "{backend}");
+        // Only the prompt was stored before the call failed.
+        assert_eq!(stopped[0]["before_message"], 1, "{backend}");
         assert_eq!(
             stopped[0]["notice"], "The model call failed: the model request failed: boom",
             "{backend}"
@@ -208,6 +214,8 @@ async fn a_turn_after_a_crash_mid_turn_stores_its_repair() {
         let repaired = of_type(&events, "turn_repaired");
         assert_eq!(repaired.len(), 1, "{backend}: {events:?}");
         assert_eq!(repaired[0]["notice"], UNFINISHED_NOTICE, "{backend}");
+        // After hello, hi and the lost prompt.
+        assert_eq!(repaired[0]["before_message"], 3, "{backend}");
         restarted.shutdown().await;
     }
 }

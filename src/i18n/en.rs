@@ -176,6 +176,10 @@ pub(super) const EN: &[(&str, &str)] = &[
     ),
     ("help.title", "Commands:"),
     ("history.earlier", "({count} earlier messages not shown)"),
+    (
+        "history.repaired",
+        "↺ Repaired the unfinished history: {notice}",
+    ),
     ("history.tool_call", "→ {tool}"),
     ("history.tool_result", "← {tool}: {result}"),
     (

@@ -163,6 +163,10 @@ pub(super) const TR: &[(&str, &str)] = &[
     ),
     ("help.title", "Komutlar:"),
     ("history.earlier", "({count} önceki ileti gösterilmiyor)"),
+    (
+        "history.repaired",
+        "↺ Yarım kalan geçmiş onarıldı: {notice}",
+    ),
     ("history.tool_call", "→ {tool}"),
     ("history.tool_result", "← {tool}: {result}"),
     (

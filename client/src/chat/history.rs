@@ -1,14 +1,20 @@
-//! A stored conversation as `/resume` shows it: the pure mapping from the hub's stored messages to
-//! history lines, and their printing.
+//! A stored conversation as `/resume` shows it: the pure mapping from the hub's stored messages
+//! and its stored turn stops and repairs (`turn_stopped`, `turn_repaired` events) to history
+//! lines, and their printing.
 //!
 //! Invariants: text from the store goes through [`sanitize`] (or [`one_line`]) before it is
-//! printed; a tool result the gate wrote for a refused call shows as a refusal in the UI language.
+//! printed; a tool result the gate wrote for a refused call shows as a refusal in the UI language;
+//! a stop or repair shows where its event says it sits (`before_message`: the index of the first
+//! message stored after it), so it lands between the same messages on every replay; one without
+//! that anchor (written by an older hub) or placed among the messages not shown is left out,
+//! and any other event kind is skipped.
 
+use serde_json::Value;
 use tau_api::i18n::Messages;
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
 
-use super::render::{Printer, one_line, sanitize};
+use super::render::{self, Limits, Printer, one_line, sanitize};
 
 /// The refusal text the model reads when a call was not approved (fixed English, from the gate).
 const REFUSAL_PREFIX: &str = "The user did not approve this action";
@@ -24,17 +30,86 @@ pub enum HistoryLine {
     Tool(String),
     /// A refused tool call (red `✗`).
     Refused(String),
+    /// A turn that stopped early, or began by repairing the history (dim).
+    TurnMark(String),
 }
 
-/// The lines of a stored conversation, oldest first.
+/// A stored turn stop or repair, placed before the stored message with index `before`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnMark {
+    pub before: u64,
+    pub line: String,
+}
+
+/// The stops and repairs among a session's stored events, in stored order; events of other kinds,
+/// or without an anchor, are left out.
+pub fn turn_marks(messages: &Messages, lang: Lang, events: &[pb::StoredEvent]) -> Vec<TurnMark> {
+    events
+        .iter()
+        .filter_map(|event| {
+            let record: Value = serde_json::from_str(&event.json).ok()?;
+            let before = record.get("before_message")?.as_u64()?;
+            let text = |key: &str| record.get(key).and_then(Value::as_str).unwrap_or_default();
+            let line = match event.r#type.as_str() {
+                "turn_stopped" => stop_line(messages, lang, &record, text("stop_reason"))?,
+                "turn_repaired" => messages.t_or_key(
+                    "history.repaired",
+                    lang,
+                    &[("notice", &sanitize(text("notice")))],
+                ),
+                _ => return None,
+            };
+            Some(TurnMark { before, line })
+        })
+        .collect()
+}
+
+/// The line of a stored stop: the notice the chat showed live, in the UI language (the limit a
+/// stopped turn hit is its model call count); a token budget's stored notice names the budget
+/// the turn had, which today's configuration may not.
+fn stop_line(messages: &Messages, lang: Lang, record: &Value, reason: &str) -> Option<String> {
+    let notice = record
+        .get("notice")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let text = if reason == "limit_total_tokens" && !notice.is_empty() {
+        sanitize(notice)
+    } else {
+        let model_calls = record.get("model_calls").and_then(Value::as_u64);
+        let end = pb::TurnEnded {
+            stop_reason: reason.to_owned(),
+            notice: notice.to_owned(),
+            ..Default::default()
+        };
+        let limits = Limits {
+            max_turns: model_calls.and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
+            max_total_tokens: None,
+        };
+        render::stop_notice(messages, lang, &end, limits)?
+    };
+    Some(format!("■ {text}"))
+}
+
+/// The lines of a stored conversation, oldest first, with each of `marks` before the first shown
+/// message at or after its place (marks placed further back than the first shown message belong
+/// to the messages not shown and are left out).
 pub fn history_lines(
     messages: &Messages,
     lang: Lang,
     stored: &[pb::StoredMessage],
+    marks: &[TurnMark],
 ) -> Vec<HistoryLine> {
     let mut tools: Vec<(String, String)> = Vec::new();
     let mut lines = Vec::new();
+    let first = stored.first().map_or(u64::MAX, |message| message.index);
+    let mut marks: Vec<&TurnMark> = marks.iter().filter(|mark| mark.before >= first).collect();
+    // Stable: marks at one place keep their stored order.
+    marks.sort_by_key(|mark| mark.before);
+    let mut marks = marks.into_iter().peekable();
     for message in stored {
+        while let Some(mark) = marks.next_if(|mark| mark.before <= message.index) {
+            lines.push(HistoryLine::TurnMark(mark.line.clone()));
+        }
         let user = message.role == pb::MessageRole::User as i32;
         for block in &message.content {
             let Some(block) = &block.block else {
@@ -83,6 +158,7 @@ pub fn history_lines(
             }
         }
     }
+    lines.extend(marks.map(|mark| HistoryLine::TurnMark(mark.line.clone())));
     lines
 }
 
@@ -93,7 +169,7 @@ pub fn print_history(printer: &mut Printer, lines: &[HistoryLine]) {
         match line {
             HistoryLine::User(text) => printer.line(&format!("{} {text}", style.bold(">"))),
             HistoryLine::Assistant(text) => printer.line(text),
-            HistoryLine::Tool(text) => printer.dim(text),
+            HistoryLine::Tool(text) | HistoryLine::TurnMark(text) => printer.dim(text),
             HistoryLine::Refused(text) => printer.red(text),
         }
     }
@@ -149,7 +225,7 @@ mod tests {
                 ..Default::default()
             },
         ];
-        let lines = history_lines(&Messages::builtin(), Lang::En, &stored);
+        let lines = history_lines(&Messages::builtin(), Lang::En, &stored, &[]);
         assert_eq!(
             lines,
             vec![
@@ -167,5 +243,102 @@ mod tests {
             "{}",
             out.text()
         );
+    }
+
+    fn said(index: u64, role: pb::MessageRole, words: &str) -> pb::StoredMessage {
+        pb::StoredMessage {
+            index,
+            role: role as i32,
+            content: vec![text(words)],
+            ..Default::default()
+        }
+    }
+
+    fn event(kind: &str, json: &str) -> pb::StoredEvent {
+        pb::StoredEvent {
+            r#type: kind.into(),
+            json: json.into(),
+        }
+    }
+
+    #[test]
+    fn stored_stops_and_repairs_sit_between_the_messages_their_events_name() {
+        use pb::MessageRole::{Assistant, User};
+        let events = [
+            event(
+                "tool_call",
+                r#"{"type":"tool_call","tool":"current_time","before_message":1}"#,
+            ),
+            event(
+                "turn_stopped",
+                r#"{"type":"turn_stopped","stop_reason":"limit_turns","model_calls":2,"notice":"The turn stopped after 2 model calls (its limit).","before_message":4}"#,
+            ),
+            event(
+                "turn_repaired",
+                r#"{"type":"turn_repaired","notice":"The turn stopped after 2 model calls (its limit).","before_message":4}"#,
+            ),
+            // Written by an older hub: no anchor, left out.
+            event(
+                "turn_stopped",
+                r#"{"type":"turn_stopped","stop_reason":"cancelled"}"#,
+            ),
+            event(
+                "turn_stopped",
+                r#"{"type":"turn_stopped","stop_reason":"error","notice":"The model call failed: boom\u001b[2J","before_message":6}"#,
+            ),
+            event(
+                "turn_stopped",
+                r#"{"type":"turn_stopped","stop_reason":"limit_total_tokens","notice":"The turn stopped after using 90 tokens (its budget is 50).","before_message":7}"#,
+            ),
+            event("turn_stopped", "not json"),
+        ];
+        let messages = Messages::builtin();
+        let marks = turn_marks(&messages, Lang::En, &events);
+        assert_eq!(marks.len(), 4, "{marks:?}");
+        // Messages 0 and 1 are not shown; 2 and 3 are the stopped turn, 4 and 5 the next one.
+        let stored = [
+            said(2, User, "what time is it"),
+            said(3, Assistant, "checking"),
+            said(4, User, "again"),
+            said(5, Assistant, "it is noon"),
+            said(6, User, "and now"),
+        ];
+        let lines = history_lines(&messages, Lang::En, &stored, &marks);
+        let mark = |text: &str| HistoryLine::TurnMark(text.into());
+        assert_eq!(
+            lines,
+            vec![
+                HistoryLine::User("what time is it".into()),
+                HistoryLine::Assistant("checking".into()),
+                mark(
+                    "■ Stopped: this turn reached its limit of 2 model calls ([agent] max_turns)."
+                ),
+                mark(
+                    "↺ Repaired the unfinished history: The turn stopped after 2 model calls (its limit)."
+                ),
+                HistoryLine::User("again".into()),
+                HistoryLine::Assistant("it is noon".into()),
+                mark("■ Error: The model call failed: boom\\u{1b}[2J"),
+                HistoryLine::User("and now".into()),
+                mark("■ The turn stopped after using 90 tokens (its budget is 50)."),
+            ]
+        );
+        let tr = turn_marks(&messages, Lang::Tr, &events[1..2]);
+        assert_eq!(tr.len(), 1);
+        assert!(tr[0].line.starts_with("■ "), "{tr:?}");
+        assert_ne!(tr[0].line, marks[0].line, "in the UI language");
+
+        // Marks just before the first shown message show; those further back belong to the
+        // messages not shown.
+        let lines = history_lines(&messages, Lang::En, &stored[2..], &marks);
+        assert_eq!(lines[2], HistoryLine::User("again".into()), "{lines:?}");
+        assert!(matches!(lines[0], HistoryLine::TurnMark(_)), "{lines:?}");
+        let lines = history_lines(&messages, Lang::En, &stored[3..], &marks);
+        assert_eq!(lines[0], HistoryLine::Assistant("it is noon".into()));
+
+        let out = Shared::default();
+        let mut printer = Printer::new(Box::new(out.clone()), Style::new(true));
+        print_history(&mut printer, &[mark("■ Cancelled.")]);
+        assert_eq!(out.text(), Style::new(true).dim("■ Cancelled.") + "\n");
     }
 }

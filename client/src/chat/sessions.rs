@@ -217,12 +217,35 @@ async fn announce_resumed(chat: &mut Chat) {
         let text = chat.t("history.earlier", &[("count", &skip)]);
         chat.printer.dim(&text);
     }
+    let marks = stored_turn_marks(chat).await;
     let lines = history::history_lines(
         &chat.messages,
         chat.lang,
         detail.messages.get(skip..).unwrap_or_default(),
+        &marks,
     );
     history::print_history(&mut chat.printer, &lines);
+}
+
+/// The session's stored turn stops and repairs. The replay goes on without them when the hub
+/// cannot give its events (an older hub, a store error): the messages are the history.
+async fn stored_turn_marks(chat: &mut Chat) -> Vec<history::TurnMark> {
+    let request = pb::ReadEventsRequest {
+        session_id: chat.session_id().to_owned(),
+    };
+    match call(
+        &mut chat.interrupts,
+        chat.deadlines.call,
+        chat.hub.read_events(request),
+    )
+    .await
+    {
+        Ok(response) => history::turn_marks(&chat.messages, chat.lang, &response.events),
+        Err(error) => {
+            tracing::debug!("the session's stored events could not be read: {error:?}");
+            Vec::new()
+        }
+    }
 }
 
 /// `/new`.

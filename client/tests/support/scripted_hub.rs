@@ -24,6 +24,9 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
 use tonic::{Request, Response, Status};
 
+#[path = "stored_session.rs"]
+mod stored_session;
+
 pub type EventSender = mpsc::Sender<Result<pb::StartTurnResponse, Status>>;
 
 pub type SubscribeSender = mpsc::Sender<Result<pb::SubscribeResponse, Status>>;
@@ -70,6 +73,8 @@ pub struct Script {
     /// The first `DecideApproval` is held until the test releases [`Notices::refusal`], then
     /// refused as coming from an attachment cut off for lagging (marked `cut-off`).
     pub cut_off_first_decision: bool,
+    /// A resumed session has a stored conversation whose turns stopped and repaired.
+    pub stored_stops: bool,
 }
 
 pub fn session() -> pb::SessionInfo {
@@ -115,12 +120,14 @@ impl tau_server::Tau for ScriptedHub {
         &self,
         request: Request<pb::GetSessionRequest>,
     ) -> Result<Response<pb::GetSessionResponse>, Status> {
-        let id = request.into_inner().session_id;
+        let request = request.into_inner();
+        let stored = self.script.stored_stops && request.include_messages;
         Ok(Response::new(pb::GetSessionResponse {
             session: Some(pb::SessionInfo {
-                session_id: id,
+                session_id: request.session_id,
                 ..session()
             }),
+            messages: stored.then(stored_session::messages).unwrap_or_default(),
             ..Default::default()
         }))
     }
@@ -181,7 +188,10 @@ impl tau_server::Tau for ScriptedHub {
         &self,
         _: Request<pb::ReadEventsRequest>,
     ) -> Result<Response<pb::ReadEventsResponse>, Status> {
-        Ok(Response::new(pb::ReadEventsResponse::default()))
+        let events = self.script.stored_stops.then(stored_session::events);
+        Ok(Response::new(pb::ReadEventsResponse {
+            events: events.unwrap_or_default(),
+        }))
     }
 
     type StartTurnStream =
@@ -276,21 +286,7 @@ impl tau_server::Tau for ScriptedHub {
         &self,
         _: Request<pb::GetUsageRequest>,
     ) -> Result<Response<pb::GetUsageResponse>, Status> {
-        Ok(Response::new(pb::GetUsageResponse {
-            days: vec![pb::UsageDay {
-                date: "2026-12-02".into(),
-                roles: vec![pb::RoleUsage {
-                    role: "brain".into(),
-                    input_tokens: 1200,
-                    output_tokens: 300,
-                    model_calls: 2,
-                    cost_usd: Some(0.12),
-                    budget_usd: Some(1.0),
-                    ..Default::default()
-                }],
-            }],
-            time_zone: "Europe/Istanbul".into(),
-        }))
+        Ok(Response::new(stored_session::usage()))
     }
 
     async fn list_model_roles(

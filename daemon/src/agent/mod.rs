@@ -225,6 +225,12 @@ impl TauAgent {
         self.inner.history.held_len()
     }
 
+    /// How long the whole history is, messages that left memory included: the position the next
+    /// appended message takes (what a [`HistoryObserver`] is told).
+    pub fn history_total_len(&self) -> usize {
+        self.inner.history.len()
+    }
+
     /// Whether the model's last call was answered by its role's fallback.
     pub fn fallback_in_use(&self) -> bool {
         self.inner.model.fallback_in_use()

@@ -105,6 +105,11 @@ pub struct TurnStoppedEvent {
     pub model_calls: u32,
     pub session_id: String,
     pub channel: String,
+    /// Where the event sits among the session's stored messages: the index of the first message
+    /// stored after it (the session's message count when it was written). Absent in records
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_message: Option<u64>,
 }
 
 /// A turn that began by repairing an unfinished history: the notice put in front of its prompt.
@@ -114,6 +119,10 @@ pub struct TurnRepairedEvent {
     pub notice: String,
     pub session_id: String,
     pub channel: String,
+    /// The index of the first message stored after the event (see
+    /// [`TurnStoppedEvent::before_message`]): the repair and the turn's prompt come after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_message: Option<u64>,
 }
 
 /// An agent event, stored one per line in a session's events.jsonl (`{"type": "tool_call", ...}`).
@@ -205,8 +214,10 @@ mod tests {
             model_calls: 2,
             session_id: "s".into(),
             channel: "cli".into(),
+            before_message: Some(3),
         });
         let value = serde_json::to_value(&stopped).unwrap();
+        assert_eq!(value["before_message"], 3);
         assert_eq!(value["type"], "turn_stopped");
         assert_eq!(value["stop_reason"], "limit_turns");
         assert_eq!(stopped.kind(), "turn_stopped");
@@ -219,9 +230,15 @@ mod tests {
             notice: "n".into(),
             session_id: "s".into(),
             channel: "cli".into(),
+            before_message: None,
         });
         let value = serde_json::to_value(&repaired).unwrap();
         assert_eq!(value["type"], "turn_repaired");
         assert_eq!(repaired.kind(), "turn_repaired");
+        assert!(value.get("before_message").is_none());
+        assert_eq!(
+            serde_json::from_value::<AgentEvent>(value).unwrap(),
+            repaired
+        );
     }
 }

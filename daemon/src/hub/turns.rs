@@ -26,7 +26,7 @@ use tracing::{error, warn};
 use super::event::{EventKind, TurnInfo, now_rfc3339};
 use super::recorder::SessionRecorder;
 use super::runtime::SessionRuntime;
-use crate::agent::{AgentBusy, StopReason, TurnEnd, TurnEvent, TurnOptions};
+use crate::agent::{AgentBusy, StopReason, TauAgent, TurnEnd, TurnEvent, TurnOptions};
 use crate::gate::{
     AgentEvent, ToolCallEvent, TurnRepairedEvent, TurnStoppedEvent, format_approval_arguments,
 };
@@ -381,8 +381,10 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
         cancel: Some(record.cancel.clone()),
         turn_id: Some(turn_id.clone()),
     };
-    // An unfinished history now is repaired first thing in this turn, with this notice.
+    // An unfinished history now is repaired first thing in this turn, with this notice; its
+    // event sits before the turn's first stored message.
     let repair = agent.repair_notice();
+    let before_turn = next_message(&recorder, &agent);
     // The turn waited in the turn table; the agent runs it now or refuses, never queues it.
     let end = match agent.try_stream_with(record.info.text.clone(), options) {
         Ok(stream) => {
@@ -392,6 +394,7 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
                     notice,
                     session_id: runtime.session_id.clone(),
                     channel: record.info.channel.clone(),
+                    before_message: before_turn,
                 }));
             }
             relay(runtime, &record, &recorder, stream).await
@@ -410,7 +413,7 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
         warn!(session_id = %runtime.session_id, %turn_id, "a turn ended without its end event");
         ended_by_hub(StopReason::Error, "The turn ended unexpectedly.")
     });
-    if let Some(event) = stop_event(runtime, &record, &end) {
+    if let Some(event) = stop_event(runtime, &record, &end, next_message(&recorder, &agent)) {
         recorder.record_turn_event(event);
     }
     // Free the agent before the turn is seen to end: a role switch or compaction sent as soon as
@@ -492,7 +495,13 @@ async fn relay(
 
 /// The `turn_stopped` event of a turn that ended on a limit, an error or a cancel; `None` for a
 /// turn that ended normally.
-fn stop_event(runtime: &SessionRuntime, record: &TurnRecord, end: &TurnEnd) -> Option<AgentEvent> {
+/// `before_message` is the index of the next message to be stored (the turn's are all stored).
+fn stop_event(
+    runtime: &SessionRuntime,
+    record: &TurnRecord,
+    end: &TurnEnd,
+    before_message: Option<u64>,
+) -> Option<AgentEvent> {
     let stopped = matches!(
         end.stop_reason,
         StopReason::LimitTurns
@@ -508,8 +517,18 @@ fn stop_event(runtime: &SessionRuntime, record: &TurnRecord, end: &TurnEnd) -> O
             model_calls: end.model_calls,
             session_id: runtime.session_id.clone(),
             channel: record.info.channel.clone(),
+            before_message,
         })
     })
+}
+
+/// The stored index the agent's next message takes: the recorder's offset (the stored index of
+/// the agent's first message) plus the whole history's length. `None` only past `u64`.
+fn next_message(recorder: &SessionRecorder, agent: &TauAgent) -> Option<u64> {
+    recorder
+        .offset()
+        .checked_add(agent.history_total_len())
+        .and_then(|next| u64::try_from(next).ok())
 }
 
 /// The arguments of a `tool_call` record as shown to a person.

@@ -108,7 +108,21 @@ impl SoakHub {
         Self::start_with(taud, backend, false)
     }
 
+    /// Starts `taud` like [`SoakHub::start_plain`], with `env` added to its environment.
+    pub fn start_with_env(taud: &Path, backend: &str, env: &[(&str, &str)]) -> SoakResult<Self> {
+        Self::start_full(taud, backend, false, env)
+    }
+
     fn start_with(taud: &Path, backend: &str, one_arena: bool) -> SoakResult<Self> {
+        Self::start_full(taud, backend, one_arena, &[])
+    }
+
+    fn start_full(
+        taud: &Path,
+        backend: &str,
+        one_arena: bool,
+        env: &[(&str, &str)],
+    ) -> SoakResult<Self> {
         let root = tempfile::tempdir()?;
         let home = root.path().join("home");
         std::fs::create_dir_all(home.join("persona"))?;
@@ -136,6 +150,7 @@ impl SoakHub {
         if one_arena {
             command.env("MALLOC_ARENA_MAX", "1");
         }
+        command.envs(env.iter().copied());
         let child = command
             .current_dir(root.path())
             .stdin(Stdio::null())
