@@ -107,7 +107,7 @@ pub struct AddArgs {
     /// registration question is asked here, in this terminal.
     #[arg(long)]
     pub session: Option<String>,
-    /// The channel this command speaks for; a prompt routine's tier-2 calls are asked there.
+    /// The channel this command speaks for (the registration question is asked on it).
     #[arg(long, default_value = crate::ask::CHANNEL)]
     pub channel: String,
     /// Print JSON for scripts.
