@@ -20,6 +20,7 @@ mod mcp;
 mod plugin_commands;
 mod relay;
 mod routine;
+mod routine_approval;
 mod shell_docs;
 mod shipped_files;
 mod telegram;

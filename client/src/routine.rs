@@ -1,10 +1,12 @@
 //! `tau routine list|add|rm|pause|resume|run|log` (each with `--json`): the running hub's routines,
 //! tau acting on a schedule.
 //!
-//! Invariants: the client decides nothing: a tier-2 tool routine's registration is asked by the hub
-//! on the registering session and channel (`--session`, `--channel`: the ones `tau chat` shows) and
-//! this command only waits for the hub's answer, at most [`REGISTER_WAIT`]; every other call has
-//! [`CALL_DEADLINE`]. Times are shown in Europe/Istanbul, and as RFC 3339 UTC in `--json`.
+//! Invariants: the client decides nothing: a tool routine is added with this command as the
+//! registering client (`crate::routine_approval`: its own session, or `--session`, on its own
+//! channel), so a tier-2 action's registration question is shown here and only the person's
+//! explicit yes approves it; every call has a deadline ([`CALL_DEADLINE`], the registration
+//! [`crate::routine_approval::REGISTER_WAIT`]). Times are shown in Europe/Istanbul, and as RFC 3339
+//! UTC in `--json`.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -18,11 +20,10 @@ use tau_api::proto::v1 as pb;
 use crate::cli::Context;
 use crate::environment;
 use crate::hub_link::{self, EXIT_NO_HUB, HubAddress, HubClient};
+use crate::routine_approval;
 
 /// How long a routine call may take.
 const CALL_DEADLINE: Duration = Duration::from_secs(10);
-/// How long `tau routine add` waits for a registration approval to be decided.
-const REGISTER_WAIT: Duration = Duration::from_secs(15 * 60);
 const TIME_ZONE: &str = "Europe/Istanbul";
 
 /// `tau routine …`.
@@ -30,7 +31,7 @@ const TIME_ZONE: &str = "Europe/Istanbul";
 pub enum RoutineCommand {
     /// List the routines with their schedule, next firing and last outcome.
     List(JsonArgs),
-    /// Add a routine (a tier-2 tool routine waits for its approval, asked in `--session`).
+    /// Add a routine (a tier-2 tool action is asked here first: answer y to register it).
     Add(AddArgs),
     /// Remove a routine (no approval needed).
     Rm(NameArgs),
@@ -102,11 +103,12 @@ pub struct AddArgs {
     /// Replace a routine of the same name (a changed action is asked again).
     #[arg(long)]
     pub replace: bool,
-    /// The session a tier-2 routine's approval is asked in (the id `tau chat` shows).
+    /// The session a tool routine is registered from (default: a new one); its tier-2
+    /// registration question is asked here, in this terminal.
     #[arg(long)]
     pub session: Option<String>,
-    /// The channel of that session's client.
-    #[arg(long, default_value = "terminal")]
+    /// The channel this command speaks for (the registration question is asked on it).
+    #[arg(long, default_value = crate::ask::CHANNEL)]
     pub channel: String,
     /// Print JSON for scripts.
     #[arg(long)]
@@ -134,7 +136,8 @@ pub fn run(command: &RoutineCommand, ctx: &Context) -> anyhow::Result<ExitCode> 
                 return Ok(ExitCode::from(EXIT_NO_HUB));
             }
         };
-        match dispatch(command, client).await {
+        let lang = installation.settings.lang;
+        match dispatch(command, client, lang).await {
             Ok(()) => Ok(ExitCode::SUCCESS),
             Err(message) => {
                 eprintln!("tau routine: {message}");
@@ -155,7 +158,11 @@ async fn call<T>(
     }
 }
 
-async fn dispatch(command: &RoutineCommand, mut client: HubClient) -> Result<(), String> {
+async fn dispatch(
+    command: &RoutineCommand,
+    mut client: HubClient,
+    lang: tau_api::lang::Lang,
+) -> Result<(), String> {
     match command {
         RoutineCommand::List(args) => {
             let list = call(
@@ -176,8 +183,13 @@ async fn dispatch(command: &RoutineCommand, mut client: HubClient) -> Result<(),
         }
         RoutineCommand::Add(args) => {
             let request = add_request(args)?;
-            let added = call(REGISTER_WAIT, client.add_routine(request)).await?;
-            let routine = added.routine.unwrap_or_default();
+            let routine = if args.tool.is_some() {
+                let asking = routine_approval::Asking::detect(args.json, lang);
+                routine_approval::add_as_owner(&client, request, asking, CALL_DEADLINE).await?
+            } else {
+                let added = call(CALL_DEADLINE, client.add_routine(request)).await?;
+                added.routine.unwrap_or_default()
+            };
             if args.json {
                 print_json(&routine_json(&routine));
             } else {

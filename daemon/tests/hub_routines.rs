@@ -1,7 +1,8 @@
 //! Routines in the hub core: a tier-2 tool routine registered through the registering session's
 //! approval (approved and rejected), fired without a prompt and recorded in the routine's session
-//! as `exempt`; a prompt routine run as a turn on its own session on channel `routine`; the
-//! routine status report.
+//! as `exempt`; a prompt routine run as a turn on its own session on channel `routine`, whose
+//! tier-2 question fails the firing at once when no client there could answer it; the routine
+//! status report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support {
@@ -342,5 +343,71 @@ async fn overlapping_prompt_firings_queue_like_any_turn() {
         "both ran, one after the other"
     );
     assert_eq!(f.model.call_count(), 2);
+    f.core.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_prompt_routines_question_nobody_can_answer_fails_the_firing_at_once() {
+    let lamp = || FakeReply::tool_call("demo_physical_action", json!({"action": "desk lamp off"}));
+    let f = routines_fixture(vec![lamp(), lamp(), FakeReply::text("The lamp is off.")]).await;
+    f.core
+        .add_routine(AddRoutine {
+            name: "lamp".into(),
+            cron: "0 23 * * *".into(),
+            every: String::new(),
+            at: String::new(),
+            action: RoutineAction::Prompt {
+                text: "Switch the desk lamp off.".into(),
+                approval_channel: "terminal".into(),
+            },
+            catch_up: CatchUp::Skip,
+            replace: false,
+            session_id: String::new(),
+            channel: "terminal".into(),
+        })
+        .await
+        .unwrap();
+
+    // Nobody attached on the routine's session and channel: failed at once (no approval timeout
+    // is configured here, so waiting would never end), nothing ran.
+    let number = f.core.run_routine("lamp").unwrap();
+    let firing = ended_firing(&f, "lamp", number).await;
+    assert_eq!(firing.outcome, FiringOutcome::Failed, "{}", firing.detail);
+    assert!(
+        firing.detail.starts_with(
+            "needs_approval: no client on channel routine to ask about demo_physical_action"
+        ),
+        "{}",
+        firing.detail
+    );
+    assert!(f.core.list_pending(None).unwrap().is_empty());
+    let events = f.core.read_events("routine-lamp").await.unwrap();
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["type"] == "tool_call" && e["status"] == "success"),
+        "{events:?}"
+    );
+
+    // A client attached there is asked as usual, and its approval lets the call run.
+    let mut watcher = f
+        .core
+        .subscribe("routine-lamp", None, "routine")
+        .await
+        .unwrap();
+    let attachment = watcher.snapshot().attachment_id.clone();
+    let number = f.core.run_routine("lamp").unwrap();
+    let (approval, _) = question(&mut watcher).await;
+    f.core
+        .decide(&approval, ApprovalAnswer::Approve, &attachment)
+        .unwrap();
+    let firing = ended_firing(&f, "lamp", number).await;
+    assert_eq!(
+        firing.outcome,
+        FiringOutcome::Succeeded,
+        "{}",
+        firing.detail
+    );
+    assert_eq!(firing.detail, "The lamp is off.");
     f.core.shutdown().await;
 }

@@ -1,7 +1,8 @@
 //! Routines end to end: the real `taud` with the offline fake model and the real `tau chat` on a
 //! pseudo-terminal. The model proposes a tier-2 routine with `schedule_routine`, the person approves
 //! it once in `tau chat`, the hub fires it with no prompt, and `tau routine log`/`list` and the
-//! routine session's events show the exempt firing.
+//! routine session's events show the exempt firing. `tau routine add` of the same action asks its own
+//! person on its terminal: `n` stores nothing, `y` stores it and `tau routine run` fires it exempt.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -96,4 +97,100 @@ fn a_tier_two_routine_approved_once_in_chat_fires_without_a_prompt() {
         "no question at the firing"
     );
     chat.send_control('d').unwrap();
+}
+
+/// `tau routine add lamp-off … --tool demo_physical_action` on a pseudo-terminal, answered `answer`.
+fn add_on_terminal(env: &ChatSandbox, answer: &str) -> PtySession {
+    let mut command = env.command("tau").unwrap();
+    command.args([
+        "routine",
+        "add",
+        "lamp-off",
+        "--cron",
+        "0 23 * * *",
+        "--tool",
+        "demo_physical_action",
+        "--args",
+        r#"{"action": "desk lamp off"}"#,
+    ]);
+    let mut add = rexpect::session::spawn_command(command, Some(30_000)).unwrap();
+    // The registration question is shown here, like `tau ask --approve` shows one.
+    see(&mut add, "Approval needed (tier 2)").unwrap();
+    see(&mut add, "Tool: demo_physical_action").unwrap();
+    see(&mut add, r#"Arguments: {"action": "desk lamp off"}"#).unwrap();
+    see(&mut add, "Routine \"lamp-off\", cron 0 23 * * *").unwrap();
+    see(&mut add, "Approve? [y/N]").unwrap();
+    add.send_line(answer).unwrap();
+    add
+}
+
+#[test]
+fn tau_routine_add_asks_its_own_person_and_the_firing_needs_no_prompt() {
+    let env = ChatSandbox::new().unwrap();
+    let _hub = env.start_hub().unwrap();
+
+    // Nobody to ask (no terminal, --json): one line saying how, and nothing stored, at once.
+    let output = env
+        .command("tau")
+        .unwrap()
+        .args([
+            "routine",
+            "add",
+            "lamp-off",
+            "--cron",
+            "0 23 * * *",
+            "--tool",
+            "demo_physical_action",
+            "--json",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("needs your approval"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+
+    // Answered n: not stored.
+    let mut add = add_on_terminal(&env, "n");
+    see(&mut add, "was not").unwrap();
+    add.exp_eof().unwrap();
+    let list = tau_json(&env, &["routine", "list", "--json"]).unwrap();
+    assert_eq!(list["routines"].as_array().unwrap().len(), 0, "{list}");
+
+    // Answered y: stored with its approval, on this command's channel.
+    let mut add = add_on_terminal(&env, "y");
+    see(&mut add, "added lamp-off").unwrap();
+    add.exp_eof().unwrap();
+    let list = tau_json(&env, &["routine", "list", "--json"]).unwrap();
+    let routine = &list["routines"][0];
+    assert_eq!(routine["name"], "lamp-off", "{list}");
+    assert_eq!(routine["approval_channel"], "cli", "{list}");
+    assert_ne!(routine["approval_id"], "", "{list}");
+
+    // Fired now: no prompt, recorded exempt in the routine's session.
+    let run = tau_json(&env, &["routine", "run", "lamp-off", "--json"]).unwrap();
+    assert_eq!(run["firing"], 1, "{run}");
+    let mut log = Value::Null;
+    wait_until(Duration::from_secs(30), "the routine's firing", || {
+        log = tau_json(&env, &["routine", "log", "lamp-off", "--json"]).unwrap_or(Value::Null);
+        log["firings"][0]["outcome"] == "succeeded"
+    })
+    .unwrap();
+    assert_eq!(log["firings"][0]["cause"], "manual", "{log}");
+    assert!(
+        log["firings"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("(exempt)"),
+        "{log}"
+    );
+    let events = env.events("routine-lamp-off").unwrap();
+    let call = events
+        .iter()
+        .find(|e| e.r#type == "tool_call")
+        .expect("the firing's tool_call in the routine's session");
+    assert!(call.json.contains("\"exempt\""), "{}", call.json);
+    assert!(call.json.contains("routine-lamp-off-1"), "{}", call.json);
+    assert!(!events.iter().any(|e| e.r#type == "approval"));
 }

@@ -3,7 +3,10 @@
 //! that session's agent, exempt only as `routine::fire_tool_action` allows.
 //!
 //! Invariants: the routine's session (`routine-<name>`) is created on its first firing and then
-//! reused; a firing holds only a weak reference to the core, so the engine never keeps a stopped
+//! reused; a prompt firing's tier-2 question that no client besides the firing's own stream could
+//! decide (nobody attached on the routine's session and channel) fails closed at once: the turn
+//! is cancelled, nothing runs, and the firing is recorded `failed` with a detail beginning
+//! `needs_approval:` instead of waiting out the approval timeout; a firing holds only a weak reference to the core, so the engine never keeps a stopped
 //! hub alive; a prompt firing waits for its turn's end or for cancellation (hub shutdown), never
 //! longer; a tool firing's `tool_call` record is stored in the routine's session and taken back
 //! from the recorder, so nothing accumulates between turns. `schedule_routine` proposals are
@@ -76,6 +79,9 @@ impl HubCore {
                     idempotency_key: format!("routine-{}-{}", routine.name, due.number),
                 };
                 let mut stream = self.start_turn(request).await?;
+                let own_attachment = stream.attachment_id().to_owned();
+                // Why the turn was cancelled: a question nobody attached could answer.
+                let mut unasked: Option<String> = None;
                 loop {
                     let next = tokio::select! {
                         () = cancel.cancelled() => return Ok(failed("the hub stopped during the turn".into())),
@@ -83,7 +89,24 @@ impl HubCore {
                     };
                     match next {
                         Ok(Some(event)) => {
+                            if let EventKind::ApprovalRequested(info) = &event.kind
+                                && unasked.is_none()
+                                && self
+                                    .registry()
+                                    .deciders_besides(&info.request.approval_id, &own_attachment)
+                                    == 0
+                            {
+                                unasked = Some(format!(
+                                    "needs_approval: no client on channel {} to ask about {} (the turn was cancelled; nothing ran)",
+                                    info.request.channel, info.request.tool
+                                ));
+                                self.cancel_turn(&info.request.session_id, Some(&info.turn_id))
+                                    .await?;
+                            }
                             if let EventKind::TurnEnded(end) = &event.kind {
+                                if let Some(detail) = unasked {
+                                    return Ok(failed(detail));
+                                }
                                 let succeeded = end.stop_reason == StopReason::EndTurn;
                                 let detail = if succeeded {
                                     end.text.chars().take(200).collect()

@@ -135,6 +135,19 @@ impl ApprovalRegistry {
             .unwrap_or(0)
     }
 
+    /// How many live attachments other than `except` were shown the pending approval
+    /// `approval_id` and could decide it (held ones excepted); 0 when it is not pending.
+    pub fn deciders_besides(&self, approval_id: &str, except: &str) -> usize {
+        let state = self.lock();
+        state.pending.get(approval_id).map_or(0, |pending| {
+            pending
+                .viewers
+                .iter()
+                .filter(|id| id.as_str() != except && !state.held.contains(id.as_str()))
+                .count()
+        })
+    }
+
     /// Live attachments over all sessions.
     pub fn attachment_count(&self) -> usize {
         self.lock().attachments.len()

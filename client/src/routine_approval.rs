@@ -1,0 +1,285 @@
+//! `tau routine add` of a tool action as the registering client: it opens a session (or takes
+//! `--session`), holds a Subscribe attachment on it on its own channel, calls AddRoutine with that
+//! session and channel, and answers the registration question the hub asks there, as `tau ask
+//! --approve` does (tool, exact arguments, effect with the routine's name and schedule).
+//!
+//! Invariants: the client never approves by itself: only a line typed on the terminal after the
+//! prompt was shown, and only `y`, `yes`, `e` or `evet`, approves (`crate::approve`); anything else,
+//! end of input included, rejects. With `--json` or no terminal on stdin nobody can be asked, so a
+//! question is rejected at once and the command fails with one line saying how to give the approval
+//! (it never hangs). Only the question of this routine's registration is answered; every wait has a
+//! deadline ([`REGISTER_WAIT`] for the whole registration, the call deadline for each hub call) and
+//! a question resolved elsewhere (timeout, another client) is abandoned.
+
+use std::time::Duration;
+
+use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt, is_approval_answer};
+use tau_api::lang::Lang;
+use tau_api::proto::v1::{
+    self as pb, open_session_request::Target, session_event::Kind, subscribe_response,
+};
+use tonic::Streaming;
+
+use crate::approve;
+use crate::hub_link::HubClient;
+
+/// How long a registration may take, the person's answer included (the hub's own approval
+/// timeout usually ends it sooner).
+pub const REGISTER_WAIT: Duration = Duration::from_secs(15 * 60);
+
+/// How the registering client can reach its person.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asking {
+    /// Ask on the terminal, in this language.
+    Terminal(Lang),
+    /// Nobody can be asked (`--json`, or stdin is not a terminal): reject and say how.
+    Nobody,
+}
+
+impl Asking {
+    /// Terminal when `json` is off, stdin is a terminal and `/dev/tty` opens.
+    pub fn detect(json: bool, lang: Lang) -> Self {
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .is_ok();
+        if !json && approve::stdin_is_terminal() && tty {
+            Self::Terminal(lang)
+        } else {
+            Self::Nobody
+        }
+    }
+}
+
+/// The one line a registration that could not be asked fails with.
+pub fn needs_approval_line(name: &str, tool: &str) -> String {
+    format!(
+        "routine {name} was not added: its action {tool} is tier 2 and needs your approval; run the same `tau routine add` in a terminal without --json and answer the question"
+    )
+}
+
+/// Adds the routine of `request` (a tool action) with this client as the registering one; the
+/// routine as stored, or one line saying why not.
+pub async fn add_as_owner(
+    client: &HubClient,
+    mut request: pb::AddRoutineRequest,
+    asking: Asking,
+    deadline: Duration,
+) -> Result<pb::Routine, String> {
+    let mut hub = client.clone();
+    if request.session_id.is_empty() {
+        let opened = within(
+            deadline,
+            hub.open_session(pb::OpenSessionRequest {
+                target: Some(Target::NewSession(true)),
+                channel: request.channel.clone(),
+                ..Default::default()
+            }),
+        )
+        .await
+        .map_err(|e| format!("cannot open a session to ask in: {e}"))?;
+        request.session_id = opened.session.map(|s| s.session_id).unwrap_or_default();
+    }
+    let mut stream = within(
+        deadline,
+        hub.subscribe(pb::SubscribeRequest {
+            session_id: request.session_id.clone(),
+            after_seq: None,
+            channel: request.channel.clone(),
+            stream_id: String::new(),
+        }),
+    )
+    .await
+    .map_err(|e| format!("cannot attach to session {}: {e}", request.session_id))?;
+    let attachment = match tokio::time::timeout(deadline, stream.message()).await {
+        Ok(Ok(Some(pb::SubscribeResponse {
+            kind: Some(subscribe_response::Kind::Snapshot(snapshot)),
+        }))) => snapshot.attachment_id,
+        _ => return Err("the hub sent no snapshot on the session's stream".to_owned()),
+    };
+    let registration = Registration {
+        hub: client.clone(),
+        attachment,
+        tool_use_id: format!("routine-{}-registration", request.name),
+        name: request.name.clone(),
+        asking,
+        deadline,
+        refused_unasked: None,
+    };
+    registration.run(request, stream).await
+}
+
+/// One registration in progress.
+struct Registration {
+    hub: HubClient,
+    attachment: String,
+    /// The tool use id the hub gives this routine's registration question.
+    tool_use_id: String,
+    name: String,
+    asking: Asking,
+    deadline: Duration,
+    /// Set when a question was rejected because nobody could be asked.
+    refused_unasked: Option<String>,
+}
+
+impl Registration {
+    async fn run(
+        mut self,
+        request: pb::AddRoutineRequest,
+        mut stream: Streaming<pb::SubscribeResponse>,
+    ) -> Result<pb::Routine, String> {
+        let mut adder = self.hub.clone();
+        let adding = adder.add_routine(request);
+        tokio::pin!(adding);
+        let overall = tokio::time::sleep(REGISTER_WAIT);
+        tokio::pin!(overall);
+        let mut watching = true;
+        loop {
+            tokio::select! {
+                added = &mut adding => {
+                    return match (added, self.refused_unasked.take()) {
+                        (Ok(added), _) => Ok(added.into_inner().routine.unwrap_or_default()),
+                        (Err(_), Some(line)) => Err(line),
+                        (Err(status), None) => Err(status.message().to_owned()),
+                    };
+                }
+                message = stream.message(), if watching => {
+                    let question = match message {
+                        Ok(Some(pb::SubscribeResponse {
+                            kind: Some(subscribe_response::Kind::Event(event)),
+                        })) => match event.kind {
+                            Some(Kind::ApprovalRequested(asked)) => asked.approval,
+                            _ => None,
+                        },
+                        Ok(Some(_)) => None,
+                        // The hub closes the question with the stream: AddRoutine answers.
+                        Ok(None) | Err(_) => {
+                            watching = false;
+                            None
+                        }
+                    };
+                    if let Some(question) = question.filter(|q| q.tool_use_id == self.tool_use_id) {
+                        let approve = self.answer(&question, &mut stream).await?;
+                        if let Some(approve) = approve {
+                            self.decide(&question, approve).await?;
+                        }
+                    }
+                }
+                () = &mut overall => {
+                    return Err(format!(
+                        "routine {} was not added: no decision within {} s",
+                        self.name,
+                        REGISTER_WAIT.as_secs()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The person's answer (`Some(true)` approves); `None` when the question was resolved
+    /// elsewhere while it was open.
+    async fn answer(
+        &mut self,
+        question: &pb::PendingApproval,
+        stream: &mut Streaming<pb::SubscribeResponse>,
+    ) -> Result<Option<bool>, String> {
+        let lang = match self.asking {
+            Asking::Terminal(lang) => lang,
+            Asking::Nobody => {
+                self.refused_unasked = Some(needs_approval_line(&self.name, &question.tool));
+                return Ok(Some(false));
+            }
+        };
+        let messages = Messages::builtin();
+        let prompt = format_approval_prompt(
+            &messages,
+            lang,
+            &ApprovalPrompt {
+                tool: &question.tool,
+                tier: u8::try_from(question.tier).unwrap_or(2),
+                arguments: &question.arguments,
+                effect: &question.effect,
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        let mut asking =
+            approve::ask_on_tty(&prompt).map_err(|e| format!("cannot ask on the terminal: {e}"))?;
+        loop {
+            tokio::select! {
+                line = asking.line() => {
+                    return Ok(Some(line.as_deref().is_some_and(is_approval_answer)));
+                }
+                message = stream.message() => match message {
+                    Ok(Some(pb::SubscribeResponse {
+                        kind: Some(subscribe_response::Kind::Event(event)),
+                    })) => {
+                        if let Some(Kind::ApprovalResolved(resolved)) = &event.kind
+                            && resolved.approval_id == question.approval_id
+                        {
+                            eprintln!(
+                                "\n(the approval was resolved elsewhere: {})",
+                                crate::event_json::resolution_name(resolved.resolution)
+                            );
+                            return Ok(None);
+                        }
+                    }
+                    Ok(Some(_)) => {}
+                    // Without its stream the question is closed by the hub; the answer is moot.
+                    Ok(None) | Err(_) => return Ok(None),
+                },
+            }
+        }
+    }
+
+    async fn decide(
+        &mut self,
+        question: &pb::PendingApproval,
+        approve: bool,
+    ) -> Result<(), String> {
+        let decision = if approve {
+            pb::ApprovalDecision::Approved
+        } else {
+            pb::ApprovalDecision::Rejected
+        };
+        let request = pb::DecideApprovalRequest {
+            approval_id: question.approval_id.clone(),
+            decision: decision as i32,
+            attachment_id: self.attachment.clone(),
+        };
+        within(self.deadline, self.hub.decide_approval(request))
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("cannot send the decision: {e}"))
+    }
+}
+
+/// Waits for a hub call at most `deadline`; the error as a short text.
+async fn within<T>(
+    deadline: Duration,
+    future: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(deadline, future).await {
+        Ok(Ok(response)) => Ok(response.into_inner()),
+        Ok(Err(status)) => Err(status.message().to_owned()),
+        Err(_) => Err(format!("no answer from the hub within {deadline:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unasked_line_says_how_to_approve() {
+        let line = needs_approval_line("lamp-off", "demo_physical_action");
+        assert!(line.contains("needs your approval"), "{line}");
+        assert!(line.contains("without --json"), "{line}");
+        assert!(!line.contains('\n'));
+    }
+
+    #[test]
+    fn json_never_asks() {
+        assert_eq!(Asking::detect(true, Lang::En), Asking::Nobody);
+    }
+}
