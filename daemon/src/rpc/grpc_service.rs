@@ -88,8 +88,14 @@ impl GrpcService {
                     let mcp = Arc::clone(core.mcp());
                     hub.add_status_source(move || crate::mcp::status_json(&mcp));
                 }
-                let routines = core.clone();
-                hub.add_status_source(move || routines.routine_status().to_json());
+                // Weak: the hub's status sources outlive a core whose start failed or that
+                // stopped, and a strong handle here would keep the whole core alive.
+                let routines = core.downgrade();
+                hub.add_status_source(move || {
+                    HubCore::from_weak(&routines)
+                        .map(|core| core.routine_status().to_json())
+                        .unwrap_or_default()
+                });
                 Ok(core)
             }
             Err(e) => {
