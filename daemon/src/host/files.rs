@@ -48,59 +48,7 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
 }
 
-/// Replaces `path` with `bytes` atomically; the file is 0600.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| io::Error::other(format!("{} has no file name", path.display())))?;
-    let mut tmp_name = file_name.to_owned();
-    tmp_name.push(format!(".tmp.{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        // The rename is durable only once the directory entry is.
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// Removes the temporary files [`write_atomic`] left in `dir` when a process died between writing
-/// and renaming (`<name>.tmp.<pid>` of another pid); other files are never touched. Call it only
-/// while holding the hub lock, so no other process is writing there. Returns how many it removed.
-pub fn remove_stale_temp_files(dir: &Path) -> io::Result<usize> {
-    let own = format!(".tmp.{}", std::process::id());
-    let mut removed = 0;
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            continue;
-        };
-        let stale = name.rsplit_once(".tmp.").is_some_and(|(stem, pid)| {
-            !stem.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
-        }) && !name.ends_with(&own);
-        if stale && entry.file_type()?.is_file() {
-            fs::remove_file(entry.path())?;
-            removed += 1;
-        }
-    }
-    Ok(removed)
-}
+pub use tau_api::durable_file::{remove_stale_temp_files, write_atomic};
 
 /// Appends one line (a newline is added) to `path`, creating it 0600.
 pub fn append_line(path: &Path, line: &str) -> io::Result<()> {

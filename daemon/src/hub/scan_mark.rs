@@ -23,13 +23,13 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::{self, Write as _};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
+use tau_api::durable_file::write_atomic;
 use tracing::warn;
 
 /// The format version written.
@@ -193,55 +193,9 @@ impl ScanJournal {
 /// Removes the `<mark>.tmp.<pid>` files beside the mark that another process left: only one hub
 /// runs at a time (the hub lock), so such a file belongs to a hub that was killed mid-write.
 fn remove_stale_temp_files(path: &Path) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
-        return;
-    };
-    let prefix = format!("{name}.tmp.");
-    let own = format!("{prefix}{}", std::process::id());
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let Some(file_name) = file_name.to_str() else {
-            continue;
-        };
-        let stale = file_name
-            .strip_prefix(&prefix)
-            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-            && file_name != own;
-        if stale && let Err(error) = fs::remove_file(entry.path()) {
-            warn!(file = %entry.path().display(), %error, "cannot remove a stale temporary file");
-        }
+    if let Err(error) = tau_api::durable_file::remove_stale_temp_files_of(path) {
+        warn!(file = %path.display(), %error, "cannot remove the stale temporary files of the scan mark");
     }
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
-    tmp_name.push(format!(".tmp.{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let written = (|| {
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        if let Some(dir) = path.parent()
-            && let Ok(dir) = fs::File::open(dir)
-        {
-            // Makes the rename durable where the platform allows it.
-            let _ = dir.sync_all();
-        }
-        Ok(())
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written
 }
 
 #[cfg(test)]

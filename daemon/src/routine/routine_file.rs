@@ -6,9 +6,8 @@
 //! directory) and is 0600; a missing file is no routines; a newer version or a file that does not
 //! parse is an error naming the file, never silently replaced.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write as _};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -82,39 +81,10 @@ pub fn save_routines(path: &Path, routines: &[Routine]) -> Result<(), RoutineErr
         reason: e.to_string(),
     })?;
     bytes.push(b'\n');
-    write_replacing(path, &bytes).map_err(|source| RoutineError::Io {
+    tau_api::durable_file::write_atomic(path, &bytes).map_err(|source| RoutineError::Io {
         path: path.to_owned(),
         source,
     })
-}
-
-fn write_replacing(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| io::Error::other("the path has no file name"))?;
-    let mut tmp_name = file_name.to_owned();
-    tmp_name.push(format!(".tmp.{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@
 //! replaces a newer state with an older one).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -189,27 +188,11 @@ impl LedgerWriter {
     }
 }
 
-/// Writes `bytes` to a private temporary file beside `path`, syncs it and renames it over `path`.
+/// Replaces `path` with `bytes` durably (0600), making its directory first.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), SpendError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| SpendError::io(dir, &e))?;
-    let tmp = path.with_extension("json.tmp");
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let written = options.open(&tmp).and_then(|mut f| {
-        f.write_all(bytes)?;
-        f.sync_all()
-    });
-    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(SpendError::io(path, &e));
-    }
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    tau_api::durable_file::write_atomic(path, bytes).map_err(|e| SpendError::io(path, &e))
 }
 
 #[cfg(test)]

@@ -5,13 +5,14 @@
 //! half a file; every file carries `version`, and one newer than [`FORMAT_VERSION`] is refused
 //! rather than misread; a missing file reads as `None`.
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, DirBuilder};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tau_api::durable_file::write_atomic;
 
 /// The format version every state file is written with.
 pub const FORMAT_VERSION: u32 = 1;
@@ -112,29 +113,4 @@ pub fn remove(path: &Path) -> Result<(), StateError> {
             source,
         }),
     }
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
-    tmp_name.push(format!(".tmp.{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => File::open(dir)?.sync_all(),
-            _ => Ok(()),
-        }
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
 }
