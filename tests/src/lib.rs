@@ -99,3 +99,50 @@ impl Sandbox {
 }
 
 pub mod chat;
+
+/// A `taud` started in a sandbox by [`Sandbox::start_hub`]; killed when dropped.
+pub struct RunningHub {
+    child: std::process::Child,
+}
+
+impl Drop for RunningHub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How long [`Sandbox::start_hub`] waits for the hub's socket and state file.
+pub const HUB_START_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// A loopback TCP port that was free a moment ago, for a hub's `TAU_HUB_PORT`.
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+impl Sandbox {
+    /// Starts `taud` on `port` (output discarded) and waits until its socket and state file exist.
+    pub fn start_hub(&self, port: u16) -> anyhow::Result<RunningHub> {
+        let child = self
+            .command("taud")?
+            .env("TAU_HUB_PORT", port.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("starting taud")?;
+        let hub = RunningHub { child };
+        let socket = self.data_dir().join("hub/taud.sock");
+        let state = self.data_dir().join("hub/state.json");
+        let started = std::time::Instant::now();
+        while !(socket.exists() && state.exists()) {
+            if started.elapsed() > HUB_START_DEADLINE {
+                bail!("the hub never came up");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(hub)
+    }
+}

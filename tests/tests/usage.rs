@@ -5,52 +5,17 @@
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Output, Stdio};
 
 use serde_json::Value;
-use tau_e2e::Sandbox;
-
-const DEADLINE: Duration = Duration::from_secs(20);
-
-struct Hub {
-    child: Child,
-}
-
-impl Drop for Hub {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use tau_e2e::{RunningHub, Sandbox};
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    tau_e2e::free_port().unwrap()
 }
 
-fn start_hub(sandbox: &Sandbox, port: u16) -> Hub {
-    let child = sandbox
-        .command("taud")
-        .unwrap()
-        .env("TAU_HUB_PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let hub = Hub { child };
-    let socket = sandbox.data_dir().join("hub/taud.sock");
-    let state = sandbox.data_dir().join("hub/state.json");
-    let started = Instant::now();
-    while !(socket.exists() && state.exists()) {
-        assert!(started.elapsed() < DEADLINE, "the hub never came up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    hub
+fn start_hub(sandbox: &Sandbox, port: u16) -> RunningHub {
+    sandbox.start_hub(port).unwrap()
 }
 
 fn tau(sandbox: &Sandbox, port: u16, args: &[&str]) -> Output {
