@@ -91,8 +91,17 @@ fn usage_json_adds_up_to_the_turns_usage_and_cost() {
     let table = String::from_utf8(tau(&sandbox, port, &["usage"]).stdout).unwrap();
     assert!(table.contains(" brain "), "{table}");
     assert!(table.contains(" / 100,00 $"), "{table}");
-    let ledger = std::fs::read_to_string(sandbox.data_dir().join("spend.json")).unwrap();
-    assert!(ledger.contains("\"version\": 1"), "{ledger}");
+    // The ledger's writer saves the first change at once, off the turn path.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let ledger =
+            std::fs::read_to_string(sandbox.data_dir().join("spend.json")).unwrap_or_default();
+        if ledger.contains("\"version\": 1") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{ledger}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[test]

@@ -211,6 +211,12 @@ impl HubCore {
             warn!("some session workers did not stop in time");
         }
         self.inner.parts.mcp.stop(SHUTDOWN_WAIT).await;
+        let spend = Arc::clone(&self.inner.parts.spend);
+        match tokio::task::spawn_blocking(move || spend.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!("the spend ledger could not be saved at shutdown: {e}"),
+            Err(e) => warn!("the spend ledger's final save did not finish: {e}"),
+        }
     }
 
     /// The MCP servers (status, tools).

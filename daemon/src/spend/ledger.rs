@@ -3,12 +3,18 @@
 //!
 //! Invariants: the file carries [`LEDGER_VERSION`] and a newer one is never overwritten; it is
 //! replaced atomically (a private temporary file, fsync, rename), 0600; at most [`MAX_DAYS`] days
-//! are kept (the oldest go first); writes happen in the order the tallies changed (a write never
-//! replaces a newer state with an older one).
+//! are kept (the oldest go first); a write never replaces a newer state with an older one.
+//!
+//! Saving is off the turn path: one writer thread per file-backed ledger saves the latest state
+//! at most once per [`SAVE_INTERVAL`] (a burst of model calls is one write), and
+//! [`SpendLedger::flush`] or dropping the last handle saves what is left before the thread ends.
+//! A crash loses at most the last interval's tallies; the file always holds a whole state.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +24,8 @@ use super::SpendError;
 pub const LEDGER_VERSION: u32 = 1;
 /// Days kept in the ledger.
 pub const MAX_DAYS: usize = 400;
+/// The least time between two saves of the writer thread.
+pub const SAVE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What one role used on one day.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -60,20 +68,45 @@ struct LedgerFile {
 #[derive(Debug, Default)]
 struct State {
     days: Days,
-    /// Bumped on each change; the file holds `written`.
+    /// Bumped on each change.
     generation: u64,
+    /// Set when the last handle is dropped: the writer saves what is left and ends.
+    closing: bool,
+}
+
+/// What the handles and the writer thread share.
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled on each change and on closing.
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// The ledger: shared tallies and the file they are saved to.
 #[derive(Debug, Clone)]
 pub struct SpendLedger {
-    state: Arc<Mutex<State>>,
+    shared: Arc<Shared>,
     /// `None`: kept in memory only (tests, or a newer file that must not be overwritten).
-    file: Option<Arc<LedgerWriter>>,
+    file: Option<Arc<LedgerFileWriter>>,
+}
+
+/// The file side of a ledger: its path, the generation on disk, and the writer thread (stopped
+/// and joined when the last handle goes, after a final save).
+#[derive(Debug)]
+struct LedgerFileWriter {
+    shared: Arc<Shared>,
+    target: Arc<LedgerTarget>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 #[derive(Debug)]
-struct LedgerWriter {
+struct LedgerTarget {
     path: PathBuf,
     /// The generation on disk; held while writing so writes happen one at a time, in order.
     written: Mutex<u64>,
@@ -83,7 +116,7 @@ impl SpendLedger {
     /// A ledger kept in memory only.
     pub fn in_memory() -> Self {
         Self {
-            state: Arc::default(),
+            shared: Arc::default(),
             file: None,
         }
     }
@@ -91,6 +124,11 @@ impl SpendLedger {
     /// The ledger saved at `path`: what it holds now (nothing when it does not exist yet). A file
     /// of a newer version is read but never written; an unreadable one is an error.
     pub fn open(path: &Path) -> Result<Self, SpendError> {
+        Self::open_with_interval(path, SAVE_INTERVAL)
+    }
+
+    /// [`open`](Self::open), saving at most once per `interval`.
+    pub fn open_with_interval(path: &Path, interval: Duration) -> Result<Self, SpendError> {
         let (days, writable) = match std::fs::read(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Days::new(), true),
             Err(e) => return Err(SpendError::io(path, &e)),
@@ -107,55 +145,70 @@ impl SpendLedger {
                 (file.days, file.version <= LEDGER_VERSION)
             }
         };
-        Ok(Self {
-            state: Arc::new(Mutex::new(State {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
                 days,
-                generation: 0,
-            })),
-            file: writable.then(|| {
-                Arc::new(LedgerWriter {
-                    path: path.to_path_buf(),
-                    written: Mutex::new(0),
-                })
+                ..State::default()
             }),
-        })
+            changed: Condvar::new(),
+        });
+        let file = if writable {
+            let target = Arc::new(LedgerTarget {
+                path: path.to_path_buf(),
+                written: Mutex::new(0),
+            });
+            let thread = std::thread::Builder::new()
+                .name("tau-spend-writer".into())
+                .spawn({
+                    let shared = Arc::clone(&shared);
+                    let target = Arc::clone(&target);
+                    move || write_loop(&shared, &target, interval)
+                })
+                .map_err(|e| SpendError::io(path, &e))?;
+            Some(Arc::new(LedgerFileWriter {
+                shared: Arc::clone(&shared),
+                target,
+                thread: Mutex::new(Some(thread)),
+            }))
+        } else {
+            None
+        };
+        Ok(Self { shared, file })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.shared.lock()
     }
 
-    /// Adds `tally` to `key` on `day` and saves the ledger (on a blocking thread when a runtime
-    /// runs, else at once).
+    /// Adds `tally` to `key` on `day`; the writer thread saves it soon.
     pub fn add(&self, day: &str, key: &str, tally: &Tally) {
-        let snapshot = {
-            let mut state = self.lock();
-            state
-                .days
-                .entry(day.to_owned())
-                .or_default()
-                .entry(key.to_owned())
-                .or_default()
-                .add(tally);
-            while state.days.len() > MAX_DAYS {
-                state.days.pop_first();
+        let mut state = self.lock();
+        state
+            .days
+            .entry(day.to_owned())
+            .or_default()
+            .entry(key.to_owned())
+            .or_default()
+            .add(tally);
+        while state.days.len() > MAX_DAYS {
+            state.days.pop_first();
+        }
+        state.generation += 1;
+        drop(state);
+        self.shared.changed.notify_all();
+    }
+
+    /// Saves what is not saved yet, now, on the calling thread (a blocking write).
+    pub fn flush(&self) -> Result<(), SpendError> {
+        match &self.file {
+            None => Ok(()),
+            Some(writer) => {
+                let (generation, days) = {
+                    let state = self.lock();
+                    (state.generation, state.days.clone())
+                };
+                writer.target.save(generation, days)
             }
-            state.generation += 1;
-            self.file
-                .as_ref()
-                .map(|_| (state.generation, state.days.clone()))
-        };
-        let (Some(writer), Some((generation, days))) = (self.file.clone(), snapshot) else {
-            return;
-        };
-        let save = move || {
-            if let Err(e) = writer.save(generation, days) {
-                tracing::warn!("the spend ledger could not be saved: {e}");
-            }
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(save)),
-            Err(_) => save(),
         }
     }
 
@@ -170,7 +223,63 @@ impl SpendLedger {
     }
 }
 
-impl LedgerWriter {
+/// The writer thread: waits for a change, saves at most once per `interval`, and on closing saves
+/// what is left and returns.
+fn write_loop(shared: &Shared, target: &LedgerTarget, interval: Duration) {
+    let mut seen = 0;
+    let mut last_save: Option<Instant> = None;
+    let mut state = shared.lock();
+    loop {
+        while state.generation == seen && !state.closing {
+            state = shared
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        if state.generation == seen {
+            return;
+        }
+        if let Some(due) = last_save.map(|at| at + interval) {
+            while !state.closing {
+                let Some(left) = due.checked_duration_since(Instant::now()) else {
+                    break;
+                };
+                state = shared
+                    .changed
+                    .wait_timeout(state, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        }
+        let (generation, days) = (state.generation, state.days.clone());
+        drop(state);
+        if let Err(e) = target.save(generation, days) {
+            tracing::warn!("the spend ledger could not be saved: {e}");
+        }
+        seen = generation;
+        last_save = Some(Instant::now());
+        state = shared.lock();
+    }
+}
+
+impl Drop for LedgerFileWriter {
+    fn drop(&mut self) {
+        self.shared.lock().closing = true;
+        self.shared.changed.notify_all();
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(thread) = thread
+            && thread.join().is_err()
+        {
+            tracing::warn!("the spend ledger's writer thread panicked");
+        }
+    }
+}
+
+impl LedgerTarget {
     fn save(&self, generation: u64, days: Days) -> Result<(), SpendError> {
         let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
         if *written >= generation {
@@ -216,6 +325,7 @@ mod tests {
         ledger.add("2026-12-01", "fast", &tally(10, 0.5));
         ledger.add("2026-12-01", "fast", &tally(5, 0.25));
         ledger.add("2026-12-02", "brain/fallback", &tally(7, 0.0));
+        ledger.flush().unwrap();
         let again = SpendLedger::open(&path).unwrap();
         assert_eq!(again.days(), ledger.days());
         let fast = again.day("2026-12-01")["fast"];
@@ -256,6 +366,63 @@ mod tests {
             SpendLedger::open(&path),
             Err(SpendError::Format(_))
         ));
+    }
+
+    fn stored_calls(path: &Path) -> u64 {
+        let again = SpendLedger::open(path).unwrap();
+        again
+            .day("2026-12-01")
+            .get("fast")
+            .map_or(0, |t| t.model_calls)
+    }
+
+    #[test]
+    fn saves_are_paced_and_what_is_left_is_saved_when_the_last_handle_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spend.json");
+        let ledger = SpendLedger::open_with_interval(&path, Duration::from_secs(3600)).unwrap();
+        ledger.add("2026-12-01", "fast", &tally(1, 0.0));
+        // The first change is saved at once.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !path.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the first change was never saved"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        while stored_calls(&path) != 1 {
+            assert!(Instant::now() < deadline, "the first save never completed");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // A burst within the interval is not written one call at a time.
+        let clone = ledger.clone();
+        for _ in 0..99 {
+            clone.add("2026-12-01", "fast", &tally(1, 0.0));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(stored_calls(&path), 1);
+        drop(clone);
+        assert_eq!(stored_calls(&path), 1, "a clone going saves nothing");
+        // The last handle going saves the rest before it returns.
+        drop(ledger);
+        assert_eq!(stored_calls(&path), 100);
+    }
+
+    #[test]
+    fn flush_saves_now_and_an_untouched_ledger_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spend.json");
+        let ledger = SpendLedger::open_with_interval(&path, Duration::from_secs(3600)).unwrap();
+        ledger.flush().unwrap();
+        drop(ledger);
+        assert!(!path.exists());
+        let ledger = SpendLedger::open_with_interval(&path, Duration::from_secs(3600)).unwrap();
+        for _ in 0..5 {
+            ledger.add("2026-12-01", "fast", &tally(1, 0.0));
+        }
+        ledger.flush().unwrap();
+        assert_eq!(stored_calls(&path), 5);
     }
 
     #[test]

@@ -130,6 +130,11 @@ impl SpendMeter {
         self.ledger.add(&self.today().to_string(), &key, &tally);
     }
 
+    /// Saves the ledger's unsaved tallies now (a blocking write; the hub calls it at shutdown).
+    pub fn flush(&self) -> Result<(), super::SpendError> {
+        self.ledger.flush()
+    }
+
     /// `role`'s overrun when it has a daily budget and spent it today.
     pub fn over_budget(&self, role: &str) -> Option<BudgetOverrun> {
         let budget_usd = self.config.budget(role)?;

@@ -1,6 +1,7 @@
 //! Spend: what each model call cost, per role and day (Europe/Istanbul), and the daily budgets.
 //!
-//! `ledger.rs` ([`SpendLedger`]: the tallies and `spend.json`, versioned and written atomically),
+//! `ledger.rs` ([`SpendLedger`]: the tallies and `spend.json`, versioned, written atomically by one
+//! paced writer thread),
 //! `meter.rs` ([`SpendMeter`]: prices, budgets, days, the `Budget today` line),
 //! `metered_model.rs` ([`MeteredModel`]: a role's model that counts its calls and switches to the
 //! fallback model, or refuses, once the role is over its budget).
