@@ -1,7 +1,7 @@
 //! `GetSession` by the page on both session backends: a session's summary comes from the store's
 //! count without reading its messages, and pages walk the messages from the newest end with a
-//! cursor, a default size and a cap. Also: the file store's session record is written once a turn
-//! ended, and shows the turn's messages before that.
+//! cursor, a default size and a cap. Also: the file store's session record follows a turn's end
+//! (a burst of turns shares one write) and the store shows the turn's messages before that.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -172,7 +172,7 @@ async fn the_session_record_is_on_disk_once_a_turn_ended() {
         drain(&mut stream).await;
         let expected = 2 * (turn as u64 + 1);
         assert_eq!(f.core.summary(&id).await.unwrap().message_count, expected);
-        // The flush runs on the session's worker right after the end is published.
+        // The record follows the turn's end within the record interval (1 s by default).
         let deadline = std::time::Instant::now() + DEADLINE;
         while on_disk() != expected {
             assert!(
@@ -182,4 +182,47 @@ async fn the_session_record_is_on_disk_once_a_turn_ended() {
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
     }
+}
+
+/// Turns closer together than the record interval share one write of the session's record; the
+/// store shows the current count meanwhile, and closing the session writes it at once.
+#[tokio::test]
+async fn a_burst_of_turns_writes_the_session_record_once_and_closing_writes_the_rest() {
+    let options = taud::hub::CoreOptions {
+        session_record_interval: std::time::Duration::from_secs(3600),
+        ..options()
+    };
+    let replies = ["one", "two", "three"].map(FakeReply::text).to_vec();
+    let f = fixture_with("file", replies, options).await;
+    let id = f.new_session().await;
+    let path = f.dir.join("sessions").join(&id).join("session.json");
+    let on_disk = || -> u64 {
+        let record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        record["message_count"].as_u64().unwrap()
+    };
+    let wait_for = |expected: u64| async move {
+        let deadline = std::time::Instant::now() + DEADLINE;
+        while on_disk() != expected {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "session.json stayed at {}",
+                on_disk()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    };
+    // The first turn's record is written as it ends.
+    drain(&mut f.turn(&id, "hello", "terminal").await).await;
+    wait_for(2).await;
+    // The next ones wait for the interval, while every read shows them.
+    for text in ["and", "again"] {
+        drain(&mut f.turn(&id, text, "terminal").await).await;
+    }
+    assert_eq!(f.core.summary(&id).await.unwrap().message_count, 6);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert_eq!(on_disk(), 2, "a turn within the interval wrote the record");
+    // Closing the session writes what waits.
+    f.core.shutdown().await;
+    wait_for(6).await;
 }

@@ -159,6 +159,9 @@ pub struct CoreOptions {
     pub approval_timeout: Option<Duration>,
     /// An open session nobody uses is dropped from memory after this long.
     pub idle_after: Duration,
+    /// The least time between two writes of a session's own record after turns (see
+    /// `hub::runtime`); messages are durable as they are stored, whatever this is.
+    pub session_record_interval: Duration,
     /// Turns that may wait behind a running one, per session.
     pub max_queued_turns: usize,
     /// Sessions held in memory at once; opening one more drops the least recently used one
@@ -185,6 +188,8 @@ pub struct CoreOptions {
 pub const APPROVAL_SCAN_MARK_FILE: &str = "approval-scan.json";
 /// Default of [`CoreOptions::idle_after`].
 pub const DEFAULT_IDLE_AFTER: Duration = Duration::from_secs(30 * 60);
+/// Default of [`CoreOptions::session_record_interval`].
+pub const DEFAULT_SESSION_RECORD_INTERVAL: Duration = Duration::from_secs(1);
 /// Default of [`CoreOptions::max_queued_turns`].
 pub const DEFAULT_MAX_QUEUED_TURNS: usize = 16;
 /// Default of [`CoreOptions::max_open_sessions`].
@@ -204,6 +209,7 @@ impl Default for CoreOptions {
             host_role: "hub".to_owned(),
             approval_timeout: None,
             idle_after: DEFAULT_IDLE_AFTER,
+            session_record_interval: DEFAULT_SESSION_RECORD_INTERVAL,
             max_queued_turns: DEFAULT_MAX_QUEUED_TURNS,
             max_open_sessions: DEFAULT_MAX_OPEN_SESSIONS,
             replay_buffer: super::bus::DEFAULT_REPLAY_BUFFER,

@@ -12,12 +12,17 @@
 //!   to the new one, and the worker records it in the agent record (`_internal_state`, see
 //!   [`RepairNotice`]) after every turn that leaves one, so an agent rebuilt from the store (an idle
 //!   session reopened, a hub restart) takes it over while no message was stored since.
+//! - The session's own record (`SessionStore::flush_session`) is written at most once per
+//!   `session_record_interval` (1 s by default): a turn that ends later than that after the last write writes it at
+//!   once; one that ends sooner leaves it to one delayed write (at the interval, or at once when
+//!   the session closes), so a burst of turns costs one write. Messages are durable either way;
+//!   only the record's copy of the count and time waits (every read sees the current values).
 //! - Std locks here are short and never held across an `.await`.
 //! - A role switch or compaction never waits behind a turn (which may wait for a person): it takes
 //!   `agent_lock` only while no turn runs or waits ([`SessionRuntime::lock_agent_idle`]).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -68,6 +73,25 @@ pub(crate) struct AgentSlot {
     pub role: String,
 }
 
+/// When the session's record was last written, and whether a delayed write is coming.
+#[derive(Debug, Default)]
+struct RecordFlush {
+    last: Option<Instant>,
+    delayed: bool,
+}
+
+/// Writes the session's deferred record (`SessionStore::flush_session`) off the runtime's threads.
+async fn write_session_record(store: Arc<dyn SessionStore>, session_id: String) {
+    let id = session_id.clone();
+    let flushed = tokio::task::spawn_blocking(move || store.flush_session(&id)).await;
+    let error = match flushed {
+        Ok(Ok(())) => return,
+        Ok(Err(error)) => error.to_string(),
+        Err(error) => error.to_string(),
+    };
+    warn!(%session_id, "cannot write the session's record after a turn: {error}");
+}
+
 /// One open session.
 pub(crate) struct SessionRuntime {
     pub session_id: String,
@@ -83,6 +107,8 @@ pub(crate) struct SessionRuntime {
     turns: Mutex<TurnTable>,
     last_used: Mutex<Instant>,
     store: Arc<dyn SessionStore>,
+    record_flush: Arc<Mutex<RecordFlush>>,
+    record_interval: Duration,
 }
 
 impl SessionRuntime {
@@ -109,6 +135,8 @@ impl SessionRuntime {
             turns: Mutex::new(TurnTable::default()),
             last_used: Mutex::new(Instant::now()),
             store: Arc::clone(&parts.store),
+            record_flush: Arc::default(),
+            record_interval: parts.options.session_record_interval,
         })
     }
 
@@ -210,18 +238,51 @@ impl SessionRuntime {
     }
 
     /// Writes what the store deferred about this session during a turn (see
-    /// `SessionStore::flush_session`). A failure is logged: the store still shows the current
-    /// values, and the next flush, close or open writes them.
+    /// `SessionStore::flush_session`), at once or in one delayed write (see the module's
+    /// invariants). A failure is logged: the store still shows the current values, and the next
+    /// flush, close or open writes them.
     pub(crate) async fn flush_session(&self) {
+        let now = Instant::now();
+        let due = {
+            let mut flush = self
+                .record_flush
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if flush.delayed {
+                // The coming write takes this turn's values too.
+                return;
+            }
+            match flush.last.map(|at| at + self.record_interval) {
+                Some(due) if due > now => {
+                    flush.delayed = true;
+                    Some(due)
+                }
+                _ => {
+                    flush.last = Some(now);
+                    None
+                }
+            }
+        };
         let store = Arc::clone(&self.store);
         let session_id = self.session_id.clone();
-        let flushed = tokio::task::spawn_blocking(move || store.flush_session(&session_id)).await;
-        let error = match flushed {
-            Ok(Ok(())) => return,
-            Ok(Err(error)) => error.to_string(),
-            Err(error) => error.to_string(),
+        let Some(due) = due else {
+            write_session_record(store, session_id).await;
+            return;
         };
-        warn!(session_id = %self.session_id, "cannot write the session's record after a turn: {error}");
+        let record_flush = Arc::clone(&self.record_flush);
+        let closed = self.stop.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep_until(due.into()) => {}
+                () = closed.cancelled() => {}
+            }
+            {
+                let mut flush = record_flush.lock().unwrap_or_else(PoisonError::into_inner);
+                flush.delayed = false;
+                flush.last = Some(Instant::now());
+            }
+            write_session_record(store, session_id).await;
+        });
     }
 
     /// Marks the session as used now.

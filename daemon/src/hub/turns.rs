@@ -420,7 +420,8 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     // a client reads `TurnEnded` must find it free (it is refused, not queued, while busy).
     drop(agent_guard);
     runtime.finish(&turn_id, end);
-    // The turn's messages are durable already; the session's own record follows once per turn.
+    // The turn's messages are durable already; the session's own record follows (at most once
+    // per `session_record_interval`).
     runtime.flush_session().await;
 }
 

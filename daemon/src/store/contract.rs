@@ -136,7 +136,8 @@ pub trait SessionStore: Send + Sync {
 
     /// Writes durably what the backend keeps about a session beside its messages and defers
     /// while a turn runs: the file backend's `session.json` (message count, `updated_at`) and its
-    /// listing index line. The hub calls it once per turn; other backends write it with each
+    /// listing index line. The hub calls it after turns (at most once per its
+    /// `session_record_interval`, and when the session closes); other backends write it with each
     /// message, and this default does nothing. Until it runs, this store shows the current values,
     /// and a crash loses only what the next open recomputes from the message files.
     fn flush_session(&self, session_id: &str) -> Result<(), SessionError> {

@@ -1,6 +1,6 @@
 //! The file backend's deferred session records: a message append changes its session's
 //! `session.json` (count, `updated_at`) in memory only, and `FileBackend::flush_deferred` (the
-//! store's `flush_session`, once per turn) writes it: the index line (not fsynced: derived data),
+//! store's `flush_session`, after turns, at most once a second) writes it: the index line (not fsynced: derived data),
 //! then `session.json` atomically. Every read of the store sees the deferred values.
 //!
 //! Invariants: the deferred lock is never held while another lock of the store is taken; a

@@ -19,7 +19,7 @@
 //! files; a message file is created once and only replaced to add its redaction. The message files
 //! are the truth: an append writes the message durably and keeps the session's new
 //! `updated_at` (the message's time) and `message_count` in memory, where every read of this store
-//! sees them; `flush_session` (once per turn) writes the index line, then `session.json`. So a
+//! sees them; `flush_session` (after turns, at most once a second) writes the index line, then `session.json`. So a
 //! crash leaves `session.json` behind its message files (and the index no further behind than it),
 //! by as many messages as the turn had stored. Each session is reconciled once per process before it is
 //! read, listed or written (see [`reconcile`]): its stale temporary files are removed, and a
