@@ -125,7 +125,7 @@ async fn taps_from_strangers_groups_other_messages_or_forged_data_never_reach_th
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unanswered_card_times_out_as_rejected_and_a_later_tap_changes_nothing() {
+async fn an_unanswered_card_times_out_and_a_later_tap_changes_nothing() {
     let bot = FakeBot::start().await;
     let hub = TestHub::start(vec![lamp(), FakeReply::text("Timed out.")]).await;
     hub.pair_owner();
@@ -165,7 +165,11 @@ async fn an_unanswered_card_times_out_as_rejected_and_a_later_tap_changes_nothin
     assert!(hub.tools_run(&session).await.is_empty());
     let approvals = hub.stored(&session, "approval").await;
     assert!(
-        approvals.iter().any(|a| a.contains("rejected")),
+        approvals.iter().any(|a| a.contains("\"timeout\"")),
+        "recorded as a timeout, not a person's rejection: {approvals:?}"
+    );
+    assert!(
+        !approvals.iter().any(|a| a.contains("\"rejected\"")),
         "{approvals:?}"
     );
     channel.stop().await.unwrap();
@@ -334,7 +338,7 @@ async fn a_stale_reject_is_forwarded_after_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_card_that_cannot_be_delivered_before_its_deadline_is_rejected() {
+async fn a_card_that_cannot_be_delivered_before_its_deadline_times_out() {
     let bot = FakeBot::start().await;
     let hub = TestHub::start(vec![lamp(), FakeReply::text("Could not ask.")]).await;
     hub.pair_owner();
@@ -353,7 +357,11 @@ async fn a_card_that_cannot_be_delivered_before_its_deadline_is_rejected() {
     assert!(hub.tools_run(&session).await.is_empty());
     let approvals = hub.stored(&session, "approval").await;
     assert!(
-        approvals.iter().any(|a| a.contains("rejected")),
+        approvals.iter().any(|a| a.contains("\"timeout\"")),
+        "recorded as a timeout, not a person's rejection: {approvals:?}"
+    );
+    assert!(
+        !approvals.iter().any(|a| a.contains("\"rejected\"")),
         "{approvals:?}"
     );
     channel.stop().await.unwrap();

@@ -218,11 +218,13 @@ impl CallApproval {
     }
 }
 
-/// A person's answer to an approval: the only two a client can send.
+/// A client's answer to an approval: a person's two, or the client's own deadline passing with
+/// no answer from its person (which ends it as a timeout, never as an approval).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApprovalAnswer {
     Approve,
     Reject,
+    TimedOut,
 }
 
 impl ApprovalAnswer {
@@ -231,6 +233,7 @@ impl ApprovalAnswer {
         match self {
             Self::Approve => ApprovalOutcome::Approved,
             Self::Reject => ApprovalOutcome::Rejected,
+            Self::TimedOut => ApprovalOutcome::Timeout,
         }
     }
 

@@ -301,6 +301,7 @@ fn approval_answer(decision: i32) -> Option<ApprovalAnswer> {
     match pb::ApprovalDecision::try_from(decision) {
         Ok(pb::ApprovalDecision::Approved) => Some(ApprovalAnswer::Approve),
         Ok(pb::ApprovalDecision::Rejected) => Some(ApprovalAnswer::Reject),
+        Ok(pb::ApprovalDecision::TimedOut) => Some(ApprovalAnswer::TimedOut),
         Ok(pb::ApprovalDecision::Unspecified) | Err(_) => None,
     }
 }
@@ -388,7 +389,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_approved_or_rejected_is_an_answer() {
+    fn only_approved_rejected_or_timed_out_is_an_answer() {
         assert_eq!(
             approval_answer(pb::ApprovalDecision::Approved as i32),
             Some(ApprovalAnswer::Approve)
@@ -396,6 +397,10 @@ mod tests {
         assert_eq!(
             approval_answer(pb::ApprovalDecision::Rejected as i32),
             Some(ApprovalAnswer::Reject)
+        );
+        assert_eq!(
+            approval_answer(pb::ApprovalDecision::TimedOut as i32),
+            Some(ApprovalAnswer::TimedOut)
         );
         assert_eq!(approval_answer(0), None);
         assert_eq!(approval_answer(42), None);

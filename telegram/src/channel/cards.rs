@@ -1,5 +1,5 @@
 //! Approval cards: shown with Reject and Approve buttons, decided only by a tap that passes every
-//! check, edited to the hub's verdict, expired as rejected, and settled after a restart.
+//! check, edited to the hub's verdict, timed out at their deadline, and settled after a restart.
 //!
 //! Invariants:
 //! - a tap reaches the hub only if it comes from the owner's user id, in the owner's chat, on an
@@ -9,10 +9,11 @@
 //! - a token of an earlier epoch never approves: its card is edited to superseded; its Reject may
 //!   be forwarded through this epoch's card of the same approval (rejecting is always safe);
 //! - the card shows the hub's verdict, never the button pressed; every ended card loses its
-//!   buttons; an unanswered card is rejected at its deadline (the configured timeout or the hub's
-//!   deadline, whichever is first);
+//!   buttons; an unanswered card times out at its deadline (the configured timeout or the hub's
+//!   deadline, whichever is first): the channel answers `TIMED_OUT`, which rejects the approval
+//!   and records it as a timeout, not as the owner's rejection;
 //! - a card is never dropped on a 429: sending retries until the approval's deadline, then the
-//!   approval is rejected as undeliverable.
+//!   approval times out the same way, unasked.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,8 +41,8 @@ pub(super) async fn present(
 ) {
     let deadline = card_deadline(shared, approval);
     let Ok(token) = random_token() else {
-        tracing::error!("telegram: no randomness for a card token; rejecting");
-        reject_quietly(shared, &approval.approval_id, attachment).await;
+        tracing::error!("telegram: no randomness for a card token; the approval times out unasked");
+        time_out_quietly(shared, &approval.approval_id, attachment).await;
         return;
     };
     let minutes = deadline
@@ -77,8 +78,8 @@ pub(super) async fn present(
     };
     let Some(sent) = sent else {
         lock(&shared.cards).presenting.remove(&token);
-        tracing::warn!(approval = %approval.approval_id, "telegram: the card was undeliverable until its deadline; rejecting");
-        reject_quietly(shared, &approval.approval_id, attachment).await;
+        tracing::warn!(approval = %approval.approval_id, "telegram: the card was undeliverable until its deadline; it times out");
+        time_out_quietly(shared, &approval.approval_id, attachment).await;
         return;
     };
     {
@@ -385,9 +386,9 @@ async fn expire(shared: &Arc<Shared>, token: &str) {
         book.live.get(token).cloned()
     };
     if let Some(live) = live
-        && let Err(e) = decide(shared, &live, Tap::Reject).await
+        && let Err(e) = send_decision(shared, &live, pb::ApprovalDecision::TimedOut).await
     {
-        tracing::warn!(error = %e, "telegram: the timeout's rejection did not reach the hub");
+        tracing::warn!(error = %e, "telegram: the card's timeout did not reach the hub");
     }
     let outcome = shared.texts.plain("telegram.outcome_timeout");
     finish(shared, token, CardState::Ended, &outcome).await;
@@ -397,12 +398,20 @@ async fn expire(shared: &Arc<Shared>, token: &str) {
 async fn decide(
     shared: &Shared,
     live: &LiveCard,
-    decision: Tap,
+    tap: Tap,
 ) -> Result<pb::DecideApprovalResponse, HubError> {
-    let decision = match decision {
+    let decision = match tap {
         Tap::Approve => pb::ApprovalDecision::Approved,
         Tap::Reject => pb::ApprovalDecision::Rejected,
     };
+    send_decision(shared, live, decision).await
+}
+
+async fn send_decision(
+    shared: &Shared,
+    live: &LiveCard,
+    decision: pb::ApprovalDecision,
+) -> Result<pb::DecideApprovalResponse, HubError> {
     let mut hub = shared.hub.clone();
     unary(hub.decide_approval(pb::DecideApprovalRequest {
         approval_id: live.approval_id.clone(),
@@ -412,14 +421,15 @@ async fn decide(
     .await
 }
 
-async fn reject_quietly(shared: &Shared, approval_id: &str, attachment: &str) {
+/// Ends an approval nobody could be asked about: a timeout, since no person rejected it.
+async fn time_out_quietly(shared: &Shared, approval_id: &str, attachment: &str) {
     let live = LiveCard {
         approval_id: approval_id.to_owned(),
         attachment_id: attachment.to_owned(),
         body_html: String::new(),
     };
-    if let Err(e) = decide(shared, &live, Tap::Reject).await {
-        tracing::warn!(error = %e, "telegram: an undeliverable approval could not be rejected");
+    if let Err(e) = send_decision(shared, &live, pb::ApprovalDecision::TimedOut).await {
+        tracing::warn!(error = %e, "telegram: an unasked approval could not be ended");
     }
 }
 
