@@ -5,7 +5,8 @@
 //! Invariants: a connection that has not sent the headers of a request within
 //! [`ConnLimits::first_request`] is closed; HTTP/1.1 headers have [`ConnLimits::header_read`];
 //! an HTTP/2 connection is closed only when its peer stops answering pings (a quiet stream is
-//! never cut); at most [`ConnLimits::max_connections`] connections are open per listener
+//! never cut) or, with the listener full, when it sits idle the longest and a new connection needs
+//! its place; at most [`ConnLimits::max_connections`] connections are open per listener
 //! ([`slots`]); a failed accept pauses and retries, never ends the loop ([`accept`]); on shutdown
 //! accepting stops, every connection is shut down gracefully, and the loop returns when the last
 //! one has ended. This module knows nothing of tonic: a listener passes its own peer information.
@@ -120,8 +121,35 @@ fn http_builder(limits: &ConnLimits, protocols: Protocols) -> Builder<TokioExecu
     }
 }
 
+/// A response body that keeps its request counted as in flight until it ends or is dropped.
+struct TrackedBody {
+    body: axum::body::Body,
+    _in_flight: slots::InFlight,
+}
+
+impl hyper::body::Body for TrackedBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// Serves one connection until it ends, misses its first-request deadline, is evicted by a newer
-/// connection (only while it has sent no request), or is shut down with the listener.
+/// connection (at once while it has sent no request, gracefully once it sits idle), or is shut
+/// down with the listener.
 async fn connection<Io, Info>(
     io: Io,
     info: Info,
@@ -134,11 +162,21 @@ async fn connection<Io, Info>(
     Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     Info: Clone + Send + Sync + 'static,
 {
-    let prover = slot.prover();
+    let tracker = slot.tracker();
     let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-        prover.prove();
+        let in_flight = tracker.begin();
         req.extensions_mut().insert(info.clone());
-        app.clone().oneshot(req)
+        let response = app.clone().oneshot(req);
+        async move {
+            let response = response.await?;
+            // Busy until the body has ended or is dropped: a stream counts for its whole life.
+            Ok::<_, std::convert::Infallible>(response.map(|body| {
+                axum::body::Body::new(TrackedBody {
+                    body,
+                    _in_flight: in_flight,
+                })
+            }))
+        }
     });
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
@@ -164,9 +202,14 @@ async fn connection<Io, Info>(
                 }
                 awaiting_first = false;
             }
-            () = slot.evicted() => {
-                tracing::debug!("closing a connection that sent no request: a newer one needs its place");
-                return;
+            () = slot.evicted(), if !stopping => {
+                if !slot.is_proven() {
+                    tracing::debug!("closing a connection that sent no request: a newer one needs its place");
+                    return;
+                }
+                tracing::debug!("closing an idle connection: a newer one needs its place");
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
             }
             () = stop.cancelled(), if !stopping => {
                 stopping = true;

@@ -1,23 +1,65 @@
 //! [`Slots`]: the connections open on one listener, bounded by its cap.
 //!
-//! A connection is *proven* once it has sent the headers of a request. When the table is full, a
-//! new connection takes the place of the oldest unproven one (which is told to close), so silent
-//! connections cannot lock out a client that speaks at once (`GET /health`, a turn); when every
-//! open connection is proven, the new one is refused.
+//! A connection is *proven* once it has sent the headers of a request, and *busy* while a request
+//! of it is in flight (until its response body has ended or was dropped). When the table is full,
+//! a new connection takes the place of the oldest unproven one; failing that, of the proven one
+//! idle the longest (an HTTP/2 client that keeps a connection open but uses it for nothing). Both
+//! are told to close: the unproven at once, the idle one gracefully. So neither silent nor idle
+//! connections can lock out a client that speaks (`GET /health`, a turn); when every open
+//! connection is busy, the new one is refused.
 //!
 //! Invariants: at most `cap` connections are admitted at a time (an evicted connection leaves the
-//! table when it is evicted, its socket a moment later); a slot leaves the table when dropped;
-//! only an unproven connection is ever evicted; the lock is never held across an `.await`.
+//! table when it is evicted, its socket a moment later); a slot leaves the table when dropped; a
+//! busy connection is never evicted; the lock is never held across an `.await`.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
 struct Entry {
-    proven: Arc<AtomicBool>,
+    activity: Arc<Activity>,
     evict: CancellationToken,
+}
+
+/// What a connection's requests did: whether it sent one, how many are in flight, and when the
+/// last one ended (milliseconds since the table began).
+#[derive(Debug)]
+struct Activity {
+    started: Instant,
+    proven: AtomicBool,
+    in_flight: AtomicUsize,
+    idle_since_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new(started: Instant) -> Self {
+        let activity = Self {
+            started,
+            proven: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            idle_since_ms: AtomicU64::new(0),
+        };
+        activity.mark_idle();
+        activity
+    }
+
+    fn mark_idle(&self) {
+        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.idle_since_ms.store(ms, Ordering::Release);
+    }
+
+    fn is_proven(&self) -> bool {
+        self.proven.load(Ordering::Acquire)
+    }
+
+    /// When it became idle, if it is (no request in flight).
+    fn idle_since(&self) -> Option<u64> {
+        (self.in_flight.load(Ordering::Acquire) == 0)
+            .then(|| self.idle_since_ms.load(Ordering::Acquire))
+    }
 }
 
 #[derive(Default)]
@@ -32,6 +74,7 @@ struct Table {
 pub struct Slots {
     name: &'static str,
     cap: usize,
+    started: Instant,
     table: Mutex<Table>,
 }
 
@@ -42,6 +85,8 @@ pub enum Admitted {
     Free,
     /// The oldest connection that had not sent a request was closed to make room.
     Evicted,
+    /// Every connection had sent a request; the one idle the longest was closed to make room.
+    EvictedIdle,
 }
 
 impl Slots {
@@ -51,35 +96,43 @@ impl Slots {
         Arc::new(Self {
             name,
             cap: cap.max(1),
+            started: Instant::now(),
             table: Mutex::new(Table::default()),
         })
     }
 
-    /// Admits a new connection, evicting the oldest unproven one when full; `None`: full of
-    /// proven connections, refuse it.
+    /// Admits a new connection, evicting the oldest unproven one, or else the proven one idle the
+    /// longest, when full; `None`: full of busy connections, refuse it.
     pub fn admit(self: &Arc<Self>) -> Option<(Slot, Admitted)> {
         let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
         let mut how = Admitted::Free;
         if table.open.len() >= self.cap {
-            let oldest = table
+            let unproven = table
                 .open
                 .iter()
-                .find(|(_, e)| !e.proven.load(Ordering::Acquire))
-                .map(|(id, _)| *id);
-            let evicted = oldest.and_then(|id| table.open.remove(&id));
+                .find(|(_, e)| !e.activity.is_proven())
+                .map(|(id, _)| (*id, Admitted::Evicted));
+            let choice = unproven.or_else(|| {
+                table
+                    .open
+                    .iter()
+                    .filter_map(|(id, e)| e.activity.idle_since().map(|since| (since, *id)))
+                    .min()
+                    .map(|(_, id)| (id, Admitted::EvictedIdle))
+            });
             if !table.full_reported {
                 table.full_reported = true;
                 tracing::warn!(
                     listener = self.name,
                     cap = self.cap,
-                    "connection cap reached: new connections replace ones that sent no request, \
-                     or are closed"
+                    "connection cap reached: new connections replace ones that sent no request \
+                     or sit idle, or are closed"
                 );
             }
-            match evicted {
-                Some(entry) => {
+            match choice.and_then(|(id, why)| table.open.remove(&id).map(|e| (e, why))) {
+                Some((entry, why)) => {
                     entry.evict.cancel();
-                    how = Admitted::Evicted;
+                    how = why;
                 }
                 None => {
                     tracing::debug!(listener = self.name, "connection refused: cap reached");
@@ -91,19 +144,19 @@ impl Slots {
         }
         let id = table.next_id;
         table.next_id += 1;
-        let proven = Arc::new(AtomicBool::new(false));
+        let activity = Arc::new(Activity::new(self.started));
         let evict = CancellationToken::new();
         table.open.insert(
             id,
             Entry {
-                proven: Arc::clone(&proven),
+                activity: Arc::clone(&activity),
                 evict: evict.clone(),
             },
         );
         let slot = Slot {
             id,
             slots: Arc::clone(self),
-            proven,
+            activity,
             evict,
         };
         Some((slot, how))
@@ -131,24 +184,19 @@ impl Slots {
 pub struct Slot {
     id: u64,
     slots: Arc<Slots>,
-    proven: Arc<AtomicBool>,
+    activity: Arc<Activity>,
     evict: CancellationToken,
 }
 
 impl Slot {
-    /// Marks the connection as having sent a request (it can no longer be evicted).
-    pub fn prove(&self) {
-        self.proven.store(true, Ordering::Release);
-    }
-
-    /// A handle that marks the connection proven, for the request path.
-    pub fn prover(&self) -> Prover {
-        Prover(Arc::clone(&self.proven))
+    /// A handle the request path uses to mark the connection's requests.
+    pub fn tracker(&self) -> RequestTracker {
+        RequestTracker(Arc::clone(&self.activity))
     }
 
     /// Whether the connection has sent a request.
     pub fn is_proven(&self) -> bool {
-        self.proven.load(Ordering::Acquire)
+        self.activity.is_proven()
     }
 
     /// Resolves when a newer connection evicted this one.
@@ -163,14 +211,28 @@ impl Drop for Slot {
     }
 }
 
-/// Marks a connection proven (cheap to clone into a per-request service).
+/// Marks a connection's requests (cheap to clone into a per-request service).
 #[derive(Clone)]
-pub struct Prover(Arc<AtomicBool>);
+pub struct RequestTracker(Arc<Activity>);
 
-impl Prover {
-    /// The connection sent a request.
-    pub fn prove(&self) {
-        self.0.store(true, Ordering::Release);
+impl RequestTracker {
+    /// A request arrived: the connection is proven and busy until the guard is dropped (keep it
+    /// with the response body, so a streaming response counts until it ends).
+    pub fn begin(&self) -> InFlight {
+        self.0.proven.store(true, Ordering::Release);
+        self.0.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(Arc::clone(&self.0))
+    }
+}
+
+/// One request in flight on a connection.
+pub struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // Idle from now on if this was the last one (the time is only read while idle).
+        self.0.mark_idle();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -185,7 +247,7 @@ mod tests {
         assert_eq!(how, Admitted::Free);
         let (b, _) = slots.admit().unwrap();
         let (c, _) = slots.admit().unwrap();
-        a.prove();
+        let _a_busy = a.tracker().begin();
         assert_eq!(slots.open(), 3);
 
         // Full: the oldest unproven one (b) makes room; a is proven and stays.
@@ -197,9 +259,9 @@ mod tests {
         drop(b); // the evicted connection's task ends; the table is not double-counted
         assert_eq!(slots.open(), 3);
 
-        c.prove();
-        d.prove();
-        assert!(slots.admit().is_none(), "every open connection is proven");
+        let _c_busy = c.tracker().begin();
+        let _d_busy = d.tracker().begin();
+        assert!(slots.admit().is_none(), "every open connection is busy");
         drop(c);
         assert_eq!(slots.open(), 2);
         let (_e, how) = slots.admit().unwrap();
@@ -210,7 +272,32 @@ mod tests {
     fn the_cap_is_at_least_one() {
         let slots = Slots::new("test", 0);
         let (first, _) = slots.admit().unwrap();
-        first.prove();
+        let _busy = first.tracker().begin();
         assert!(slots.admit().is_none());
+    }
+
+    #[test]
+    fn a_table_of_proven_connections_evicts_the_one_idle_the_longest_and_never_a_busy_one() {
+        let slots = Slots::new("test", 3);
+        let (a, _) = slots.admit().unwrap();
+        let (b, _) = slots.admit().unwrap();
+        let (c, _) = slots.admit().unwrap();
+        let a_busy = a.tracker().begin();
+        // b became idle before c did.
+        drop(b.tracker().begin());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        drop(c.tracker().begin());
+        let (d, how) = slots.admit().unwrap();
+        assert_eq!(how, Admitted::EvictedIdle);
+        assert!(b.evict.is_cancelled());
+        assert!(!a.evict.is_cancelled() && !c.evict.is_cancelled());
+        // A connection with a request in flight stays, even if it is the oldest.
+        let _c_busy = c.tracker().begin();
+        let _d_busy = d.tracker().begin();
+        assert!(slots.admit().is_none(), "a, c and d are busy");
+        drop(a_busy);
+        let (_e, how) = slots.admit().unwrap();
+        assert_eq!(how, Admitted::EvictedIdle);
+        assert!(a.evict.is_cancelled());
     }
 }

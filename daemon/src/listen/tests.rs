@@ -14,7 +14,12 @@ use tokio::sync::oneshot;
 use super::*;
 
 fn app() -> axum::Router {
-    axum::Router::new().route("/health", axum::routing::get(|| async { "alive" }))
+    axum::Router::new()
+        .route("/health", axum::routing::get(|| async { "alive" }))
+        .route(
+            "/wait",
+            axum::routing::get(std::future::pending::<&'static str>),
+        )
 }
 
 /// Fails every accept with EMFILE until `until`, then accepts from a real listener.
@@ -159,20 +164,71 @@ async fn a_full_listener_of_live_connections_refuses_a_new_one() {
             let _ = stopped.await;
         },
     ));
-    // A keep-alive connection that has sent a request holds the only place.
+    // A connection with a request in flight holds the only place.
     let mut live = TcpStream::connect(addr).await.unwrap();
-    live.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    live.write_all(b"GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         .await
         .unwrap();
-    let mut buf = [0u8; 256];
-    let n = live.read(&mut buf).await.unwrap();
-    assert!(n > 0);
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let mut refused = TcpStream::connect(addr).await.unwrap();
     assert!(
         closed_within(&mut refused, Duration::from_secs(2))
             .await
             .is_some(),
         "a connection beyond the cap is closed at once"
+    );
+    assert!(
+        closed_within(&mut live, Duration::from_millis(200))
+            .await
+            .is_none(),
+        "the busy connection stays"
+    );
+}
+
+#[tokio::test]
+async fn a_full_listener_closes_the_connection_idle_the_longest_to_serve_a_new_one() {
+    let (listener, addr) = bound().await;
+    let limits = ConnLimits {
+        max_connections: 2,
+        ..ConnLimits::default()
+    };
+    let (_stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(serve(
+        "test",
+        listener,
+        app(),
+        limits,
+        Protocols::Http1And2,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    // Two keep-alive connections that sent a request and are now idle: `older` first.
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 256];
+        assert!(stream.read(&mut buf).await.unwrap() > 0);
+        idle.push(stream);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let answer = get_health(addr).await.unwrap();
+    assert!(answer.ends_with("alive"), "{answer}");
+    assert!(
+        closed_within(&mut idle[0], Duration::from_secs(2))
+            .await
+            .is_some(),
+        "the connection idle the longest made room"
+    );
+    assert!(
+        closed_within(&mut idle[1], Duration::from_millis(200))
+            .await
+            .is_none(),
+        "only as many as needed are closed"
     );
 }
 
