@@ -68,6 +68,23 @@ async fn closed_within(stream: &mut TcpStream, wait: Duration) -> Option<Duratio
     }
 }
 
+/// Serves [`app`] over HTTP/1.1 and HTTP/2 with `limits` until the sender is dropped.
+async fn serve_app(limits: ConnLimits) -> (SocketAddr, oneshot::Sender<()>) {
+    let (listener, addr) = bound().await;
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(serve(
+        "test",
+        listener,
+        app(),
+        limits,
+        Protocols::Http1And2,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    (addr, stop)
+}
+
 async fn bound() -> (TcpListener, SocketAddr) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -108,22 +125,11 @@ async fn accept_errors_pause_and_the_loop_keeps_serving() {
 
 #[tokio::test]
 async fn a_full_listener_closes_a_silent_connection_to_serve_a_new_one() {
-    let (listener, addr) = bound().await;
-    let limits = ConnLimits {
+    let (addr, _stop) = serve_app(ConnLimits {
         max_connections: 3,
         ..ConnLimits::default()
-    };
-    let (_stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(
-        "test",
-        listener,
-        app(),
-        limits,
-        Protocols::Http1And2,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    })
+    .await;
     let mut silent = Vec::new();
     for _ in 0..3 {
         silent.push(TcpStream::connect(addr).await.unwrap());
@@ -148,22 +154,11 @@ async fn a_full_listener_closes_a_silent_connection_to_serve_a_new_one() {
 
 #[tokio::test]
 async fn a_full_listener_of_live_connections_refuses_a_new_one() {
-    let (listener, addr) = bound().await;
-    let limits = ConnLimits {
+    let (addr, _stop) = serve_app(ConnLimits {
         max_connections: 1,
         ..ConnLimits::default()
-    };
-    let (_stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(
-        "test",
-        listener,
-        app(),
-        limits,
-        Protocols::Http1And2,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    })
+    .await;
     // A connection with a request in flight holds the only place.
     let mut live = TcpStream::connect(addr).await.unwrap();
     live.write_all(b"GET /wait HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -187,22 +182,11 @@ async fn a_full_listener_of_live_connections_refuses_a_new_one() {
 
 #[tokio::test]
 async fn a_full_listener_closes_the_connection_idle_the_longest_to_serve_a_new_one() {
-    let (listener, addr) = bound().await;
-    let limits = ConnLimits {
+    let (addr, _stop) = serve_app(ConnLimits {
         max_connections: 2,
         ..ConnLimits::default()
-    };
-    let (_stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(
-        "test",
-        listener,
-        app(),
-        limits,
-        Protocols::Http1And2,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    })
+    .await;
     // Two keep-alive connections that sent a request and are now idle: `older` first.
     let mut idle = Vec::new();
     for _ in 0..2 {
@@ -234,19 +218,7 @@ async fn a_full_listener_closes_the_connection_idle_the_longest_to_serve_a_new_o
 
 #[tokio::test]
 async fn silent_and_partial_connections_are_closed_by_their_deadlines() {
-    let (listener, addr) = bound().await;
-    let limits = ConnLimits::with_deadline(Duration::from_millis(300));
-    let (_stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(
-        "test",
-        listener,
-        app(),
-        limits,
-        Protocols::Http1And2,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let (addr, _stop) = serve_app(ConnLimits::with_deadline(Duration::from_millis(300))).await;
     let mut silent = TcpStream::connect(addr).await.unwrap();
     let mut partial = TcpStream::connect(addr).await.unwrap();
     partial.write_all(b"GET /health HT").await.unwrap();
