@@ -22,6 +22,7 @@ use crate::routine::{
     CatchUp, Firing, Routine, RoutineAction, RoutineEngine, RoutineError, RoutineView, Schedule,
     parse_local_time, register,
 };
+use crate::store::store_io;
 use crate::tool::Tier;
 
 /// A routine to add, as a client writes it.
@@ -186,18 +187,19 @@ impl HubCore {
     }
 
     pub fn remove_routine(&self, name: &str) -> Result<(), CoreError> {
-        self.engine()?.remove(name).map_err(routine_error)
+        let engine = self.engine()?;
+        store_io(|| engine.remove(name)).map_err(routine_error)
     }
 
     pub fn pause_routine(&self, name: &str, paused: bool) -> Result<RoutineView, CoreError> {
-        self.engine()?
-            .set_paused(name, paused)
-            .map_err(routine_error)
+        let engine = self.engine()?;
+        store_io(|| engine.set_paused(name, paused)).map_err(routine_error)
     }
 
     /// Fires a routine now; returns the firing's number.
     pub fn run_routine(&self, name: &str) -> Result<u64, CoreError> {
-        self.engine()?.run_now(name).map_err(routine_error)
+        let engine = self.engine()?;
+        store_io(|| engine.run_now(name)).map_err(routine_error)
     }
 
     pub fn routine_history(&self, name: &str) -> Result<Vec<Firing>, CoreError> {

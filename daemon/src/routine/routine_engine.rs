@@ -8,7 +8,9 @@
 //! injectable clock on every wake and naps at most [`MAX_NAP`], so a wall-clock jump is noticed
 //! within that time; it fires each due routine once (see `firing_plan`). Firings run on their own
 //! tasks, so a long one (a prompt turn waiting on an approval) delays no other routine; the loop
-//! stops on cancellation and the firings get the same token.
+//! stops on cancellation and the firings get the same token. Its claims and firing outcomes are
+//! saved on blocking threads, and async callers save through [`RoutineEngine::saving`], so a slow
+//! disk never holds up a runtime thread.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -252,9 +254,35 @@ impl RoutineEngine {
         }
     }
 
+    /// Runs `change`, which saves `routines.json`, on a blocking thread, off the runtime's.
+    pub async fn saving<T: Send + 'static>(
+        &self,
+        change: impl FnOnce(&RoutineEngine) -> Result<T, RoutineError> + Send + 'static,
+    ) -> Result<T, RoutineError> {
+        let engine = self.clone();
+        tokio::task::spawn_blocking(move || change(&engine))
+            .await
+            .map_err(|err| RoutineError::Io {
+                path: self.inner.path.clone(),
+                source: std::io::Error::other(err.to_string()),
+            })?
+    }
+
+    /// [`claim`](Self::claim) on a blocking thread (it writes the file); nothing is due if that
+    /// thread failed.
+    async fn claim_off_runtime(&self, phase: Phase) -> Vec<DueFiring> {
+        let engine = self.clone();
+        tokio::task::spawn_blocking(move || engine.claim(phase))
+            .await
+            .unwrap_or_else(|err| {
+                warn!("routine firings not claimed: {err}");
+                Vec::new()
+            })
+    }
+
     /// One decision of the loop, with its firings run to the end (tests and `run`).
     pub async fn tick_and_wait(&self, phase: Phase) -> Vec<(DueFiring, FiringResult)> {
-        let due = self.claim(phase);
+        let due = self.claim_off_runtime(phase).await;
         let mut results = Vec::with_capacity(due.len());
         for firing in due {
             let result = fire_one(Arc::clone(&self.inner), firing.clone()).await;
@@ -268,7 +296,7 @@ impl RoutineEngine {
     pub async fn run(self) {
         let mut phase = Phase::Startup;
         loop {
-            for firing in self.claim(phase) {
+            for firing in self.claim_off_runtime(phase).await {
                 tokio::spawn(fire_one(Arc::clone(&self.inner), firing));
             }
             phase = Phase::Running;
@@ -373,6 +401,27 @@ async fn fire_one(inner: Arc<EngineInner>, due: DueFiring) -> FiringResult {
         FiringOutcome::Failed
     };
     let now = now_of(inner.clock.as_ref());
+    let detail = result.detail.clone();
+    let saving = Arc::clone(&inner);
+    // The file write happens off the runtime's threads.
+    let saved = tokio::task::spawn_blocking(move || {
+        record_outcome(&saving, &due, outcome, detail, now);
+    })
+    .await;
+    if let Err(err) = saved {
+        warn!("a firing's outcome was not recorded: {err}");
+    }
+    result
+}
+
+/// Records how a firing ended in memory and in the file (blocking).
+fn record_outcome(
+    inner: &EngineInner,
+    due: &DueFiring,
+    outcome: FiringOutcome,
+    detail: String,
+    now: Timestamp,
+) {
     let mut routines = inner
         .routines
         .lock()
@@ -381,7 +430,7 @@ async fn fire_one(inner: Arc<EngineInner>, due: DueFiring) -> FiringResult {
     let found = next
         .iter_mut()
         .find(|r| r.name == due.routine)
-        .is_some_and(|r| r.end_firing(due.number, outcome, result.detail.clone(), now));
+        .is_some_and(|r| r.end_firing(due.number, outcome, detail, now));
     if found {
         match save_routines(&inner.path, &next) {
             Ok(()) => *routines = next,
@@ -390,7 +439,6 @@ async fn fire_one(inner: Arc<EngineInner>, due: DueFiring) -> FiringResult {
             }
         }
     }
-    result
 }
 
 fn now_of(clock: &dyn Clock) -> Timestamp {

@@ -70,7 +70,9 @@ pub async fn register(
             };
         }
     }
-    engine.add(routine, replace)
+    engine
+        .saving(move |engine| engine.add(routine, replace))
+        .await
 }
 
 async fn ask(
