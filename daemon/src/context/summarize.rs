@@ -278,8 +278,8 @@ fn view(
 }
 
 #[cfg(test)]
-#[path = "summarize_tail_tests.rs"]
-mod tail_tests;
+#[path = "tests_summarize_tail.rs"]
+mod tests_summarize_tail;
 
 #[cfg(test)]
 mod tests {
