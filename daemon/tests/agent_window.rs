@@ -32,6 +32,7 @@ impl ConversationWindow for Sliding {
     async fn view(
         &self,
         history: &[Message],
+        _first: usize,
         _cancel: &CancellationToken,
     ) -> Result<Vec<Message>, WindowError> {
         self.asked.fetch_add(1, Ordering::SeqCst);
@@ -49,6 +50,7 @@ impl ConversationWindow for Failing {
     async fn view(
         &self,
         _history: &[Message],
+        _first: usize,
         _cancel: &CancellationToken,
     ) -> Result<Vec<Message>, WindowError> {
         self.asked.fetch_add(1, Ordering::SeqCst);

@@ -405,6 +405,6 @@ fn compaction_futures_are_send() {
     );
     assert_send(&future);
     let state = taud::store::ConversationManagerState::new(ContextMode::Sliding);
-    let window = taud::context::model_window(ContextMode::Sliding, &[], &state, 4, &call);
+    let window = taud::context::model_window(ContextMode::Sliding, &[], 0, &state, 4, &call);
     assert_send(&window);
 }

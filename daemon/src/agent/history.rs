@@ -91,6 +91,12 @@ impl History {
         self.lock().messages.clone()
     }
 
+    /// A copy of the messages held in memory, and the position of the first in the whole history.
+    pub(crate) fn held(&self) -> (Vec<Message>, usize) {
+        let held = self.lock();
+        (held.messages.clone(), held.forgotten)
+    }
+
     /// Drops the first `count` held messages from memory (they stay in the store); a count past
     /// the end is cut to what is held. Returns how many were dropped.
     pub(crate) fn forget_before(&self, count: usize) -> usize {
@@ -157,6 +163,7 @@ mod tests {
         assert_eq!(history.forget_before(2), 2);
         assert_eq!((history.len(), history.held_len()), (3, 1));
         assert_eq!(history.snapshot(), vec![Message::user_text("c")]);
+        assert_eq!(history.held(), (vec![Message::user_text("c")], 2));
         assert_eq!(history.append(Message::assistant_text("d")).unwrap(), 3);
         assert_eq!(history.forget_before(10), 2, "cut to what is held");
         assert_eq!((history.len(), history.held_len()), (4, 0));

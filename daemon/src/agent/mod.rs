@@ -219,6 +219,14 @@ impl TauAgent {
         self.inner.history.snapshot()
     }
 
+    /// The held history as the model last saw it, without a model call (its window's
+    /// [`ConversationWindow::as_recorded`]: under `summarize`, the recorded summary and the
+    /// messages after it): what a `/compact` summary is made from.
+    pub fn messages_as_recorded(&self) -> Vec<Message> {
+        let (held, first) = self.inner.history.held();
+        self.inner.window.as_recorded(&held, first)
+    }
+
     /// How many messages the agent holds in memory (what a window is cut from); older ones its
     /// window will never show again may have left memory (they stay in the store).
     pub fn history_len(&self) -> usize {

@@ -89,8 +89,8 @@ pub(crate) async fn run_turn(
     }
     // A long-lived session must not grow without bound: what the window will never show again
     // leaves memory (positions stay absolute, so the notice above still applies).
-    let held = inner.history.snapshot();
-    let forgettable = inner.window.forgettable(&held);
+    let (held, first) = inner.history.held();
+    let forgettable = inner.window.forgettable(&held, first);
     if forgettable > 0 {
         inner.history.forget_before(forgettable);
         debug!(forgotten = forgettable, "older messages left memory");
@@ -204,11 +204,11 @@ async fn model_view(
     cancel: &CancellationToken,
     window_failed: &mut bool,
 ) -> Vec<Message> {
-    let history = inner.history.snapshot();
+    let (history, first) = inner.history.held();
     let view = if *window_failed {
         inner.window.fallback(&history)
     } else {
-        match inner.window.view(&history, cancel).await {
+        match inner.window.view(&history, first, cancel).await {
             Ok(view) => view,
             Err(error) => {
                 *window_failed = true;

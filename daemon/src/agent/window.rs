@@ -1,9 +1,11 @@
-//! [`ConversationWindow`]: the seam that turns the agent's full in-memory history into the messages
+//! [`ConversationWindow`]: the seam that turns the agent's in-memory history into the messages
 //! one model call receives (a sliding window, a summary plus recent messages, …).
 //!
 //! Invariants: a window only chooses what the model sees; it never changes the history, which the
 //! loop keeps appending to (and the [`super::HistoryObserver`] keeps storing) as before. The loop
-//! asks the window before every model call. When [`ConversationWindow::view`] fails, the turn goes
+//! asks the window before every model call, with the messages held in memory and the position of
+//! the first of them in the whole history (older ones left memory when the window said it may
+//! forget them), so a window that counts by position never loses its place. When [`ConversationWindow::view`] fails, the turn goes
 //! on with [`ConversationWindow::fallback`] (pure, cannot fail), warns once, and uses the fallback
 //! for the rest of that turn, so a failing window costs at most one attempt per turn.
 //! This module knows nothing about sessions or stores.
@@ -22,12 +24,15 @@ pub struct WindowError(pub String);
 /// agent (one turn at a time).
 #[async_trait]
 pub trait ConversationWindow: Send + Sync {
-    /// The messages for the next model call, given the full in-memory history (which ends on the
-    /// user message or tool results the model has to answer) and the turn's cancellation. The
-    /// result must start with a user message and never split a toolUse from its toolResult.
+    /// The messages for the next model call, given the history held in memory (which ends on
+    /// the user message or tool results the model has to answer), the position of its first
+    /// message in the whole history (`first`: how many older messages left memory) and the turn's
+    /// cancellation. The result must start with a user message and never split a toolUse from
+    /// its toolResult.
     async fn view(
         &self,
         history: &[Message],
+        first: usize,
         cancel: &CancellationToken,
     ) -> Result<Vec<Message>, WindowError>;
 
@@ -36,12 +41,19 @@ pub trait ConversationWindow: Send + Sync {
         history.to_vec()
     }
 
-    /// Between turns: how many of the oldest held messages the agent may drop from memory because
-    /// no later view will include them (they stay in the store). The rest must still start with a
-    /// user message and never split a toolUse from its toolResult. Default: none (a window that
-    /// needs the whole history, such as one that summarizes by position, keeps it).
-    fn forgettable(&self, _history: &[Message]) -> usize {
+    /// Between turns: how many of the oldest held messages (`history`, the first at position
+    /// `first` of the whole history) the agent may drop from memory because no later view will
+    /// include them (they stay in the store); the agent drops exactly that many. The rest must
+    /// still start with a user message and never split a toolUse from its toolResult. Default:
+    /// none (a window that needs the whole history keeps it).
+    fn forgettable(&self, _history: &[Message], _first: usize) -> usize {
         0
+    }
+
+    /// The held history as the model last saw it, without a model call: what `/compact`
+    /// summarizes. Default: every held message.
+    fn as_recorded(&self, history: &[Message], _first: usize) -> Vec<Message> {
+        history.to_vec()
     }
 }
 
@@ -54,6 +66,7 @@ impl ConversationWindow for WholeHistory {
     async fn view(
         &self,
         history: &[Message],
+        _first: usize,
         _cancel: &CancellationToken,
     ) -> Result<Vec<Message>, WindowError> {
         Ok(history.to_vec())

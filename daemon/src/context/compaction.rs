@@ -57,6 +57,9 @@ pub enum CompactionError {
     /// The model answered with no text.
     #[error("the model returned an empty summary")]
     EmptyReply,
+    /// A window's summary has to fold in stored messages older than those it was given.
+    #[error("the summary needs stored messages from {needed} on, but was given them from {first}")]
+    NotHeld { needed: usize, first: usize },
     /// The session store failed.
     #[error(transparent)]
     Store(#[from] SessionError),

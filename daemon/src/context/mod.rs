@@ -22,7 +22,7 @@ pub use compaction::{
 pub use sliding::{sliding_window_start, sliding_window_start_in_tail};
 pub use summarize::{
     WINDOW_SUMMARY_HEADER, Window, model_window, recorded_summary_window, sliding_window,
-    summarizing_window, summary_cut,
+    summarizing_window, summarizing_window_start_in_tail, summary_cut, summary_span,
 };
 pub use summary_call::{
     CONTINUATION_PROMPT, DEFAULT_SUMMARY_TIMEOUT, SUMMARY_INSTRUCTION, SummaryCall,

@@ -6,13 +6,18 @@
 //!   writes each one as before).
 //! - [`SlidingWindow`] is pure: the last `window_size` messages, cut where a window may start
 //!   ([`sliding_window_start`]).
-//! - [`SummarizingWindow`] works on the full stored history (its agent is built with every stored
-//!   message, so history indices are stored message ids, as `removed_message_count` needs), calls
-//!   the agent's own model through [`model_window`] with the turn's cancellation, and writes the
-//!   agent record with the new conversation manager state whenever it changed. Its std lock is
-//!   never held across an await or a store write. When a summary fails, the agent falls back to
-//!   the sliding view (see `crate::agent`).
+//! - [`SummarizingWindow`] works on the messages its agent holds: the agent's history position
+//!   `p` is stored message `base + p` (`base`: the stored id the agent was restored from), so
+//!   `removed_message_count` keeps counting stored messages. Between turns it lets the agent
+//!   forget what the summary covers and what lies before twice the window
+//!   ([`ConversationWindow::forgettable`]), so memory holds about twice the window; a summary
+//!   that has to fold in messages no longer held reads them from the store for that call only.
+//!   It calls the agent's own model through [`model_window`] with the turn's cancellation, and
+//!   writes the agent record with the new conversation manager state whenever it changed. Its std
+//!   lock is never held across an await or a store write. When a summary fails, the agent falls
+//!   back to the sliding view (see `crate::agent`).
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -20,11 +25,27 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::agent::{ConversationWindow, WindowError};
-use crate::context::{SummaryCall, model_window, sliding_window_start};
+use crate::context::sliding::is_clean_start;
+use crate::context::{
+    SummaryCall, model_window, recorded_summary_window, sliding_window_start, summary_span,
+};
 use crate::message::Message;
 use crate::model::Model;
 use crate::store::store_io;
-use crate::store::{ContextMode, SessionAgent, SessionStore, now_utc};
+use crate::store::{
+    ContextMode, ConversationManagerState, DEFAULT_AGENT_ID, SessionAgent, SessionStore, now_utc,
+};
+
+/// How many of the oldest held messages lie before twice the window: 0 while the history is
+/// within it, else a pair-safe start at a user message, so every later window is cut from the
+/// same messages as before.
+fn beyond_twice_the_window(history: &[Message], window_size: usize) -> usize {
+    let keep = window_size.saturating_mul(2).max(1);
+    if history.len() <= keep {
+        return 0;
+    }
+    sliding_window_start(history, keep)
+}
 
 /// The last `window_size` messages of the history, never splitting a toolUse from its result.
 #[derive(Debug, Clone, Copy)]
@@ -47,6 +68,7 @@ impl ConversationWindow for SlidingWindow {
     async fn view(
         &self,
         history: &[Message],
+        _first: usize,
         _cancel: &CancellationToken,
     ) -> Result<Vec<Message>, WindowError> {
         Ok(self.cut(history))
@@ -59,12 +81,8 @@ impl ConversationWindow for SlidingWindow {
     /// Memory keeps at most about twice the window: once the held history passes that, everything
     /// before the window of `2 × window_size` goes (a pair-safe start at a user message, so every
     /// later window is cut from the same messages as before).
-    fn forgettable(&self, history: &[Message]) -> usize {
-        let keep = self.window_size.saturating_mul(2).max(1);
-        if history.len() <= keep {
-            return 0;
-        }
-        sliding_window_start(history, keep)
+    fn forgettable(&self, history: &[Message], _first: usize) -> usize {
+        beyond_twice_the_window(history, self.window_size)
     }
 }
 
@@ -75,6 +93,8 @@ pub(crate) struct SummarizingWindow {
     store: Arc<dyn SessionStore>,
     session_id: String,
     window_size: usize,
+    /// The stored id of the agent's history position 0 (the recorder's offset).
+    base: usize,
     /// The agent record as last written (its conversation manager state is the window's state).
     record: Mutex<SessionAgent>,
 }
@@ -85,18 +105,21 @@ impl std::fmt::Debug for SummarizingWindow {
             .field("model", &self.model.name())
             .field("session_id", &self.session_id)
             .field("window_size", &self.window_size)
+            .field("base", &self.base)
             .finish()
     }
 }
 
 impl SummarizingWindow {
     /// The window of `session_id`'s agent, whose stored record is `record`; the agent's history
-    /// must hold every stored message from id 0.
+    /// position 0 is stored message `base`, and it starts holding where
+    /// [`crate::context::summarizing_window_start_in_tail`] (or an earlier clean start) says.
     pub(crate) fn new(
         model: Arc<dyn Model>,
         store: Arc<dyn SessionStore>,
         session_id: impl Into<String>,
         window_size: usize,
+        base: usize,
         record: SessionAgent,
     ) -> Self {
         Self {
@@ -104,14 +127,23 @@ impl SummarizingWindow {
             store,
             session_id: session_id.into(),
             window_size,
+            base,
             record: Mutex::new(record),
         }
+    }
+
+    fn state(&self) -> ConversationManagerState {
+        self.record
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .conversation_manager_state
+            .clone()
     }
 
     /// Keeps `state` and writes the agent record with it (synchronously, like the recorder's
     /// message writes on the turn's task, through [`store_io`]). A failed write is logged: the window still holds the
     /// state, and a later restore recomputes what the record lacks.
-    fn persist(&self, state: crate::store::ConversationManagerState) {
+    fn persist(&self, state: ConversationManagerState) {
         let record = {
             let mut record = self.record.lock().unwrap_or_else(PoisonError::into_inner);
             record.conversation_manager_state = state;
@@ -122,6 +154,39 @@ impl SummarizingWindow {
             warn!(session_id = %self.session_id, "cannot record the conversation summary: {error}");
         }
     }
+
+    /// The stored messages `from..to`, read for a summary that folds in messages no longer held;
+    /// an error unless every one of them is there.
+    fn read_stored(&self, from: usize, to: usize) -> Result<Vec<Message>, WindowError> {
+        let missing = || {
+            WindowError(format!(
+                "stored messages {from} to {to} of session {} are not all there",
+                self.session_id
+            ))
+        };
+        let before = u64::try_from(to).map_err(|_| missing())?;
+        let stored = store_io(|| {
+            self.store.list_messages_before(
+                &self.session_id,
+                DEFAULT_AGENT_ID,
+                Some(before),
+                to - from,
+            )
+        })
+        .map_err(|error| WindowError(error.to_string()))?;
+        let complete = stored.len() == to - from
+            && stored
+                .iter()
+                .zip(from..)
+                .all(|(message, id)| u64::try_from(id).is_ok_and(|id| message.message_id == id));
+        if !complete {
+            return Err(missing());
+        }
+        Ok(stored
+            .into_iter()
+            .map(|message| message.to_message().clone())
+            .collect())
+    }
 }
 
 #[async_trait]
@@ -129,18 +194,28 @@ impl ConversationWindow for SummarizingWindow {
     async fn view(
         &self,
         history: &[Message],
+        first: usize,
         cancel: &CancellationToken,
     ) -> Result<Vec<Message>, WindowError> {
-        let state = self
-            .record
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .conversation_manager_state
-            .clone();
+        let state = self.state();
+        let mut from = self.base.saturating_add(first);
+        let mut messages = Cow::Borrowed(history);
+        // A summary that folds in messages no longer held reads them for this call; a recorded
+        // start that turns out not to fit them is summarized anew from the first message, so
+        // this reads at most twice, each time further back.
+        while let Some(span) = summary_span(&messages, from, &state, self.window_size)
+            && span.start < from
+        {
+            let mut older = self.read_stored(span.start, from)?;
+            older.extend_from_slice(&messages);
+            messages = Cow::Owned(older);
+            from = span.start;
+        }
         let call = SummaryCall::new(self.model.as_ref(), cancel.clone());
         let window = model_window(
             ContextMode::Summarize,
-            history,
+            &messages,
+            from,
             &state,
             self.window_size,
             &call,
@@ -155,5 +230,23 @@ impl ConversationWindow for SummarizingWindow {
 
     fn fallback(&self, history: &[Message]) -> Vec<Message> {
         history[sliding_window_start(history, self.window_size)..].to_vec()
+    }
+
+    /// What the summary covers, and what lies before twice the window (a later summary reads it
+    /// back from the store if it still has to fold it in): whichever ends later.
+    fn forgettable(&self, history: &[Message], first: usize) -> usize {
+        let state = self.state();
+        let from = self.base.saturating_add(first);
+        let covered = usize::try_from(state.removed_message_count)
+            .ok()
+            .filter(|_| state.summary_message.is_some())
+            .and_then(|removed| removed.checked_sub(from))
+            .filter(|&at| at < history.len() && is_clean_start(history, at))
+            .unwrap_or(0);
+        covered.max(beyond_twice_the_window(history, self.window_size))
+    }
+
+    fn as_recorded(&self, history: &[Message], first: usize) -> Vec<Message> {
+        recorded_summary_window(history, self.base.saturating_add(first), &self.state()).messages
     }
 }

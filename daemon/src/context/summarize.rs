@@ -7,6 +7,13 @@
 //! alternating) and then every stored message from `removed_message_count` on. The summary covers
 //! exactly the stored messages before `removed_message_count`.
 //!
+//! The functions here work on a stretch of the stored history that runs to its newest message:
+//! `history[i]` is stored message `first + i` (`first` is 0 for the whole history). An agent holds
+//! only such a stretch, starting at a place no later window starts before (the recorded summary's
+//! start, or a sliding cut for at least the window): every cut computed from it is the one the
+//! whole history gives. A summary that has to fold in messages older than the stretch cannot be
+//! made from it ([`summary_span`] says which; the caller reads them and passes a longer stretch).
+//!
 //! Invariants:
 //! - The recent part never splits a toolUse/toolResult pair and starts at a clean user message
 //!   (the cut points come from [`sliding_window_start`]).
@@ -21,11 +28,14 @@
 //!   price is a summary call on each turn that moves the window.
 //! - A recorded state that does not fit the history (a count beyond it, a count without a summary,
 //!   a cut that is not a clean start) is not trusted: it is reset and, if needed, summarized anew.
+//!   A count before the stretch cannot be checked until the messages from it are read.
 //! - Nothing here writes to the store: the caller persists [`Window::state`] when
 //!   [`Window::state_changed`].
 
+use std::ops::Range;
+
 use crate::context::compaction::{CompactionError, SEED_ACKNOWLEDGEMENT};
-use crate::context::sliding::{is_clean_start, sliding_window_start};
+use crate::context::sliding::{is_clean_start, sliding_window_start, sliding_window_start_in_tail};
 use crate::context::summary_call::{SummaryCall, summarize};
 use crate::message::Message;
 use crate::store::ContextMode;
@@ -40,8 +50,8 @@ pub struct Window {
     /// The messages for the model: the `prepended` summary pair (if any), then the stored messages
     /// from `start` on, as given.
     pub messages: Vec<Message>,
-    /// The index in the full history of the first stored message in `messages`
-    /// (= `state.removed_message_count`).
+    /// The stored id (position in the full history) of the first stored message in `messages`
+    /// (= `state.removed_message_count` under `summarize`).
     pub start: usize,
     /// How many messages at the front of `messages` are not stored messages: 2 (the summary and
     /// its acknowledgement) or 0.
@@ -61,17 +71,21 @@ impl Window {
     }
 }
 
-/// The window for `mode`: [`sliding_window`] (no model call) or [`summarizing_window`].
+/// The window for `mode` over `history` (stored messages from id `first` to the newest):
+/// [`sliding_window`] (no model call) or [`summarizing_window`].
 pub async fn model_window(
     mode: ContextMode,
     history: &[Message],
+    first: usize,
     state: &ConversationManagerState,
     window_size: usize,
     call: &SummaryCall<'_>,
 ) -> Result<Window, CompactionError> {
     match mode {
-        ContextMode::Sliding => Ok(sliding_window(history, state, window_size)),
-        ContextMode::Summarize => summarizing_window(history, state, window_size, call).await,
+        ContextMode::Sliding => Ok(sliding_window(history, first, state, window_size)),
+        ContextMode::Summarize => {
+            summarizing_window(history, first, state, window_size, call).await
+        }
     }
 }
 
@@ -79,14 +93,16 @@ pub async fn model_window(
 /// `removed_message_count` becomes the window start; the rest of the state is kept.
 pub fn sliding_window(
     history: &[Message],
+    first: usize,
     state: &ConversationManagerState,
     window_size: usize,
 ) -> Window {
-    let start = sliding_window_start(history, window_size);
+    let cut = sliding_window_start(history, window_size);
+    let start = first.saturating_add(cut);
     let mut new_state = state.clone();
     new_state.removed_message_count = start as u64;
     Window {
-        messages: history[start..].to_vec(),
+        messages: history[cut..].to_vec(),
         start,
         prepended: 0,
         state_changed: new_state != *state,
@@ -95,61 +111,115 @@ pub fn sliding_window(
     }
 }
 
-/// The summarizing window as recorded, without a model call: the summary (if any) and every stored
-/// message it does not cover. What a caller shows the model when a new summary failed.
-pub fn recorded_summary_window(history: &[Message], state: &ConversationManagerState) -> Window {
-    let (trusted, changed) = trusted_state(history, state);
-    view(history, trusted, changed, 0)
+/// The summarizing window as recorded, without a model call: the summary (if any) and every held
+/// message it does not cover (all held ones when it covers fewer). What a caller shows the model
+/// when a new summary failed, and what `/compact` summarizes.
+pub fn recorded_summary_window(
+    history: &[Message],
+    first: usize,
+    state: &ConversationManagerState,
+) -> Window {
+    let (trusted, changed) = trusted_state(history, first, state);
+    view(history, first, trusted, changed, 0)
 }
 
-/// Where a new summary would cut the history, or `None` when the recorded summary still covers
-/// everything the window has to drop (no model call needed).
+/// Where a new summary would cut the history (a stored id), or `None` when the recorded summary
+/// still covers everything the window has to drop (no model call needed).
 pub fn summary_cut(
     history: &[Message],
+    first: usize,
     state: &ConversationManagerState,
     window_size: usize,
 ) -> Option<usize> {
-    let (trusted, _) = trusted_state(history, state);
-    let covered = recorded_start(history, &trusted)?;
-    let needed = sliding_window_start(history, window_size);
-    (needed > covered).then_some(needed)
+    summary_span(history, first, state, window_size).map(|span| span.end)
+}
+
+/// The stored messages a new summary would fold in (from where the recorded one ends, 0 when it
+/// is not trusted, to the cut), or `None` when no summary is needed. A span that starts before
+/// `first` needs the older messages read: pass them with the history.
+pub fn summary_span(
+    history: &[Message],
+    first: usize,
+    state: &ConversationManagerState,
+    window_size: usize,
+) -> Option<Range<usize>> {
+    let (trusted, _) = trusted_state(history, first, state);
+    let covered = recorded_start(history, first, &trusted)?;
+    let needed = first.saturating_add(sliding_window_start(history, window_size));
+    (needed > covered).then_some(covered..needed)
 }
 
 /// The summarizing window; summarizes with `call` when [`summary_cut`] says so.
 ///
 /// A failed summary is an error and the recorded state stays as it was; the caller may fall back
-/// to [`recorded_summary_window`].
+/// to [`recorded_summary_window`]. A summary that needs messages before `first`
+/// ([`summary_span`]) is [`CompactionError::NotHeld`].
 pub async fn summarizing_window(
     history: &[Message],
+    first: usize,
     state: &ConversationManagerState,
     window_size: usize,
     call: &SummaryCall<'_>,
 ) -> Result<Window, CompactionError> {
-    let (mut trusted, changed) = trusted_state(history, state);
-    let Some(cut) = summary_cut(history, &trusted, window_size) else {
-        return Ok(view(history, trusted, changed, 0));
+    let (mut trusted, changed) = trusted_state(history, first, state);
+    let Some(span) = summary_span(history, first, &trusted, window_size) else {
+        return Ok(view(history, first, trusted, changed, 0));
     };
-    let covered = recorded_start(history, &trusted).unwrap_or(0);
-    let mut input: Vec<Message> = Vec::with_capacity(cut - covered + 1);
+    if span.start < first {
+        return Err(CompactionError::NotHeld {
+            needed: span.start,
+            first,
+        });
+    }
+    let folded = &history[span.start - first..span.end - first];
+    let mut input: Vec<Message> = Vec::with_capacity(folded.len() + 1);
     input.extend(trusted.summary_message.iter().map(Message::for_model));
-    input.extend(history[covered..cut].iter().map(Message::for_model));
+    input.extend(folded.iter().map(Message::for_model));
     let summary = summarize(call, &input, None).await?;
     trusted.summary_message = Some(Message::user_text(format!(
         "{WINDOW_SUMMARY_HEADER}\n{summary}"
     )));
-    trusted.removed_message_count = cut as u64;
-    Ok(view(history, trusted, true, cut - covered))
+    trusted.removed_message_count = span.end as u64;
+    Ok(view(history, first, trusted, true, span.len()))
 }
 
-/// The recorded window start, if the state fits the history.
-fn recorded_start(history: &[Message], state: &ConversationManagerState) -> Option<usize> {
+/// Where an agent under `summarize` starts holding a session restored from its newest stored
+/// messages `tail` (stored ids from `tail_first`; `whole`: the tail is the entire history), as an
+/// index into `tail`: where the recorded summary ends when the tail holds that message (the
+/// model's view starts there), else where the sliding window starts
+/// ([`sliding_window_start_in_tail`]; the next summary reads the older messages it folds in).
+/// `None` when the tail cannot tell: read every message.
+pub fn summarizing_window_start_in_tail(
+    tail: &[Message],
+    tail_first: usize,
+    state: &ConversationManagerState,
+    window_size: usize,
+    whole: bool,
+) -> Option<usize> {
+    let recorded = usize::try_from(state.removed_message_count)
+        .ok()
+        .filter(|_| state.summary_message.is_some())
+        .and_then(|removed| removed.checked_sub(tail_first))
+        .filter(|&at| at < tail.len() && is_clean_start(tail, at));
+    recorded.or_else(|| sliding_window_start_in_tail(tail, window_size, whole))
+}
+
+/// The recorded window start, if the state fits the history. A start before `first` is taken
+/// on trust (its messages are not here to check).
+fn recorded_start(
+    history: &[Message],
+    first: usize,
+    state: &ConversationManagerState,
+) -> Option<usize> {
     let removed = usize::try_from(state.removed_message_count).ok()?;
+    let end = first.saturating_add(history.len());
     let fits = match (removed, &state.summary_message) {
         (0, None) => true,
         (0, Some(_)) | (_, None) => false,
         (removed, Some(_)) => {
-            removed == history.len()
-                || (removed < history.len() && is_clean_start(history, removed))
+            removed == end
+                || removed < first
+                || (removed < end && is_clean_start(history, removed - first))
         }
     };
     fits.then_some(removed)
@@ -159,14 +229,15 @@ fn recorded_start(history: &[Message], state: &ConversationManagerState) -> Opti
 /// it was reset.
 fn trusted_state(
     history: &[Message],
+    first: usize,
     state: &ConversationManagerState,
 ) -> (ConversationManagerState, bool) {
-    if recorded_start(history, state).is_some() {
+    if recorded_start(history, first, state).is_some() {
         return (state.clone(), false);
     }
     tracing::warn!(
         removed = state.removed_message_count,
-        messages = history.len(),
+        messages = first.saturating_add(history.len()),
         has_summary = state.summary_message.is_some(),
         "the recorded conversation summary does not fit the stored history; starting it again"
     );
@@ -176,20 +247,26 @@ fn trusted_state(
     (reset, true)
 }
 
+/// The summary pair and the held messages from the recorded start (all held ones when it lies
+/// before them).
 fn view(
     history: &[Message],
+    first: usize,
     state: ConversationManagerState,
     state_changed: bool,
     summarized: usize,
 ) -> Window {
-    let start = recorded_start(history, &state).unwrap_or(0);
-    let mut messages = Vec::with_capacity(history.len() - start + 2);
+    let start = recorded_start(history, first, &state)
+        .unwrap_or(0)
+        .max(first);
+    let shown = &history[(start - first).min(history.len())..];
+    let mut messages = Vec::with_capacity(shown.len() + 2);
     if let Some(summary) = &state.summary_message {
         messages.push(summary.clone());
         messages.push(Message::assistant_text(SEED_ACKNOWLEDGEMENT));
     }
     let prepended = messages.len();
-    messages.extend_from_slice(&history[start..]);
+    messages.extend_from_slice(shown);
     Window {
         messages,
         start,
@@ -199,6 +276,10 @@ fn view(
         summarized,
     }
 }
+
+#[cfg(test)]
+#[path = "tests_summarize_tail.rs"]
+mod tests_summarize_tail;
 
 #[cfg(test)]
 mod tests {
@@ -278,7 +359,7 @@ mod tests {
         let history: Vec<Message> = (0..3).flat_map(turn).collect();
         let model = FakeModel::scripted([]);
         let call = SummaryCall::new(&model, CancellationToken::new());
-        let window = summarizing_window(&history, &fresh(), 10, &call)
+        let window = summarizing_window(&history, 0, &fresh(), 10, &call)
             .await
             .unwrap();
         assert_eq!(window.messages, history);
@@ -295,7 +376,7 @@ mod tests {
         let history: Vec<Message> = (0..10).flat_map(turn).collect();
         let model = FakeModel::scripted([FakeReply::text("The user asked q0 to q5.")]);
         let call = SummaryCall::new(&model, CancellationToken::new());
-        let window = summarizing_window(&history, &fresh(), 8, &call)
+        let window = summarizing_window(&history, 0, &fresh(), 8, &call)
             .await
             .unwrap();
         // Over the window (20 > 8): cut at the sliding start for the window; the newest 8
@@ -324,12 +405,12 @@ mod tests {
         let mut history: Vec<Message> = (0..10).flat_map(turn).collect();
         let model = FakeModel::scripted([FakeReply::text("first"), FakeReply::text("second")]);
         let call = SummaryCall::new(&model, CancellationToken::new());
-        let first = summarizing_window(&history, &fresh(), 8, &call)
+        let first = summarizing_window(&history, 0, &fresh(), 8, &call)
             .await
             .unwrap();
         let state = first.state;
         // The same history again: the summary covers what the window drops; no new call.
-        let again = summarizing_window(&history, &state, 8, &call)
+        let again = summarizing_window(&history, 0, &state, 8, &call)
             .await
             .unwrap();
         assert!(!again.state_changed);
@@ -339,8 +420,8 @@ mod tests {
         // A new turn moves the window: the new summary folds in the old one and only the two
         // messages that left the window.
         history.extend(turn(10));
-        assert_eq!(summary_cut(&history, &state, 8), Some(14));
-        let window = summarizing_window(&history, &state, 8, &call)
+        assert_eq!(summary_cut(&history, 0, &state, 8), Some(14));
+        let window = summarizing_window(&history, 0, &state, 8, &call)
             .await
             .unwrap();
         assert_eq!(model.call_count(), 2);
@@ -368,7 +449,7 @@ mod tests {
         for window_size in 1..history.len() + 2 {
             let model = FakeModel::scripted([FakeReply::text("summary")]);
             let call = SummaryCall::new(&model, CancellationToken::new());
-            let window = summarizing_window(&history, &fresh(), window_size, &call)
+            let window = summarizing_window(&history, 0, &fresh(), window_size, &call)
                 .await
                 .unwrap();
             assert_well_formed(&history, &window);
@@ -386,11 +467,11 @@ mod tests {
         let history: Vec<Message> = (0..10).flat_map(turn).collect();
         let model = FakeModel::scripted([FakeReply::error("down")]);
         let call = SummaryCall::new(&model, CancellationToken::new());
-        let err = summarizing_window(&history, &fresh(), 4, &call)
+        let err = summarizing_window(&history, 0, &fresh(), 4, &call)
             .await
             .unwrap_err();
         assert!(matches!(err, CompactionError::Model(_)), "{err}");
-        let fallback = recorded_summary_window(&history, &fresh());
+        let fallback = recorded_summary_window(&history, 0, &fresh());
         assert_eq!(fallback.messages, history);
         assert!(!fallback.state_changed);
     }
@@ -401,7 +482,7 @@ mod tests {
         let mut state = fresh();
         state.removed_message_count = 40;
         state.summary_message = Some(Message::user_text("stale"));
-        let window = recorded_summary_window(&history, &state);
+        let window = recorded_summary_window(&history, 0, &state);
         assert!(window.state_changed);
         assert_eq!(window.messages, history);
         assert_eq!(window.state.summary_message, None);
@@ -409,12 +490,12 @@ mod tests {
 
         // A count at an assistant message, or without a summary, is not trusted either.
         state.removed_message_count = 1;
-        assert!(recorded_summary_window(&history, &state).state_changed);
+        assert!(recorded_summary_window(&history, 0, &state).state_changed);
         state.removed_message_count = 2;
         state.summary_message = None;
-        assert!(recorded_summary_window(&history, &state).state_changed);
+        assert!(recorded_summary_window(&history, 0, &state).state_changed);
         state.summary_message = Some(Message::user_text("ok"));
-        let window = recorded_summary_window(&history, &state);
+        let window = recorded_summary_window(&history, 0, &state);
         assert!(!window.state_changed);
         assert_eq!(window.start, 2);
         assert_eq!(window.stored_index(0), None);
@@ -426,7 +507,7 @@ mod tests {
         let history: Vec<Message> = (0..2).flat_map(turn).collect();
         let model = FakeModel::scripted([FakeReply::text("all of it")]);
         let call = SummaryCall::new(&model, CancellationToken::new());
-        let window = summarizing_window(&history, &fresh(), 0, &call)
+        let window = summarizing_window(&history, 0, &fresh(), 0, &call)
             .await
             .unwrap();
         assert_eq!(window.start, 4);
@@ -440,7 +521,7 @@ mod tests {
         let model = FakeModel::scripted([FakeReply::text("sum")]);
         let call = SummaryCall::new(&model, CancellationToken::new());
         let sliding_state = ConversationManagerState::new(ContextMode::Sliding);
-        let window = model_window(ContextMode::Sliding, &history, &sliding_state, 4, &call)
+        let window = model_window(ContextMode::Sliding, &history, 0, &sliding_state, 4, &call)
             .await
             .unwrap();
         assert_eq!(model.call_count(), 0);
@@ -450,10 +531,10 @@ mod tests {
         assert!(window.state_changed);
         assert_eq!(window.state.removed_message_count, 16);
         assert_eq!(window.state.name, sliding_state.name);
-        let again = sliding_window(&history, &window.state, 4);
+        let again = sliding_window(&history, 0, &window.state, 4);
         assert!(!again.state_changed);
 
-        let window = model_window(ContextMode::Summarize, &history, &fresh(), 4, &call)
+        let window = model_window(ContextMode::Summarize, &history, 0, &fresh(), 4, &call)
             .await
             .unwrap();
         assert_eq!(model.call_count(), 1);

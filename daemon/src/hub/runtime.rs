@@ -6,8 +6,10 @@
 //!   (the worker holds it for each turn), so a turn never runs on a half-switched agent.
 //! - The store keeps every message. Under `sliding` the agent's history is restored from the
 //!   stored conversation's window (`[agent] window_size`, cut where a window may start); under
-//!   `summarize` from every stored message. Either way the agent's `ConversationWindow`
-//!   (`super::window`) cuts what the model sees before every model call.
+//!   `summarize` from where the recorded summary ends, or the window when that lies further back
+//!   (both read from the newest twice the window). Either way the agent's `ConversationWindow`
+//!   (`crate::context::modes`) cuts what the model sees before every model call and lets the
+//!   agent forget what no later view needs.
 //! - A pending repair notice survives a rebuilt agent: a role switch hands the old agent's notice
 //!   to the new one, and the worker records it in the agent record (`_internal_state`, see
 //!   [`RepairNotice`]) after every turn that leaves one, so an agent rebuilt from the store (an idle
@@ -39,13 +41,15 @@ use super::turns::TurnTable;
 use crate::agent::{ConversationWindow, SystemPromptSource, TauAgent};
 use crate::clock::SystemClock;
 use crate::context::modes::{SlidingWindow, SummarizingWindow};
-use crate::context::{sliding_window_start, sliding_window_start_in_tail};
+use crate::context::{
+    sliding_window_start, sliding_window_start_in_tail, summarizing_window_start_in_tail,
+};
 use crate::mcp::hub_catalog;
 use crate::message::Message;
 use crate::spend::{MeteredModel, SpendMeter};
 use crate::store::{
-    ContextMode, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionAgent, SessionError,
-    SessionMessage, SessionStore, now_utc, read_agent_for_mode,
+    ContextMode, ConversationManagerState, DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice,
+    SessionAgent, SessionError, SessionMessage, SessionStore, now_utc, read_agent_for_mode,
 };
 
 /// What building an agent needs, shared by every session.
@@ -213,7 +217,8 @@ impl SessionRuntime {
         let Some(text) = agent.pending_notice() else {
             return;
         };
-        let count = recorder.offset().saturating_add(agent.history_len());
+        // The whole history's length: messages that left memory count too.
+        let count = recorder.offset().saturating_add(agent.history_total_len());
         let notice = RepairNotice {
             v: REPAIR_NOTICE_VERSION,
             text,
@@ -325,24 +330,37 @@ impl SessionRuntime {
     }
 }
 
-/// The stored messages an agent is restored from (blocking), and the id of the last stored one:
-/// in sliding mode the window, read from the newest twice the window, which places it unless
-/// that tail holds no clean start (then every message is read, as summarize mode always does).
-/// The caller cuts the window from what it gets.
+/// The stored messages an agent is restored from (blocking), and the id of the last stored one,
+/// read from the newest twice the window: in sliding mode the window; in summarize mode the
+/// messages from where the recorded summary (`state`) ends when the tail holds it, else the
+/// sliding window (a later summary reads what it folds in). Every message is read only when the
+/// tail cannot place them (it holds no clean start). The caller cuts the window from what it gets.
 fn restored_messages(
     store: &dyn SessionStore,
     session_id: &str,
     options: &CoreOptions,
+    state: &ConversationManagerState,
 ) -> Result<(Vec<SessionMessage>, Option<u64>), CoreError> {
-    if options.context == ContextMode::Sliding {
-        let limit = options.window_size.saturating_mul(2).max(1);
-        let tail = store.list_messages_before(session_id, DEFAULT_AGENT_ID, None, limit)?;
-        let whole = tail.len() < limit || tail.first().is_some_and(|m| m.message_id == 0);
-        let messages: Vec<Message> = tail.iter().map(|m| m.to_message().clone()).collect();
-        if let Some(start) = sliding_window_start_in_tail(&messages, options.window_size, whole) {
-            let last_id = tail.last().map(|m| m.message_id);
-            return Ok((tail.into_iter().skip(start).collect(), last_id));
+    let limit = options.window_size.saturating_mul(2).max(1);
+    let tail = store.list_messages_before(session_id, DEFAULT_AGENT_ID, None, limit)?;
+    let whole = tail.len() < limit || tail.first().is_some_and(|m| m.message_id == 0);
+    let messages: Vec<Message> = tail.iter().map(|m| m.to_message().clone()).collect();
+    let start = match options.context {
+        ContextMode::Sliding => sliding_window_start_in_tail(&messages, options.window_size, whole),
+        ContextMode::Summarize => {
+            let tail_first = tail.first().map_or(0, |m| m.message_id);
+            summarizing_window_start_in_tail(
+                &messages,
+                usize::try_from(tail_first).unwrap_or(usize::MAX),
+                state,
+                options.window_size,
+                whole,
+            )
         }
+    };
+    if let Some(start) = start {
+        let last_id = tail.last().map(|m| m.message_id);
+        return Ok((tail.into_iter().skip(start).collect(), last_id));
     }
     let all = store.list_messages(session_id, DEFAULT_AGENT_ID, None, 0)?;
     let last_id = all.last().map(|m| m.message_id);
@@ -375,7 +393,12 @@ fn build_agent(
             record
         }
     };
-    let (stored, last_id) = restored_messages(store.as_ref(), session_id, options)?;
+    let (stored, last_id) = restored_messages(
+        store.as_ref(),
+        session_id,
+        options,
+        &record.conversation_manager_state,
+    )?;
     let next_id = match last_id {
         None => 0,
         // A damaged store may end at the last id there is: no message could follow it.
@@ -387,10 +410,11 @@ fn build_agent(
         })?,
     };
     let notice = carried.or_else(|| record.repair_notice(next_id));
+    let first_id = stored.first().map(|m| m.message_id);
     let messages: Vec<Message> = stored.iter().map(|m| m.to_message().clone()).collect();
     drop(stored);
-    // Sliding: only the window is restored. Summarize: everything, so that history positions are
-    // stored message ids (the summary state counts stored messages).
+    // Sliding: only the window is restored. Summarize: from where the summary ends (or the
+    // sliding window), the agent's position 0 being stored message `offset`.
     let start = match options.context {
         ContextMode::Sliding => sliding_window_start(&messages, options.window_size),
         ContextMode::Summarize => 0,
@@ -399,13 +423,16 @@ fn build_agent(
     let offset = usize::try_from(next_id)
         .unwrap_or(usize::MAX)
         .saturating_sub(window.len());
+    // Ids read in order, ending at `next_id - 1`, are contiguous when the first is `offset`.
+    let contiguous = first_id.is_none_or(|id| usize::try_from(id).is_ok_and(|id| id == offset));
     let model = metered_model(parts, role)?;
     let conversation_window: Arc<dyn ConversationWindow> = match options.context {
-        ContextMode::Summarize if offset == 0 => Arc::new(SummarizingWindow::new(
+        ContextMode::Summarize if contiguous => Arc::new(SummarizingWindow::new(
             Arc::clone(&model),
             Arc::clone(store),
             session_id,
             options.window_size,
+            offset,
             record,
         )),
         ContextMode::Summarize => {

@@ -492,7 +492,7 @@ impl HubCore {
         let call = SummaryCall::new(model.as_ref(), self.stop_token());
         let mut request = CompactRequest::new(session_id, self.options().context);
         request.focus = Some(focus.trim().to_owned()).filter(|f| !f.is_empty());
-        request.messages = Some(agent.messages());
+        request.messages = Some(agent.messages_as_recorded());
         request.meta = SessionMeta {
             channel: Some(channel),
             profile: Some(self.options().profile.clone()),

@@ -88,6 +88,11 @@ pub struct FileBackend {
     /// The sessions reconciled with their files by this process (or created by it); its lock is
     /// held through a reconciliation, so one runs once and before any write of this process.
     reconciled: Mutex<HashSet<String>>,
+    /// The (session, agent) pairs whose message files a listing of this process found all below
+    /// the session's message count. An append keeps that true (the count passes every id
+    /// appended), so their pages are read by id, without a listing. Never held while another of
+    /// the store's locks is taken.
+    paged_by_id: Mutex<HashSet<(String, String)>>,
 }
 
 impl CheckedStore<FileBackend> {
@@ -113,6 +118,7 @@ impl FileBackend {
             index: Mutex::new(ListingIndex::new(&root, durability)),
             deferred: Mutex::new(HashMap::new()),
             reconciled: Mutex::new(HashSet::new()),
+            paged_by_id: Mutex::new(HashSet::new()),
             root,
             durability,
         })
@@ -421,8 +427,7 @@ impl StoreBackend for FileBackend {
         limit: usize,
     ) -> Result<Vec<SessionMessage>, SessionError> {
         let dir = self.require_messages_dir(session_id, agent_id)?;
-        let ids = message_ids(&dir, before)?;
-        read_messages(&dir, &ids[ids.len().saturating_sub(limit)..])
+        self.read_page(&dir, session_id, agent_id, before, limit)
     }
 
     /// Every session, reconciled with its files first where this process has not yet (see
