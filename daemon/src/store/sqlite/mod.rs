@@ -59,8 +59,9 @@ pub type SqliteSessionStore = CheckedStore<SqliteBackend>;
 /// The sqlite storage engine; reached only through [`SqliteSessionStore`].
 pub struct SqliteBackend {
     path: PathBuf,
-    writer: GroupCommit,
+    // Dropped before the writer, so the write connection is the last to close (and checkpoint).
     readers: ReadPool,
+    writer: GroupCommit,
 }
 
 impl CheckedStore<SqliteBackend> {
@@ -111,8 +112,8 @@ impl SqliteBackend {
         let readers = ReadPool::new(&path, BUSY_TIMEOUT);
         Ok(Self {
             path,
-            writer: GroupCommit::new(conn),
             readers,
+            writer: GroupCommit::new(conn),
         })
     }
 }

@@ -2,10 +2,11 @@
 //! (a page of messages, a listing) never waits behind a commit. In WAL mode a reader sees the
 //! last commit made before its read began and never blocks the writer, nor the writer it.
 //!
-//! Invariants: at most [`READERS`] read connections are ever open, opened when first needed and
-//! kept idle for reuse; a read that finds them all busy waits for one, at most [`READER_WAIT`];
-//! each is `query_only`, so nothing is ever written through it; a connection always goes back to
-//! the pool, even when its read fails or panics.
+//! Invariants: at most [`READERS`] read connections are ever open, each with a page cache of at
+//! most [`READER_CACHE_KIB`] KiB, opened when first needed and kept idle for reuse; a read that
+//! finds them all busy waits for one, at most [`READER_WAIT`]; each is `query_only`, so nothing
+//! is ever written through it; a connection always goes back to the pool, even when its read
+//! fails or panics.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
@@ -21,6 +22,10 @@ const READERS: usize = 3;
 
 /// How long a read waits for a busy read connection to come back.
 const READER_WAIT: Duration = Duration::from_secs(5);
+
+/// Each read connection's page cache, in KiB (sqlite's default is 2 MiB): pages are read once
+/// per request, and the operating system caches the file anyway, so several readers stay small.
+const READER_CACHE_KIB: i64 = 1024;
 
 /// Read connections to one database.
 pub(super) struct ReadPool {
@@ -125,6 +130,7 @@ impl ReadPool {
         let conn = Connection::open_with_flags(&self.path, flags)?;
         conn.busy_timeout(self.busy_timeout)?;
         conn.pragma_update(None, "query_only", true)?;
+        conn.pragma_update(None, "cache_size", -READER_CACHE_KIB)?;
         Ok(conn)
     }
 
