@@ -5,7 +5,8 @@
 //! run (an atomic small-file write; an append with fsync), and the text turns per second of ten
 //! busy sessions in one hub next to one.
 //!
-//! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS]` (default 300).
+//! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS] [file] [sqlite]` (default 300
+//! iterations, both stores; naming a store runs only the stores named).
 
 #[path = "../tests/support/soak.rs"]
 mod soak;
@@ -205,16 +206,23 @@ async fn over_socket(hub: &SoakHub, text: &str, iterations: usize) -> BenchResul
 }
 
 fn main() -> BenchResult<()> {
-    let iterations: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(300);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let iterations: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(300);
+    let named: Vec<&str> = ["file", "sqlite"]
+        .into_iter()
+        .filter(|backend| args.iter().any(|a| a == backend))
+        .collect();
+    let backends = if named.is_empty() {
+        vec!["file", "sqlite"]
+    } else {
+        named
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     disk_floor(iterations)?;
-    for backend in ["file", "sqlite"] {
+    for backend in backends {
         let hub = SoakHub::start_plain(std::path::Path::new(env!("CARGO_BIN_EXE_taud")), backend)?;
         runtime.block_on(async {
             let text = over_socket(&hub, TEXT, iterations).await?;

@@ -14,6 +14,10 @@
 //! Every one must be 0. Each cycle resumes the same store after the previous kill. `cargo test`
 //! runs 10 cycles per backend; `TAU_KILL_CYCLES=40` (or any number) runs a longer loop.
 //!
+//! `crash_sqlite_parallel` runs [`PARALLEL_WRITERS`] writer threads at once, each on its own
+//! session, so the kill lands while several sessions' writes share one commit (group commit):
+//! each session must still read whole, and every message reported stored must be there.
+//!
 //! The writer flushes the session's record after every second message (a turn of two, as the hub
 //! does), so kills also land between a turn's messages and its flush, and inside the flush.
 //!
@@ -39,7 +43,7 @@ use taud::store::{
     now_utc,
 };
 
-use support::store::{BACKENDS, open_backend, user_message};
+use support::store::{open_backend, user_message};
 
 const WRITER_ENV: &str = "TAU_SESSION_CRASH_WRITER";
 const DIR_ENV: &str = "TAU_SESSION_CRASH_DIR";
@@ -51,6 +55,10 @@ const DEFAULT_CYCLES: usize = 10;
 const WRITER_LIMIT: u64 = 5_000;
 /// How long a round may wait for the writer's reports.
 const ROUND_DEADLINE: Duration = Duration::from_secs(20);
+/// Writer threads (each on its own session) of the parallel runs.
+const PARALLEL_WRITERS: usize = 4;
+/// The runs: every built-in backend with one writer, and sqlite's group commit with several.
+const RUNS: [(&str, usize); 3] = [("file", 1), ("sqlite", 1), ("sqlite", PARALLEL_WRITERS)];
 
 fn random_below(n: u64) -> u64 {
     let mut bytes = [0u8; 8];
@@ -69,18 +77,27 @@ fn with_agent(store: &dyn SessionStore) -> String {
     id
 }
 
-/// The child: append to the session named by the parent until killed, reporting each stored message.
-fn writer(backend: &str, dir: &Path, session_id: &str) {
+/// The child: one thread per session named by the parent (comma-separated), all on one store,
+/// each appending until killed and reporting each stored message as `<session index> <id>`.
+fn writer(backend: &str, dir: &Path, session_ids: &str) {
     let store = open_backend(backend, dir);
+    std::thread::scope(|scope| {
+        for (index, session_id) in session_ids.split(',').enumerate() {
+            let store = store.as_ref();
+            scope.spawn(move || write_session(store, index, session_id));
+        }
+    });
+}
+
+fn write_session(store: &dyn SessionStore, index: usize, session_id: &str) {
     let start = store
         .list_messages(session_id, DEFAULT_AGENT_ID, None, 0)
         .unwrap()
         .len() as u64;
     let body = "all work and no play makes tau a dull agent. ".repeat(40);
-    let mut stdout = std::io::stdout().lock();
     for id in start..start + WRITER_LIMIT {
         if id.is_multiple_of(4) {
-            let other = with_agent(store.as_ref());
+            let other = with_agent(store);
             store
                 .write_meta(
                     &other,
@@ -109,7 +126,8 @@ fn writer(backend: &str, dir: &Path, session_id: &str) {
         if id % 2 == 1 {
             store.flush_session(session_id).unwrap();
         }
-        writeln!(stdout, "{id}").unwrap();
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{index} {id}").unwrap();
         stdout.flush().unwrap();
     }
 }
@@ -217,34 +235,42 @@ fn read_whole(store: &dyn SessionStore, id: &str) -> Result<u64, String> {
     Ok(messages.len() as u64)
 }
 
-/// Opens the store as a restarted hub would (the main session first, then the listing) and counts
-/// what is wrong. Returns the tally and the message count of `main`.
-fn check_store(backend: &str, dir: &Path, main: &str) -> (Tally, u64) {
+/// Opens the store as a restarted hub would (the written sessions first, then the listing) and
+/// counts what is wrong. Returns the tally and the message count of each of `mains`.
+fn check_store(backend: &str, dir: &Path, mains: &[String]) -> (Tally, Vec<u64>) {
     let mut tally = Tally {
         cleaned: leftover_files(backend, dir).len(),
         ..Tally::default()
     };
     let store = open_backend(backend, dir);
-    // Opening the session alone brings its record in line.
-    let main_count = match read_whole(store.as_ref(), main) {
-        Ok(n) => n,
-        Err(why) => {
-            println!("    {main} cannot be opened: {why}");
-            tally.unopenable += 1;
-            0
-        }
-    };
-    if let Some(stored) = file_stored_count(backend, dir, main)
-        && stored != main_count
-    {
-        println!("    {main}: session.json counts {stored}, {main_count} stored (after opening)");
-        tally.stale_counts += 1;
-    }
     let sessions = store.list_sessions().unwrap();
-    if !sessions.iter().any(|s| s.session_id == main) {
-        println!("    {main} is not listed");
-        tally.unopenable += 1;
+    let mut counts = Vec::with_capacity(mains.len());
+    for main in mains {
+        // Opening the session alone brings its record in line.
+        let main_count = match read_whole(store.as_ref(), main) {
+            Ok(n) => n,
+            Err(why) => {
+                println!("    {main} cannot be opened: {why}");
+                tally.unopenable += 1;
+                0
+            }
+        };
+        if let Some(stored) = file_stored_count(backend, dir, main)
+            && stored != main_count
+        {
+            println!(
+                "    {main}: session.json counts {stored}, {main_count} stored (after opening)"
+            );
+            tally.stale_counts += 1;
+        }
+        if !sessions.iter().any(|s| &s.session_id == main) {
+            println!("    {main} is not listed");
+            tally.unopenable += 1;
+        }
+        counts.push(main_count);
     }
+    // Listed again: opening the sessions above may have brought their records in line.
+    let sessions = store.list_sessions().unwrap();
     for info in &sessions {
         let id = &info.session_id;
         let n = match read_whole(store.as_ref(), id) {
@@ -269,37 +295,41 @@ fn check_store(backend: &str, dir: &Path, main: &str) -> (Tally, u64) {
         println!("    left behind: {}", path.display());
     }
     tally.leftover_temps = left.len();
-    (tally, main_count)
+    (tally, counts)
 }
 
-fn crash_round(backend: &str, dir: &Path, main: &str, round: usize) -> (Tally, u64) {
+fn crash_round(backend: &str, dir: &Path, mains: &[String], round: usize) -> (Tally, Vec<u64>) {
     let reports_wanted = 1 + random_below(12);
     let delay = Duration::from_micros(random_below(2_000));
     let mut child = Command::new(std::env::current_exe().unwrap())
         .env(WRITER_ENV, backend)
         .env(DIR_ENV, dir)
-        .env(SESSION_ENV, main)
+        .env(SESSION_ENV, mains.join(","))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     // Reports arrive through a channel so waiting for them has a deadline.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(64);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, u64)>(64);
     let stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            if tx.send(line.parse().unwrap()).is_err() {
+            let (index, id) = line.split_once(' ').unwrap();
+            if tx
+                .send((index.parse().unwrap(), id.parse().unwrap()))
+                .is_err()
+            {
                 break;
             }
         }
     });
     let deadline = Instant::now() + ROUND_DEADLINE;
-    let mut last_reported = None;
+    let mut last_reported: Vec<Option<u64>> = vec![None; mains.len()];
     for _ in 0..reports_wanted {
         let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left) {
-            Ok(id) => last_reported = Some(id),
+            Ok((index, id)) => last_reported[index] = Some(id),
             Err(RecvTimeoutError::Disconnected) => break,
             Err(RecvTimeoutError::Timeout) => {
                 child.kill().unwrap();
@@ -313,38 +343,47 @@ fn crash_round(backend: &str, dir: &Path, main: &str, round: usize) -> (Tally, u
     let status = child.wait().unwrap();
     // Reports still in the pipe were acknowledged before the kill too; the pipe ends with the
     // writer, and with it the reader and the channel.
-    for id in rx.iter() {
-        last_reported = Some(id);
+    for (index, id) in rx.iter() {
+        last_reported[index] = Some(id);
     }
     reader.join().unwrap();
 
-    let (mut tally, count) = check_store(backend, dir, main);
-    if let Some(last) = last_reported
-        && count <= last
-    {
-        println!("    message {last} was reported stored but is missing ({count} stored)");
-        tally.lost += 1;
+    let (mut tally, counts) = check_store(backend, dir, mains);
+    for ((main, count), last) in mains.iter().zip(&counts).zip(&last_reported) {
+        if let Some(last) = *last
+            && *count <= last
+        {
+            println!(
+                "    {main}: message {last} was reported stored but is missing ({count} stored)"
+            );
+            tally.lost += 1;
+        }
     }
     println!(
         "  {backend} cycle {round}: killed after {reports_wanted} reports + {delay:?} ({status}); \
-         {count} messages, {} temporary files cleaned",
+         {counts:?} messages, {} temporary files cleaned",
         tally.cleaned
     );
-    (tally, count)
+    (tally, counts)
 }
 
-fn crash_backend(backend: &str, cycles: usize) {
+fn crash_backend(backend: &str, writers: usize, cycles: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let main = with_agent(open_backend(backend, dir.path()).as_ref());
-    let mut previous = 0;
+    let mains: Vec<String> = {
+        let store = open_backend(backend, dir.path());
+        (0..writers).map(|_| with_agent(store.as_ref())).collect()
+    };
+    let mut previous = vec![0; writers];
     let mut total = Tally::default();
     for round in 0..cycles {
-        let (tally, count) = crash_round(backend, dir.path(), &main, round);
-        if count < previous {
-            println!("    messages disappeared: {previous} before, {count} now");
-            total.lost += 1;
+        let (tally, counts) = crash_round(backend, dir.path(), &mains, round);
+        for (before, now) in previous.iter().zip(&counts) {
+            if now < before {
+                println!("    messages disappeared: {before} before, {now} now");
+                total.lost += 1;
+            }
         }
-        previous = count;
+        previous = counts;
         total.add(tally);
     }
     println!(
@@ -369,7 +408,13 @@ fn main() -> ExitCode {
         Err(_) => DEFAULT_CYCLES,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let names: Vec<String> = BACKENDS.iter().map(|b| format!("crash_{b}")).collect();
+    let names: Vec<String> = RUNS
+        .iter()
+        .map(|(backend, writers)| match writers {
+            1 => format!("crash_{backend}"),
+            _ => format!("crash_{backend}_parallel"),
+        })
+        .collect();
     if args.iter().any(|a| a == "--list") {
         for name in &names {
             println!("{name}: test");
@@ -380,14 +425,14 @@ fn main() -> ExitCode {
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
     let mut failed = 0;
     let mut ran = 0;
-    for (backend, name) in BACKENDS.iter().zip(&names) {
+    for ((backend, writers), name) in RUNS.iter().zip(&names) {
         if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
             continue;
         }
         ran += 1;
         println!("test {name} ...");
         let started = Instant::now();
-        match std::panic::catch_unwind(|| crash_backend(backend, cycles)) {
+        match std::panic::catch_unwind(|| crash_backend(backend, *writers, cycles)) {
             Ok(()) => println!("test {name} ... ok ({:?})", started.elapsed()),
             Err(_) => {
                 println!("test {name} ... FAILED");

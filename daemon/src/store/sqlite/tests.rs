@@ -1,0 +1,146 @@
+use super::*;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+
+use crate::message::Message;
+use crate::store::context_mode::ContextMode;
+use crate::store::contract::SessionStore;
+use crate::store::records::{DEFAULT_AGENT_ID, now_utc};
+
+fn store_in(dir: &Path) -> SqliteSessionStore {
+    SqliteSessionStore::open(dir.join("sessions.db"), Durability::Full).unwrap()
+}
+
+/// A new session with its default agent.
+fn session_with_agent(store: &SqliteSessionStore, id: &str) {
+    store.create_session(&Session::new(id, now_utc())).unwrap();
+    store
+        .create_agent(
+            id,
+            &SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now_utc()),
+        )
+        .unwrap();
+}
+
+fn message(id: u64) -> SessionMessage {
+    SessionMessage::new(id, Message::user_text(format!("message {id}")), now_utc())
+}
+
+fn count(store: &SqliteSessionStore, id: &str) -> u64 {
+    store.session_info(id).unwrap().unwrap().message_count
+}
+
+fn wait_staged(store: &SqliteSessionStore, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.backend().writer.staged() != n {
+        assert!(Instant::now() < deadline, "never saw {n} staged writes");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn message_exists_in_a_batch_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(store_in(dir.path()));
+    session_with_agent(&store, "one");
+    session_with_agent(&store, "two");
+    store
+        .create_message("two", DEFAULT_AGENT_ID, &message(0))
+        .unwrap();
+    let held = store.backend().writer.hold_commits();
+    let first = {
+        let store = Arc::clone(&store);
+        thread::spawn(move || store.create_message("one", DEFAULT_AGENT_ID, &message(0)))
+    };
+    wait_staged(&store, 1);
+    let again = store.create_message("two", DEFAULT_AGENT_ID, &message(0));
+    assert!(
+        matches!(
+            again,
+            Err(SessionError::MessageExists { message_id: 0, .. })
+        ),
+        "{again:?}"
+    );
+    drop(held);
+    first.join().unwrap().unwrap();
+    assert_eq!(count(&store, "one"), 1);
+    assert_eq!(count(&store, "two"), 1);
+}
+
+#[test]
+fn reads_do_not_wait_for_a_commit_and_see_only_committed_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(store_in(dir.path()));
+    session_with_agent(&store, "one");
+    let held = store.backend().writer.hold_commits();
+    let staged = {
+        let store = Arc::clone(&store);
+        thread::spawn(move || store.create_message("one", DEFAULT_AGENT_ID, &message(0)))
+    };
+    wait_staged(&store, 1);
+    // The write connection holds an open transaction; the readers go on without it.
+    assert_eq!(count(&store, "one"), 0);
+    assert!(
+        store
+            .list_messages("one", DEFAULT_AGENT_ID, None, 0)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.list_sessions().unwrap().len(), 1);
+    assert!(!staged.is_finished(), "a staged write waits for its commit");
+    drop(held);
+    staged.join().unwrap().unwrap();
+    assert_eq!(count(&store, "one"), 1);
+}
+
+#[test]
+fn many_sessions_writing_at_once_each_see_their_own_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(store_in(dir.path()));
+    let sessions: Vec<String> = (0..8).map(|n| format!("s{n}")).collect();
+    for id in &sessions {
+        session_with_agent(&store, id);
+    }
+    let threads: Vec<_> = sessions
+        .iter()
+        .cloned()
+        .map(|id| {
+            let store = Arc::clone(&store);
+            thread::spawn(move || {
+                for n in 0..20 {
+                    store
+                        .create_message(&id, DEFAULT_AGENT_ID, &message(n))
+                        .unwrap();
+                    store
+                        .append_event(&id, &serde_json::json!({"n": n}))
+                        .unwrap();
+                    let seen = store.list_messages(&id, DEFAULT_AGENT_ID, None, 0).unwrap();
+                    assert_eq!(seen.len() as u64, n + 1, "{id} after message {n}");
+                    assert_eq!(seen.last().map(|m| m.message_id), Some(n));
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    for id in &sessions {
+        assert_eq!(count(&store, id), 20);
+        assert_eq!(store.read_events(id).unwrap().len(), 20);
+    }
+    assert!(store.backend().readers.open_connections() <= 3);
+    // Reopened (as after a restart), everything is there.
+    drop(store);
+    let store = store_in(dir.path());
+    for id in &sessions {
+        assert_eq!(
+            store
+                .list_messages(id, DEFAULT_AGENT_ID, None, 0)
+                .unwrap()
+                .len(),
+            20
+        );
+    }
+}
