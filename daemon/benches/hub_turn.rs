@@ -5,8 +5,8 @@
 //! run (an atomic small-file write; an append with fsync), and the text turns per second of ten
 //! busy sessions in one hub next to one.
 //!
-//! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS] [file] [sqlite]` (default 300
-//! iterations, both stores; naming a store runs only the stores named).
+//! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS] [file] [sqlite] [socket] [in-process]`
+//! (default 300 iterations, both stores, both paths; naming a store or a path runs only those).
 
 #[path = "../tests/support/soak.rs"]
 mod soak;
@@ -205,44 +205,55 @@ async fn over_socket(hub: &SoakHub, text: &str, iterations: usize) -> BenchResul
     Ok(samples)
 }
 
+/// The words of `args` that are among `known`, or all of `known` when none is.
+fn chosen<'a>(args: &[String], known: &[&'a str]) -> Vec<&'a str> {
+    let named: Vec<&str> = known
+        .iter()
+        .copied()
+        .filter(|word| args.iter().any(|a| a == word))
+        .collect();
+    if named.is_empty() {
+        known.to_vec()
+    } else {
+        named
+    }
+}
+
 fn main() -> BenchResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let iterations: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(300);
-    let named: Vec<&str> = ["file", "sqlite"]
-        .into_iter()
-        .filter(|backend| args.iter().any(|a| a == backend))
-        .collect();
-    let backends = if named.is_empty() {
-        vec!["file", "sqlite"]
-    } else {
-        named
-    };
+    let backends = chosen(&args, &["file", "sqlite"]);
+    let paths = chosen(&args, &["socket", "in-process"]);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     disk_floor(iterations)?;
     for backend in backends {
-        let hub = SoakHub::start_plain(std::path::Path::new(env!("CARGO_BIN_EXE_taud")), backend)?;
-        runtime.block_on(async {
-            let text = over_socket(&hub, TEXT, iterations).await?;
-            report(&format!("{backend} socket text"), text);
-            let tool = over_socket(&hub, TOOL, iterations).await?;
-            report(&format!("{backend} socket tool"), tool);
-            BenchResult::Ok(())
-        })?;
-        drop(hub);
-        let dir = tempfile::tempdir()?;
-        runtime.block_on(async {
-            let core = core_for(dir.path(), backend).await?;
-            let text = in_process(&core, TEXT, iterations).await?;
-            report(&format!("{backend} in-process text"), text);
-            let tool = in_process(&core, TOOL, iterations).await?;
-            report(&format!("{backend} in-process tool"), tool);
-            report_throughput(&core, backend, iterations).await?;
-            core.shutdown().await;
-            BenchResult::Ok(())
-        })?;
+        if paths.contains(&"socket") {
+            let taud = std::path::Path::new(env!("CARGO_BIN_EXE_taud"));
+            let hub = SoakHub::start_plain(taud, backend)?;
+            runtime.block_on(async {
+                let text = over_socket(&hub, TEXT, iterations).await?;
+                report(&format!("{backend} socket text"), text);
+                let tool = over_socket(&hub, TOOL, iterations).await?;
+                report(&format!("{backend} socket tool"), tool);
+                BenchResult::Ok(())
+            })?;
+        }
+        if paths.contains(&"in-process") {
+            let dir = tempfile::tempdir()?;
+            runtime.block_on(async {
+                let core = core_for(dir.path(), backend).await?;
+                let text = in_process(&core, TEXT, iterations).await?;
+                report(&format!("{backend} in-process text"), text);
+                let tool = in_process(&core, TOOL, iterations).await?;
+                report(&format!("{backend} in-process tool"), tool);
+                report_throughput(&core, backend, iterations).await?;
+                core.shutdown().await;
+                BenchResult::Ok(())
+            })?;
+        }
     }
     Ok(())
 }
