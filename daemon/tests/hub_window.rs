@@ -8,44 +8,18 @@
 
 mod support {
     pub mod hub;
+    pub mod window;
 }
 
 use std::sync::Arc;
 
 use support::hub::*;
-use taud::context::{CONTINUATION_PROMPT, SEED_ACKNOWLEDGEMENT, WINDOW_SUMMARY_HEADER};
-use taud::hub::{CoreOptions, OpenTarget};
-use taud::message::{Message, Role, SystemContentBlock};
-use taud::model::ModelRequest;
-use taud::store::{
-    ContextMode, DEFAULT_AGENT_ID, SessionBackends, SessionStore, open_session_store,
-};
+use support::window::*;
+use taud::context::{SEED_ACKNOWLEDGEMENT, WINDOW_SUMMARY_HEADER};
+use taud::hub::OpenTarget;
+use taud::message::{Message, Role};
+use taud::store::{ContextMode, DEFAULT_AGENT_ID};
 use taud::testing::{FakeModel, FakeReply};
-
-fn window_options(context: ContextMode, window_size: usize) -> CoreOptions {
-    let mut options = options();
-    options.context = context;
-    options.window_size = window_size;
-    options
-}
-
-fn texts(request: &ModelRequest) -> Vec<String> {
-    request.messages.iter().map(Message::text).collect()
-}
-
-fn is_summary_call(request: &ModelRequest) -> bool {
-    SystemContentBlock::join(&request.system).starts_with(CONTINUATION_PROMPT)
-}
-
-fn open_store(f: &Fixture) -> Arc<dyn SessionStore> {
-    let config = setup(&f.dir, f.backend, &f.model, options()).store;
-    open_session_store(&SessionBackends::builtin(), f.backend, &config).unwrap()
-}
-
-async fn say(f: &Fixture, id: &str, text: &str) -> String {
-    let events = drain(&mut f.turn(id, text, "terminal").await).await;
-    ended_text(&events)
-}
 
 #[tokio::test]
 async fn summarize_mode_summarizes_past_the_window_and_stores_the_state() {

@@ -14,6 +14,8 @@ pub mod modes;
 mod sliding;
 mod summarize;
 mod summary_call;
+#[cfg(test)]
+mod tests_histories;
 
 pub use compaction::{
     CompactRequest, CompactionError, CompactionOutcome, SEED_ACKNOWLEDGEMENT, compact_session,

@@ -76,39 +76,7 @@ pub fn sliding_window_start_in_tail(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::{ContentBlock, ToolResult, ToolResultStatus, ToolUse};
-    use serde_json::json;
-
-    fn tool_call(id: &str) -> Message {
-        Message {
-            role: Role::Assistant,
-            content: vec![ContentBlock::ToolUse(ToolUse {
-                tool_use_id: id.into(),
-                name: "t".into(),
-                input: json!({}),
-            })],
-            metadata: None,
-        }
-    }
-
-    fn tool_result(id: &str) -> Message {
-        Message {
-            role: Role::User,
-            content: vec![ContentBlock::ToolResult(ToolResult::text(
-                id,
-                ToolResultStatus::Success,
-                "ok",
-            ))],
-            metadata: None,
-        }
-    }
-
-    fn turn(n: usize) -> Vec<Message> {
-        vec![
-            Message::user_text(format!("q{n}")),
-            Message::assistant_text(format!("a{n}")),
-        ]
-    }
+    use crate::context::tests_histories::{tool_call, tool_result, turn};
 
     /// Every window the function returns starts cleanly and never splits a pair.
     fn assert_valid(messages: &[Message], start: usize) {

@@ -284,44 +284,10 @@ mod tests_summarize_tail;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::message::{ContentBlock, Role, ToolResult, ToolResultStatus, ToolUse};
+    use crate::context::tests_histories::{tool_turn, turn};
+    use crate::message::Role;
     use crate::testing::{FakeModel, FakeReply};
-    use serde_json::json;
     use tokio_util::sync::CancellationToken;
-
-    fn turn(n: usize) -> Vec<Message> {
-        vec![
-            Message::user_text(format!("q{n}")),
-            Message::assistant_text(format!("a{n}")),
-        ]
-    }
-
-    fn tool_turn(n: usize, calls: usize) -> Vec<Message> {
-        let mut messages = vec![Message::user_text(format!("job{n}"))];
-        for i in 0..calls {
-            let id = format!("t{n}-{i}");
-            messages.push(Message {
-                role: Role::Assistant,
-                content: vec![ContentBlock::ToolUse(ToolUse {
-                    tool_use_id: id.clone(),
-                    name: "lamp".into(),
-                    input: json!({}),
-                })],
-                metadata: None,
-            });
-            messages.push(Message {
-                role: Role::User,
-                content: vec![ContentBlock::ToolResult(ToolResult::text(
-                    id,
-                    ToolResultStatus::Success,
-                    "ok",
-                ))],
-                metadata: None,
-            });
-        }
-        messages.push(Message::assistant_text(format!("done{n}")));
-        messages
-    }
 
     fn fresh() -> ConversationManagerState {
         ConversationManagerState::new(ContextMode::Summarize)
