@@ -16,7 +16,7 @@ use std::sync::Arc;
 use support::hub::*;
 use support::window::*;
 use taud::context::{SEED_ACKNOWLEDGEMENT, WINDOW_SUMMARY_HEADER};
-use taud::hub::{CoreOptions, OpenTarget};
+use taud::hub::CoreOptions;
 use taud::store::{ContextMode, DEFAULT_AGENT_ID};
 use taud::testing::{FakeModel, FakeReply};
 
@@ -94,21 +94,7 @@ async fn a_long_summarize_session_holds_twice_the_window_and_restores_from_the_t
             FakeReply::text("S30"),
             FakeReply::text("a30"),
         ]));
-        let restarted = setup(&f.dir, backend, &model, summarize_options())
-            .start()
-            .await
-            .unwrap();
-        restarted
-            .open_session(OpenTarget::Id(id.clone()), None, "terminal", None)
-            .await
-            .unwrap();
-        let restarted = Fixture {
-            _dir: tempfile::tempdir().unwrap(),
-            dir: f.dir.clone(),
-            model: Arc::clone(&model),
-            core: restarted,
-            backend,
-        };
+        let restarted = restart(&f, &model, summarize_options(), &id).await;
         let restored = held(&restarted, &id).await;
         assert!(
             restored <= 2 * WINDOW as u64,

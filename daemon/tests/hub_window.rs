@@ -16,7 +16,6 @@ use std::sync::Arc;
 use support::hub::*;
 use support::window::*;
 use taud::context::{SEED_ACKNOWLEDGEMENT, WINDOW_SUMMARY_HEADER};
-use taud::hub::OpenTarget;
 use taud::message::{Message, Role};
 use taud::store::{ContextMode, DEFAULT_AGENT_ID};
 use taud::testing::{FakeModel, FakeReply};
@@ -106,26 +105,7 @@ async fn summarize_mode_summarizes_past_the_window_and_stores_the_state() {
             FakeReply::text("Summary three."),
             FakeReply::text("a4"),
         ]));
-        let restarted = setup(
-            &f.dir,
-            backend,
-            &model,
-            window_options(ContextMode::Summarize, 4),
-        )
-        .start()
-        .await
-        .unwrap();
-        restarted
-            .open_session(OpenTarget::Id(id.clone()), None, "terminal", None)
-            .await
-            .unwrap();
-        let restarted = Fixture {
-            _dir: tempfile::tempdir().unwrap(),
-            dir: f.dir.clone(),
-            model: Arc::clone(&model),
-            core: restarted,
-            backend,
-        };
+        let restarted = restart(&f, &model, window_options(ContextMode::Summarize, 4), &id).await;
         assert_eq!(say(&restarted, &id, "q4").await, "a4");
         let requests = model.requests();
         assert_eq!(requests.len(), 2, "{backend}");

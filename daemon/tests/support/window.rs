@@ -4,10 +4,11 @@
 use std::sync::Arc;
 
 use taud::context::CONTINUATION_PROMPT;
-use taud::hub::CoreOptions;
+use taud::hub::{CoreOptions, OpenTarget};
 use taud::message::{Message, SystemContentBlock};
 use taud::model::ModelRequest;
 use taud::store::{ContextMode, SessionBackends, SessionStore, open_session_store};
+use taud::testing::FakeModel;
 
 use super::hub::{Fixture, drain, ended_text, options, setup};
 
@@ -39,4 +40,27 @@ pub fn open_store(f: &Fixture) -> Arc<dyn SessionStore> {
 pub async fn say(f: &Fixture, id: &str, text: &str) -> String {
     let events = drain(&mut f.turn(id, text, "terminal").await).await;
     ended_text(&events)
+}
+
+/// A hub started again on `f`'s data with `model` and `options`, with session `id` opened.
+pub async fn restart(
+    f: &Fixture,
+    model: &Arc<FakeModel>,
+    options: CoreOptions,
+    id: &str,
+) -> Fixture {
+    let core = setup(&f.dir, f.backend, model, options)
+        .start()
+        .await
+        .unwrap();
+    core.open_session(OpenTarget::Id(id.to_owned()), None, "terminal", None)
+        .await
+        .unwrap();
+    Fixture {
+        _dir: tempfile::tempdir().unwrap(),
+        dir: f.dir.clone(),
+        model: Arc::clone(model),
+        core,
+        backend: f.backend,
+    }
 }

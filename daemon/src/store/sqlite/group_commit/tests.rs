@@ -32,6 +32,15 @@ fn committed(dir: &Path) -> Vec<i64> {
 }
 
 /// Waits until `n` jobs are staged (another thread's write reached its wait).
+/// Writes row `k` from a thread of its own.
+fn insert_on_thread(
+    writer: &Arc<GroupCommit>,
+    k: i64,
+) -> thread::JoinHandle<Result<(), SessionError>> {
+    let writer = Arc::clone(writer);
+    thread::spawn(move || writer.write(|conn| insert(conn, k)))
+}
+
 fn wait_staged(writer: &GroupCommit, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while writer.staged() != n {
@@ -57,10 +66,7 @@ fn a_failing_job_in_a_batch_does_not_undo_the_others() {
     let dir = tempfile::tempdir().unwrap();
     let writer = Arc::new(writer_on(dir.path()));
     let held = writer.hold_commits();
-    let first = {
-        let writer = Arc::clone(&writer);
-        thread::spawn(move || writer.write(|conn| insert(conn, 1)))
-    };
+    let first = insert_on_thread(&writer, 1);
     wait_staged(&writer, 1);
     // Writes its own row, then fails: its row goes, the first job's stays staged.
     let failed = writer.write(|conn| {
@@ -73,10 +79,7 @@ fn a_failing_job_in_a_batch_does_not_undo_the_others() {
     );
     assert_eq!(writer.staged(), 1);
     assert!(committed(dir.path()).is_empty(), "nothing committed yet");
-    let third = {
-        let writer = Arc::clone(&writer);
-        thread::spawn(move || writer.write(|conn| insert(conn, 3)))
-    };
+    let third = insert_on_thread(&writer, 3);
     wait_staged(&writer, 2);
     // The last arrival leaves: one commit for both staged jobs.
     drop(held);
@@ -91,10 +94,7 @@ fn a_panicking_last_job_still_commits_the_batch_and_the_writer_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let writer = Arc::new(writer_on(dir.path()));
     let held = writer.hold_commits();
-    let first = {
-        let writer = Arc::clone(&writer);
-        thread::spawn(move || writer.write(|conn| insert(conn, 1)))
-    };
+    let first = insert_on_thread(&writer, 1);
     wait_staged(&writer, 1);
     // The pretend arrival goes away without committing: the panicking job is the last arrival.
     std::mem::forget(held);
