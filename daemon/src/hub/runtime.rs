@@ -23,6 +23,7 @@
 //! - A role switch or compaction never waits behind a turn (which may wait for a person): it takes
 //!   `agent_lock` only while no turn runs or waits ([`SessionRuntime::lock_agent_idle`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -113,6 +114,8 @@ pub(crate) struct SessionRuntime {
     store: Arc<dyn SessionStore>,
     record_flush: Arc<Mutex<RecordFlush>>,
     record_interval: Duration,
+    /// The session has a title (set or found): turns no longer check.
+    titled: AtomicBool,
 }
 
 impl SessionRuntime {
@@ -141,6 +144,7 @@ impl SessionRuntime {
             store: Arc::clone(&parts.store),
             record_flush: Arc::default(),
             record_interval: parts.options.session_record_interval,
+            titled: AtomicBool::new(false),
         })
     }
 
@@ -305,8 +309,12 @@ impl SessionRuntime {
             .elapsed()
     }
 
-    /// Sets the session's title from its first user text, if it has none.
+    /// Sets the session's title from its first user text, if it has none. Once the session is
+    /// known to have a title, later turns skip the store (no read at every turn's start).
     pub(crate) async fn note_first_text(&self, text: &str) {
+        if self.titled.load(Ordering::Acquire) {
+            return;
+        }
         let store = Arc::clone(&self.store);
         let session_id = self.session_id.clone();
         let text = text.to_owned();
@@ -315,11 +323,11 @@ impl SessionRuntime {
             if meta.set_title_if_missing(&text) {
                 store.write_meta(&session_id, &meta)?;
             }
-            Ok::<_, crate::store::SessionError>(())
+            Ok::<_, crate::store::SessionError>(meta.title.is_some_and(|t| !t.is_empty()))
         })
         .await;
         match written {
-            Ok(Ok(())) => {}
+            Ok(Ok(titled)) => self.titled.store(titled, Ordering::Release),
             Ok(Err(error)) => {
                 warn!(session_id = %self.session_id, "cannot set the session title: {error}");
             }
