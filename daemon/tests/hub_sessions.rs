@@ -1,5 +1,5 @@
 //! The hub core in-process, on both session backends, with a scripted fake model: sessions
-//! (resume, roles, compaction), restart expiry, idle drop, shutdown and bad requests. The repair
+//! (resume, roles, compaction, titles), restart expiry, idle drop, shutdown and bad requests. The repair
 //! notice and the bound on open sessions are in `hub_sessions_repair.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -471,4 +471,28 @@ async fn the_idle_reaper_runs_a_timer_only_while_sessions_are_open() {
         passes,
         "back to sleep without a timer"
     );
+}
+
+/// The title comes from the first user text that makes one; later texts never replace it.
+#[tokio::test]
+async fn the_first_text_that_makes_a_title_names_the_session() {
+    let replies = ["one", "two", "three"].map(FakeReply::text).to_vec();
+    let f = fixture("file", replies).await;
+    let id = f.new_session().await;
+    let title = |f: &Fixture| {
+        let core = f.core.clone();
+        let id = id.clone();
+        async move { core.get_session(&id, false).await.unwrap().summary.title }
+    };
+    // Control characters only: a turn, but no title.
+    drain(&mut f.turn(&id, "\u{7}\u{1b}", "terminal").await).await;
+    assert_eq!(
+        title(&f).await,
+        "",
+        "a text of control characters makes no title"
+    );
+    drain(&mut f.turn(&id, "lamp  status", "terminal").await).await;
+    assert_eq!(title(&f).await, "lamp status");
+    drain(&mut f.turn(&id, "something else", "terminal").await).await;
+    assert_eq!(title(&f).await, "lamp status");
 }

@@ -576,27 +576,3 @@ async fn an_approval_nobody_answers_times_out_with_the_configured_deadline() {
     );
     assert!(f.core.list_pending(None).unwrap().is_empty());
 }
-
-/// The title comes from the first user text that makes one; later texts never replace it.
-#[tokio::test]
-async fn the_first_text_that_makes_a_title_names_the_session() {
-    let replies = ["one", "two", "three"].map(FakeReply::text).to_vec();
-    let f = fixture("file", replies).await;
-    let id = f.new_session().await;
-    let title = |f: &Fixture| {
-        let core = f.core.clone();
-        let id = id.clone();
-        async move { core.get_session(&id, false).await.unwrap().summary.title }
-    };
-    // Control characters only: a turn, but no title.
-    drain(&mut f.turn(&id, "\u{7}\u{1b}", "terminal").await).await;
-    assert_eq!(
-        title(&f).await,
-        "",
-        "a text of control characters makes no title"
-    );
-    drain(&mut f.turn(&id, "lamp  status", "terminal").await).await;
-    assert_eq!(title(&f).await, "lamp status");
-    drain(&mut f.turn(&id, "something else", "terminal").await).await;
-    assert_eq!(title(&f).await, "lamp status");
-}
