@@ -29,6 +29,21 @@ fn answers(bot: &FakeBot) -> Vec<String> {
         .collect()
 }
 
+/// The lamp never ran, and its approval is stored as a timeout, not as a person's rejection.
+async fn assert_timed_out_unrun(hub: &TestHub) {
+    let session = session_of(hub).await;
+    assert!(hub.tools_run(&session).await.is_empty());
+    let approvals = hub.stored(&session, "approval").await;
+    assert!(
+        approvals.iter().any(|a| a.contains("\"timeout\"")),
+        "recorded as a timeout, not a person's rejection: {approvals:?}"
+    );
+    assert!(
+        !approvals.iter().any(|a| a.contains("\"rejected\"")),
+        "{approvals:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_approves_and_the_tool_runs_once_even_on_a_double_tap() {
     let bot = FakeBot::start().await;
@@ -161,17 +176,7 @@ async fn an_unanswered_card_times_out_and_a_later_tap_changes_nothing() {
         "{:?}",
         answers(&bot)
     );
-    let session = session_of(&hub).await;
-    assert!(hub.tools_run(&session).await.is_empty());
-    let approvals = hub.stored(&session, "approval").await;
-    assert!(
-        approvals.iter().any(|a| a.contains("\"timeout\"")),
-        "recorded as a timeout, not a person's rejection: {approvals:?}"
-    );
-    assert!(
-        !approvals.iter().any(|a| a.contains("\"rejected\"")),
-        "{approvals:?}"
-    );
+    assert_timed_out_unrun(&hub).await;
     channel.stop().await.unwrap();
 }
 
@@ -353,16 +358,6 @@ async fn a_card_that_cannot_be_delivered_before_its_deadline_times_out() {
         bot.sent().iter().all(|m| m.keyboard.is_none()),
         "no card was shown"
     );
-    let session = session_of(&hub).await;
-    assert!(hub.tools_run(&session).await.is_empty());
-    let approvals = hub.stored(&session, "approval").await;
-    assert!(
-        approvals.iter().any(|a| a.contains("\"timeout\"")),
-        "recorded as a timeout, not a person's rejection: {approvals:?}"
-    );
-    assert!(
-        !approvals.iter().any(|a| a.contains("\"rejected\"")),
-        "{approvals:?}"
-    );
+    assert_timed_out_unrun(&hub).await;
     channel.stop().await.unwrap();
 }
