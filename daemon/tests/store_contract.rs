@@ -516,6 +516,7 @@ contract_suite!(
     update_message_only_records_a_redaction,
     appends_move_updated_at_and_order_the_listing,
     events_are_appended_in_order_with_a_version,
+    a_batch_stores_events_then_messages,
     the_event_sink_writes_into_its_session,
     the_gate_records_its_events_through_the_sink,
     a_complete_session_is_created_whole,

@@ -19,7 +19,9 @@
 //! each session must still read whole, and every message reported stored must be there.
 //!
 //! The writer flushes the session's record after every second message (a turn of two, as the hub
-//! does), so kills also land between a turn's messages and its flush, and inside the flush.
+//! does), so kills also land between a turn's messages and its flush, and inside the flush. Every
+//! third write is a batch (`append_batch`: a `tool_call` event and two messages, as the hub
+//! stores a read-only tool round), so kills also land inside one.
 //!
 //! The crash point: the parent waits for a random number of "stored" reports from the writer (no
 //! timing involved), then lets a random 0–2 ms pass so the kill lands anywhere in the next write.
@@ -95,7 +97,8 @@ fn write_session(store: &dyn SessionStore, index: usize, session_id: &str) {
         .unwrap()
         .len() as u64;
     let body = "all work and no play makes tau a dull agent. ".repeat(40);
-    for id in start..start + WRITER_LIMIT {
+    let mut id = start;
+    while id < start + WRITER_LIMIT {
         if id.is_multiple_of(4) {
             let other = with_agent(store);
             store
@@ -108,27 +111,39 @@ fn write_session(store: &dyn SessionStore, index: usize, session_id: &str) {
                 )
                 .unwrap();
         }
-        store
-            .create_message(
-                session_id,
-                DEFAULT_AGENT_ID,
-                &user_message(id, &format!("{id} {body}")),
-            )
-            .unwrap();
-        store
-            .append_event(
-                session_id,
-                &json!({"type": "stored", "id": id, "body": body}),
-            )
-            .unwrap();
-        // A turn of two messages, then its flush, as the hub does: the kill lands before,
-        // inside or after a flush too.
-        if id % 2 == 1 {
-            store.flush_session(session_id).unwrap();
+        // Every third step is a read-only tool round as the hub stores it: its `tool_call`
+        // record and two messages in one batch, so kills also land inside a batch.
+        let batch = if id % 6 == 2 { 2 } else { 1 };
+        let messages: Vec<_> = (id..id + batch)
+            .map(|id| user_message(id, &format!("{id} {body}")))
+            .collect();
+        if batch == 1 {
+            store
+                .create_message(session_id, DEFAULT_AGENT_ID, &messages[0])
+                .unwrap();
+            store
+                .append_event(
+                    session_id,
+                    &json!({"type": "stored", "id": id, "body": body}),
+                )
+                .unwrap();
+        } else {
+            let event = json!({"type": "tool_call", "id": id, "body": body});
+            store
+                .append_batch(session_id, DEFAULT_AGENT_ID, &[event], &messages)
+                .unwrap();
         }
-        let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "{index} {id}").unwrap();
-        stdout.flush().unwrap();
+        for id in id..id + batch {
+            // A turn of two messages, then its flush, as the hub does: the kill lands before,
+            // inside or after a flush too.
+            if id % 2 == 1 {
+                store.flush_session(session_id).unwrap();
+            }
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{index} {id}").unwrap();
+            stdout.flush().unwrap();
+        }
+        id += batch;
     }
 }
 

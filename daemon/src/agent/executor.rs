@@ -72,7 +72,8 @@ async fn run_one(
     } else {
         check_and_run(gate, call, ctx, out).await
     };
-    gate.record(&record, ctx);
+    // The turn stores the results message right after the calls: their records go with it.
+    gate.record_with_result(&record, ctx);
     out.send(TurnEvent::ToolResult {
         tool_use_id: record.tool_use_id.clone(),
         tool: record.tool.clone(),

@@ -1,7 +1,7 @@
 //! The agent's conversation history and the hook that persists it.
 //!
-//! Invariants: the loop only ever appends, through [`History::append`], which reports the message to
-//! the [`HistoryObserver`] first and keeps it in memory only when the observer accepted it, so memory
+//! Invariants: the loop only ever appends, through [`History::append`] (or [`History::append_all`]
+//! for messages stored together), which reports the message to the [`HistoryObserver`] first and keeps it in memory only when the observer accepted it, so memory
 //! never runs ahead of the store; the history is never edited in place (a dangling end is repaired by
 //! appending, see `turn`); the lock is never held across an await or while the observer runs.
 //!
@@ -24,6 +24,16 @@ pub struct HistoryError(pub String);
 pub trait HistoryObserver: Send + Sync {
     /// `index` is the message's position in the full history (0-based).
     fn message_appended(&self, index: usize, message: &Message) -> Result<(), HistoryError>;
+
+    /// `messages`, from position `first` on, appended together (one step of a turn, stored as one
+    /// write where the observer can). This default tells [`Self::message_appended`] of each in
+    /// turn.
+    fn messages_appended(&self, first: usize, messages: &[Message]) -> Result<(), HistoryError> {
+        for (index, message) in (first..).zip(messages) {
+            self.message_appended(index, message)?;
+        }
+        Ok(())
+    }
 }
 
 /// How the history ends, as far as the next turn is concerned.
@@ -73,6 +83,17 @@ impl History {
         }
         self.lock().messages.push(message);
         Ok(index)
+    }
+
+    /// Appends `messages` together: the observer is told of all of them at once, then they enter
+    /// memory, all or none. Returns the index of the first.
+    pub(crate) fn append_all(&self, messages: Vec<Message>) -> Result<usize, HistoryError> {
+        let first = self.len();
+        if let Some(observer) = &self.observer {
+            observer.messages_appended(first, &messages)?;
+        }
+        self.lock().messages.extend(messages);
+        Ok(first)
     }
 
     /// The length of the whole history, forgotten messages included.
@@ -169,6 +190,19 @@ mod tests {
         assert_eq!((history.len(), history.held_len()), (4, 0));
         assert_eq!(history.append(Message::user_text("e")).unwrap(), 4);
         assert_eq!(*observer.0.lock().unwrap(), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn messages_appended_together_get_consecutive_positions_or_stay_out() {
+        let observer = Arc::new(Indices(Mutex::new(Vec::new())));
+        let history = History::new(vec![Message::user_text("a")], Some(observer.clone()));
+        let pair = vec![Message::assistant_text("b"), Message::user_text("c")];
+        assert_eq!(history.append_all(pair.clone()).unwrap(), 1);
+        assert_eq!(history.len(), 3);
+        assert_eq!(*observer.0.lock().unwrap(), vec![1, 2]);
+        let refusing = History::new(vec![], Some(Arc::new(Refuse)));
+        assert!(refusing.append_all(pair).is_err());
+        assert_eq!(refusing.len(), 0, "a refused batch stays out of memory");
     }
 
     #[test]

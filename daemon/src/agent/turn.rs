@@ -2,7 +2,9 @@
 //! until a terminal stop reason, a limit, a cancel or an error.
 //!
 //! Invariants (ARCHITECTURE.md, "The path of a turn"): the system prompt is rebuilt before every
-//! model call; history is only appended to (through `History::append`); a dangling end is repaired with the seed's
+//! model call; history is only appended to (through `History::append`); an assistant message
+//! whose calls may change anything (tier 1 or 2, or an unknown tool) is stored before its first
+//! tool starts, one that only reads is stored with its results in one write; a dangling end is repaired with the seed's
 //! two-message prompt (an assistant notice in parentheses, then the new user message), after a
 //! "Tool was interrupted." result for a dangling toolUse; a cancel while the model streams stores the
 //! "Cancelled by user" placeholder reply; a cancel around tools still answers every toolUse; limits
@@ -24,11 +26,12 @@ use super::notice::model_error_notice;
 use super::trace_spans::TurnTrace;
 use super::turn_event::{TurnEnd, TurnEvent, TurnOutput};
 use crate::gate::CallContext;
-use crate::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, Usage};
+use crate::message::{ContentBlock, Message, Role, ToolResult, ToolResultStatus, ToolUse, Usage};
 use crate::model::StopReason;
 use crate::model::{
     AssembledMessage, MessageAssembler, ModelError, ModelEvent, ModelRequest, ReasoningDelta,
 };
+use crate::tool::Tier;
 
 /// The reply stored when a cancel arrives while the model streams.
 pub const CANCELLED_PLACEHOLDER: &str = "Cancelled by user";
@@ -167,7 +170,16 @@ async fn drive(
         let stop_reason = assembled.stop_reason;
         let uses: Vec<_> = assembled.message.tool_uses().cloned().collect();
         progress.text = assembled.message.text();
-        inner.history.append(assembled.message)?;
+        // A round of read-only calls changes nothing outside, so nothing needs its record before
+        // it runs: the calls are stored with their results, in one write. Any other round is
+        // stored before its first tool starts.
+        let read_only_round = stop_reason == StopReason::ToolUse && reads_only(inner, &uses);
+        let calls = if read_only_round {
+            Some(assembled.message)
+        } else {
+            inner.history.append(assembled.message)?;
+            None
+        };
         if stop_reason != StopReason::ToolUse {
             let notice = match stop_reason {
                 StopReason::MaxTokens => {
@@ -189,12 +201,25 @@ async fn drive(
             out,
         )
         .await;
-        inner.history.append(Message {
+        let answers = Message {
             role: Role::User,
             content: results.into_iter().map(ContentBlock::ToolResult).collect(),
             metadata: None,
-        })?;
+        };
+        match calls {
+            Some(calls) => inner.history.append_all(vec![calls, answers])?,
+            None => inner.history.append(answers)?,
+        };
     }
+}
+
+/// Whether every call names a known tier-0 (read) tool.
+fn reads_only(inner: &AgentInner, uses: &[ToolUse]) -> bool {
+    let catalog = inner.gate.catalog();
+    !uses.is_empty()
+        && uses
+            .iter()
+            .all(|u| catalog.tier_of(&u.name) == Some(Tier::Read))
 }
 
 /// What the next model call sees: the agent's window over the history (metadata stripped). A

@@ -292,6 +292,23 @@ impl TierGate {
     /// Records a finished (or refused) call: the `tool_call` event, an `error` event for an unknown
     /// tool, and the log line at the tier's level.
     pub fn record(&self, record: &ToolCallRecord, ctx: &CallContext) {
+        self.log_call(record, ctx);
+        self.inner
+            .sink
+            .emit(AgentEvent::ToolCall(record.to_event(ctx)));
+    }
+
+    /// [`Self::record`] for a call whose result message is stored next: the `tool_call` event is
+    /// staged to be written with it ([`EventSink::stage`]).
+    pub fn record_with_result(&self, record: &ToolCallRecord, ctx: &CallContext) {
+        self.log_call(record, ctx);
+        self.inner
+            .sink
+            .stage(AgentEvent::ToolCall(record.to_event(ctx)));
+    }
+
+    /// The log line of a finished call, and the `error` event of an unknown tool.
+    fn log_call(&self, record: &ToolCallRecord, ctx: &CallContext) {
         let summary = record.result_summary();
         match record.tier {
             None => {
@@ -322,9 +339,6 @@ impl TierGate {
                 "tool call"
             ),
         }
-        self.inner
-            .sink
-            .emit(AgentEvent::ToolCall(record.to_event(ctx)));
     }
 
     fn new_approval_id(&self) -> String {

@@ -162,6 +162,13 @@ pub trait EventSink: Send + Sync {
         self.emit(event);
         Ok(())
     }
+
+    /// Takes `event` to be stored with the sink's next write, not on its own: the agent's turn
+    /// hands a call's `tool_call` record over this way, since the message with the call's result
+    /// is written right after it. The default emits at once.
+    fn stage(&self, event: AgentEvent) {
+        self.emit(event);
+    }
 }
 
 /// An event that could not be stored.

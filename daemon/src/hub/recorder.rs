@@ -14,12 +14,18 @@
 //!   is stored, so a start after a crash reads this session; a note that fails refuses the question.
 //! - `tool_call` records are kept for the turn worker, which publishes them in turn order; `error`
 //!   events are published at once.
+//! - A `tool_call` record the agent's turn hands over with [`EventSink::stage`] is not written at
+//!   once: it is stored in the same write as the next record (the tool round's results message,
+//!   as a rule, so a round costs one durable write for both), ahead of it, so the log keeps the
+//!   order events were emitted in. What is still
+//!   staged when the turn ends is written by [`SessionRecorder::flush_staged`].
 //! - Writes are synchronous (the store's contract); they run on the turn's task, through
 //!   [`crate::store::store_io`] so a slow disk never holds up the runtime's other tasks.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use serde_json::Value;
 use tracing::warn;
 
 use super::approvals::{ApprovalReadiness, TurnSlot};
@@ -30,7 +36,7 @@ use crate::agent::{HistoryError, HistoryObserver};
 use crate::gate::{AgentEvent, ApprovalState, EventSink, SinkError, ToolCallEvent};
 use crate::message::Message;
 use crate::store::store_io;
-use crate::store::{DEFAULT_AGENT_ID, SessionMessage, SessionStore, now_utc};
+use crate::store::{DEFAULT_AGENT_ID, SessionError, SessionMessage, SessionStore, now_utc};
 
 /// Writes one open session's messages and agent events.
 pub struct SessionRecorder {
@@ -41,6 +47,8 @@ pub struct SessionRecorder {
     readiness: Arc<ApprovalReadiness>,
     turn: Arc<TurnSlot>,
     tool_calls: Mutex<HashMap<String, ToolCallEvent>>,
+    /// `tool_call` records waiting for the next write.
+    staged: Mutex<Vec<Value>>,
     journal: Option<Arc<ScanJournal>>,
 }
 
@@ -71,6 +79,7 @@ impl SessionRecorder {
             readiness,
             turn,
             tool_calls: Mutex::new(HashMap::new()),
+            staged: Mutex::new(Vec::new()),
             journal: None,
         }
     }
@@ -93,6 +102,46 @@ impl SessionRecorder {
         let _ = self.store_event(&event);
     }
 
+    /// Writes the `tool_call` records still staged (a turn that ended before storing its tool
+    /// results); a failed write is logged.
+    pub fn flush_staged(&self) {
+        let events = self.take_staged();
+        if events.is_empty() {
+            return;
+        }
+        if let Err(error) = store_io(|| {
+            self.store
+                .append_batch(&self.session_id, DEFAULT_AGENT_ID, &events, &[])
+        }) {
+            warn!(session_id = %self.session_id, count = events.len(), "cannot record tool_call events: {error}");
+        }
+    }
+
+    fn take_staged(&self) -> Vec<Value> {
+        std::mem::take(&mut *self.staged.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Stores the staged events, then `records`, as one write. A failure loses the staged events
+    /// too (logged): the disk refused the step they belong to.
+    fn store_with_staged(
+        &self,
+        events: Vec<Value>,
+        records: &[SessionMessage],
+    ) -> Result<(), SessionError> {
+        let mut batch = self.take_staged();
+        let staged = batch.len();
+        batch.extend(events);
+        store_io(|| {
+            self.store
+                .append_batch(&self.session_id, DEFAULT_AGENT_ID, &batch, records)
+        })
+        .inspect_err(|error| {
+            if staged > 0 {
+                warn!(session_id = %self.session_id, count = staged, "cannot record tool_call events: {error}");
+            }
+        })
+    }
+
     /// The `tool_call` record of a finished call, once.
     pub fn take_tool_call(&self, tool_use_id: &str) -> Option<ToolCallEvent> {
         self.tool_calls
@@ -104,22 +153,30 @@ impl SessionRecorder {
 
 impl HistoryObserver for SessionRecorder {
     fn message_appended(&self, index: usize, message: &Message) -> Result<(), HistoryError> {
-        let id = self
-            .offset
-            .checked_add(index)
-            .and_then(|id| u64::try_from(id).ok())
-            .ok_or_else(|| {
-                HistoryError(format!(
-                    "message {index} after stored message {} has no id left",
-                    self.offset
-                ))
-            })?;
-        let record = SessionMessage::new(id, message.clone(), now_utc());
-        store_io(|| {
-            self.store
-                .create_message(&self.session_id, DEFAULT_AGENT_ID, &record)
-        })
-        .map_err(|e| HistoryError(e.to_string()))
+        self.messages_appended(index, std::slice::from_ref(message))
+    }
+
+    /// One write for the staged events and every message.
+    fn messages_appended(&self, first: usize, messages: &[Message]) -> Result<(), HistoryError> {
+        let now = now_utc();
+        let records = (first..)
+            .zip(messages)
+            .map(|(index, message)| {
+                let id = self
+                    .offset
+                    .checked_add(index)
+                    .and_then(|id| u64::try_from(id).ok())
+                    .ok_or_else(|| {
+                        HistoryError(format!(
+                            "message {index} after stored message {} has no id left",
+                            self.offset
+                        ))
+                    })?;
+                Ok(SessionMessage::new(id, message.clone(), now))
+            })
+            .collect::<Result<Vec<_>, HistoryError>>()?;
+        self.store_with_staged(Vec::new(), &records)
+            .map_err(|e| HistoryError(e.to_string()))
     }
 }
 
@@ -138,7 +195,7 @@ impl SessionRecorder {
             warn!(session_id = %self.session_id, kind = event.kind(), "cannot serialize an agent event: {error}");
             SinkError(error.to_string())
         })?;
-        store_io(|| self.store.append_event(&self.session_id, &value)).map_err(|error| {
+        self.store_with_staged(vec![value], &[]).map_err(|error| {
             warn!(session_id = %self.session_id, kind = event.kind(), "cannot record an agent event: {error}");
             SinkError(error.to_string())
         })
@@ -173,6 +230,20 @@ impl EventSink for SessionRecorder {
     fn emit(&self, event: AgentEvent) {
         let stored = self.store_event(&event).is_ok();
         self.route(event, stored);
+    }
+
+    fn stage(&self, event: AgentEvent) {
+        match serde_json::to_value(&event) {
+            Ok(value) => self
+                .staged
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(value),
+            Err(error) => {
+                warn!(session_id = %self.session_id, kind = event.kind(), "cannot serialize an agent event: {error}");
+            }
+        }
+        self.route(event, true);
     }
 
     fn record(&self, event: AgentEvent) -> Result<(), SinkError> {

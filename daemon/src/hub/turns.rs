@@ -416,6 +416,8 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     if let Some(event) = stop_event(runtime, &record, &end, next_message(&recorder, &agent)) {
         recorder.record_turn_event(event);
     }
+    // Normally written with the tool results already; a turn cut short leaves some behind.
+    recorder.flush_staged();
     // Free the agent before the turn is seen to end: a role switch or compaction sent as soon as
     // a client reads `TurnEnded` must find it free (it is refused, not queued, while busy).
     drop(agent_guard);

@@ -123,6 +123,15 @@ pub trait StoreBackend: Send + Sync {
     /// Appends `record`, an event object that already carries its `"v"`.
     fn append_event(&self, session_id: &str, record: &Value) -> Result<(), SessionError>;
     fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError>;
+    /// Stores `events` (objects with their `"v"`), then `messages`, as one durable write (see
+    /// [`SessionStore::append_batch`](crate::store::SessionStore::append_batch)).
+    fn append_batch(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        events: &[Value],
+        messages: &[SessionMessage],
+    ) -> Result<(), SessionError>;
 
     fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError>;
     fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError>;

@@ -302,6 +302,30 @@ impl<B: StoreBackend> SessionStore for CheckedStore<B> {
         self.backend.read_events(session_id)
     }
 
+    fn append_batch(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        events: &[Value],
+        messages: &[SessionMessage],
+    ) -> Result<(), SessionError> {
+        agent_ids(session_id, agent_id)?;
+        let events = events
+            .iter()
+            .map(event_record)
+            .collect::<Result<Vec<_>, _>>()?;
+        // Copied only when one needs its version stamped (the hub's are current).
+        if messages.iter().all(|m| m.version() == FORMAT_VERSION) {
+            return self
+                .backend
+                .append_batch(session_id, agent_id, &events, messages);
+        }
+        let messages: Vec<SessionMessage> =
+            messages.iter().map(|m| stamped(m).into_owned()).collect();
+        self.backend
+            .append_batch(session_id, agent_id, &events, &messages)
+    }
+
     fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError> {
         self::session_id(session_id)?;
         self.backend.write_meta(session_id, &stamped(meta))

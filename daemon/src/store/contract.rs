@@ -147,6 +147,29 @@ pub trait SessionStore: Send + Sync {
 
     /// Appends one agent event (a JSON object) to the session's event log.
     fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError>;
+
+    /// Stores `events`, then `messages`, as one durable write: what a step of a turn produces
+    /// together (a tool round's `tool_call` records with the message holding their results). Each
+    /// record follows the rules of `append_event` and `create_message`, and all are durable when
+    /// the call returns. The built-in backends pay for one write: sqlite one transaction (all or
+    /// nothing), the file backend one append of the events and one directory sync for the
+    /// messages (a crash leaves a prefix: events first, then messages in id order). This
+    /// default, for other backends, is the plain sequence of `append_event` and `create_message`.
+    fn append_batch(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        events: &[Value],
+        messages: &[SessionMessage],
+    ) -> Result<(), SessionError> {
+        for event in events {
+            self.append_event(session_id, event)?;
+        }
+        for message in messages {
+            self.create_message(session_id, agent_id, message)?;
+        }
+        Ok(())
+    }
     /// The session's events in append order (empty if none).
     fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError>;
 

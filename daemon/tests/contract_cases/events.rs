@@ -228,3 +228,94 @@ pub fn a_failed_complete_session_is_never_visible(h: &Harness) {
         }
     }
 }
+
+/// `append_batch`: events first, then messages, in one write; every record follows the rules of
+/// its own method, and a refused message is never overwritten.
+pub fn a_batch_stores_events_then_messages(h: &Harness) {
+    let store = h.store.as_ref();
+    let id = h.session_with_agent();
+    store
+        .append_event(&id, &json!({"type": "approval", "n": 0}))
+        .unwrap();
+    let events = [
+        json!({"type": "tool_call", "n": 1}),
+        json!({"type": "tool_call", "n": 2, "v": 1}),
+    ];
+    let messages = [assistant_message(0, "calls"), user_message(1, "results")];
+    store.append_batch(&id, "tau", &events, &messages).unwrap();
+    store.append_batch(&id, "tau", &[], &[]).unwrap();
+
+    let reopened = h.reopen();
+    let ns: Vec<_> = reopened
+        .read_events(&id)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e["v"].clone(), e["n"].clone()))
+        .collect();
+    assert_eq!(
+        ns,
+        [
+            (json!(1), json!(0)),
+            (json!(1), json!(1)),
+            (json!(1), json!(2))
+        ]
+    );
+    let texts: Vec<_> = reopened
+        .list_messages(&id, "tau", None, 0)
+        .unwrap()
+        .iter()
+        .map(|m| (m.message_id, m.message.text()))
+        .collect();
+    assert_eq!(texts, [(0, "calls".to_owned()), (1, "results".to_owned())]);
+    assert_eq!(store.session_info(&id).unwrap().unwrap().message_count, 2);
+
+    // A taken id is refused and the stored message stays; the count matches what is listed.
+    let err = store
+        .append_batch(
+            &id,
+            "tau",
+            &[],
+            &[user_message(2, "new"), user_message(1, "replacement")],
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, SessionError::MessageExists { message_id: 1, .. }),
+        "{err}"
+    );
+    assert_eq!(
+        store
+            .read_message(&id, "tau", 1)
+            .unwrap()
+            .unwrap()
+            .message
+            .text(),
+        "results"
+    );
+    let listed = store.list_messages(&id, "tau", None, 0).unwrap().len() as u64;
+    assert_eq!(
+        store.session_info(&id).unwrap().unwrap().message_count,
+        listed
+    );
+    assert_eq!(
+        h.reopen().session_info(&id).unwrap().unwrap().message_count,
+        listed
+    );
+
+    let err = store
+        .append_batch(&id, "tau", &[json!("not an object")], &[])
+        .unwrap_err();
+    assert!(matches!(err, SessionError::InvalidEvent(_)), "{err}");
+    let err = store
+        .append_batch("20000101-000000-0000", "tau", &events, &[])
+        .unwrap_err();
+    assert!(matches!(err, SessionError::SessionNotFound(_)), "{err}");
+    let bare = create_fresh_session(store).unwrap().session_id;
+    let err = store
+        .append_batch(&bare, "tau", &[], &[user_message(0, "x")])
+        .unwrap_err();
+    assert!(matches!(err, SessionError::AgentNotFound { .. }), "{err}");
+    let err = store
+        .append_batch(&id, "../x", &[], &[user_message(3, "x")])
+        .unwrap_err();
+    assert!(matches!(err, SessionError::InvalidId { .. }), "{err}");
+}

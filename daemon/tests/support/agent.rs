@@ -92,19 +92,27 @@ impl Tool for TestTool {
     }
 }
 
-/// Records every appended message with its index.
+/// Records every appended message with its index, and the indices of each write (messages the
+/// agent appended together are one write).
 #[derive(Default)]
 pub struct Recorder {
     pub appended: Mutex<Vec<(usize, Message)>>,
+    pub writes: Mutex<Vec<Vec<usize>>>,
     pub fail: std::sync::atomic::AtomicBool,
 }
 
 impl HistoryObserver for Recorder {
     fn message_appended(&self, index: usize, message: &Message) -> Result<(), HistoryError> {
+        self.messages_appended(index, std::slice::from_ref(message))
+    }
+
+    fn messages_appended(&self, first: usize, messages: &[Message]) -> Result<(), HistoryError> {
         if self.fail.load(Ordering::SeqCst) {
             return Err(HistoryError("disk full".into()));
         }
-        lock(&self.appended).push((index, message.clone()));
+        let indices = (first..first + messages.len()).collect();
+        lock(&self.appended).extend((first..).zip(messages.iter().cloned()));
+        lock(&self.writes).push(indices);
         Ok(())
     }
 }

@@ -138,6 +138,21 @@ impl StoreBackend for Spy {
     fn read_events(&self, _: &str) -> Result<Vec<Value>, SessionError> {
         Ok(Vec::new())
     }
+    fn append_batch(
+        &self,
+        session_id: &str,
+        _: &str,
+        events: &[Value],
+        messages: &[SessionMessage],
+    ) -> Result<(), SessionError> {
+        for event in events {
+            self.append_event(session_id, event)?;
+        }
+        for message in messages {
+            self.saw("batched message", message.v)?;
+        }
+        Ok(())
+    }
     fn write_meta(&self, _: &str, meta: &SessionMeta) -> Result<(), SessionError> {
         self.saw("meta", meta.v)
     }
@@ -219,6 +234,9 @@ fn every_record_written_is_stamped_with_the_format_version() {
     redaction.redact_message = Some(Message::user_text("gone"));
     store.update_message("s", "a", &redaction).unwrap();
     store.append_event("s", &json!({"type": "x"})).unwrap();
+    store
+        .append_batch("s", "a", &[json!({"type": "y"})], &[old.message(1)])
+        .unwrap();
     let meta = SessionMeta {
         v: 0,
         ..SessionMeta::default()
@@ -241,6 +259,8 @@ fn every_record_written_is_stamped_with_the_format_version() {
             "message",
             "redacted message",
             "event",
+            "event",
+            "batched message",
             "meta",
             "whole session",
             "whole agent",

@@ -2,8 +2,8 @@
 //! directory's listing index.
 //!
 //! Invariants and the torn-line policy:
-//! - An append is one `write` of one complete line (`O_APPEND`), then `fdatasync` with
-//!   `Durability::Full`. If the file does not end with a newline (an earlier append was torn by a
+//! - An append is one `write` of complete lines (`O_APPEND`; one line, or the lines of one batch),
+//!   then one `fdatasync` with `Durability::Full`. If the file does not end with a newline (an earlier append was torn by a
 //!   crash), the line is prefixed with one, so a torn fragment never swallows the next record.
 //! - On read, a torn last line (no trailing newline) is skipped silently: its append never returned.
 //!   A line in the middle that does not parse (a torn fragment terminated by a later append, or
@@ -28,6 +28,17 @@ pub(crate) fn append_line<T: Serialize>(
     dir: &Path,
     name: &str,
     record: &T,
+    durability: Durability,
+) -> Result<(), SessionError> {
+    append_lines(dir, name, std::slice::from_ref(record), durability)
+}
+
+/// Appends `records`, one line each, to `dir/name` (created 0600 if missing) with one write and
+/// one sync.
+pub(crate) fn append_lines<T: Serialize>(
+    dir: &Path,
+    name: &str,
+    records: &[T],
     durability: Durability,
 ) -> Result<(), SessionError> {
     let path = dir.join(name);
@@ -65,9 +76,11 @@ pub(crate) fn append_line<T: Serialize>(
             line.push(b'\n');
         }
     }
-    serde_json::to_writer(&mut line, record)
-        .map_err(|err| SessionError::corrupt(path.display(), err))?;
-    line.push(b'\n');
+    for record in records {
+        serde_json::to_writer(&mut line, record)
+            .map_err(|err| SessionError::corrupt(path.display(), err))?;
+        line.push(b'\n');
+    }
     file.write_all(&line)
         .map_err(|err| SessionError::io(&path, err))?;
     if durability == Durability::Full {

@@ -33,6 +33,7 @@
 //! (`create_complete_session`, a compaction) gets every other file before its `session.json`, so
 //! it is seen complete or not at all.
 
+mod batch;
 mod deferred_record;
 mod fsutil;
 mod index;
@@ -41,7 +42,6 @@ mod layout;
 mod read;
 mod reconcile;
 
-use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -322,45 +322,7 @@ impl StoreBackend for FileBackend {
         agent_id: &str,
         message: &SessionMessage,
     ) -> Result<(), SessionError> {
-        let messages = self.require_messages_dir(session_id, agent_id)?;
-        let session_dir = self.root.join(session_id);
-        let name = message_file_name(message.message_id);
-        let created = TempFile::write(&messages, &name, &to_json(message)?, self.durability)?
-            .link_new(&messages.join(&name))?;
-        if !created {
-            return Err(SessionError::MessageExists {
-                session_id: session_id.to_owned(),
-                agent_id: agent_id.to_owned(),
-                message_id: message.message_id,
-            });
-        }
-        // The message is durable once its name is; the session's count and time wait in memory
-        // for `flush_session` (a crash before it leaves `session.json` behind its message files,
-        // which the next reconciliation repairs to the same values).
-        sync_dir(&messages, self.durability)?;
-        let mut deferred = self.lock_deferred();
-        let file = match deferred.entry(session_id.to_owned()) {
-            Entry::Occupied(entry) => &mut entry.into_mut().file,
-            Entry::Vacant(entry) => {
-                let file = self
-                    .read_session_file(&session_dir)?
-                    .ok_or_else(|| SessionError::SessionNotFound(session_id.to_owned()))?;
-                &mut entry
-                    .insert(Deferred {
-                        file,
-                        flushing: false,
-                    })
-                    .file
-            }
-        };
-        // The time a reconciliation would give: the newest message's, never backwards.
-        file.session.updated_at = file.session.updated_at.max(message.created_at);
-        // Saturating: a damaged count (or id) at the top of the range must not overflow.
-        file.message_count = file
-            .message_count
-            .saturating_add(1)
-            .max(message.message_id.saturating_add(1));
-        Ok(())
+        self.write_batch(session_id, agent_id, &[], std::slice::from_ref(message))
     }
 
     fn flush_session(&self, session_id: &str) -> Result<(), SessionError> {
@@ -462,6 +424,16 @@ impl StoreBackend for FileBackend {
     fn append_event(&self, session_id: &str, record: &Value) -> Result<(), SessionError> {
         let dir = self.require_session_dir(session_id)?;
         jsonl::append_line(&dir, EVENTS_FILE, record, self.durability)
+    }
+
+    fn append_batch(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        events: &[Value],
+        messages: &[SessionMessage],
+    ) -> Result<(), SessionError> {
+        self.write_batch(session_id, agent_id, events, messages)
     }
 
     fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError> {

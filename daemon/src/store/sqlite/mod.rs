@@ -233,6 +233,31 @@ impl StoreBackend for SqliteBackend {
             .write(|conn| row_writes::append_event(conn, session_id, &text))
     }
 
+    /// One savepoint, so one commit: the events and messages are stored together or not at all.
+    fn append_batch(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        events: &[Value],
+        messages: &[SessionMessage],
+    ) -> Result<(), SessionError> {
+        // Serialized before the write connection is taken, as in `create_message`.
+        let events = events.iter().map(to_json).collect::<Result<Vec<_>, _>>()?;
+        let messages = messages
+            .iter()
+            .map(|m| Ok((to_i64(m.message_id)?, to_json(m)?)))
+            .collect::<Result<Vec<_>, SessionError>>()?;
+        self.writer.write(|conn| {
+            for text in &events {
+                row_writes::append_event(conn, session_id, text)?;
+            }
+            for (message_id, text) in &messages {
+                row_writes::create_message(conn, session_id, agent_id, *message_id, text)?;
+            }
+            Ok(())
+        })
+    }
+
     fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError> {
         self.readers
             .read(|conn| row_reads::read_events(conn, session_id))

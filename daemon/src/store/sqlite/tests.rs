@@ -144,3 +144,37 @@ fn many_sessions_writing_at_once_each_see_their_own_messages() {
         );
     }
 }
+
+#[test]
+fn a_batch_is_one_commit_and_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(dir.path());
+    session_with_agent(&store, "one");
+    let before = store.backend().writer.commits();
+    let event = serde_json::json!({"type": "tool_call"});
+    store
+        .append_batch(
+            "one",
+            DEFAULT_AGENT_ID,
+            std::slice::from_ref(&event),
+            &[message(0), message(1)],
+        )
+        .unwrap();
+    assert_eq!(store.backend().writer.commits(), before + 1);
+    assert_eq!(count(&store, "one"), 2);
+
+    // A taken id rolls the whole batch back: neither the event nor the new message stays.
+    let refused = store.append_batch("one", DEFAULT_AGENT_ID, &[event], &[message(2), message(1)]);
+    assert!(matches!(
+        refused,
+        Err(SessionError::MessageExists { message_id: 1, .. })
+    ));
+    assert_eq!(count(&store, "one"), 2);
+    assert_eq!(store.read_events("one").unwrap().len(), 1);
+    assert!(
+        store
+            .read_message("one", DEFAULT_AGENT_ID, 2)
+            .unwrap()
+            .is_none()
+    );
+}
