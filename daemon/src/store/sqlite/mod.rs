@@ -53,6 +53,10 @@ use rows::{row_location, to_i64, to_json};
 /// How long a write waits for another process holding the database lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Prepared statements each connection keeps: more than the store uses, so a turn's writes and
+/// reads never parse their SQL again.
+const STATEMENT_CACHE: usize = 64;
+
 /// Sessions in one sqlite database, under the contract's checks.
 pub type SqliteSessionStore = CheckedStore<SqliteBackend>;
 
@@ -95,6 +99,7 @@ impl SqliteBackend {
         create_private_file(&path)?;
         let mut conn = Connection::open(&path)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(SessionError::corrupt(
@@ -109,7 +114,7 @@ impl SqliteBackend {
         conn.pragma_update(None, "synchronous", synchronous)?;
         conn.pragma_update(None, "foreign_keys", true)?;
         schema::migrate(&mut conn, &path)?;
-        let readers = ReadPool::new(&path, BUSY_TIMEOUT);
+        let readers = ReadPool::new(&path, BUSY_TIMEOUT, STATEMENT_CACHE);
         Ok(Self {
             path,
             readers,

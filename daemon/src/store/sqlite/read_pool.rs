@@ -31,6 +31,8 @@ const READER_CACHE_KIB: i64 = 1024;
 pub(super) struct ReadPool {
     path: PathBuf,
     busy_timeout: Duration,
+    /// Prepared statements each connection keeps.
+    statements: usize,
     slots: Mutex<Slots>,
     returned: Condvar,
 }
@@ -59,10 +61,11 @@ impl Drop for Lent<'_> {
 impl ReadPool {
     /// A pool for the database at `path`, which already exists (the write connection made it);
     /// nothing is opened yet.
-    pub(super) fn new(path: &Path, busy_timeout: Duration) -> Self {
+    pub(super) fn new(path: &Path, busy_timeout: Duration, statements: usize) -> Self {
         Self {
             path: path.to_path_buf(),
             busy_timeout,
+            statements,
             slots: Mutex::new(Slots {
                 idle: Vec::with_capacity(READERS),
                 open: 0,
@@ -129,6 +132,7 @@ impl ReadPool {
             | OpenFlags::SQLITE_OPEN_NOFOLLOW;
         let conn = Connection::open_with_flags(&self.path, flags)?;
         conn.busy_timeout(self.busy_timeout)?;
+        conn.set_prepared_statement_cache_capacity(self.statements);
         conn.pragma_update(None, "query_only", true)?;
         conn.pragma_update(None, "cache_size", -READER_CACHE_KIB)?;
         Ok(conn)

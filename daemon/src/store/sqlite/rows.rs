@@ -71,11 +71,8 @@ pub(super) fn listing_row(
 
 pub(super) fn session_exists(conn: &Connection, session_id: &str) -> Result<bool, SessionError> {
     Ok(conn
-        .query_row(
-            "SELECT 1 FROM sessions WHERE session_id = ?1",
-            [session_id],
-            |_| Ok(()),
-        )
+        .prepare_cached("SELECT 1 FROM sessions WHERE session_id = ?1")?
+        .query_row([session_id], |_| Ok(()))
         .optional()?
         .is_some())
 }
@@ -91,11 +88,8 @@ pub(super) fn require_session(conn: &Connection, session_id: &str) -> Result<(),
 
 fn agent_exists(conn: &Connection, session_id: &str, agent_id: &str) -> Result<bool, SessionError> {
     Ok(conn
-        .query_row(
-            "SELECT 1 FROM agents WHERE session_id = ?1 AND agent_id = ?2",
-            [session_id, agent_id],
-            |_| Ok(()),
-        )
+        .prepare_cached("SELECT 1 FROM agents WHERE session_id = ?1 AND agent_id = ?2")?
+        .query_row([session_id, agent_id], |_| Ok(()))
         .optional()?
         .is_some())
 }
@@ -123,11 +117,12 @@ pub(super) fn read_message_row(
     message_id: u64,
 ) -> Result<Option<SessionMessage>, SessionError> {
     let text: Option<String> = conn
-        .query_row(
+        .prepare_cached(
             "SELECT record FROM messages WHERE session_id = ?1 AND agent_id = ?2 AND message_id = ?3",
-            params![session_id, agent_id, to_i64(message_id)?],
-            |row| row.get(0),
-        )
+        )?
+        .query_row(params![session_id, agent_id, to_i64(message_id)?], |row| {
+            row.get(0)
+        })
         .optional()?;
     text.map(|text| {
         let location = row_location(RecordKey::Message {
