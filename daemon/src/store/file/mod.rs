@@ -90,8 +90,8 @@ pub struct FileBackend {
     reconciled: Mutex<HashSet<String>>,
     /// The (session, agent) pairs whose message files a listing of this process found all below
     /// the session's message count. An append keeps that true (the count passes every id
-    /// appended), so their pages are read by id, without a listing. Never held while another of
-    /// the store's locks is taken.
+    /// appended), so their pages are read by id, without a listing. At most `PAGED_BY_ID_MAX`
+    /// marks (`read.rs`). Never held while another of the store's locks is taken.
     paged_by_id: Mutex<HashSet<(String, String)>>,
 }
 

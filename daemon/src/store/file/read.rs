@@ -33,6 +33,19 @@ pub(super) fn message_ids(dir: &Path, before: Option<u64>) -> Result<Vec<u64>, S
     Ok(ids)
 }
 
+/// The most (session, agent) marks `paged_by_id` holds, so a hub that pages through many sessions
+/// over months keeps a bounded set: past it the set starts again, and a session whose mark went
+/// costs one more listing.
+const PAGED_BY_ID_MAX: usize = 1024;
+
+/// Adds `key` to `paged`, emptying it first when it holds `max` marks.
+fn remember(paged: &mut HashSet<(String, String)>, key: (String, String), max: usize) {
+    if paged.len() >= max && !paged.contains(&key) {
+        paged.clear();
+    }
+    paged.insert(key);
+}
+
 impl FileBackend {
     pub(super) fn lock_paged_by_id(&self) -> MutexGuard<'_, HashSet<(String, String)>> {
         // Each change is one insert or removal: a poisoned set is still whole.
@@ -76,7 +89,7 @@ impl FileBackend {
         let below_count = count.is_some_and(|count| all.last().is_none_or(|&last| last < count));
         let mut paged = self.lock_paged_by_id();
         if below_count {
-            paged.insert(key);
+            remember(&mut paged, key, PAGED_BY_ID_MAX);
         } else {
             paged.remove(&key);
         }
@@ -159,4 +172,25 @@ fn read_message_run(dir: &Path, ids: &[u64]) -> Result<Vec<SessionMessage>, Sess
         path.pop();
     }
     Ok(messages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: usize) -> (String, String) {
+        (format!("s{n}"), "tau".to_owned())
+    }
+
+    #[test]
+    fn the_paged_marks_stay_bounded() {
+        let mut paged = HashSet::new();
+        for n in 0..3 {
+            remember(&mut paged, key(n), 3);
+        }
+        remember(&mut paged, key(1), 3);
+        assert_eq!(paged.len(), 3, "a mark already held costs nothing");
+        remember(&mut paged, key(3), 3);
+        assert_eq!(paged, HashSet::from([key(3)]));
+    }
 }
