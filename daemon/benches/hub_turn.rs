@@ -1,9 +1,11 @@
 //! Turn latency through the hub with the fake (demo) model, on the durable `file` and `sqlite`
 //! session stores: over the Unix socket against the real `taud` binary, and in-process through the
 //! hub core (no gRPC). A text turn ("hello") and a tool turn ("what time is it", `current_time`,
-//! tier 0). Prints p50/p99 per store, path and kind, after the disk's floor measured in the same
-//! run (an atomic small-file write; an append with fsync), and the text turns per second of ten
-//! busy sessions in one hub next to one.
+//! tier 0). Text and tool turns take turns in blocks of 25 (one session each), so both meet the
+//! same disk, whose speed drifts within a run; consecutive turns stay in one session, as a chat's
+//! do (turns alternating between sessions cost the `file` store more fsync time here). Prints p50/p99 per store, path and kind and the tool/text ratio of the medians, after the
+//! disk's floor measured in the same run (an atomic small-file write; an append with fsync), and
+//! the text turns per second of ten busy sessions in one hub next to one.
 //!
 //! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS] [file] [sqlite] [socket] [in-process]`
 //! (default 300 iterations, both stores, both paths; naming a store or a path runs only those).
@@ -105,36 +107,53 @@ async fn core_for(dir: &std::path::Path, backend: &str) -> BenchResult<HubCore> 
     Ok(setup.start().await?)
 }
 
-async fn in_process(core: &HubCore, text: &str, iterations: usize) -> BenchResult<Vec<Duration>> {
-    let mut samples = Vec::with_capacity(iterations);
-    let mut session = String::new();
-    for i in 0..WARMUP + iterations {
-        if i % TURNS_PER_SESSION == 0 {
+/// One turn of `text` on `session` through the hub core; its latency.
+async fn in_process_turn(core: &HubCore, session: &str, text: &str) -> BenchResult<Duration> {
+    let started = Instant::now();
+    let mut stream = core
+        .start_turn(StartTurn {
+            session_id: session.to_owned(),
+            text: text.to_owned(),
+            channel: "bench".into(),
+            idempotency_key: String::new(),
+        })
+        .await?;
+    let mut ended = false;
+    while let Some(event) = stream.next().await? {
+        ended |= matches!(event.kind, EventKind::TurnEnded(_));
+    }
+    let elapsed = started.elapsed();
+    if ended {
+        Ok(elapsed)
+    } else {
+        Err("a turn did not end".into())
+    }
+}
+
+/// Text and tool turns in blocks of [`TURNS_PER_SESSION`], each block on a new session, the kinds
+/// taking turns, so both meet the same disk.
+async fn in_process(core: &HubCore, iterations: usize) -> BenchResult<[Vec<Duration>; 2]> {
+    let mut samples = [
+        Vec::with_capacity(iterations),
+        Vec::with_capacity(iterations),
+    ];
+    let total = WARMUP + iterations;
+    let mut done = 0;
+    while done < total {
+        let block = TURNS_PER_SESSION.min(total - done);
+        for (kind, text) in [TEXT, TOOL].into_iter().enumerate() {
             let opened = core
                 .open_session(OpenTarget::New, None, "bench", None)
                 .await?;
-            session = opened.session.session_id;
+            let session = opened.session.session_id;
+            for n in done..done + block {
+                let elapsed = in_process_turn(core, &session, text).await?;
+                if n >= WARMUP {
+                    samples[kind].push(elapsed);
+                }
+            }
         }
-        let started = Instant::now();
-        let mut stream = core
-            .start_turn(StartTurn {
-                session_id: session.clone(),
-                text: text.to_owned(),
-                channel: "bench".into(),
-                idempotency_key: String::new(),
-            })
-            .await?;
-        let mut ended = false;
-        while let Some(event) = stream.next().await? {
-            ended |= matches!(event.kind, EventKind::TurnEnded(_));
-        }
-        let elapsed = started.elapsed();
-        if !ended {
-            return Err("a turn did not end".into());
-        }
-        if i >= WARMUP {
-            samples.push(elapsed);
-        }
+        done += block;
     }
     Ok(samples)
 }
@@ -188,21 +207,46 @@ async fn report_throughput(core: &HubCore, backend: &str, iterations: usize) -> 
 
 // ---- over the Unix socket (the real taud, driven like the soak benchmark) -----------------
 
-async fn over_socket(hub: &SoakHub, text: &str, iterations: usize) -> BenchResult<Vec<Duration>> {
+/// Text and tool turns over the socket, in blocks as [`in_process`] runs them.
+async fn over_socket(hub: &SoakHub, iterations: usize) -> BenchResult<[Vec<Duration>; 2]> {
     let mut client = hub.client().await?;
-    let mut samples = Vec::with_capacity(iterations);
-    let mut session = String::new();
-    for i in 0..WARMUP + iterations {
-        if i % TURNS_PER_SESSION == 0 {
-            session = soak::new_session(&mut client).await?;
+    let mut samples = [
+        Vec::with_capacity(iterations),
+        Vec::with_capacity(iterations),
+    ];
+    let total = WARMUP + iterations;
+    let mut done = 0;
+    while done < total {
+        let block = TURNS_PER_SESSION.min(total - done);
+        for (kind, text) in [TEXT, TOOL].into_iter().enumerate() {
+            let session = soak::new_session(&mut client).await?;
+            for n in done..done + block {
+                let started = Instant::now();
+                soak::turn(&mut client, &session, text).await?;
+                if n >= WARMUP {
+                    samples[kind].push(started.elapsed());
+                }
+            }
         }
-        let started = Instant::now();
-        soak::turn(&mut client, &session, text).await?;
-        if i >= WARMUP {
-            samples.push(started.elapsed());
-        }
+        done += block;
     }
     Ok(samples)
+}
+
+/// Reports a text and a tool sample set, and the ratio of their medians.
+fn report_pair(label: &str, [text, tool]: [Vec<Duration>; 2]) {
+    let p50 = |samples: &[Duration]| {
+        let mut sorted = samples.to_vec();
+        sorted.sort();
+        percentile(&sorted, 0.50).as_secs_f64()
+    };
+    let ratio = p50(&tool) / p50(&text).max(f64::MIN_POSITIVE);
+    report(&format!("{label} text"), text);
+    report(&format!("{label} tool"), tool);
+    println!(
+        "{:<28} tool p50 / text p50 = {ratio:.2}x",
+        format!("{label} ratio")
+    );
 }
 
 /// The words of `args` that are among `known`, or all of `known` when none is.
@@ -234,10 +278,8 @@ fn main() -> BenchResult<()> {
             let taud = std::path::Path::new(env!("CARGO_BIN_EXE_taud"));
             let hub = SoakHub::start_plain(taud, backend)?;
             runtime.block_on(async {
-                let text = over_socket(&hub, TEXT, iterations).await?;
-                report(&format!("{backend} socket text"), text);
-                let tool = over_socket(&hub, TOOL, iterations).await?;
-                report(&format!("{backend} socket tool"), tool);
+                let pair = over_socket(&hub, iterations).await?;
+                report_pair(&format!("{backend} socket"), pair);
                 BenchResult::Ok(())
             })?;
         }
@@ -245,10 +287,8 @@ fn main() -> BenchResult<()> {
             let dir = tempfile::tempdir()?;
             runtime.block_on(async {
                 let core = core_for(dir.path(), backend).await?;
-                let text = in_process(&core, TEXT, iterations).await?;
-                report(&format!("{backend} in-process text"), text);
-                let tool = in_process(&core, TOOL, iterations).await?;
-                report(&format!("{backend} in-process tool"), tool);
+                let pair = in_process(&core, iterations).await?;
+                report_pair(&format!("{backend} in-process"), pair);
                 report_throughput(&core, backend, iterations).await?;
                 core.shutdown().await;
                 BenchResult::Ok(())
