@@ -326,15 +326,12 @@ impl SessionRuntime {
             Ok::<_, crate::store::SessionError>(meta.title.is_some_and(|t| !t.is_empty()))
         })
         .await;
-        match written {
-            Ok(Ok(titled)) => self.titled.store(titled, Ordering::Release),
-            Ok(Err(error)) => {
-                warn!(session_id = %self.session_id, "cannot set the session title: {error}");
-            }
-            Err(error) => {
-                warn!(session_id = %self.session_id, "cannot set the session title: {error}");
-            }
-        }
+        let error = match written {
+            Ok(Ok(titled)) => return self.titled.store(titled, Ordering::Release),
+            Ok(Err(error)) => error.to_string(),
+            Err(error) => error.to_string(),
+        };
+        warn!(session_id = %self.session_id, "cannot set the session title: {error}");
     }
 }
 
