@@ -4,9 +4,9 @@
 //! Invariants (ARCHITECTURE.md, "The path of a turn"): the system prompt is rebuilt before every
 //! model call; history is only appended to (through `History::append`); an assistant message
 //! whose calls may change anything (tier 1 or 2, or an unknown tool) is stored before its first
-//! tool starts, one that only reads is stored with its results in one write; a dangling end is repaired with the seed's
-//! two-message prompt (an assistant notice in parentheses, then the new user message), after a
-//! "Tool was interrupted." result for a dangling toolUse; a cancel while the model streams stores the
+//! tool starts, one that only reads is stored with its results in one write; a dangling end is
+//! repaired with the seed's two-message prompt (an assistant notice in parentheses, then the new
+//! user message), after a "Tool was interrupted." result for a dangling toolUse; a cancel while the model streams stores the
 //! "Cancelled by user" placeholder reply; a cancel around tools still answers every toolUse; limits
 //! and errors end the turn with a stop reason, never with an error value. The model sees what the
 //! agent's `ConversationWindow` makes of the history, asked before every call; a failed window

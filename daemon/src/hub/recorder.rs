@@ -105,15 +105,14 @@ impl SessionRecorder {
     /// Writes the `tool_call` records still staged (a turn that ended before storing its tool
     /// results); a failed write is logged.
     pub fn flush_staged(&self) {
-        let events = self.take_staged();
-        if events.is_empty() {
-            return;
-        }
-        if let Err(error) = store_io(|| {
-            self.store
-                .append_batch(&self.session_id, DEFAULT_AGENT_ID, &events, &[])
-        }) {
-            warn!(session_id = %self.session_id, count = events.len(), "cannot record tool_call events: {error}");
+        let nothing_staged = self
+            .staged
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty();
+        if !nothing_staged {
+            // `store_with_staged` logs the failure.
+            let _ = self.store_with_staged(Vec::new(), &[]);
         }
     }
 
@@ -191,12 +190,17 @@ impl SessionRecorder {
                 SinkError(error.to_string())
             })?;
         }
-        let value = serde_json::to_value(event).map_err(|error| {
-            warn!(session_id = %self.session_id, kind = event.kind(), "cannot serialize an agent event: {error}");
-            SinkError(error.to_string())
-        })?;
+        let value = self.serialize(event)?;
         self.store_with_staged(vec![value], &[]).map_err(|error| {
             warn!(session_id = %self.session_id, kind = event.kind(), "cannot record an agent event: {error}");
+            SinkError(error.to_string())
+        })
+    }
+
+    /// The event as stored; a failure is logged.
+    fn serialize(&self, event: &AgentEvent) -> Result<Value, SinkError> {
+        serde_json::to_value(event).map_err(|error| {
+            warn!(session_id = %self.session_id, kind = event.kind(), "cannot serialize an agent event: {error}");
             SinkError(error.to_string())
         })
     }
@@ -233,15 +237,11 @@ impl EventSink for SessionRecorder {
     }
 
     fn stage(&self, event: AgentEvent) {
-        match serde_json::to_value(&event) {
-            Ok(value) => self
-                .staged
+        if let Ok(value) = self.serialize(&event) {
+            self.staged
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .push(value),
-            Err(error) => {
-                warn!(session_id = %self.session_id, kind = event.kind(), "cannot serialize an agent event: {error}");
-            }
+                .push(value);
         }
         self.route(event, true);
     }

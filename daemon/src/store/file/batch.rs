@@ -31,14 +31,22 @@ impl FileBackend {
         events: &[Value],
         messages: &[SessionMessage],
     ) -> Result<(), SessionError> {
+        // The agent is checked first, so a batch for a missing one writes nothing; its
+        // directory also proves the session's, which is then not checked again.
+        let messages_dir = match messages {
+            [] => None,
+            _ => Some(self.require_messages_dir(session_id, agent_id)?),
+        };
         if !events.is_empty() {
-            let dir = self.require_session_dir(session_id)?;
+            let dir = match messages_dir {
+                Some(_) => self.root.join(session_id),
+                None => self.require_session_dir(session_id)?,
+            };
             jsonl::append_lines(&dir, EVENTS_FILE, events, self.durability)?;
         }
-        if messages.is_empty() {
+        let Some(dir) = messages_dir else {
             return Ok(());
-        }
-        let dir = self.require_messages_dir(session_id, agent_id)?;
+        };
         let mut linked = 0;
         let outcome = messages.iter().try_for_each(|message| {
             link_message(&dir, session_id, agent_id, message, self.durability)?;

@@ -3,8 +3,9 @@
 //!
 //! Invariants and the torn-line policy:
 //! - An append is one `write` of complete lines (`O_APPEND`; one line, or the lines of one batch),
-//!   then one `fdatasync` with `Durability::Full`. If the file does not end with a newline (an earlier append was torn by a
-//!   crash), the line is prefixed with one, so a torn fragment never swallows the next record.
+//!   then one `fdatasync` with `Durability::Full`. If the file does not end with a newline (an
+//!   earlier append was torn by a crash), the first line is prefixed with one, so a torn fragment
+//!   never swallows the next record.
 //! - On read, a torn last line (no trailing newline) is skipped silently: its append never returned.
 //!   A line in the middle that does not parse (a torn fragment terminated by a later append, or
 //!   damage) is skipped with a warning, so one bad line never makes a history unreadable. Lines are
