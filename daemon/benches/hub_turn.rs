@@ -7,8 +7,9 @@
 //! disk's floor measured in the same run (an atomic small-file write; an append with fsync), and
 //! the text turns per second of ten busy sessions in one hub next to one.
 //!
-//! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS] [file] [sqlite] [socket] [in-process]`
-//! (default 300 iterations, both stores, both paths; naming a store or a path runs only those).
+//! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS] [file] [sqlite] [socket] [in-process]
+//! [nosync]` (default 300 iterations, both stores, both paths; naming a store or a path runs only
+//! those). `nosync` runs the in-process stores without fsync: the hub's own cost, disk aside.
 
 #[path = "../tests/support/soak.rs"]
 mod soak;
@@ -92,14 +93,18 @@ fn disk_floor(iterations: usize) -> BenchResult<()> {
 
 // ---- in-process ---------------------------------------------------------------------------
 
-async fn core_for(dir: &std::path::Path, backend: &str) -> BenchResult<HubCore> {
+async fn core_for(
+    dir: &std::path::Path,
+    backend: &str,
+    durability: Durability,
+) -> BenchResult<HubCore> {
     let setup = CoreSetup {
         options: CoreOptions::default(),
         backend: backend.to_owned(),
         store: SessionStoreConfig {
             sessions_dir: dir.join("sessions"),
             sqlite_path: dir.join("sessions.db"),
-            durability: Durability::Full,
+            durability,
         },
         backends: SessionBackends::builtin(),
         factory: Arc::new(DemoModelFactory),
@@ -268,6 +273,11 @@ fn main() -> BenchResult<()> {
     let iterations: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(300);
     let backends = chosen(&args, &["file", "sqlite"]);
     let paths = chosen(&args, &["socket", "in-process"]);
+    let (durability, in_process_label) = if args.iter().any(|a| a == "nosync") {
+        (Durability::NoSync, "in-process nosync")
+    } else {
+        (Durability::Full, "in-process")
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -286,9 +296,9 @@ fn main() -> BenchResult<()> {
         if paths.contains(&"in-process") {
             let dir = tempfile::tempdir()?;
             runtime.block_on(async {
-                let core = core_for(dir.path(), backend).await?;
+                let core = core_for(dir.path(), backend, durability).await?;
                 let pair = in_process(&core, iterations).await?;
-                report_pair(&format!("{backend} in-process"), pair);
+                report_pair(&format!("{backend} {in_process_label}"), pair);
                 report_throughput(&core, backend, iterations).await?;
                 core.shutdown().await;
                 BenchResult::Ok(())

@@ -1,6 +1,8 @@
 //! How a tool round reaches the history observer (the session store): a round whose calls only
-//! read is stored with its results in one write after the tools ran; a round with any call that
-//! may change something (tier 1 or 2, or an unknown tool) is stored before its first tool starts.
+//! read is held with its results and stored in the turn's next write (the reply, the next round
+//! that may change something, or the turn's end), while the model already sees it; a round with
+//! any call that may change something (tier 1 or 2, or an unknown tool) is stored before its first
+//! tool starts.
 
 // Test and benchmark code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,6 +17,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use support::agent::{Recorder, lock};
 use taud::agent::{StopReason, TauAgent};
+use taud::message::Message;
 use taud::message::Role;
 use taud::testing::{FakeModel, FakeReply};
 use taud::tool::{Tier, Tool, ToolCatalog, ToolContext, ToolError, ToolOutput, ToolSpec};
@@ -39,9 +42,18 @@ impl Tool for Probe {
     }
 }
 
-/// Runs one turn whose model calls `tools` in one round, then answers; returns the writes the
-/// store saw and how many messages it held when each tool ran.
-async fn one_round(tools: &[(&str, Tier)], calls: &[&str]) -> (Vec<Vec<usize>>, Vec<usize>) {
+/// What one turn left behind: the writes the store saw, how many messages it held when each tool
+/// ran, the turn's stop reason and the messages each model call was given.
+struct Outcome {
+    writes: Vec<Vec<usize>>,
+    seen: Vec<usize>,
+    stop_reason: StopReason,
+    model_saw: Vec<Vec<Message>>,
+    stored: usize,
+}
+
+/// Runs one turn of `replies` with probe tools named and tiered as `tools`.
+async fn turn(tools: &[(&str, Tier)], replies: Vec<FakeReply>) -> Outcome {
     let recorder = Arc::new(Recorder::default());
     let stored_when_run = Arc::new(Mutex::new(Vec::new()));
     let mut catalog = ToolCatalog::new();
@@ -55,50 +67,118 @@ async fn one_round(tools: &[(&str, Tier)], calls: &[&str]) -> (Vec<Vec<usize>>, 
         };
         catalog.add(Arc::new(probe)).unwrap();
     }
-    let mut round = FakeReply::tool_call(calls[0], json!({}));
-    for name in &calls[1..] {
-        round = round.and_tool_call(*name, json!({}));
-    }
-    let model = Arc::new(FakeModel::scripted([round, FakeReply::text("done")]));
-    let agent = TauAgent::builder(model)
+    let model = Arc::new(FakeModel::scripted(replies));
+    let agent = TauAgent::builder(model.clone())
         .catalog(catalog)
         .history_observer(recorder.clone())
         .build();
     let end = agent.stream("go").finish().await.unwrap();
-    assert_eq!(end.stop_reason, StopReason::EndTurn);
-    let roles: Vec<_> = agent.messages().iter().map(|m| m.role).collect();
+    let stored = lock(&recorder.appended).len();
     assert_eq!(
-        roles,
-        [Role::User, Role::Assistant, Role::User, Role::Assistant]
+        stored,
+        agent.messages().len(),
+        "every message in memory is stored"
     );
-    assert_eq!(lock(&recorder.appended).len(), 4, "every message stored");
-    let writes = lock(&recorder.writes).clone();
-    let seen = lock(&stored_when_run).clone();
-    (writes, seen)
+    Outcome {
+        writes: lock(&recorder.writes).clone(),
+        seen: lock(&stored_when_run).clone(),
+        stop_reason: end.stop_reason,
+        model_saw: model.requests().into_iter().map(|r| r.messages).collect(),
+        stored,
+    }
+}
+
+/// A model reply calling every tool of `calls` in one round.
+fn round(calls: &[&str]) -> FakeReply {
+    let mut round = FakeReply::tool_call(calls[0], json!({}));
+    for name in &calls[1..] {
+        round = round.and_tool_call(*name, json!({}));
+    }
+    round
+}
+
+/// Runs one turn whose model calls `calls` in one round, then answers.
+async fn one_round(tools: &[(&str, Tier)], calls: &[&str]) -> Outcome {
+    let outcome = turn(tools, vec![round(calls), FakeReply::text("done")]).await;
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
+    assert_eq!(outcome.stored, 4, "prompt, calls, results, reply");
+    outcome
+}
+
+fn roles(messages: &[Message]) -> Vec<Role> {
+    messages.iter().map(|m| m.role).collect()
 }
 
 #[tokio::test]
-async fn a_read_only_round_is_stored_with_its_results_in_one_write() {
-    let (writes, seen) = one_round(
+async fn a_read_only_round_is_stored_with_the_reply_in_one_write() {
+    let outcome = one_round(
         &[("look", Tier::Read), ("peek", Tier::Read)],
         &["look", "peek"],
     )
     .await;
-    assert_eq!(writes, [vec![0], vec![1, 2], vec![3]]);
-    assert_eq!(seen, [1, 1], "the tools ran with only the prompt stored");
+    assert_eq!(outcome.writes, [vec![0], vec![1, 2, 3]]);
+    assert_eq!(
+        outcome.seen,
+        [1, 1],
+        "the tools ran with only the prompt stored"
+    );
+    assert_eq!(
+        roles(&outcome.model_saw[1]),
+        [Role::User, Role::Assistant, Role::User],
+        "the second model call saw the held round"
+    );
 }
 
 #[tokio::test]
 async fn a_round_that_may_write_is_stored_before_its_tools_run() {
     let tools = [("look", Tier::Read), ("note", Tier::DigitalWrite)];
-    let (writes, seen) = one_round(&tools, &["look", "note"]).await;
-    assert_eq!(writes, [vec![0], vec![1], vec![2], vec![3]]);
-    assert_eq!(seen, [2, 2], "the calls were stored before either tool ran");
+    let outcome = one_round(&tools, &["look", "note"]).await;
+    assert_eq!(outcome.writes, [vec![0], vec![1], vec![2], vec![3]]);
+    assert_eq!(
+        outcome.seen,
+        [2, 2],
+        "the calls were stored before either tool ran"
+    );
 }
 
 #[tokio::test]
 async fn a_round_naming_an_unknown_tool_is_stored_before_its_tools_run() {
-    let (writes, seen) = one_round(&[("look", Tier::Read)], &["look", "missing"]).await;
-    assert_eq!(writes, [vec![0], vec![1], vec![2], vec![3]]);
-    assert_eq!(seen, [2]);
+    let outcome = one_round(&[("look", Tier::Read)], &["look", "missing"]).await;
+    assert_eq!(outcome.writes, [vec![0], vec![1], vec![2], vec![3]]);
+    assert_eq!(outcome.seen, [2]);
+}
+
+#[tokio::test]
+async fn held_rounds_are_stored_before_a_round_that_may_write_runs() {
+    let tools = [("look", Tier::Read), ("note", Tier::DigitalWrite)];
+    let replies = vec![
+        round(&["look"]),
+        round(&["look"]),
+        round(&["note"]),
+        FakeReply::text("done"),
+    ];
+    let outcome = turn(&tools, replies).await;
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        outcome.writes,
+        [vec![0], vec![1, 2, 3, 4, 5], vec![6], vec![7]]
+    );
+    assert_eq!(
+        outcome.seen,
+        [1, 1, 6],
+        "the writing tool ran after every call was stored"
+    );
+    assert_eq!(
+        outcome.model_saw[2].len(),
+        5,
+        "the third call saw both held rounds"
+    );
+}
+
+#[tokio::test]
+async fn a_held_round_is_stored_when_the_turn_ends_without_a_reply() {
+    let replies = vec![round(&["look"]), FakeReply::error("the provider went away")];
+    let outcome = turn(&[("look", Tier::Read)], replies).await;
+    assert_eq!(outcome.stop_reason, StopReason::Error);
+    assert_eq!(outcome.writes, [vec![0], vec![1, 2]]);
 }

@@ -4,7 +4,8 @@
 //! Invariants (ARCHITECTURE.md, "The path of a turn"): the system prompt is rebuilt before every
 //! model call; history is only appended to (through `History::append`); an assistant message
 //! whose calls may change anything (tier 1 or 2, or an unknown tool) is stored before its first
-//! tool starts, one that only reads is stored with its results in one write; a dangling end is
+//! tool starts, one that only reads is held with its results and stored in the turn's next write
+//! (the reply, or the next round that may change something), or when the turn ends; a dangling end is
 //! repaired with the seed's two-message prompt (an assistant notice in parentheses, then the new
 //! user message), after a "Tool was interrupted." result for a dangling toolUse; a cancel while the model streams stores the
 //! "Cancelled by user" placeholder reply; a cancel around tools still answers every toolUse; limits
@@ -107,6 +108,28 @@ pub(crate) async fn run_turn(
     }
 }
 
+/// Read-only rounds not stored yet: they changed nothing outside, so their record waits for the
+/// turn's next write (a crash before it loses only reads, and the next turn repairs the prompt
+/// left without a reply). The model sees them as if stored.
+#[derive(Default)]
+struct HeldRounds(Vec<Message>);
+
+impl HeldRounds {
+    /// Stores the held rounds, then `message` if any, in one write.
+    fn store_with(
+        &mut self,
+        inner: &AgentInner,
+        message: Option<Message>,
+    ) -> Result<(), HistoryError> {
+        let mut messages = std::mem::take(&mut self.0);
+        messages.extend(message);
+        if messages.is_empty() {
+            return Ok(());
+        }
+        inner.history.append_all(messages).map(drop)
+    }
+}
+
 async fn drive(
     inner: &AgentInner,
     prompt: String,
@@ -121,6 +144,21 @@ async fn drive(
         inner.gate.set_catalog(std::sync::Arc::new(source()));
     }
     inner.history.append(Message::user_text(prompt))?;
+    let mut held = HeldRounds::default();
+    let end = rounds(inner, ctx, trace, out, progress, &mut held).await;
+    // However the rounds ended, what they held is stored before the turn reports its end.
+    held.store_with(inner, None)?;
+    end
+}
+
+async fn rounds(
+    inner: &AgentInner,
+    ctx: &CallContext,
+    trace: &TurnTrace,
+    out: &TurnOutput,
+    progress: &mut Progress,
+    held: &mut HeldRounds,
+) -> Result<(StopReason, Option<String>), HistoryError> {
     let mut window_failed = false;
     loop {
         if ctx.cancel.is_cancelled() {
@@ -141,7 +179,7 @@ async fn drive(
             );
             return Ok((StopReason::LimitTotalTokens, Some(notice)));
         }
-        let messages = model_view(inner, &ctx.cancel, &mut window_failed).await;
+        let messages = model_view(inner, &held.0, &ctx.cancel, &mut window_failed).await;
         let request = ModelRequest {
             system: inner.system.system_content(),
             messages,
@@ -155,9 +193,7 @@ async fn drive(
         let assembled = match called {
             ModelOutcome::Done(assembled) => assembled,
             ModelOutcome::Cancelled => {
-                inner
-                    .history
-                    .append(Message::assistant_text(CANCELLED_PLACEHOLDER))?;
+                held.store_with(inner, Some(Message::assistant_text(CANCELLED_PLACEHOLDER)))?;
                 progress.text = CANCELLED_PLACEHOLDER.to_owned();
                 return Ok((StopReason::Cancelled, Some(cancelled_notice())));
             }
@@ -171,13 +207,13 @@ async fn drive(
         let uses: Vec<_> = assembled.message.tool_uses().cloned().collect();
         progress.text = assembled.message.text();
         // A round of read-only calls changes nothing outside, so nothing needs its record before
-        // it runs: the calls are stored with their results, in one write. Any other round is
-        // stored before its first tool starts.
+        // it runs: the calls and their results are held for the turn's next write. Any other
+        // round is stored (with what is held) before its first tool starts.
         let read_only_round = stop_reason == StopReason::ToolUse && reads_only(inner, &uses);
         let calls = if read_only_round {
             Some(assembled.message)
         } else {
-            inner.history.append(assembled.message)?;
+            held.store_with(inner, Some(assembled.message))?;
             None
         };
         if stop_reason != StopReason::ToolUse {
@@ -207,9 +243,9 @@ async fn drive(
             metadata: None,
         };
         match calls {
-            Some(calls) => inner.history.append_all(vec![calls, answers])?,
-            None => inner.history.append(answers)?,
-        };
+            Some(calls) => held.0.extend([calls, answers]),
+            None => inner.history.append(answers).map(drop)?,
+        }
     }
 }
 
@@ -222,14 +258,17 @@ fn reads_only(inner: &AgentInner, uses: &[ToolUse]) -> bool {
             .all(|u| catalog.tier_of(&u.name) == Some(Tier::Read))
 }
 
-/// What the next model call sees: the agent's window over the history (metadata stripped). A
+/// What the next model call sees: the agent's window over the history and the rounds held
+/// (metadata stripped). A
 /// failed window is warned about once; the turn then uses the fallback view until it ends.
 async fn model_view(
     inner: &AgentInner,
+    held_rounds: &[Message],
     cancel: &CancellationToken,
     window_failed: &mut bool,
 ) -> Vec<Message> {
-    let (history, first) = inner.history.held();
+    let (mut history, first) = inner.history.held();
+    history.extend_from_slice(held_rounds);
     let view = if *window_failed {
         inner.window.fallback(&history)
     } else {

@@ -15,9 +15,9 @@
 //! - `tool_call` records are kept for the turn worker, which publishes them in turn order; `error`
 //!   events are published at once.
 //! - A `tool_call` record the agent's turn hands over with [`EventSink::stage`] is not written at
-//!   once: it is stored in the same write as the next record (the tool round's results message,
-//!   as a rule, so a round costs one durable write for both), ahead of it, so the log keeps the
-//!   order events were emitted in. What is still staged when the turn ends is written by
+//!   once: it is stored in the same write as the next record (the one that stores its tool
+//!   round, as a rule, so the events cost no durable write of their own), ahead of it, so the log
+//!   keeps the order events were emitted in. What is still staged when the turn ends is written by
 //!   [`SessionRecorder::flush_staged`].
 //! - Writes are synchronous (the store's contract); they run on the turn's task, through
 //!   [`crate::store::store_io`] so a slow disk never holds up the runtime's other tasks.
