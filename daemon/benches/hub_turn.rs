@@ -112,55 +112,36 @@ async fn core_for(
     Ok(setup.start().await?)
 }
 
-/// One turn of `text` on `session` through the hub core; its latency.
-async fn in_process_turn(core: &HubCore, session: &str, text: &str) -> BenchResult<Duration> {
-    let started = Instant::now();
-    let mut stream = core
-        .start_turn(StartTurn {
-            session_id: session.to_owned(),
-            text: text.to_owned(),
-            channel: "bench".into(),
-            idempotency_key: String::new(),
-        })
-        .await?;
-    let mut ended = false;
-    while let Some(event) = stream.next().await? {
-        ended |= matches!(event.kind, EventKind::TurnEnded(_));
+/// The hub core in-process (no gRPC).
+impl TurnPath for &HubCore {
+    async fn new_session(&mut self) -> BenchResult<String> {
+        let opened = self
+            .open_session(OpenTarget::New, None, "bench", None)
+            .await?;
+        Ok(opened.session.session_id)
     }
-    let elapsed = started.elapsed();
-    if ended {
-        Ok(elapsed)
-    } else {
-        Err("a turn did not end".into())
-    }
-}
 
-/// Text and tool turns in blocks of [`TURNS_PER_SESSION`], each block on a new session, the kinds
-/// taking turns, so both meet the same disk.
-async fn in_process(core: &HubCore, iterations: usize) -> BenchResult<[Vec<Duration>; 2]> {
-    let mut samples = [
-        Vec::with_capacity(iterations),
-        Vec::with_capacity(iterations),
-    ];
-    let total = WARMUP + iterations;
-    let mut done = 0;
-    while done < total {
-        let block = TURNS_PER_SESSION.min(total - done);
-        for (kind, text) in [TEXT, TOOL].into_iter().enumerate() {
-            let opened = core
-                .open_session(OpenTarget::New, None, "bench", None)
-                .await?;
-            let session = opened.session.session_id;
-            for n in done..done + block {
-                let elapsed = in_process_turn(core, &session, text).await?;
-                if n >= WARMUP {
-                    samples[kind].push(elapsed);
-                }
-            }
+    async fn turn(&mut self, session: &str, text: &str) -> BenchResult<Duration> {
+        let started = Instant::now();
+        let mut stream = self
+            .start_turn(StartTurn {
+                session_id: session.to_owned(),
+                text: text.to_owned(),
+                channel: "bench".into(),
+                idempotency_key: String::new(),
+            })
+            .await?;
+        let mut ended = false;
+        while let Some(event) = stream.next().await? {
+            ended |= matches!(event.kind, EventKind::TurnEnded(_));
         }
-        done += block;
+        let elapsed = started.elapsed();
+        if ended {
+            Ok(elapsed)
+        } else {
+            Err("a turn did not end".into())
+        }
     }
-    Ok(samples)
 }
 
 /// Text turns per second through one hub core: `sessions` sessions, each running `turns` turns
@@ -212,9 +193,31 @@ async fn report_throughput(core: &HubCore, backend: &str, iterations: usize) -> 
 
 // ---- over the Unix socket (the real taud, driven like the soak benchmark) -----------------
 
-/// Text and tool turns over the socket, in blocks as [`in_process`] runs them.
-async fn over_socket(hub: &SoakHub, iterations: usize) -> BenchResult<[Vec<Duration>; 2]> {
-    let mut client = hub.client().await?;
+/// The real `taud` over its socket.
+impl TurnPath for tau_api::proto::v1::tau_client::TauClient<tonic::transport::Channel> {
+    async fn new_session(&mut self) -> BenchResult<String> {
+        soak::new_session(self).await
+    }
+
+    async fn turn(&mut self, session: &str, text: &str) -> BenchResult<Duration> {
+        let started = Instant::now();
+        soak::turn(self, session, text).await?;
+        Ok(started.elapsed())
+    }
+}
+
+// ---- both paths ---------------------------------------------------------------------------
+
+/// How the benchmark reaches a hub: in-process or over the socket.
+trait TurnPath {
+    async fn new_session(&mut self) -> BenchResult<String>;
+    /// One turn of `text` on `session`, read to its end; its latency.
+    async fn turn(&mut self, session: &str, text: &str) -> BenchResult<Duration>;
+}
+
+/// Text and tool turns in blocks of [`TURNS_PER_SESSION`], each block on a new session, the kinds
+/// taking turns, so both meet the same disk.
+async fn in_blocks(path: &mut impl TurnPath, iterations: usize) -> BenchResult<[Vec<Duration>; 2]> {
     let mut samples = [
         Vec::with_capacity(iterations),
         Vec::with_capacity(iterations),
@@ -224,12 +227,11 @@ async fn over_socket(hub: &SoakHub, iterations: usize) -> BenchResult<[Vec<Durat
     while done < total {
         let block = TURNS_PER_SESSION.min(total - done);
         for (kind, text) in [TEXT, TOOL].into_iter().enumerate() {
-            let session = soak::new_session(&mut client).await?;
+            let session = path.new_session().await?;
             for n in done..done + block {
-                let started = Instant::now();
-                soak::turn(&mut client, &session, text).await?;
+                let elapsed = path.turn(&session, text).await?;
                 if n >= WARMUP {
-                    samples[kind].push(started.elapsed());
+                    samples[kind].push(elapsed);
                 }
             }
         }
@@ -288,7 +290,8 @@ fn main() -> BenchResult<()> {
             let taud = std::path::Path::new(env!("CARGO_BIN_EXE_taud"));
             let hub = SoakHub::start_plain(taud, backend)?;
             runtime.block_on(async {
-                let pair = over_socket(&hub, iterations).await?;
+                let mut client = hub.client().await?;
+                let pair = in_blocks(&mut client, iterations).await?;
                 report_pair(&format!("{backend} socket"), pair);
                 BenchResult::Ok(())
             })?;
@@ -297,7 +300,7 @@ fn main() -> BenchResult<()> {
             let dir = tempfile::tempdir()?;
             runtime.block_on(async {
                 let core = core_for(dir.path(), backend, durability).await?;
-                let pair = in_process(&core, iterations).await?;
+                let pair = in_blocks(&mut &core, iterations).await?;
                 report_pair(&format!("{backend} {in_process_label}"), pair);
                 report_throughput(&core, backend, iterations).await?;
                 core.shutdown().await;
