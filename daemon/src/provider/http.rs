@@ -172,6 +172,49 @@ pub(crate) fn decode_in_pieces(
     (out, end)
 }
 
+/// Test support: asserts that every body of `bodies` decodes to the same events and failure
+/// whole and fed in each size of `pieces` (a frame split anywhere must decode alike).
+#[cfg(test)]
+pub(crate) fn assert_pieces_decode_alike(
+    decode: impl Fn(&[u8], usize) -> (Vec<ModelEvent>, Option<Failure>),
+    bodies: &[&[u8]],
+    pieces: &[usize],
+) {
+    for body in bodies {
+        let whole = decode(body, body.len());
+        for &piece in pieces {
+            assert_eq!(decode(body, piece), whole, "piece size {piece}");
+        }
+    }
+}
+
+/// Test support: the text of content block `index` in `events`.
+#[cfg(test)]
+pub(crate) fn block_text(events: &[ModelEvent], index: u32) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::TextDelta { index: i, text } if *i == index => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Test support: the reasoning text of content block `index` in `events`.
+#[cfg(test)]
+pub(crate) fn reasoning_text(events: &[ModelEvent], index: u32) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::ReasoningDelta {
+                index: i,
+                delta: crate::model::ReasoningDelta::Text(t),
+            } if *i == index => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The events of a successful response, decoded by `decoder` as the body arrives.
 pub fn decode_body<D: FrameDecoder>(response: reqwest::Response, decoder: D) -> AttemptStream {
     struct State<D> {

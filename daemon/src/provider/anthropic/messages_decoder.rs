@@ -233,25 +233,18 @@ mod tests {
 
     #[test]
     fn fixtures_decode_the_same_whole_and_in_odd_pieces() {
-        for body in [TEXT_TURN, TOOL_TURN, ERROR_AFTER_200] {
-            let whole = decode(body, body.len());
-            for piece in [1, 2, 3, 5, 7, 13, 64, 333] {
-                assert_eq!(decode(body, piece), whole, "piece size {piece}");
-            }
-        }
+        crate::provider::http::assert_pieces_decode_alike(
+            decode,
+            &[TEXT_TURN, TOOL_TURN, ERROR_AFTER_200],
+            &[1, 2, 3, 5, 7, 13, 64, 333],
+        );
     }
 
     #[test]
     fn text_turn_events() {
         let (events, failure) = decode(TEXT_TURN, 11);
         assert!(failure.is_none());
-        let text: String = events
-            .iter()
-            .filter_map(|e| match e {
-                ModelEvent::TextDelta { index: 0, text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
+        let text = crate::provider::http::block_text(&events, 0);
         assert_eq!(text, "Merhaba! Saat 15:30, efendim. Çay ister misiniz? 🍵");
         let n = events.len();
         assert_eq!(events[n - 3], ModelEvent::BlockStop { index: 0 });

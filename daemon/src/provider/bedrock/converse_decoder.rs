@@ -180,12 +180,11 @@ mod tests {
 
     #[test]
     fn fixtures_decode_the_same_whole_and_in_odd_pieces() {
-        for body in [TEXT_TURN, TOOL_TURN, THROTTLED] {
-            let whole = decode(body, body.len());
-            for piece in [1, 3, 7, 12, 13, 64, 101] {
-                assert_eq!(decode(body, piece), whole, "piece {piece}");
-            }
-        }
+        crate::provider::http::assert_pieces_decode_alike(
+            decode,
+            &[TEXT_TURN, TOOL_TURN, THROTTLED],
+            &[1, 3, 7, 12, 13, 64, 101],
+        );
     }
 
     #[test]

@@ -284,7 +284,7 @@ impl RecordDecoder for OpenAiDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ModelError, ReasoningDelta};
+    use crate::model::ModelError;
     use crate::provider::retry::RetryAdvice;
 
     const TEXT_TURN: &[u8] =
@@ -300,36 +300,20 @@ mod tests {
 
     #[test]
     fn fixtures_decode_the_same_whole_and_in_odd_pieces() {
-        for body in [TEXT_TURN, TOOL_TURN, ERROR_MID_STREAM] {
-            let whole = decode(body, body.len());
-            for piece in [1, 2, 3, 5, 7, 13, 64, 333] {
-                assert_eq!(decode(body, piece), whole, "piece size {piece}");
-            }
-        }
+        crate::provider::http::assert_pieces_decode_alike(
+            decode,
+            &[TEXT_TURN, TOOL_TURN, ERROR_MID_STREAM],
+            &[1, 2, 3, 5, 7, 13, 64, 333],
+        );
     }
 
     #[test]
     fn a_text_turn_with_reasoning_and_cached_usage() {
         let (events, failure) = decode(TEXT_TURN, 11);
         assert!(failure.is_none(), "{failure:?}");
-        let reasoning: String = events
-            .iter()
-            .filter_map(|e| match e {
-                ModelEvent::ReasoningDelta {
-                    index: 0,
-                    delta: ReasoningDelta::Text(t),
-                } => Some(t.as_str()),
-                _ => None,
-            })
-            .collect();
+        let reasoning = crate::provider::http::reasoning_text(&events, 0);
         assert_eq!(reasoning, "The user greets me in Turkish.");
-        let text: String = events
-            .iter()
-            .filter_map(|e| match e {
-                ModelEvent::TextDelta { index: 1, text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
+        let text = crate::provider::http::block_text(&events, 1);
         assert_eq!(text, "Merhaba! Saat 15:30, efendim. Çay ister misiniz? 🍵");
         let n = events.len();
         assert_eq!(events[n - 3], ModelEvent::BlockStop { index: 1 });
