@@ -3,9 +3,10 @@
 //! hub core (no gRPC). A text turn ("hello") and a tool turn ("what time is it", `current_time`,
 //! tier 0). Text and tool turns take turns in blocks of 25 (one session each), so both meet the
 //! same disk, whose speed drifts within a run; consecutive turns stay in one session, as a chat's
-//! do (turns alternating between sessions cost the `file` store more fsync time here). Prints p50/p99 per store, path and kind and the tool/text ratio of the medians, after the
-//! disk's floor measured in the same run (an atomic small-file write; an append with fsync), and
-//! the text turns per second of ten busy sessions in one hub next to one.
+//! do (turns alternating between sessions cost the `file` store more fsync time here). Prints
+//! p50/p99 per store, path and kind and the tool/text ratio of the medians, after the disk's floor
+//! measured in the same run (an atomic small-file write; an append with fsync), and the text turns
+//! per second of ten busy sessions in one hub next to one.
 //!
 //! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS] [file] [sqlite] [socket] [in-process]
 //! [nosync]` (default 300 iterations, both stores, both paths; naming a store or a path runs only

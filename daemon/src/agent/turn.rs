@@ -1,17 +1,18 @@
-//! One user turn: repair a dangling history, append the prompt, then call the model and run its tools
-//! until a terminal stop reason, a limit, a cancel or an error.
+//! One user turn: repair a dangling history, append the prompt, then call the model and run its
+//! tools until a terminal stop reason, a limit, a cancel or an error.
 //!
 //! Invariants (ARCHITECTURE.md, "The path of a turn"): the system prompt is rebuilt before every
 //! model call; history is only appended to (through `History::append`); an assistant message
 //! whose calls may change anything (tier 1 or 2, or an unknown tool) is stored before its first
-//! tool starts, one that only reads is held with its results and stored in the turn's next write
-//! (the reply, or the next round that may change something), or when the turn ends; a dangling end is
-//! repaired with the seed's two-message prompt (an assistant notice in parentheses, then the new
-//! user message), after a "Tool was interrupted." result for a dangling toolUse; a cancel while the model streams stores the
-//! "Cancelled by user" placeholder reply; a cancel around tools still answers every toolUse; limits
-//! and errors end the turn with a stop reason, never with an error value. The model sees what the
-//! agent's `ConversationWindow` makes of the history, asked before every call; a failed window
-//! never stops the turn (the fallback view is used, with one warning per turn).
+//! tool starts; one that only reads is held with its results ([`HeldRounds`]) and stored in the
+//! turn's next write (the reply, or the next round that may change something), or when the turn
+//! ends; a dangling end is repaired with the seed's two-message prompt (an assistant notice in
+//! parentheses, then the new user message), after a "Tool was interrupted." result for a dangling
+//! toolUse; a cancel while the model streams stores the "Cancelled by user" placeholder reply; a
+//! cancel around tools still answers every toolUse; limits and errors end the turn with a stop
+//! reason, never with an error value. The model sees what the agent's `ConversationWindow` makes
+//! of the history and the held rounds, asked before every call; a failed window never stops the
+//! turn (the fallback view is used, with one warning per turn).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -259,8 +260,8 @@ fn reads_only(inner: &AgentInner, uses: &[ToolUse]) -> bool {
 }
 
 /// What the next model call sees: the agent's window over the history and the rounds held
-/// (metadata stripped). A
-/// failed window is warned about once; the turn then uses the fallback view until it ends.
+/// (metadata stripped). A failed window is warned about once; the turn then uses the fallback
+/// view until it ends.
 async fn model_view(
     inner: &AgentInner,
     held_rounds: &[Message],
