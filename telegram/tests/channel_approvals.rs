@@ -11,8 +11,9 @@ mod support {
 }
 
 use serde_json::json;
-use support::fake_bot::{Failure, FakeBot, OWNER, STRANGER, button};
-use support::hub::{TestHub, config, session_of, start_channel};
+use support::fake_bot::{Failure, FakeBot, OWNER, STRANGER, Sent, button};
+use support::hub::{RunningChannel, TestHub, config, session_of, start_channel};
+use tau_api::config::TelegramConfig;
 use taud::testing::FakeReply;
 
 fn lamp() -> FakeReply {
@@ -20,6 +21,23 @@ fn lamp() -> FakeReply {
         "demo_physical_action",
         json!({"action": "turn on the <lamp>"}),
     )
+}
+
+/// A paired hub whose model asks to turn on the lamp and then says `after`, a channel running
+/// with what `settings` makes of the fake bot's configuration, and the card the owner got.
+async fn lamp_card(
+    after: &str,
+    settings: impl FnOnce(&mut TelegramConfig),
+) -> (FakeBot, TestHub, RunningChannel, Sent) {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text(after)]).await;
+    hub.pair_owner();
+    let mut config = config(&bot);
+    settings(&mut config);
+    let channel = start_channel(&hub, config);
+    bot.owner_says("turn on the lamp");
+    let card = bot.wait_for_card("demo_physical_action").await;
+    (bot, hub, channel, card)
 }
 
 fn answers(bot: &FakeBot) -> Vec<String> {
@@ -46,12 +64,7 @@ async fn assert_timed_out_unrun(hub: &TestHub) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_owner_approves_and_the_tool_runs_once_even_on_a_double_tap() {
-    let bot = FakeBot::start().await;
-    let hub = TestHub::start(vec![lamp(), FakeReply::text("The lamp is on.")]).await;
-    hub.pair_owner();
-    let channel = start_channel(&hub, config(&bot));
-    bot.owner_says("turn on the lamp");
-    let card = bot.wait_for_card("demo_physical_action").await;
+    let (bot, hub, channel, card) = lamp_card("The lamp is on.", |_| {}).await;
     assert!(
         card.text.contains("&lt;lamp&gt;"),
         "arguments are escaped: {}",
@@ -91,12 +104,7 @@ async fn the_owner_approves_and_the_tool_runs_once_even_on_a_double_tap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn taps_from_strangers_groups_other_messages_or_forged_data_never_reach_the_hub() {
-    let bot = FakeBot::start().await;
-    let hub = TestHub::start(vec![lamp(), FakeReply::text("Not done.")]).await;
-    hub.pair_owner();
-    let channel = start_channel(&hub, config(&bot));
-    bot.owner_says("turn on the lamp");
-    let card = bot.wait_for_card("demo_physical_action").await;
+    let (bot, hub, channel, card) = lamp_card("Not done.", |_| {}).await;
     let approve = button(&card, "a");
     let id = card.message_id;
     let date = 1_700_000_001;
@@ -141,14 +149,8 @@ async fn taps_from_strangers_groups_other_messages_or_forged_data_never_reach_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unanswered_card_times_out_and_a_later_tap_changes_nothing() {
-    let bot = FakeBot::start().await;
-    let hub = TestHub::start(vec![lamp(), FakeReply::text("Timed out.")]).await;
-    hub.pair_owner();
-    let mut settings = config(&bot);
-    settings.approval_timeout_seconds = 1;
-    let channel = start_channel(&hub, settings);
-    bot.owner_says("turn on the lamp");
-    let card = bot.wait_for_card("demo_physical_action").await;
+    let (bot, hub, channel, card) =
+        lamp_card("Timed out.", |c| c.approval_timeout_seconds = 1).await;
     bot.wait_for_text("Timed out.").await;
     let edited = bot
         .wait_for("the card edited", |b| {
@@ -182,12 +184,7 @@ async fn an_unanswered_card_times_out_and_a_later_tap_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_restart_queued_approve_taps_on_old_cards_never_approve() {
-    let bot = FakeBot::start().await;
-    let hub = TestHub::start(vec![lamp(), FakeReply::text("Stopped.")]).await;
-    hub.pair_owner();
-    let channel = start_channel(&hub, config(&bot));
-    bot.owner_says("turn on the lamp");
-    let card = bot.wait_for_card("demo_physical_action").await;
+    let (bot, hub, channel, card) = lamp_card("Stopped.", |_| {}).await;
     channel.stop().await.unwrap();
     // Taps made while the channel was down arrive in a burst when it polls again.
     let approve = button(&card, "a");
@@ -215,6 +212,71 @@ async fn after_a_restart_queued_approve_taps_on_old_cards_never_approve() {
     channel.stop().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_whose_send_is_under_way_at_a_stop_is_still_known_after_the_restart() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text("Stopped.")]).await;
+    hub.pair_owner();
+    let channel = start_channel(&hub, config(&bot));
+    // Telegram takes its time to answer the card's sendMessage; the channel stops meanwhile.
+    bot.fail(
+        "sendMessage",
+        [Failure::Hang(std::time::Duration::from_millis(500))],
+    );
+    bot.owner_says("turn on the lamp");
+    bot.wait_for("the card's sendMessage", |b| {
+        (!b.requests("sendMessage").is_empty()).then_some(())
+    })
+    .await;
+    channel.stop().await.unwrap();
+    let card = bot.wait_for_card("demo_physical_action").await;
+    let channel = start_channel(&hub, config(&bot));
+    bot.push_tap(
+        OWNER,
+        OWNER,
+        card.message_id,
+        1_700_000_001,
+        &button(&card, "a"),
+    );
+    bot.wait_for("the tap answered", |b| {
+        (answers(b).len() == 1).then_some(())
+    })
+    .await;
+    assert!(
+        answers(&bot)[0].starts_with("Expired"),
+        "a known stale card, not an unknown one: {:?}",
+        answers(&bot)
+    );
+    assert!(bot.message(card.message_id).keyboard.is_none());
+    let session = session_of(&hub).await;
+    assert!(hub.tools_run(&session).await.is_empty());
+    channel.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_while_a_card_waits_to_be_sent_again_ends_at_once_and_leaves_it_pending() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text("Later.")]).await;
+    hub.pair_owner();
+    let channel = start_channel(&hub, config(&bot));
+    bot.fail("sendMessage", [Failure::TooMany { retry_after: 30 }]);
+    bot.owner_says("turn on the lamp");
+    bot.wait_for("the card's first sendMessage", |b| {
+        (!b.requests("sendMessage").is_empty()).then_some(())
+    })
+    .await;
+    let _held = hold_attachment(&hub, &session_of(&hub).await).await;
+    let stopping = std::time::Instant::now();
+    channel.stop().await.unwrap();
+    assert!(
+        stopping.elapsed() < std::time::Duration::from_secs(10),
+        "the stop did not wait out the 30 s retry: {:?}",
+        stopping.elapsed()
+    );
+    assert_eq!(hub.pending().await.len(), 1, "not timed out by the stop");
+    assert!(bot.sent().is_empty());
+}
+
 /// Holds an attachment on channel `telegram` for `session`, as a second telegram client would, so
 /// the approval outlives the channel's restart.
 async fn hold_attachment(
@@ -239,12 +301,7 @@ async fn hold_attachment(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_still_pending_after_a_restart_gets_a_fresh_card_and_only_that_one_approves() {
-    let bot = FakeBot::start().await;
-    let hub = TestHub::start(vec![lamp(), FakeReply::text("On after all.")]).await;
-    hub.pair_owner();
-    let channel = start_channel(&hub, config(&bot));
-    bot.owner_says("turn on the lamp");
-    let card = bot.wait_for_card("demo_physical_action").await;
+    let (bot, hub, channel, card) = lamp_card("On after all.", |_| {}).await;
     let session = session_of(&hub).await;
     let _held = hold_attachment(&hub, &session).await;
     channel.stop().await.unwrap();
@@ -308,12 +365,7 @@ async fn an_approval_still_pending_after_a_restart_gets_a_fresh_card_and_only_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_reject_is_forwarded_after_a_restart() {
-    let bot = FakeBot::start().await;
-    let hub = TestHub::start(vec![lamp(), FakeReply::text("Left off.")]).await;
-    hub.pair_owner();
-    let channel = start_channel(&hub, config(&bot));
-    bot.owner_says("turn on the lamp");
-    let card = bot.wait_for_card("demo_physical_action").await;
+    let (bot, hub, channel, card) = lamp_card("Left off.", |_| {}).await;
     let session = session_of(&hub).await;
     let _held = hold_attachment(&hub, &session).await;
     channel.stop().await.unwrap();

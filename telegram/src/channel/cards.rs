@@ -13,7 +13,12 @@
 //!   deadline, whichever is first): the channel answers `TIMED_OUT`, which rejects the approval
 //!   and records it as a timeout, not as the owner's rejection;
 //! - a card is never dropped on a 429: sending retries until the approval's deadline, then the
-//!   approval times out the same way, unasked.
+//!   approval times out the same way, unasked; a stop between attempts ends the retries and leaves
+//!   the approval pending (the next start shows it afresh);
+//! - a card whose `sendMessage` went out is in the presentation log before the channel stops:
+//!   the relay runs [`present`] as a task of its own that a stop never cuts short mid-request, so
+//!   a tap on it after a restart is recognised as stale (answered expired, never approving)
+//!   instead of refused as unknown.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,7 +77,14 @@ pub(super) async fn present(
                 if Instant::now() + wait >= deadline {
                     break None;
                 }
-                tokio::time::sleep(wait).await;
+                tokio::select! {
+                    () = shared.stop.cancelled() => {
+                        // Not shown: the approval stays pending for the next start.
+                        lock(&shared.cards).presenting.remove(&token);
+                        return;
+                    }
+                    () = tokio::time::sleep(wait) => {}
+                }
             }
         }
     };

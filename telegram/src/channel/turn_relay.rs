@@ -36,6 +36,23 @@ pub(super) fn spawn_turn(shared: &Arc<Shared>, chat: i64, update_id: i64, text: 
     });
 }
 
+/// Shows a card in a task of its own, which the stop that ends this relay does not cut short
+/// between its `sendMessage` and its record (see [`cards`]).
+async fn present_to_the_end(
+    shared: &Arc<Shared>,
+    chat: i64,
+    approval: pb::PendingApproval,
+    attachment: String,
+) {
+    let task_shared = Arc::clone(shared);
+    let presenting = shared.tasks.spawn(async move {
+        cards::present(&task_shared, chat, &approval, &attachment).await;
+    });
+    if let Err(e) = presenting.await {
+        tracing::error!(error = %e, "telegram: showing an approval card failed");
+    }
+}
+
 async fn relay(shared: &Arc<Shared>, chat: i64, update_id: i64, text: String) {
     let mut reply = Reply::new(chat);
     if let Err(e) = relay_turn(shared, &mut reply, update_id, &text).await {
@@ -120,7 +137,7 @@ async fn relay_turn(
                 reply.flush(shared).await;
                 *reply = Reply::new(reply.chat);
                 call_mark = 0;
-                cards::present(shared, reply.chat, &approval, &attachment).await;
+                present_to_the_end(shared, reply.chat, approval, attachment.clone()).await;
             }
             Some(Kind::ApprovalResolved(resolved)) => {
                 cards::resolved(shared, &resolved.approval_id, resolved.resolution()).await;
