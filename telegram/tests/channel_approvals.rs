@@ -23,21 +23,57 @@ fn lamp() -> FakeReply {
     )
 }
 
-/// A paired hub whose model asks to turn on the lamp and then says `after`, a channel running
-/// with what `settings` makes of the fake bot's configuration, and the card the owner got.
-async fn lamp_card(
+/// A paired hub whose model asks to turn on the lamp and then says `after`, and a channel running
+/// with what `settings` makes of the fake bot's configuration.
+async fn paired_channel(
     after: &str,
     settings: impl FnOnce(&mut TelegramConfig),
-) -> (FakeBot, TestHub, RunningChannel, Sent) {
+) -> (FakeBot, TestHub, RunningChannel) {
     let bot = FakeBot::start().await;
     let hub = TestHub::start(vec![lamp(), FakeReply::text(after)]).await;
     hub.pair_owner();
     let mut config = config(&bot);
     settings(&mut config);
     let channel = start_channel(&hub, config);
+    (bot, hub, channel)
+}
+
+/// [`paired_channel`] after the owner asked for the lamp, and the card the owner got.
+async fn lamp_card(
+    after: &str,
+    settings: impl FnOnce(&mut TelegramConfig),
+) -> (FakeBot, TestHub, RunningChannel, Sent) {
+    let (bot, hub, channel) = paired_channel(after, settings).await;
     bot.owner_says("turn on the lamp");
     let card = bot.wait_for_card("demo_physical_action").await;
     (bot, hub, channel, card)
+}
+
+/// Waits for the channel's first answer to a tap and asserts it starts with `expected`.
+async fn assert_only_answer(bot: &FakeBot, expected: &str) {
+    bot.wait_for("a tap answered", |b| (answers(b).len() == 1).then_some(()))
+        .await;
+    let answers = answers(bot);
+    assert!(answers[0].starts_with(expected), "{answers:?}");
+}
+
+/// The owner taps button `letter` (`a` approve, `r` reject) of `card`.
+fn owner_taps(bot: &FakeBot, card: &Sent, letter: &str) {
+    bot.push_tap(
+        OWNER,
+        OWNER,
+        card.message_id,
+        1_700_000_001,
+        &button(card, letter),
+    );
+}
+
+/// Waits until the channel asked the fake bot to send the first card.
+async fn card_requested(bot: &FakeBot) {
+    bot.wait_for("the card's sendMessage", |b| {
+        (!b.requests("sendMessage").is_empty()).then_some(())
+    })
+    .await;
 }
 
 fn answers(bot: &FakeBot) -> Vec<String> {
@@ -164,20 +200,8 @@ async fn an_unanswered_card_times_out_and_a_later_tap_changes_nothing() {
         edited.text
     );
     assert!(edited.keyboard.is_none());
-    bot.push_tap(
-        OWNER,
-        OWNER,
-        card.message_id,
-        1_700_000_001,
-        &button(&card, "a"),
-    );
-    bot.wait_for("an answer", |b| (answers(b).len() == 1).then_some(()))
-        .await;
-    assert!(
-        answers(&bot)[0].starts_with("Already decided"),
-        "{:?}",
-        answers(&bot)
-    );
+    owner_taps(&bot, &card, "a");
+    assert_only_answer(&bot, "Already decided").await;
     assert_timed_out_unrun(&hub).await;
     channel.stop().await.unwrap();
 }
@@ -214,39 +238,19 @@ async fn after_a_restart_queued_approve_taps_on_old_cards_never_approve() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_card_whose_send_is_under_way_at_a_stop_is_still_known_after_the_restart() {
-    let bot = FakeBot::start().await;
-    let hub = TestHub::start(vec![lamp(), FakeReply::text("Stopped.")]).await;
-    hub.pair_owner();
-    let channel = start_channel(&hub, config(&bot));
+    let (bot, hub, channel) = paired_channel("Stopped.", |_| {}).await;
     // Telegram takes its time to answer the card's sendMessage; the channel stops meanwhile.
     bot.fail(
         "sendMessage",
         [Failure::Hang(std::time::Duration::from_millis(500))],
     );
     bot.owner_says("turn on the lamp");
-    bot.wait_for("the card's sendMessage", |b| {
-        (!b.requests("sendMessage").is_empty()).then_some(())
-    })
-    .await;
+    card_requested(&bot).await;
     channel.stop().await.unwrap();
     let card = bot.wait_for_card("demo_physical_action").await;
     let channel = start_channel(&hub, config(&bot));
-    bot.push_tap(
-        OWNER,
-        OWNER,
-        card.message_id,
-        1_700_000_001,
-        &button(&card, "a"),
-    );
-    bot.wait_for("the tap answered", |b| {
-        (answers(b).len() == 1).then_some(())
-    })
-    .await;
-    assert!(
-        answers(&bot)[0].starts_with("Expired"),
-        "a known stale card, not an unknown one: {:?}",
-        answers(&bot)
-    );
+    owner_taps(&bot, &card, "a");
+    assert_only_answer(&bot, "Expired").await;
     assert!(bot.message(card.message_id).keyboard.is_none());
     let session = session_of(&hub).await;
     assert!(hub.tools_run(&session).await.is_empty());
@@ -255,16 +259,10 @@ async fn a_card_whose_send_is_under_way_at_a_stop_is_still_known_after_the_resta
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stop_while_a_card_waits_to_be_sent_again_ends_at_once_and_leaves_it_pending() {
-    let bot = FakeBot::start().await;
-    let hub = TestHub::start(vec![lamp(), FakeReply::text("Later.")]).await;
-    hub.pair_owner();
-    let channel = start_channel(&hub, config(&bot));
+    let (bot, hub, channel) = paired_channel("Later.", |_| {}).await;
     bot.fail("sendMessage", [Failure::TooMany { retry_after: 30 }]);
     bot.owner_says("turn on the lamp");
-    bot.wait_for("the card's first sendMessage", |b| {
-        (!b.requests("sendMessage").is_empty()).then_some(())
-    })
-    .await;
+    card_requested(&bot).await;
     let _held = hold_attachment(&hub, &session_of(&hub).await).await;
     let stopping = std::time::Instant::now();
     channel.stop().await.unwrap();
@@ -310,13 +308,7 @@ async fn an_approval_still_pending_after_a_restart_gets_a_fresh_card_and_only_th
         1,
         "the held attachment keeps it pending"
     );
-    bot.push_tap(
-        OWNER,
-        OWNER,
-        card.message_id,
-        1_700_000_001,
-        &button(&card, "a"),
-    );
+    owner_taps(&bot, &card, "a");
     let channel = start_channel(&hub, config(&bot));
     let fresh = bot
         .wait_for("a fresh card", |b| {
@@ -325,15 +317,7 @@ async fn an_approval_still_pending_after_a_restart_gets_a_fresh_card_and_only_th
                 .find(|m| m.keyboard.is_some() && m.message_id != card.message_id)
         })
         .await;
-    bot.wait_for("the stale tap answered", |b| {
-        (answers(b).len() == 1).then_some(())
-    })
-    .await;
-    assert!(
-        answers(&bot)[0].starts_with("Expired"),
-        "{:?}",
-        answers(&bot)
-    );
+    assert_only_answer(&bot, "Expired").await;
     assert!(bot.message(card.message_id).text.contains("Superseded"));
     assert_eq!(
         hub.pending().await.len(),
@@ -369,13 +353,7 @@ async fn a_stale_reject_is_forwarded_after_a_restart() {
     let session = session_of(&hub).await;
     let _held = hold_attachment(&hub, &session).await;
     channel.stop().await.unwrap();
-    bot.push_tap(
-        OWNER,
-        OWNER,
-        card.message_id,
-        1_700_000_001,
-        &button(&card, "r"),
-    );
+    owner_taps(&bot, &card, "r");
     let channel = start_channel(&hub, config(&bot));
     let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !hub.pending().await.is_empty() && std::time::Instant::now() < end {
@@ -396,12 +374,8 @@ async fn a_stale_reject_is_forwarded_after_a_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_card_that_cannot_be_delivered_before_its_deadline_times_out() {
-    let bot = FakeBot::start().await;
-    let hub = TestHub::start(vec![lamp(), FakeReply::text("Could not ask.")]).await;
-    hub.pair_owner();
-    let mut settings = config(&bot);
-    settings.approval_timeout_seconds = 1;
-    let channel = start_channel(&hub, settings);
+    let (bot, hub, channel) =
+        paired_channel("Could not ask.", |c| c.approval_timeout_seconds = 1).await;
     // A wait longer than the card's whole life: it is never sent.
     bot.fail("sendMessage", [Failure::TooMany { retry_after: 30 }]);
     bot.owner_says("turn on the lamp");
