@@ -2,8 +2,9 @@
 //!
 //! Invariants: the loop only ever appends, through [`History::append`] (or [`History::append_all`]
 //! for messages stored together), which reports the message to the [`HistoryObserver`] first and
-//! keeps it in memory only when the observer accepted it, so memory never runs ahead of the store; the history is never edited in place (a dangling end is repaired by
-//! appending, see `turn`); the lock is never held across an await or while the observer runs.
+//! keeps it in memory only when the observer accepted it, so memory never runs ahead of the store;
+//! the history is never edited in place (a dangling end is repaired by appending, see `turn`); the
+//! lock is never held across an await or while the observer runs.
 //!
 //! Between turns the oldest messages may leave memory ([`History::forget_before`], when the agent's
 //! window says the model will never see them again): positions stay absolute (`len` and the index an
