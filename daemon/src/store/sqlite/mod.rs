@@ -175,8 +175,9 @@ impl StoreBackend for SqliteBackend {
         // Serialized before the write connection is taken: the batch waits for no JSON.
         let text = to_json(message)?;
         let message_id = to_i64(message.message_id)?;
-        self.writer
-            .write(|conn| row_writes::create_message(conn, session_id, agent_id, message_id, &text))
+        self.writer.write(|conn| {
+            row_writes::create_messages(conn, session_id, agent_id, &[(message_id, text)])
+        })
     }
 
     fn read_message(
@@ -233,9 +234,9 @@ impl StoreBackend for SqliteBackend {
     }
 
     fn append_event(&self, session_id: &str, record: &Value) -> Result<(), SessionError> {
-        let text = to_json(record)?;
+        let events = [to_json(record)?];
         self.writer
-            .write(|conn| row_writes::append_event(conn, session_id, &text))
+            .write(|conn| row_writes::append_events(conn, session_id, &events))
     }
 
     /// One savepoint, so one commit: the events and messages are stored together or not at all.
@@ -253,13 +254,8 @@ impl StoreBackend for SqliteBackend {
             .map(|m| Ok((to_i64(m.message_id)?, to_json(m)?)))
             .collect::<Result<Vec<_>, SessionError>>()?;
         self.writer.write(|conn| {
-            for text in &events {
-                row_writes::append_event(conn, session_id, text)?;
-            }
-            for (message_id, text) in &messages {
-                row_writes::create_message(conn, session_id, agent_id, *message_id, text)?;
-            }
-            Ok(())
+            row_writes::append_events(conn, session_id, &events)?;
+            row_writes::create_messages(conn, session_id, agent_id, &messages)
         })
     }
 

@@ -79,26 +79,30 @@ pub(super) fn update_agent(
     Ok(())
 }
 
-pub(super) fn create_message(
+/// Inserts `messages` (id, JSON) of one agent and moves the session's count and time once for
+/// all of them: the agent is checked once, and the session row is rewritten once per batch.
+pub(super) fn create_messages(
     conn: &Connection,
     session_id: &str,
     agent_id: &str,
-    message_id: i64,
-    text: &str,
+    messages: &[(i64, String)],
 ) -> Result<(), SessionError> {
+    if messages.is_empty() {
+        return Ok(());
+    }
     require_agent(conn, session_id, agent_id)?;
-    let inserted = conn
-        .prepare_cached(
-            "INSERT INTO messages (session_id, agent_id, message_id, record) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (session_id, agent_id, message_id) DO NOTHING",
-        )?
-        .execute(params![session_id, agent_id, message_id, text])?;
-    if inserted == 0 {
-        return Err(SessionError::MessageExists {
-            session_id: session_id.to_owned(),
-            agent_id: agent_id.to_owned(),
-            message_id: u64::try_from(message_id).unwrap_or(0),
-        });
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO messages (session_id, agent_id, message_id, record) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (session_id, agent_id, message_id) DO NOTHING",
+    )?;
+    for (message_id, text) in messages {
+        if insert.execute(params![session_id, agent_id, message_id, text])? == 0 {
+            return Err(SessionError::MessageExists {
+                session_id: session_id.to_owned(),
+                agent_id: agent_id.to_owned(),
+                message_id: u64::try_from(*message_id).unwrap_or(0),
+            });
+        }
     }
     let previous_us: i64 = conn
         .prepare_cached("SELECT updated_us FROM sessions WHERE session_id = ?1")?
@@ -114,11 +118,12 @@ pub(super) fn create_message(
         })?;
         (rfc3339::format(&kept), previous_us)
     };
+    let added = i64::try_from(messages.len()).unwrap_or(i64::MAX);
     conn.prepare_cached(
-        "UPDATE sessions SET updated_at = ?2, updated_us = ?3, message_count = message_count + 1
+        "UPDATE sessions SET updated_at = ?2, updated_us = ?3, message_count = message_count + ?4
          WHERE session_id = ?1",
     )?
-    .execute(params![session_id, updated_at, updated_us])?;
+    .execute(params![session_id, updated_at, updated_us, added])?;
     Ok(())
 }
 
@@ -145,17 +150,25 @@ pub(super) fn update_message(
     Ok(())
 }
 
-pub(super) fn append_event(
+/// Appends `events` (JSON) to the session's events, numbered on from its last one; the session
+/// is checked and its last number read once for all of them.
+pub(super) fn append_events(
     conn: &Connection,
     session_id: &str,
-    text: &str,
+    events: &[String],
 ) -> Result<(), SessionError> {
+    if events.is_empty() {
+        return Ok(());
+    }
     require_session(conn, session_id)?;
-    conn.prepare_cached(
-        "INSERT INTO events (session_id, seq, event)
-         SELECT ?1, COALESCE(MAX(seq), -1) + 1, ?2 FROM events WHERE session_id = ?1",
-    )?
-    .execute(params![session_id, text])?;
+    let next: i64 = conn
+        .prepare_cached("SELECT COALESCE(MAX(seq), -1) + 1 FROM events WHERE session_id = ?1")?
+        .query_row([session_id], |row| row.get(0))?;
+    let mut insert =
+        conn.prepare_cached("INSERT INTO events (session_id, seq, event) VALUES (?1, ?2, ?3)")?;
+    for (seq, text) in (next..).zip(events) {
+        insert.execute(params![session_id, seq, text])?;
+    }
     Ok(())
 }
 

@@ -178,3 +178,31 @@ fn a_batch_is_one_commit_and_all_or_nothing() {
             .is_none()
     );
 }
+
+#[test]
+fn batches_number_their_events_on_and_count_every_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(dir.path());
+    session_with_agent(&store, "one");
+    let event = |n: u32| serde_json::json!({"type": "tool_call", "n": n});
+    store
+        .append_batch(
+            "one",
+            DEFAULT_AGENT_ID,
+            &[event(0), event(1)],
+            &[message(0), message(1), message(2)],
+        )
+        .unwrap();
+    store.append_event("one", &event(2)).unwrap();
+    store
+        .append_batch("one", DEFAULT_AGENT_ID, &[event(3)], &[message(3)])
+        .unwrap();
+    let numbers: Vec<u64> = store
+        .read_events("one")
+        .unwrap()
+        .iter()
+        .map(|e| e["n"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [0, 1, 2, 3]);
+    assert_eq!(count(&store, "one"), 4);
+}
