@@ -2,12 +2,16 @@
 //!
 //! Invariants: every toolUse gets exactly one toolResult, returned in toolUse order, on every path
 //! (unreadable input, unknown tool, refusal, cancel, a tool error or panic); the tool is looked up
-//! before its input or a cancel is considered, so an unknown tool is always refused as unknown; each call goes
-//! `gate.begin`/`wait` → `Permit::run` with nothing in between (the permit's tool task is spawned
-//! before anything else is awaited); calls run concurrently unless any registered tool is tier 2,
-//! then one at a time (so approvals are asked one at a time too); every call is recorded by the gate, inside its
-//! `tool_call` span (`super::trace_spans`); a running tool's progress reports are relayed
+//! before its input or a cancel is considered, so an unknown tool is always refused as unknown;
+//! each call goes `gate.begin`/`wait` → `Permit::run` with nothing in between (the call runs in
+//! the turn's task and is polled before anything else is awaited); calls run concurrently, in
+//! that one task, unless any registered tool is tier 2, then one at a time (so approvals are
+//! asked one at a time too); an approved call's `ApprovalDecided` comes before its progress and
+//! its result; every call is recorded by the gate, inside its `tool_call` span
+//! (`super::trace_spans`); a running tool's progress reports are relayed
 //! (`super::progress_relay`) until it returns, so they all come before its `ToolResult`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::join_all;
 use tracing::Instrument;
@@ -16,12 +20,12 @@ use super::progress_relay::{relay_progress, until_done};
 use super::trace_spans::TurnTrace;
 use super::turn_event::{TurnEvent, TurnOutput};
 use crate::gate::{
-    ApprovalRequest, CallApproval, CallContext, Checked, GateCall, RefusalReason, TierGate,
-    ToolCallRecord, ToolCallStatus, Verdict,
+    ApprovalOutcome, ApprovalRequest, CallContext, Checked, GateCall, RefusalReason, TierGate,
+    ToolCallRecord, Verdict,
 };
-use crate::message::{ToolResult, ToolResultStatus, ToolUse};
+use crate::message::{ToolResult, ToolUse};
 use crate::model::InvalidToolInput;
-use crate::tool::{ProgressReporter, ToolError};
+use crate::tool::ProgressReporter;
 
 /// Runs `uses` and returns their results in the same order.
 pub(crate) async fn run_tools(
@@ -111,51 +115,38 @@ async fn check_and_run(
             refusal.into_record()
         }
         Verdict::Allowed(permit) => {
-            let call = permit.call().clone();
-            let tier = permit.tier();
-            let approval = permit.approval();
+            let tool_use_id = permit.call().tool_use_id.clone();
+            let tool = permit.call().tool.clone();
             let (reporter, watch) = ProgressReporter::channel();
-            // The tool starts here, before anything else is awaited.
-            let running = tokio::spawn(permit.run_reporting(ctx.clone(), reporter));
-            if let Some(request) = &asked {
-                out.send(decided(request, crate::gate::ApprovalOutcome::Approved))
-                    .await;
+            // The tool runs in this task: a spawned one cost a hop to another worker and back,
+            // more than most tools take. It is polled first, before anything else is awaited.
+            let running = permit.run_reporting(ctx.clone(), reporter);
+            let announced = AtomicBool::new(false);
+            let beside = async {
+                if let Some(request) = &asked {
+                    out.send(decided(request, ApprovalOutcome::Approved)).await;
+                    announced.store(true, Ordering::Relaxed);
+                }
+                relay_progress(watch, tool_use_id, tool, out).await;
+            };
+            let record = until_done(running, beside).await;
+            if let Some(request) = &asked
+                && !announced.load(Ordering::Relaxed)
+            {
+                // The call returned before its approval was announced: announced now, still
+                // before its result.
+                out.send(decided(request, ApprovalOutcome::Approved)).await;
             }
-            let relayed = relay_progress(watch, call.tool_use_id.clone(), call.tool.clone(), out);
-            let joined = until_done(running, relayed).await;
-            match joined {
-                Ok(record) => record,
-                Err(join_error) => crashed(call, tier, approval, &join_error.to_string()),
-            }
+            record
         }
     }
 }
 
-fn decided(request: &ApprovalRequest, decision: crate::gate::ApprovalOutcome) -> TurnEvent {
+fn decided(request: &ApprovalRequest, decision: ApprovalOutcome) -> TurnEvent {
     TurnEvent::ApprovalDecided {
         approval_id: request.approval_id.clone(),
         tool_use_id: request.tool_use_id.clone(),
         tool: request.tool.clone(),
         decision,
-    }
-}
-
-/// The record of a tool task that died (a panic the permit did not contain, a runtime shutdown).
-fn crashed(
-    call: GateCall,
-    tier: crate::tool::Tier,
-    approval: CallApproval,
-    why: &str,
-) -> ToolCallRecord {
-    let text = ToolError::Panicked(why.to_owned()).model_text();
-    ToolCallRecord {
-        result: ToolResult::text(&call.tool_use_id, ToolResultStatus::Error, text),
-        tool_use_id: call.tool_use_id,
-        tool: call.tool,
-        tier: Some(tier),
-        arguments: call.arguments,
-        status: ToolCallStatus::Error,
-        approval,
-        duration_ms: 0,
     }
 }

@@ -2,12 +2,10 @@
 //! [`TurnEvent::ToolProgress`], at most one per [`PROGRESS_INTERVAL`] per call.
 //!
 //! Invariants: the relay keeps no queue (the tool's `ProgressWatch` holds only the latest report,
-//! so reports made while the relay waits collapse into one); it stops when the tool's task ends,
+//! so reports made while the relay waits collapse into one); it stops when the tool's call returns,
 //! before the call's `ToolResult` is sent, so no progress event ever follows its result.
 
 use std::time::Duration;
-
-use tokio::task::{JoinError, JoinHandle};
 
 use super::turn_event::{TurnEvent, TurnOutput};
 use crate::gate::ToolCallRecord;
@@ -35,15 +33,17 @@ pub(super) async fn relay_progress(
     }
 }
 
-/// Waits for the tool's task while `relay` runs; the relay is dropped as soon as the task ends.
+/// Runs the tool's call (`running`, polled first) while `beside` (the relay) runs; `beside` is
+/// dropped as soon as the call returns.
 pub(super) async fn until_done(
-    mut running: JoinHandle<ToolCallRecord>,
-    relay: impl std::future::Future<Output = ()>,
-) -> Result<ToolCallRecord, JoinError> {
-    tokio::pin!(relay);
+    running: impl Future<Output = ToolCallRecord>,
+    beside: impl Future<Output = ()>,
+) -> ToolCallRecord {
+    tokio::pin!(running);
+    tokio::pin!(beside);
     tokio::select! {
         biased;
-        joined = &mut running => joined,
-        () = &mut relay => running.await,
+        record = &mut running => record,
+        () = &mut beside => running.await,
     }
 }
