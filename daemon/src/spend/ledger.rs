@@ -72,13 +72,16 @@ struct State {
     generation: u64,
     /// Set when the last handle is dropped: the writer saves what is left and ends.
     closing: bool,
+    /// Set while the writer waits for a change (not for its next save time): only then does a
+    /// change wake it, so a burst of model calls costs the writer no wake-up each.
+    writer_idle: bool,
 }
 
 /// What the handles and the writer thread share.
 #[derive(Debug, Default)]
 struct Shared {
     state: Mutex<State>,
-    /// Signalled on each change and on closing.
+    /// Signalled on a change while the writer waits for one, and on closing.
     changed: Condvar,
 }
 
@@ -194,8 +197,11 @@ impl SpendLedger {
             state.days.pop_first();
         }
         state.generation += 1;
+        let wake = state.writer_idle;
         drop(state);
-        self.shared.changed.notify_all();
+        if wake {
+            self.shared.changed.notify_all();
+        }
     }
 
     /// Saves what is not saved yet, now, on the calling thread (a blocking write).
@@ -231,11 +237,13 @@ fn write_loop(shared: &Shared, target: &LedgerTarget, interval: Duration) {
     let mut state = shared.lock();
     loop {
         while state.generation == seen && !state.closing {
+            state.writer_idle = true;
             state = shared
                 .changed
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
         }
+        state.writer_idle = false;
         if state.generation == seen {
             return;
         }
@@ -407,6 +415,34 @@ mod tests {
         // The last handle going saves the rest before it returns.
         drop(ledger);
         assert_eq!(stored_calls(&path), 100);
+    }
+
+    #[test]
+    fn a_change_made_while_the_writer_waits_out_its_interval_is_saved_when_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spend.json");
+        let ledger = SpendLedger::open_with_interval(&path, Duration::from_millis(300)).unwrap();
+        ledger.add("2026-12-01", "fast", &tally(1, 0.0));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !path.exists() || stored_calls(&path) != 1 {
+            assert!(
+                Instant::now() < deadline,
+                "the first change was never saved"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The writer now waits for its next save time; this change does not wake it, and is
+        // saved when that time comes, with the handle still open.
+        ledger.add("2026-12-01", "fast", &tally(1, 0.0));
+        while stored_calls(&path) != 2 {
+            assert!(
+                Instant::now() < deadline,
+                "the paced change was never saved"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(ledger);
+        assert_eq!(stored_calls(&path), 2);
     }
 
     #[test]
