@@ -384,6 +384,15 @@ mod tests {
             .map_or(0, |t| t.model_calls)
     }
 
+    /// Waits (at most 10 s) until the file at `path` holds `calls` model calls.
+    fn wait_for_stored_calls(path: &Path, calls: u64, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !path.exists() || stored_calls(path) != calls {
+            assert!(Instant::now() < deadline, "{what} was never saved");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     #[test]
     fn saves_are_paced_and_what_is_left_is_saved_when_the_last_handle_goes() {
         let dir = tempfile::tempdir().unwrap();
@@ -391,18 +400,7 @@ mod tests {
         let ledger = SpendLedger::open_with_interval(&path, Duration::from_secs(3600)).unwrap();
         ledger.add("2026-12-01", "fast", &tally(1, 0.0));
         // The first change is saved at once.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !path.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "the first change was never saved"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        while stored_calls(&path) != 1 {
-            assert!(Instant::now() < deadline, "the first save never completed");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for_stored_calls(&path, 1, "the first change");
         // A burst within the interval is not written one call at a time.
         let clone = ledger.clone();
         for _ in 0..99 {
@@ -423,24 +421,11 @@ mod tests {
         let path = dir.path().join("spend.json");
         let ledger = SpendLedger::open_with_interval(&path, Duration::from_millis(300)).unwrap();
         ledger.add("2026-12-01", "fast", &tally(1, 0.0));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !path.exists() || stored_calls(&path) != 1 {
-            assert!(
-                Instant::now() < deadline,
-                "the first change was never saved"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for_stored_calls(&path, 1, "the first change");
         // The writer now waits for its next save time; this change does not wake it, and is
         // saved when that time comes, with the handle still open.
         ledger.add("2026-12-01", "fast", &tally(1, 0.0));
-        while stored_calls(&path) != 2 {
-            assert!(
-                Instant::now() < deadline,
-                "the paced change was never saved"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for_stored_calls(&path, 2, "the paced change");
         drop(ledger);
         assert_eq!(stored_calls(&path), 2);
     }
