@@ -11,8 +11,6 @@
 //! (`super::trace_spans`); a running tool's progress reports are relayed
 //! (`super::progress_relay`) until it returns, so they all come before its `ToolResult`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use futures::future::join_all;
 use tracing::Instrument;
 
@@ -121,17 +119,17 @@ async fn check_and_run(
             // The tool runs in this task: a spawned one cost a hop to another worker and back,
             // more than most tools take. It is polled first, before anything else is awaited.
             let running = permit.run_reporting(ctx.clone(), reporter);
-            let announced = AtomicBool::new(false);
+            let mut announced = false;
             let beside = async {
                 if let Some(request) = &asked {
                     out.send(decided(request, ApprovalOutcome::Approved)).await;
-                    announced.store(true, Ordering::Relaxed);
+                    announced = true;
                 }
                 relay_progress(watch, tool_use_id, tool, out).await;
             };
             let record = until_done(running, beside).await;
             if let Some(request) = &asked
-                && !announced.load(Ordering::Relaxed)
+                && !announced
             {
                 // The call returned before its approval was announced: announced now, still
                 // before its result.
