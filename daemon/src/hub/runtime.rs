@@ -85,10 +85,18 @@ struct RecordFlush {
     delayed: bool,
 }
 
-/// Writes the session's deferred record (`SessionStore::flush_session`) off the runtime's threads.
-async fn write_session_record(store: Arc<dyn SessionStore>, session_id: String) {
+/// Writes the session's deferred record (`SessionStore::flush_session`, or `close_session` when
+/// `closing`) off the runtime's threads.
+async fn write_session_record(store: Arc<dyn SessionStore>, session_id: String, closing: bool) {
     let id = session_id.clone();
-    let flushed = tokio::task::spawn_blocking(move || store.flush_session(&id)).await;
+    let flushed = tokio::task::spawn_blocking(move || {
+        if closing {
+            store.close_session(&id)
+        } else {
+            store.flush_session(&id)
+        }
+    })
+    .await;
     let error = match flushed {
         Ok(Ok(())) => return,
         Ok(Err(error)) => error.to_string(),
@@ -275,7 +283,7 @@ impl SessionRuntime {
         let store = Arc::clone(&self.store);
         let session_id = self.session_id.clone();
         let Some(due) = due else {
-            write_session_record(store, session_id).await;
+            write_session_record(store, session_id, false).await;
             return;
         };
         let record_flush = Arc::clone(&self.record_flush);
@@ -290,8 +298,14 @@ impl SessionRuntime {
                 flush.delayed = false;
                 flush.last = Some(Instant::now());
             }
-            write_session_record(store, session_id).await;
+            write_session_record(store, session_id, false).await;
         });
+    }
+
+    /// Writes the session's record as it closes (`SessionStore::close_session`: the file store
+    /// also empties the session's journal).
+    pub(crate) async fn close_session_record(&self) {
+        write_session_record(Arc::clone(&self.store), self.session_id.clone(), true).await;
     }
 
     /// Marks the session as used now.

@@ -368,6 +368,7 @@ pub(crate) async fn run_worker(runtime: &SessionRuntime) {
             break;
         }
     }
+    runtime.close_session_record().await;
 }
 
 async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {

@@ -120,6 +120,12 @@ pub trait StoreBackend: Send + Sync {
         Ok(())
     }
 
+    /// `flush_session` for a closing session (see
+    /// [`SessionStore::close_session`](crate::store::SessionStore::close_session)).
+    fn close_session(&self, session_id: &str) -> Result<(), SessionError> {
+        self.flush_session(session_id)
+    }
+
     /// Appends `record`, an event object that already carries its `"v"`.
     fn append_event(&self, session_id: &str, record: &Value) -> Result<(), SessionError>;
     fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError>;

@@ -292,6 +292,11 @@ impl<B: StoreBackend> SessionStore for CheckedStore<B> {
         self.backend.flush_session(session_id)
     }
 
+    fn close_session(&self, session_id: &str) -> Result<(), SessionError> {
+        self::session_id(session_id)?;
+        self.backend.close_session(session_id)
+    }
+
     fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError> {
         self::session_id(session_id)?;
         self.backend.append_event(session_id, &event_record(event)?)

@@ -145,6 +145,12 @@ pub trait SessionStore: Send + Sync {
         Ok(())
     }
 
+    /// `flush_session` for a session the hub closes: the file backend also syncs and empties the
+    /// session's journal, so nothing of it waits for the next open. This default flushes.
+    fn close_session(&self, session_id: &str) -> Result<(), SessionError> {
+        self.flush_session(session_id)
+    }
+
     /// Appends one agent event (a JSON object) to the session's event log.
     fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError>;
 
@@ -152,9 +158,9 @@ pub trait SessionStore: Send + Sync {
     /// together (a tool round's `tool_call` records with the message holding their results). Each
     /// record follows the rules of `append_event` and `create_message`, and all are durable when
     /// the call returns. The built-in backends pay for one write: sqlite one transaction (all or
-    /// nothing), the file backend one append of the events and one directory sync for the
-    /// messages (a crash leaves a prefix: events first, then messages in id order). This
-    /// default, for other backends, is the plain sequence of `append_event` and `create_message`.
+    /// nothing), the file backend one synced line of its session journal (all or nothing too;
+    /// the files follow). This default, for other backends, is the plain sequence of
+    /// `append_event` and `create_message`.
     fn append_batch(
         &self,
         session_id: &str,
