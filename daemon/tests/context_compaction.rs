@@ -118,6 +118,9 @@ fn conversation(h: &Harness, meta: Option<SessionMeta>) -> (String, Vec<Message>
     if let Some(meta) = meta {
         store.write_meta(&id, &meta).unwrap();
     }
+    // Closed, as the hub leaves a session: the tests compare trees with a second store's view,
+    // and only one store may hold a session's journal.
+    store.close_session(&id).unwrap();
     (id, messages)
 }
 

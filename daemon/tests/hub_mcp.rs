@@ -188,8 +188,7 @@ async fn an_mcp_calls_progress_reaches_subscribers_in_order_rate_limited_and_uns
     assert_eq!(progress_events(&subscribed), progress);
 
     // Progress is live only: the session's stored events hold none of it.
-    let stored = std::fs::read_to_string(f.dir.join("sessions").join(&id).join("events.jsonl"))
-        .unwrap_or_default();
+    let stored = serde_json::to_string(&f.core.read_events(&id).await.unwrap()).unwrap();
     assert!(stored.contains("tool_call"), "{stored}");
     assert!(!stored.contains("step 1"), "{stored}");
     f.core.shutdown().await;

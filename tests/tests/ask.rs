@@ -7,6 +7,7 @@
 
 use std::process::{Output, Stdio};
 
+use tau_e2e::chat::ChatSandbox;
 use tau_e2e::{RunningHub, Sandbox};
 
 fn free_port() -> u16 {
@@ -52,17 +53,17 @@ fn without_a_hub_it_starts_nothing_and_says_how_to() {
 
 #[test]
 fn a_reply_on_stdout_and_events_as_json_lines() {
-    let sandbox = Sandbox::new().unwrap();
-    let port = free_port();
-    let _hub = start_hub(&sandbox, port);
+    let chat = ChatSandbox::new().unwrap();
+    let (sandbox, port) = (&chat.sandbox, chat.port);
+    let _hub = start_hub(sandbox, port);
 
-    let out = ask(&sandbox, port, &["hello", "there"]);
+    let out = ask(sandbox, port, &["hello", "there"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let reply = text(&out.stdout);
     assert!(reply.contains("You said: \"hello there\""), "{reply}");
     assert_eq!(reply.lines().count(), 1, "only the reply: {reply}");
 
-    let out = ask(&sandbox, port, &["--json", "what time is it"]);
+    let out = ask(sandbox, port, &["--json", "what time is it"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let lines: Vec<serde_json::Value> = text(&out.stdout)
         .lines()
@@ -86,7 +87,7 @@ fn a_reply_on_stdout_and_events_as_json_lines() {
 
     // --session continues that session.
     let out = ask(
-        &sandbox,
+        sandbox,
         port,
         &["--json", "--session", &session, "hello again"],
     );
@@ -94,18 +95,11 @@ fn a_reply_on_stdout_and_events_as_json_lines() {
     let first: serde_json::Value =
         serde_json::from_str(text(&out.stdout).lines().next().unwrap()).unwrap();
     assert_eq!(first["session_id"], session.as_str());
-    let stored = std::fs::read_dir(
-        sandbox
-            .data_dir()
-            .join("sessions")
-            .join(&session)
-            .join("agents/tau/messages"),
-    )
-    .unwrap()
-    .count();
+    // Through the API: the file store may still hold the newest messages in its journal.
+    let stored = chat.session(&session).unwrap().messages.len();
     assert_eq!(stored, 6, "4 messages of the tool turn, 2 of the second");
 
-    let out = ask(&sandbox, port, &["--session", "20990101-000000-beef", "hi"]);
+    let out = ask(sandbox, port, &["--session", "20990101-000000-beef", "hi"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("not found"),
@@ -160,17 +154,25 @@ fn ask_on_a_terminal(sandbox: &Sandbox, port: u16, answer: &str) -> (String, boo
     (shown, success)
 }
 
-fn stored_tool_calls(sandbox: &Sandbox) -> Vec<serde_json::Value> {
+fn stored_tool_calls(chat: &ChatSandbox) -> Vec<serde_json::Value> {
+    // Through the API: the file store may still hold the newest events in its journal.
+    let sessions = chat
+        .with_client(async |client| {
+            Ok(client
+                .list_sessions(tau_api::proto::v1::ListSessionsRequest::default())
+                .await?
+                .into_inner()
+                .sessions)
+        })
+        .unwrap();
     let mut calls = Vec::new();
-    for entry in std::fs::read_dir(sandbox.data_dir().join("sessions")).unwrap() {
-        let events = entry.unwrap().path().join("events.jsonl");
-        let Ok(text) = std::fs::read_to_string(events) else {
-            continue;
-        };
+    for session in sessions {
         calls.extend(
-            text.lines()
-                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-                .filter(|e| e["type"] == "tool_call"),
+            chat.events(&session.session_id)
+                .unwrap()
+                .into_iter()
+                .filter(|e| e.r#type == "tool_call")
+                .map(|e| serde_json::from_str::<serde_json::Value>(&e.json).unwrap()),
         );
     }
     calls
@@ -179,17 +181,16 @@ fn stored_tool_calls(sandbox: &Sandbox) -> Vec<serde_json::Value> {
 #[test]
 fn approve_asks_on_the_terminal_and_only_yes_approves() {
     for (answer, approval) in [("y", "approved"), ("nope", "rejected")] {
-        let sandbox = Sandbox::new().unwrap();
-        let port = free_port();
-        let _hub = start_hub(&sandbox, port);
-        let (shown, success) = ask_on_a_terminal(&sandbox, port, answer);
+        let chat = ChatSandbox::new().unwrap();
+        let _hub = start_hub(&chat.sandbox, chat.port);
+        let (shown, success) = ask_on_a_terminal(&chat.sandbox, chat.port, answer);
         assert!(success, "{shown}");
         assert!(shown.contains("Approval needed (tier 2)"), "{shown}");
         assert!(
             shown.contains(r#"Arguments: {"action": "turn on the lamp"}"#),
             "{shown}"
         );
-        let calls = stored_tool_calls(&sandbox);
+        let calls = stored_tool_calls(&chat);
         assert_eq!(calls.len(), 1, "{calls:?}");
         assert_eq!(calls[0]["approval"], approval, "{answer}: {shown}");
     }

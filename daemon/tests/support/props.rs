@@ -357,4 +357,6 @@ pub fn fill(store: &dyn SessionStore) {
             &json!({"type": "tool_call", "tool": "demo_physical_action"}),
         )
         .unwrap();
+    // As the hub leaves a session it closes: every record in its own file, the journal empty.
+    store.close_session(ID).unwrap();
 }

@@ -77,10 +77,16 @@ impl FileBackend {
     }
 }
 
-/// A store going away writes what it deferred (a hub stopping between turns leaves nothing
-/// for the next start to repair); a failure is logged, and the next open reconciles.
+/// A store going away empties its journals and writes what it deferred (a hub stopping between
+/// turns leaves nothing for the next start to repair); a failure is logged, and the next open
+/// reconciles.
 impl Drop for FileBackend {
     fn drop(&mut self) {
+        for id in self.journaled_sessions() {
+            if let Err(err) = self.close_journal(&id) {
+                tracing::warn!(session_id = %id, %err, "cannot empty a session's journal on close");
+            }
+        }
         let ids: Vec<String> = self.lock_deferred().keys().cloned().collect();
         for id in ids {
             if let Err(err) = self.flush_deferred(&id) {

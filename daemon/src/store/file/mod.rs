@@ -7,6 +7,7 @@
 //! <sessions_dir>/<id>/events.jsonl                      one agent event per line, append-only (see `jsonl`)
 //! <sessions_dir>/<id>/agents/tau/agent.json             agent record
 //! <sessions_dir>/<id>/agents/tau/messages/000000.json   one file per message, in order
+//! <sessions_dir>/<id>/journal.jsonl                     records durable, files to follow (see `journal`)
 //! <sessions_dir>/.sessions-index.jsonl                  listing index, derived and self-repairing (see `index`)
 //! ```
 //!
@@ -16,13 +17,15 @@
 //!
 //! Invariants: the disk rules of [`fsutil`] (0700/0600, no symlink followed, records visible only
 //! complete, fsync with `Durability::Full`); nothing is deleted but the store's own stale temporary
-//! files; a message file is created once and only replaced to add its redaction. The message files
-//! are the truth: an append writes the message durably and keeps the session's new
-//! `updated_at` (the message's time) and `message_count` in memory, where every read of this store
-//! sees them; `flush_session` (after turns, at most once a second) writes the index line, then `session.json`. So a
-//! crash leaves `session.json` behind its message files (and the index no further behind than it),
-//! by as many messages as the turn had stored. Each session is reconciled once per process before it is
-//! read, listed or written (see [`reconcile`]): its stale temporary files are removed, and a
+//! files and emptied journals; a message file is created once and only replaced to add its
+//! redaction (or, by a journal's replay, when a crash left it torn). The message files, with
+//! the journal replayed, are the truth: an append journals the message durably and keeps the
+//! session's new `updated_at` (the message's time) and `message_count` in memory, where every read
+//! of this store sees them; `flush_session` (after turns, at most once a second) writes the index
+//! line, then `session.json`. So a crash leaves `session.json` behind its message files (and the
+//! index no further behind than it), by as many messages as the turn had stored. Each session is
+//! reconciled once per process before it is read, listed or written (see [`reconcile`]): its
+//! journal is replayed, its stale temporary files are removed, and a
 //! `message_count` that differs from its message files is set to their number (with `updated_at`
 //! moved to the newest message) in the index and `session.json`. One process writes a session at
 //! a time (the hub runs one agent per session, and one hub owns the data directory), and this
@@ -37,6 +40,7 @@ mod batch;
 mod deferred_record;
 mod fsutil;
 mod index;
+mod journal;
 mod jsonl;
 mod layout;
 mod read;
@@ -44,7 +48,7 @@ mod reconcile;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -93,6 +97,9 @@ pub struct FileBackend {
     /// appended), so their pages are read by id, without a listing. At most `PAGED_BY_ID_MAX`
     /// marks (`read.rs`). Never held while another of the store's locks is taken.
     paged_by_id: Mutex<HashSet<(String, String)>>,
+    /// The journals of the sessions written by this process (see [`journal`]); an entry leaves
+    /// when its session closes with its journal emptied.
+    journals: Mutex<HashMap<String, Arc<Mutex<journal::SessionJournal>>>>,
 }
 
 impl CheckedStore<FileBackend> {
@@ -119,6 +126,7 @@ impl FileBackend {
             deferred: Mutex::new(HashMap::new()),
             reconciled: Mutex::new(HashSet::new()),
             paged_by_id: Mutex::new(HashSet::new()),
+            journals: Mutex::new(HashMap::new()),
             root,
             durability,
         })
@@ -325,7 +333,15 @@ impl StoreBackend for FileBackend {
         self.write_batch(session_id, agent_id, &[], std::slice::from_ref(message))
     }
 
+    /// Materializes the session's journal (and checkpoints it when due), then writes its record.
     fn flush_session(&self, session_id: &str) -> Result<(), SessionError> {
+        self.checkpoint(session_id, false)?;
+        self.flush_deferred(session_id)
+    }
+
+    /// A flush that also empties the session's journal.
+    fn close_session(&self, session_id: &str) -> Result<(), SessionError> {
+        self.close_journal(session_id)?;
         self.flush_deferred(session_id)
     }
 
@@ -335,6 +351,7 @@ impl StoreBackend for FileBackend {
         agent_id: &str,
         message_id: u64,
     ) -> Result<Option<SessionMessage>, SessionError> {
+        self.materialize(session_id)?;
         let Some(dir) = existing_dir(
             &self.root,
             &[session_id, AGENTS_DIR, agent_id, MESSAGES_DIR],
@@ -342,6 +359,8 @@ impl StoreBackend for FileBackend {
         else {
             return Ok(None);
         };
+        // A journal a crash left is replayed before its files are read.
+        self.ensure_reconciled(session_id, &self.root.join(session_id));
         self.read_message_file(&dir.join(message_file_name(message_id)), message_id)
     }
 
@@ -353,6 +372,7 @@ impl StoreBackend for FileBackend {
         rewrite: Rewrite<'_, SessionMessage>,
     ) -> Result<(), SessionError> {
         let messages = self.require_messages_dir(session_id, agent_id)?;
+        self.materialize(session_id)?;
         let name = message_file_name(message_id);
         let Some(stored) = self.read_message_file(&messages.join(&name), message_id)? else {
             return Err(SessionError::MessageNotFound {
@@ -373,6 +393,7 @@ impl StoreBackend for FileBackend {
         offset: usize,
     ) -> Result<Vec<SessionMessage>, SessionError> {
         let dir = self.require_messages_dir(session_id, agent_id)?;
+        self.materialize(session_id)?;
         let selected: Vec<u64> = message_ids(&dir, None)?
             .into_iter()
             .skip(offset)
@@ -389,6 +410,7 @@ impl StoreBackend for FileBackend {
         limit: usize,
     ) -> Result<Vec<SessionMessage>, SessionError> {
         let dir = self.require_messages_dir(session_id, agent_id)?;
+        self.materialize(session_id)?;
         self.read_page(&dir, session_id, agent_id, before, limit)
     }
 
@@ -422,8 +444,8 @@ impl StoreBackend for FileBackend {
     }
 
     fn append_event(&self, session_id: &str, record: &Value) -> Result<(), SessionError> {
-        let dir = self.require_session_dir(session_id)?;
-        jsonl::append_line(&dir, EVENTS_FILE, record, self.durability)
+        // Through the journal, as every event of a session (see `journal`).
+        self.write_batch(session_id, "", std::slice::from_ref(record), &[])
     }
 
     fn append_batch(
@@ -438,6 +460,7 @@ impl StoreBackend for FileBackend {
 
     fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError> {
         let dir = self.require_session_dir(session_id)?;
+        self.materialize(session_id)?;
         let events: Vec<Map<String, Value>> = jsonl::read_lines(&dir.join(EVENTS_FILE))?;
         Ok(events.into_iter().map(Value::Object).collect())
     }

@@ -262,6 +262,14 @@ impl FileBackend {
     /// Scans the session and reads its `session.json` (no lock needed: no write of this process
     /// touches a session not yet reconciled), with the values its message files give.
     fn survey(&self, session_id: &str, dir: &Path) -> Result<Survey, SessionError> {
+        let replayed = super::journal::replay(dir, self.durability)?;
+        if replayed > 0 {
+            tracing::info!(
+                session_id,
+                replayed,
+                "wrote again the records of a session's journal an interrupted write left behind"
+            );
+        }
         let scan = scan_session(dir)?;
         if scan.removed > 0 {
             tracing::info!(
