@@ -23,8 +23,10 @@
 //!   and `events.jsonl` is cut back to `events_len` and given the journal's events again.
 //! - One store per sessions directory (one hub owns it): another store opened on it would replay,
 //!   and remove, a journal this one still writes.
-//! - Locks: the journal map's lock is held only to find or drop an entry; an entry's lock is held
-//!   through its disk work and taken before the deferred and index locks, never after them.
+//! - Locks: the journal map's lock is held only to find or drop an entry; an entry's state lock is
+//!   held through its disk work, but for a checkpoint's sync, which holds the entry's checkpoint
+//!   lock instead (taken before the state lock), so appends go on meanwhile. Both come before the
+//!   deferred and index locks, never after them.
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
@@ -100,17 +102,25 @@ impl SessionJournal {
     }
 }
 
-fn lock_entry(entry: &Mutex<SessionJournal>) -> MutexGuard<'_, SessionJournal> {
+/// A session's journal state, and the lock that lets one checkpoint at a time sync it.
+pub(super) struct JournalEntry {
+    state: Mutex<SessionJournal>,
+    /// Held by a checkpoint through its sync (without `state`, so appends go on): a second
+    /// checkpoint must not empty the journal while the first still syncs what it covers.
+    checkpointing: Mutex<()>,
+}
+
+fn lock_entry(entry: &JournalEntry) -> MutexGuard<'_, SessionJournal> {
     // Each change to an entry follows its disk work, so a poisoned entry is as the disk left it.
-    entry.lock().unwrap_or_else(PoisonError::into_inner)
+    entry.state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl FileBackend {
-    fn lock_journals(&self) -> MutexGuard<'_, HashMap<String, Arc<Mutex<SessionJournal>>>> {
+    fn lock_journals(&self) -> MutexGuard<'_, HashMap<String, Arc<JournalEntry>>> {
         self.journals.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn journal_entry(&self, session_id: &str, session_dir: &Path) -> Arc<Mutex<SessionJournal>> {
+    fn journal_entry(&self, session_id: &str, session_dir: &Path) -> Arc<JournalEntry> {
         let mut journals = self.lock_journals();
         if let Some(entry) = journals.get(session_id) {
             return Arc::clone(entry);
@@ -118,16 +128,19 @@ impl FileBackend {
         // A journal with records now is one its session's replay could not empty.
         let inherited = std::fs::symlink_metadata(session_dir.join(JOURNAL_FILE))
             .is_ok_and(|meta| meta.len() > 0);
-        let entry = Arc::new(Mutex::new(SessionJournal {
-            inherited,
-            lines: usize::from(inherited),
-            ..SessionJournal::default()
-        }));
+        let entry = Arc::new(JournalEntry {
+            state: Mutex::new(SessionJournal {
+                inherited,
+                lines: usize::from(inherited),
+                ..SessionJournal::default()
+            }),
+            checkpointing: Mutex::new(()),
+        });
         journals.insert(session_id.to_owned(), Arc::clone(&entry));
         entry
     }
 
-    fn existing_entry(&self, session_id: &str) -> Option<Arc<Mutex<SessionJournal>>> {
+    fn existing_entry(&self, session_id: &str) -> Option<Arc<JournalEntry>> {
         self.lock_journals().get(session_id).cloned()
     }
 
@@ -292,19 +305,32 @@ impl FileBackend {
         let Some(entry) = self.existing_entry(session_id) else {
             return Ok(());
         };
-        let mut journal = lock_entry(&entry);
         let session_dir = self.root.join(session_id);
-        self.materialize_locked(&session_dir, &mut journal)?;
-        let due = journal.lines >= CHECKPOINT_LINES
-            || journal
-                .began
-                .is_some_and(|at| at.elapsed() >= CHECKPOINT_AGE);
-        if journal.lines == 0 || !(force || due) {
-            return Ok(());
+        let _checkpointing = entry
+            .checkpointing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (lines, unsynced) = {
+            let mut journal = lock_entry(&entry);
+            self.materialize_locked(&session_dir, &mut journal)?;
+            let due = journal.lines >= CHECKPOINT_LINES
+                || journal
+                    .began
+                    .is_some_and(|at| at.elapsed() >= CHECKPOINT_AGE);
+            if journal.lines == 0 || !(force || due) {
+                return Ok(());
+            }
+            (journal.lines, std::mem::take(&mut journal.unsynced))
+        };
+        // Synced without the entry's lock, so the session's next append need not wait for it.
+        if let Err(err) = sync_paths(&session_dir, &unsynced, self.durability) {
+            lock_entry(&entry).unsynced.extend(unsynced);
+            return Err(err);
         }
-        sync_paths(&session_dir, &journal.unsynced, self.durability)?;
-        journal.unsynced.clear();
-        if journal.inherited {
+        let mut journal = lock_entry(&entry);
+        // A batch journaled meanwhile may not be materialized yet: the journal stays, and the
+        // next checkpoint syncs only what came after.
+        if journal.inherited || journal.lines != lines {
             return Ok(());
         }
         empty_journal(&session_dir, remove, self.durability)?;

@@ -99,7 +99,7 @@ pub struct FileBackend {
     paged_by_id: Mutex<HashSet<(String, String)>>,
     /// The journals of the sessions written by this process (see [`journal`]); an entry leaves
     /// when its session closes with its journal emptied.
-    journals: Mutex<HashMap<String, Arc<Mutex<journal::SessionJournal>>>>,
+    journals: Mutex<HashMap<String, Arc<journal::JournalEntry>>>,
 }
 
 impl CheckedStore<FileBackend> {
