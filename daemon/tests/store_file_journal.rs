@@ -1,8 +1,8 @@
 //! The file backend's journal (`<session>/journal.jsonl`): a batch is durable once journaled, its
 //! files follow, and a store opened after a crash writes again from the journal what the crash
 //! lost: message files missing, empty or torn, and `events.jsonl` lines missing or torn. A closed
-//! session keeps the seed's layout (no journal left); a journal of another version is kept, not
-//! replayed. The fixture `tests/fixtures/journal-v1.jsonl` is the format as first written.
+//! session keeps the seed's layout (no journal left), a long journal is emptied at a flush; a
+//! journal of another version is kept, not replayed, even when new writes follow it. The fixture `tests/fixtures/journal-v1.jsonl` is the format as first written.
 
 // Test and benchmark code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -261,4 +261,60 @@ fn a_journal_of_another_version_is_kept_unreplayed() {
     assert_eq!(texts(&store, &id), ["first", "reply"]);
     drop(store);
     assert_eq!(fs::read_to_string(&journal).unwrap(), line);
+}
+
+/// A flush checkpoints a journal of 512 batches: it is emptied (kept as a file while the session
+/// is open) and what it held is in the session's files; closing the session removes it.
+#[test]
+fn a_long_journal_is_emptied_at_a_flush_and_removed_at_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, session_dir) = session(dir.path());
+    let journal = session_dir.join("journal.jsonl");
+    let store = open(dir.path());
+    for n in 0..511 {
+        store
+            .append_event(&id, &json!({"type": "tick", "n": n}))
+            .unwrap();
+    }
+    store.flush_session(&id).unwrap();
+    assert!(
+        fs::metadata(&journal).unwrap().len() > 0,
+        "511 batches, not yet due"
+    );
+    store
+        .append_event(&id, &json!({"type": "tick", "n": 511}))
+        .unwrap();
+    store.flush_session(&id).unwrap();
+    assert_eq!(fs::metadata(&journal).unwrap().len(), 0, "emptied");
+    let events = fs::read_to_string(session_dir.join("events.jsonl")).unwrap();
+    assert_eq!(events.lines().count(), 513, "the first event and 512 ticks");
+
+    store
+        .append_event(&id, &json!({"type": "tick", "n": 512}))
+        .unwrap();
+    store.close_session(&id).unwrap();
+    assert!(!journal.exists(), "a closed session keeps no journal");
+    assert_eq!(event_types(&store, &id).len(), 514);
+}
+
+/// A journal this build cannot replay is never emptied by it: new writes are journaled after it
+/// and reach their files, and the old records stay for a build that can read them.
+#[test]
+fn writes_after_a_journal_of_another_version_keep_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, session_dir) = session(dir.path());
+    let journal = session_dir.join("journal.jsonl");
+    let line = "{\"v\":2,\"events_len\":0}\n";
+    fs::write(&journal, line).unwrap();
+    let store = open(dir.path());
+    store
+        .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "later"))
+        .unwrap();
+    store.close_session(&id).unwrap();
+    assert!(message_file(&session_dir, 2).exists());
+    let kept = fs::read_to_string(&journal).unwrap();
+    assert!(kept.starts_with(line), "{kept}");
+    drop(store);
+    let store = open(dir.path());
+    assert_eq!(texts(&store, &id), ["first", "reply", "later"]);
 }
