@@ -48,6 +48,14 @@ fn session(dir: &Path) -> (String, PathBuf) {
     (id, dir)
 }
 
+/// A temporary directory holding [`session`]'s session: the directory, the id, the session's
+/// directory.
+fn fixture() -> (tempfile::TempDir, String, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, session_dir) = session(dir.path());
+    (dir, id, session_dir)
+}
+
 /// Writes a tool round as the hub does, then "crashes": the store is forgotten, so nothing it
 /// held in memory reaches a file.
 fn crash_after_a_batch(dir: &Path, id: &str) {
@@ -90,8 +98,7 @@ fn message_file(session_dir: &Path, id: u64) -> PathBuf {
 
 #[test]
 fn a_batch_is_journaled_before_its_files_and_replayed_after_a_crash() {
-    let dir = tempfile::tempdir().unwrap();
-    let (id, session_dir) = session(dir.path());
+    let (dir, id, session_dir) = fixture();
     crash_after_a_batch(dir.path(), &id);
     assert!(
         !message_file(&session_dir, 2).exists(),
@@ -118,8 +125,7 @@ fn a_batch_is_journaled_before_its_files_and_replayed_after_a_crash() {
 
 #[test]
 fn files_a_power_loss_left_empty_or_torn_are_written_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let (id, session_dir) = session(dir.path());
+    let (dir, id, session_dir) = fixture();
     let store = open(dir.path());
     store
         .append_batch(
@@ -148,8 +154,7 @@ fn files_a_power_loss_left_empty_or_torn_are_written_again() {
 
 #[test]
 fn a_redaction_after_the_files_is_kept_by_a_replay() {
-    let dir = tempfile::tempdir().unwrap();
-    let (id, _) = session(dir.path());
+    let (dir, id, _) = fixture();
     let store = open(dir.path());
     store
         .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "secret"))
@@ -174,8 +179,7 @@ fn a_redaction_after_the_files_is_kept_by_a_replay() {
 
 #[test]
 fn a_taken_id_refuses_the_whole_batch() {
-    let dir = tempfile::tempdir().unwrap();
-    let (id, _) = session(dir.path());
+    let (dir, id, _) = fixture();
     let store = open(dir.path());
     store
         .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "kept"))
@@ -199,8 +203,7 @@ fn a_taken_id_refuses_the_whole_batch() {
 /// journaled.
 #[test]
 fn ids_are_taken_per_agent_while_journaled() {
-    let dir = tempfile::tempdir().unwrap();
-    let (id, _) = session(dir.path());
+    let (dir, id, _) = fixture();
     let store = open(dir.path());
     store
         .create_agent(
@@ -230,8 +233,7 @@ fn ids_are_taken_per_agent_while_journaled() {
 
 #[test]
 fn the_first_journal_format_replays() {
-    let dir = tempfile::tempdir().unwrap();
-    let (id, session_dir) = session(dir.path());
+    let (dir, id, session_dir) = fixture();
     let events_len = fs::metadata(session_dir.join("events.jsonl"))
         .unwrap()
         .len();
@@ -252,8 +254,7 @@ fn the_first_journal_format_replays() {
 
 #[test]
 fn a_journal_of_another_version_is_kept_unreplayed() {
-    let dir = tempfile::tempdir().unwrap();
-    let (id, session_dir) = session(dir.path());
+    let (dir, id, session_dir) = fixture();
     let journal = session_dir.join("journal.jsonl");
     let line = "{\"v\":2,\"events_len\":0}\n";
     fs::write(&journal, line).unwrap();
@@ -267,8 +268,7 @@ fn a_journal_of_another_version_is_kept_unreplayed() {
 /// is open) and what it held is in the session's files; closing the session removes it.
 #[test]
 fn a_long_journal_is_emptied_at_a_flush_and_removed_at_close() {
-    let dir = tempfile::tempdir().unwrap();
-    let (id, session_dir) = session(dir.path());
+    let (dir, id, session_dir) = fixture();
     let journal = session_dir.join("journal.jsonl");
     let store = open(dir.path());
     for n in 0..511 {
@@ -301,8 +301,7 @@ fn a_long_journal_is_emptied_at_a_flush_and_removed_at_close() {
 /// and reach their files, and the old records stay for a build that can read them.
 #[test]
 fn writes_after_a_journal_of_another_version_keep_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let (id, session_dir) = session(dir.path());
+    let (dir, id, session_dir) = fixture();
     let journal = session_dir.join("journal.jsonl");
     let line = "{\"v\":2,\"events_len\":0}\n";
     fs::write(&journal, line).unwrap();
