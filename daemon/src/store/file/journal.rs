@@ -358,7 +358,8 @@ impl FileBackend {
     }
 }
 
-/// Syncs every path in `paths` (files and directories); on Linux one `syncfs` does it all.
+/// Syncs every path in `paths` (files and directories); on Linux one `syncfs` does it all,
+/// unless the kernel (or a sandbox) refuses the call.
 fn sync_paths(
     session_dir: &Path,
     paths: &[PathBuf],
@@ -371,18 +372,19 @@ fn sync_paths(
     {
         let dir =
             std::fs::File::open(session_dir).map_err(|err| SessionError::io(session_dir, err))?;
-        nix::unistd::syncfs(&dir)
-            .map_err(|err| SessionError::io(session_dir, std::io::Error::from(err)))
+        match nix::unistd::syncfs(&dir) {
+            Ok(()) => return Ok(()),
+            Err(nix::errno::Errno::ENOSYS | nix::errno::Errno::EPERM) => {}
+            Err(err) => return Err(SessionError::io(session_dir, std::io::Error::from(err))),
+        }
     }
     #[cfg(not(target_os = "linux"))]
-    {
-        let _ = session_dir;
-        for path in paths {
-            let file = std::fs::File::open(path).map_err(|err| SessionError::io(path, err))?;
-            file.sync_all().map_err(|err| SessionError::io(path, err))?;
-        }
-        Ok(())
+    let _ = session_dir;
+    for path in paths {
+        let file = std::fs::File::open(path).map_err(|err| SessionError::io(path, err))?;
+        file.sync_all().map_err(|err| SessionError::io(path, err))?;
     }
+    Ok(())
 }
 
 /// Empties the session's journal, or removes it with `remove` (a checkpoint's or a replay's last
