@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, Durability, FileSessionStore, SessionAgent, SessionStore,
-    create_fresh_session, now_utc,
+    now_utc,
 };
 
-use support::store::{assistant_message, user_message};
+use support::store::{assistant_message, session_with_agent, user_message};
 
 fn open(dir: &Path) -> FileSessionStore {
     FileSessionStore::open(dir.join("sessions"), Durability::Full).unwrap()
@@ -29,13 +29,7 @@ fn open(dir: &Path) -> FileSessionStore {
 /// A session with an agent and two messages, closed (no journal).
 fn session(dir: &Path) -> (String, PathBuf) {
     let store = open(dir);
-    let id = create_fresh_session(&store).unwrap().session_id;
-    store
-        .create_agent(
-            &id,
-            &SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now_utc()),
-        )
-        .unwrap();
+    let id = session_with_agent(&store);
     store
         .create_message(&id, DEFAULT_AGENT_ID, &user_message(0, "first"))
         .unwrap();

@@ -17,11 +17,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use taud::store::{
-    ContextMode, DEFAULT_AGENT_ID, Durability, FileSessionStore, SessionAgent, SessionStore,
-    create_fresh_session, now_utc,
+    DEFAULT_AGENT_ID, Durability, FileSessionStore, SessionStore, create_fresh_session,
 };
 
-use support::store::user_message;
+use support::store::{session_with_agent, user_message};
 
 const INDEX: &str = ".sessions-index.jsonl";
 
@@ -34,13 +33,7 @@ fn open(dir: &Path) -> FileSessionStore {
 /// directory.
 fn crashed_after_the_message_file(dir: &Path, stored: u64) -> (String, PathBuf) {
     let store = open(dir);
-    let id = create_fresh_session(&store).unwrap().session_id;
-    store
-        .create_agent(
-            &id,
-            &SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now_utc()),
-        )
-        .unwrap();
+    let id = session_with_agent(&store);
     for n in 0..stored {
         store
             .create_message(&id, DEFAULT_AGENT_ID, &user_message(n, "before"))
@@ -210,13 +203,7 @@ fn listing_first_sets_the_count_to_the_message_files_on_disk() {
 fn a_listing_behind_a_right_session_json_is_brought_in_line() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let id = create_fresh_session(&store).unwrap().session_id;
-    store
-        .create_agent(
-            &id,
-            &SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now_utc()),
-        )
-        .unwrap();
+    let id = session_with_agent(&store);
     let index_path = dir.path().join("sessions").join(INDEX);
     let index = fs::read(&index_path).unwrap();
     store
@@ -322,12 +309,7 @@ fn a_first_listing_of_many_sessions_reconciles_each() {
     let fast = FileSessionStore::open(dir.path().join("sessions"), Durability::NoSync).unwrap();
     let mut ids = Vec::new();
     for _ in 0..600 {
-        let id = create_fresh_session(&fast).unwrap().session_id;
-        fast.create_agent(
-            &id,
-            &SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now_utc()),
-        )
-        .unwrap();
+        let id = session_with_agent(&fast);
         fast.create_message(&id, DEFAULT_AGENT_ID, &user_message(0, "one"))
             .unwrap();
         ids.push(id);

@@ -60,15 +60,20 @@ impl Harness {
 
     /// A session with the default agent.
     pub fn session_with_agent(&self) -> String {
-        let session = create_fresh_session(self.store.as_ref()).unwrap();
-        self.store
-            .create_agent(
-                &session.session_id,
-                &SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now_utc()),
-            )
-            .unwrap();
-        session.session_id
+        session_with_agent(self.store.as_ref())
     }
+}
+
+/// A new session in `store` with the default agent; its id.
+pub fn session_with_agent(store: &dyn SessionStore) -> String {
+    let session = create_fresh_session(store).unwrap();
+    store
+        .create_agent(
+            &session.session_id,
+            &SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now_utc()),
+        )
+        .unwrap();
+    session.session_id
 }
 
 /// Every file name under `dir`, for "nothing was touched" checks.
