@@ -28,7 +28,7 @@
 //!   lock instead (taken before the state lock), so appends go on meanwhile. Both come before the
 //!   deferred and index locks, never after them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -93,7 +93,7 @@ pub(super) struct SessionJournal {
     events: Vec<Value>,
     messages: Vec<PendingMessage>,
     /// Files and directories materialized since the last checkpoint, to sync at the next one.
-    unsynced: Vec<PathBuf>,
+    unsynced: HashSet<PathBuf>,
 }
 
 impl SessionJournal {
@@ -255,10 +255,8 @@ impl FileBackend {
             )?;
             journal.events.clear();
             let events = session_dir.join(EVENTS_FILE);
-            if !journal.unsynced.contains(&events) {
-                journal.unsynced.push(session_dir.to_path_buf());
-                journal.unsynced.push(events);
-            }
+            journal.unsynced.insert(session_dir.to_path_buf());
+            journal.unsynced.insert(events);
         }
         let pending = std::mem::take(&mut journal.messages);
         let mut rest = pending.into_iter();
@@ -280,10 +278,8 @@ impl FileBackend {
                     return Err(err);
                 }
             }
-            if !journal.unsynced.contains(&next.dir) {
-                journal.unsynced.push(next.dir.clone());
-            }
-            journal.unsynced.push(path);
+            journal.unsynced.insert(path);
+            journal.unsynced.insert(next.dir);
         }
         Ok(())
     }
@@ -323,7 +319,7 @@ impl FileBackend {
             (journal.lines, std::mem::take(&mut journal.unsynced))
         };
         // Synced without the entry's lock, so the session's next append need not wait for it.
-        if let Err(err) = sync_paths(&session_dir, &unsynced, self.durability) {
+        if let Err(err) = sync_paths(&session_dir, unsynced.iter(), self.durability) {
             lock_entry(&entry).unsynced.extend(unsynced);
             return Err(err);
         }
@@ -360,12 +356,12 @@ impl FileBackend {
 
 /// Syncs every path in `paths` (files and directories); on Linux one `syncfs` does it all,
 /// unless the kernel (or a sandbox) refuses the call.
-fn sync_paths(
+fn sync_paths<'a>(
     session_dir: &Path,
-    paths: &[PathBuf],
+    paths: impl ExactSizeIterator<Item = &'a PathBuf>,
     durability: Durability,
 ) -> Result<(), SessionError> {
-    if durability == Durability::NoSync || paths.is_empty() {
+    if durability == Durability::NoSync || paths.len() == 0 {
         return Ok(());
     }
     #[cfg(target_os = "linux")]
@@ -425,6 +421,12 @@ fn empty_journal(
 /// another version is refused and kept.
 pub(super) fn replay(session_dir: &Path, durability: Durability) -> Result<usize, SessionError> {
     let path = session_dir.join(JOURNAL_FILE);
+    // Most sessions have none (every session is surveyed once per process): one stat, not an
+    // open and a removal.
+    if std::fs::symlink_metadata(&path).is_err_and(|err| err.kind() == std::io::ErrorKind::NotFound)
+    {
+        return Ok(0);
+    }
     let lines: Vec<JournalLine> = jsonl::read_lines(&path)?;
     if let Some(line) = lines.iter().find(|line| line.v != JOURNAL_VERSION) {
         return Err(SessionError::corrupt(
@@ -474,7 +476,7 @@ pub(super) fn replay(session_dir: &Path, durability: Durability) -> Result<usize
         }
     }
     if !lines.is_empty() {
-        sync_paths(session_dir, &paths, durability)?;
+        sync_paths(session_dir, paths.iter(), durability)?;
     }
     empty_journal(session_dir, true, durability)?;
     Ok(repaired)
