@@ -8,9 +8,14 @@
 //! measured in the same run (an atomic small-file write; an append with fsync), and the text turns
 //! per second of ten busy sessions in one hub next to one.
 //!
+//! The socket's client runs on a current-thread runtime, as `tau chat` and `tau ask` do (a
+//! multi-thread client adds its own thread hand-offs, about 0.2 ms a turn here, to the hub's time).
+//!
 //! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS] [file] [sqlite] [socket] [in-process]
-//! [nosync]` (default 300 iterations, both stores, both paths; naming a store or a path runs only
-//! those). `nosync` runs the in-process stores without fsync: the hub's own cost, disk aside.
+//! [nosync] [stages]` (default 300 iterations, both stores, both paths; naming a store or a path
+//! runs only those). `nosync` runs the in-process stores without fsync: the hub's own cost, disk
+//! aside. `stages` shows where a socket text turn's time goes instead: a unary call's round trip,
+//! then the time to the StartTurn response's headers, its first event, `TurnEnded` and its end.
 
 #[path = "../tests/support/soak.rs"]
 mod soak;
@@ -194,8 +199,11 @@ async fn report_throughput(core: &HubCore, backend: &str, iterations: usize) -> 
 
 // ---- over the Unix socket (the real taud, driven like the soak benchmark) -----------------
 
+/// A client of the real `taud` over its socket.
+type SocketClient = tau_api::proto::v1::tau_client::TauClient<tonic::transport::Channel>;
+
 /// The real `taud` over its socket.
-impl TurnPath for tau_api::proto::v1::tau_client::TauClient<tonic::transport::Channel> {
+impl TurnPath for SocketClient {
     async fn new_session(&mut self) -> BenchResult<String> {
         soak::new_session(self).await
     }
@@ -205,6 +213,66 @@ impl TurnPath for tau_api::proto::v1::tau_client::TauClient<tonic::transport::Ch
         soak::turn(self, session, text).await?;
         Ok(started.elapsed())
     }
+}
+
+// ---- where a socket turn's time goes --------------------------------------------------------
+
+/// A unary call's round trip (the transport's own cost), then text turns over the socket, each
+/// timed at four points: the StartTurn response's headers, its first event, `TurnEnded`, its end.
+async fn socket_stages(client: &mut SocketClient, iterations: usize) -> BenchResult<()> {
+    use tau_api::proto::v1 as pb;
+    let mut round_trips = Vec::with_capacity(iterations);
+    for n in 0..WARMUP + iterations {
+        let started = Instant::now();
+        client
+            .list_pending_approvals(pb::ListPendingApprovalsRequest::default())
+            .await?;
+        if n >= WARMUP {
+            round_trips.push(started.elapsed());
+        }
+    }
+    report("unary ListPendingApprovals", round_trips);
+    let mut stages: [Vec<Duration>; 4] = Default::default();
+    let mut session = String::new();
+    for n in 0..WARMUP + iterations {
+        if n % TURNS_PER_SESSION == 0 {
+            session = soak::new_session(client).await?;
+        }
+        let started = Instant::now();
+        let mut stream = client
+            .start_turn(pb::StartTurnRequest {
+                session_id: session.clone(),
+                text: TEXT.to_owned(),
+                channel: "bench".into(),
+                idempotency_key: String::new(),
+            })
+            .await?
+            .into_inner();
+        let headers = started.elapsed();
+        let (mut first, mut ended) = (None, None);
+        while let Some(message) = stream.message().await? {
+            if let Some(pb::start_turn_response::Kind::Event(event)) = message.kind {
+                first.get_or_insert_with(|| started.elapsed());
+                if matches!(event.kind, Some(pb::session_event::Kind::TurnEnded(_))) {
+                    ended = Some(started.elapsed());
+                }
+            }
+        }
+        let end = started.elapsed();
+        let (Some(first), Some(ended)) = (first, ended) else {
+            return Err("a turn's stream closed before TurnEnded".into());
+        };
+        if n >= WARMUP {
+            for (stage, time) in stages.iter_mut().zip([headers, first, ended, end]) {
+                stage.push(time);
+            }
+        }
+    }
+    let names = ["headers", "first event", "TurnEnded", "stream end"];
+    for (name, samples) in names.into_iter().zip(stages) {
+        report(&format!("socket text: {name}"), samples);
+    }
+    Ok(())
 }
 
 // ---- both paths ---------------------------------------------------------------------------
@@ -276,6 +344,7 @@ fn main() -> BenchResult<()> {
     let iterations: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(300);
     let backends = chosen(&args, &["file", "sqlite"]);
     let paths = chosen(&args, &["socket", "in-process"]);
+    let stages = args.iter().any(|a| a == "stages");
     let (durability, in_process_label) = if args.iter().any(|a| a == "nosync") {
         (Durability::NoSync, "in-process nosync")
     } else {
@@ -290,14 +359,21 @@ fn main() -> BenchResult<()> {
         if paths.contains(&"socket") {
             let taud = std::path::Path::new(env!("CARGO_BIN_EXE_taud"));
             let hub = SoakHub::start_plain(taud, backend)?;
-            runtime.block_on(async {
+            // One thread, like the real clients (see the module doc).
+            let client_runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            client_runtime.block_on(async {
                 let mut client = hub.client().await?;
+                if stages {
+                    return socket_stages(&mut client, iterations).await;
+                }
                 let pair = in_blocks(&mut client, iterations).await?;
                 report_pair(&format!("{backend} socket"), pair);
                 BenchResult::Ok(())
             })?;
         }
-        if paths.contains(&"in-process") {
+        if paths.contains(&"in-process") && !stages {
             let dir = tempfile::tempdir()?;
             runtime.block_on(async {
                 let core = core_for(dir.path(), backend, durability).await?;
