@@ -49,6 +49,15 @@ impl Message {
         }
     }
 
+    /// [`Message::for_model`] without a copy: the message itself, its other blocks and
+    /// metadata dropped (what a model call is given once per round).
+    pub fn into_for_model(mut self) -> Self {
+        self.content
+            .retain(|block| !matches!(block, ContentBlock::Other(_)));
+        self.metadata = None;
+        self
+    }
+
     /// The message as a model receives it: role and content only.
     pub fn for_model(&self) -> Self {
         Self {
@@ -453,6 +462,7 @@ mod tests {
             message.for_model().content,
             vec![ContentBlock::Text("look".into())]
         );
+        assert_eq!(message.clone().into_for_model(), message.for_model());
         assert_eq!(message.text(), "look");
     }
 
@@ -491,6 +501,7 @@ mod tests {
         let mut message = Message::assistant_text("x");
         message.metadata = Some(MessageMetadata::default());
         assert!(message.for_model().metadata.is_none());
+        assert_eq!(message.into_for_model(), Message::assistant_text("x"));
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! for messages stored together), which reports the message to the [`HistoryObserver`] first and
 //! keeps it in memory only when the observer accepted it, so memory never runs ahead of the store;
 //! the history is never edited in place (a dangling end is repaired by appending, see `turn`); the
-//! lock is never held across an await or while the observer runs.
+//! lock is never held across an await or while the observer runs (only while the window, which is
+//! pure, counts what may be forgotten).
 //!
-//! Between turns the oldest messages may leave memory ([`History::forget_before`], when the agent's
+//! Between turns the oldest messages may leave memory ([`History::forget_with`], when the agent's
 //! window says the model will never see them again): positions stay absolute (`len` and the index an
 //! observer is told count the forgotten messages too), so stored ids and the repair notice's
 //! identity check do not move; only what is held in memory shrinks.
@@ -119,11 +120,12 @@ impl History {
         (held.messages.clone(), held.forgotten)
     }
 
-    /// Drops the first `count` held messages from memory (they stay in the store); a count past
-    /// the end is cut to what is held. Returns how many were dropped.
-    pub(crate) fn forget_before(&self, count: usize) -> usize {
+    /// Drops from memory the first held messages, as many as `count` says of what is held and
+    /// the position of its first message (asked under the history's lock, so no copy is made and
+    /// nothing is appended in between). Returns how many were dropped.
+    pub(crate) fn forget_with(&self, count: impl FnOnce(&[Message], usize) -> usize) -> usize {
         let mut held = self.lock();
-        let count = count.min(held.messages.len());
+        let count = count(&held.messages, held.forgotten).min(held.messages.len());
         held.messages.drain(..count);
         held.forgotten += count;
         count
@@ -182,12 +184,20 @@ mod tests {
             Some(observer.clone()),
         );
         history.append(Message::user_text("c")).unwrap();
-        assert_eq!(history.forget_before(2), 2);
+        let asked = history.forget_with(|held, first| {
+            assert_eq!((held.len(), first), (3, 0), "asked with what is held");
+            2
+        });
+        assert_eq!(asked, 2);
         assert_eq!((history.len(), history.held_len()), (3, 1));
         assert_eq!(history.snapshot(), vec![Message::user_text("c")]);
         assert_eq!(history.held(), (vec![Message::user_text("c")], 2));
         assert_eq!(history.append(Message::assistant_text("d")).unwrap(), 3);
-        assert_eq!(history.forget_before(10), 2, "cut to what is held");
+        let cut = history.forget_with(|held, first| {
+            assert_eq!((held.len(), first), (2, 2));
+            10
+        });
+        assert_eq!(cut, 2, "cut to what is held");
         assert_eq!((history.len(), history.held_len()), (4, 0));
         assert_eq!(history.append(Message::user_text("e")).unwrap(), 4);
         assert_eq!(*observer.0.lock().unwrap(), vec![2, 3, 4]);

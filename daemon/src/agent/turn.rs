@@ -94,11 +94,11 @@ pub(crate) async fn run_turn(
     }
     // A long-lived session must not grow without bound: what the window will never show again
     // leaves memory (positions stay absolute, so the notice above still applies).
-    let (held, first) = inner.history.held();
-    let forgettable = inner.window.forgettable(&held, first);
-    if forgettable > 0 {
-        inner.history.forget_before(forgettable);
-        debug!(forgotten = forgettable, "older messages left memory");
+    let forgotten = inner
+        .history
+        .forget_with(|held, first| inner.window.forgettable(held, first));
+    if forgotten > 0 {
+        debug!(forgotten, "older messages left memory");
     }
     TurnEnd {
         stop_reason,
@@ -287,7 +287,7 @@ async fn model_view(
             }
         }
     };
-    view.iter().map(Message::for_model).collect()
+    view.into_iter().map(Message::into_for_model).collect()
 }
 
 fn cancelled_notice() -> String {
