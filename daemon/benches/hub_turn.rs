@@ -87,31 +87,42 @@ fn disk_floor(iterations: usize) -> BenchResult<()> {
         .create(true)
         .append(true)
         .open(dir.path().join("log.jsonl"))?;
-    let mut append = Vec::with_capacity(iterations);
-    for i in 0..WARMUP + iterations {
-        let started = Instant::now();
-        log.write_all(&record)?;
-        log.sync_data()?;
-        if i >= WARMUP {
-            append.push(started.elapsed());
-        }
-    }
-    report("floor: append + fsync", append);
+    report(
+        "floor: append + fsync",
+        timed_appends(&mut log, &record, iterations, None)?,
+    );
     // The same append after a short pause, as the hub meets the disk: a turn's writes come between
     // other work, never back to back, and on some disks (a virtual machine's, notably) a sync after
     // a pause costs several times one in a tight loop.
-    let mut paced = Vec::with_capacity(iterations);
+    report(
+        "floor: append + fsync, paced",
+        timed_appends(&mut log, &record, iterations, Some(FLOOR_PAUSE))?,
+    );
+    Ok(())
+}
+
+/// The times of `iterations` appends of `record` to `log`, each synced, after a warm-up; with
+/// `pause`, each after sleeping that long.
+fn timed_appends(
+    log: &mut std::fs::File,
+    record: &[u8],
+    iterations: usize,
+    pause: Option<Duration>,
+) -> BenchResult<Vec<Duration>> {
+    use std::io::Write as _;
+    let mut times = Vec::with_capacity(iterations);
     for i in 0..WARMUP + iterations {
-        std::thread::sleep(FLOOR_PAUSE);
+        if let Some(pause) = pause {
+            std::thread::sleep(pause);
+        }
         let started = Instant::now();
-        log.write_all(&record)?;
+        log.write_all(record)?;
         log.sync_data()?;
         if i >= WARMUP {
-            paced.push(started.elapsed());
+            times.push(started.elapsed());
         }
     }
-    report("floor: append + fsync, paced", paced);
-    Ok(())
+    Ok(times)
 }
 
 // ---- in-process ---------------------------------------------------------------------------
