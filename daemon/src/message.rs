@@ -49,8 +49,9 @@ impl Message {
         }
     }
 
-    /// [`Message::for_model`] without a copy: the message itself, its other blocks and
-    /// metadata dropped (what a model call is given once per round).
+    /// The message as a model receives it: role and content only (blocks this build does not
+    /// know and the metadata are dropped). Takes the message, so a model call's view is not copied
+    /// again.
     pub fn into_for_model(mut self) -> Self {
         self.content
             .retain(|block| !matches!(block, ContentBlock::Other(_)));
@@ -58,18 +59,9 @@ impl Message {
         self
     }
 
-    /// The message as a model receives it: role and content only.
+    /// [`Message::into_for_model`] of a copy.
     pub fn for_model(&self) -> Self {
-        Self {
-            role: self.role,
-            content: self
-                .content
-                .iter()
-                .filter(|block| !matches!(block, ContentBlock::Other(_)))
-                .cloned()
-                .collect(),
-            metadata: None,
-        }
+        self.clone().into_for_model()
     }
 
     /// The concatenated text blocks, joined by newlines.
