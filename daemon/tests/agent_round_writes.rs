@@ -1,8 +1,9 @@
-//! How a tool round reaches the history observer (the session store): a round whose calls only
-//! read is held with its results and stored in the turn's next write (the reply, the next round
-//! that may change something, or the turn's end), while the model already sees it; a round with
-//! any call that may change something (tier 1 or 2, or an unknown tool) is stored before its first
-//! tool starts.
+//! How a turn's messages reach the history observer (the session store): the prompt is held and
+//! stored in the turn's next write, or on its own once it has waited `HOLD_PROMPT_AT_MOST`; a
+//! round whose calls only read is held with its results and stored in the turn's next write (the
+//! reply, the next round that may change something, or the turn's end), while the model already
+//! sees it; a round with any call that may change something (tier 1 or 2, or an unknown tool) is
+//! stored before its first tool starts.
 
 // Test and benchmark code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,12 +12,15 @@ mod support {
     pub mod agent;
 }
 
+use tokio::sync::Notify;
+
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use support::agent::{Recorder, lock};
-use taud::agent::{StopReason, TauAgent};
+use support::agent::{Act, Concurrency, DEADLINE, Recorder, TestTool, lock};
+use taud::agent::{CANCELLED_PLACEHOLDER, HOLD_PROMPT_AT_MOST, StopReason, TauAgent};
 use taud::message::Message;
 use taud::message::Role;
 use taud::testing::{FakeModel, FakeReply};
@@ -116,12 +120,8 @@ async fn a_read_only_round_is_stored_with_the_reply_in_one_write() {
         &["look", "peek"],
     )
     .await;
-    assert_eq!(outcome.writes, [vec![0], vec![1, 2, 3]]);
-    assert_eq!(
-        outcome.seen,
-        [1, 1],
-        "the tools ran with only the prompt stored"
-    );
+    assert_eq!(outcome.writes, [vec![0, 1, 2, 3]]);
+    assert_eq!(outcome.seen, [0, 0], "the tools ran with nothing stored");
     assert_eq!(
         roles(&outcome.model_saw[1]),
         [Role::User, Role::Assistant, Role::User],
@@ -133,7 +133,7 @@ async fn a_read_only_round_is_stored_with_the_reply_in_one_write() {
 async fn a_round_that_may_write_is_stored_before_its_tools_run() {
     let tools = [("look", Tier::Read), ("note", Tier::DigitalWrite)];
     let outcome = one_round(&tools, &["look", "note"]).await;
-    assert_eq!(outcome.writes, [vec![0], vec![1], vec![2], vec![3]]);
+    assert_eq!(outcome.writes, [vec![0, 1], vec![2], vec![3]]);
     assert_eq!(
         outcome.seen,
         [2, 2],
@@ -144,7 +144,7 @@ async fn a_round_that_may_write_is_stored_before_its_tools_run() {
 #[tokio::test]
 async fn a_round_naming_an_unknown_tool_is_stored_before_its_tools_run() {
     let outcome = one_round(&[("look", Tier::Read)], &["look", "missing"]).await;
-    assert_eq!(outcome.writes, [vec![0], vec![1], vec![2], vec![3]]);
+    assert_eq!(outcome.writes, [vec![0, 1], vec![2], vec![3]]);
     assert_eq!(outcome.seen, [2]);
 }
 
@@ -159,13 +159,10 @@ async fn held_rounds_are_stored_before_a_round_that_may_write_runs() {
     ];
     let outcome = turn(&tools, replies).await;
     assert_eq!(outcome.stop_reason, StopReason::EndTurn);
-    assert_eq!(
-        outcome.writes,
-        [vec![0], vec![1, 2, 3, 4, 5], vec![6], vec![7]]
-    );
+    assert_eq!(outcome.writes, [vec![0, 1, 2, 3, 4, 5], vec![6], vec![7]]);
     assert_eq!(
         outcome.seen,
-        [1, 1, 6],
+        [0, 0, 6],
         "the writing tool ran after every call was stored"
     );
     assert_eq!(
@@ -180,5 +177,84 @@ async fn a_held_round_is_stored_when_the_turn_ends_without_a_reply() {
     let replies = vec![round(&["look"]), FakeReply::error("the provider went away")];
     let outcome = turn(&[("look", Tier::Read)], replies).await;
     assert_eq!(outcome.stop_reason, StopReason::Error);
-    assert_eq!(outcome.writes, [vec![0], vec![1, 2]]);
+    assert_eq!(outcome.writes, [vec![0, 1, 2]]);
+}
+
+#[tokio::test]
+async fn a_text_turn_answered_at_once_is_one_write() {
+    let outcome = turn(&[], vec![FakeReply::text("hi")]).await;
+    assert_eq!(outcome.stop_reason, StopReason::EndTurn);
+    assert_eq!(outcome.writes, [vec![0, 1]], "prompt and reply together");
+}
+
+#[tokio::test]
+async fn a_prompt_is_stored_on_its_own_once_the_model_keeps_it_waiting() {
+    let recorder = Arc::new(Recorder::default());
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::text("thinking").then_hang()
+    ]));
+    let agent = TauAgent::builder(model)
+        .history_observer(recorder.clone())
+        .build();
+    let started = Instant::now();
+    let turn = agent.stream("go");
+    while lock(&recorder.writes).is_empty() {
+        assert!(started.elapsed() < DEADLINE, "the prompt was never stored");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(
+        started.elapsed() >= HOLD_PROMPT_AT_MOST,
+        "stored after {:?}, before it was due",
+        started.elapsed()
+    );
+    assert_eq!(*lock(&recorder.writes), [vec![0]], "the prompt alone");
+    assert_eq!(lock(&recorder.appended)[0], (0, Message::user_text("go")));
+    turn.cancel();
+    let end = turn.finish().await.unwrap();
+    assert_eq!(end.stop_reason, StopReason::Cancelled);
+    assert_eq!(*lock(&recorder.writes), [vec![0], vec![1]]);
+    assert_eq!(
+        lock(&recorder.appended)[1],
+        (1, Message::assistant_text(CANCELLED_PLACEHOLDER))
+    );
+}
+
+#[tokio::test]
+async fn a_prompt_is_stored_on_its_own_while_a_slow_read_runs() {
+    let recorder = Arc::new(Recorder::default());
+    let signal = Arc::new(Notify::new());
+    let look = Act::WaitFor {
+        signal: signal.clone(),
+        within: DEADLINE,
+    };
+    let mut catalog = ToolCatalog::new();
+    let track = Arc::new(Concurrency::default());
+    catalog
+        .add(TestTool::shared("look", Tier::Read, look, &track))
+        .unwrap();
+    let model = Arc::new(FakeModel::scripted([
+        round(&["look"]),
+        FakeReply::text("done"),
+    ]));
+    let agent = TauAgent::builder(model)
+        .catalog(catalog)
+        .history_observer(recorder.clone())
+        .build();
+    let started = Instant::now();
+    let turn = agent.stream("go");
+    while lock(&recorder.writes).is_empty() {
+        assert!(started.elapsed() < DEADLINE, "the prompt was never stored");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(started.elapsed() >= HOLD_PROMPT_AT_MOST);
+    assert_eq!(*lock(&recorder.writes), [vec![0]], "the prompt alone");
+    assert!(lock(&track.finished).is_empty(), "while the read still ran");
+    signal.notify_one();
+    let end = turn.finish().await.unwrap();
+    assert_eq!(end.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        *lock(&recorder.writes),
+        [vec![0], vec![1, 2, 3]],
+        "the read's round waited for the reply"
+    );
 }

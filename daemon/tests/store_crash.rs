@@ -19,9 +19,10 @@
 //! each session must still read whole, and every message reported stored must be there.
 //!
 //! The writer flushes the session's record after every second message (a turn of two, as the hub
-//! does), so kills also land between a turn's messages and its flush, and inside the flush. Every
-//! third write is a batch (`append_batch`: a `tool_call` event and two messages, as the hub
-//! stores a read-only tool round), so kills also land inside one.
+//! does), so kills also land between a turn's messages and its flush, and inside the flush. Some
+//! writes are batches (`append_batch`: a `tool_call` event and two messages, as the hub stores a
+//! read-only tool round; two messages and no event, as it stores a text turn whose model answered
+//! at once), so kills also land inside one.
 //!
 //! The crash point: the parent waits for a random number of "stored" reports from the writer (no
 //! timing involved), then lets a random 0–2 ms pass so the kill lands anywhere in the next write.
@@ -111,9 +112,10 @@ fn write_session(store: &dyn SessionStore, index: usize, session_id: &str) {
                 )
                 .unwrap();
         }
-        // Every third step is a read-only tool round as the hub stores it: its `tool_call`
-        // record and two messages in one batch, so kills also land inside a batch.
-        let batch = if id % 6 == 2 { 2 } else { 1 };
+        // Two steps in six are batches as the hub stores them, so kills also land inside one:
+        // a read-only tool round (its `tool_call` record and two messages) and a text turn
+        // answered at once (its prompt and reply, no record).
+        let batch = if id % 6 == 2 || id % 6 == 4 { 2 } else { 1 };
         let messages: Vec<_> = (id..id + batch)
             .map(|id| user_message(id, &format!("{id} {body}")))
             .collect();
@@ -128,9 +130,13 @@ fn write_session(store: &dyn SessionStore, index: usize, session_id: &str) {
                 )
                 .unwrap();
         } else {
-            let event = json!({"type": "tool_call", "id": id, "body": body});
+            let events = if id % 6 == 2 {
+                vec![json!({"type": "tool_call", "id": id, "body": body})]
+            } else {
+                Vec::new()
+            };
             store
-                .append_batch(session_id, DEFAULT_AGENT_ID, &[event], &messages)
+                .append_batch(session_id, DEFAULT_AGENT_ID, &events, &messages)
                 .unwrap();
         }
         for id in id..id + batch {

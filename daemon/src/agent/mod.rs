@@ -45,7 +45,7 @@ use tracing::Instrument;
 pub use crate::model::{STOP_REASONS, StopReason, UnknownStopReason};
 pub use history::{HistoryError, HistoryObserver};
 pub use progress_relay::PROGRESS_INTERVAL;
-pub use turn::{CANCELLED_PLACEHOLDER, TOOL_INTERRUPTED, UNFINISHED_NOTICE};
+pub use turn::{CANCELLED_PLACEHOLDER, HOLD_PROMPT_AT_MOST, TOOL_INTERRUPTED, UNFINISHED_NOTICE};
 pub use turn_event::{Limits, StaticSystemPrompt, SystemPromptSource, TurnEnd, TurnEvent};
 pub use window::{ConversationWindow, WholeHistory, WindowError};
 

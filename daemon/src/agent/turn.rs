@@ -1,10 +1,12 @@
-//! One user turn: repair a dangling history, append the prompt, then call the model and run its
+//! One user turn: repair a dangling history, hold the prompt, then call the model and run its
 //! tools until a terminal stop reason, a limit, a cancel or an error.
 //!
 //! Invariants (ARCHITECTURE.md, "The path of a turn"): the system prompt is rebuilt before every
-//! model call; history is only appended to (through `History::append`); an assistant message
-//! whose calls may change anything (tier 1 or 2, or an unknown tool) is stored before its first
-//! tool starts; one that only reads is held with its results ([`HeldRounds`]) and stored in the
+//! model call; history is only appended to (through `History::append`); the prompt is held
+//! ([`HeldMessages`]) and stored in the turn's next write, or on its own once it has waited
+//! [`HOLD_PROMPT_AT_MOST`] while the model streams or a tool runs; an assistant message
+//! whose calls may change anything (tier 1 or 2, or an unknown tool) is stored (with what is held)
+//! before its first tool starts; one that only reads is held with its results and stored in the
 //! turn's next write (the reply, or the next round that may change something), or when the turn
 //! ends; a dangling end is repaired with the seed's two-message prompt (an assistant notice in
 //! parentheses, then the new user message), after a "Tool was interrupted." result for a dangling
@@ -15,7 +17,8 @@
 //! turn (the fallback view is used, with one warning per turn).
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
@@ -41,6 +44,12 @@ pub const CANCELLED_PLACEHOLDER: &str = "Cancelled by user";
 pub const TOOL_INTERRUPTED: &str = "Tool was interrupted.";
 /// The repair notice for a dangling history nobody left a notice for (a crash-restored session).
 pub const UNFINISHED_NOTICE: &str = "The previous turn did not finish.";
+/// How long a turn's prompt waits for the turn's next write before it is stored on its own. A
+/// turn answered within it (a scripted reply, a quick local model) stores its prompt and reply
+/// in one write, one sync where there were two; any longer turn's prompt is durable this soon
+/// after the turn began, so a crash while the model thinks still leaves it for the next turn's
+/// repair.
+pub const HOLD_PROMPT_AT_MOST: Duration = Duration::from_millis(100);
 
 /// What survives between turns: the notice of a turn that left the history dangling, keyed by the
 /// history length it left (so it applies only while that message is still the last).
@@ -109,25 +118,58 @@ pub(crate) async fn run_turn(
     }
 }
 
-/// Read-only rounds not stored yet: they changed nothing outside, so their record waits for the
-/// turn's next write (a crash before it loses only reads, and the next turn repairs the prompt
-/// left without a reply). The model sees them as if stored.
-#[derive(Default)]
-struct HeldRounds(Vec<Message>);
+/// Messages of the turn not stored yet, which the model sees as if stored: the prompt, until the
+/// turn's next write or [`HOLD_PROMPT_AT_MOST`] (nobody was told it is stored; a crash before
+/// loses it and the session stays as the last turn left it), and read-only rounds, which changed
+/// nothing outside, until the turn's next write (a crash before loses only reads, and the next
+/// turn repairs the prompt left without a reply).
+struct HeldMessages {
+    messages: Vec<Message>,
+    /// When the held prompt is stored on its own at the latest; `None` once it is stored.
+    prompt_due: Option<tokio::time::Instant>,
+}
 
-impl HeldRounds {
-    /// Stores the held rounds, then `message` if any, in one write.
+impl HeldMessages {
+    fn with_prompt(prompt: Message) -> Self {
+        Self {
+            messages: vec![prompt],
+            prompt_due: Some(tokio::time::Instant::now() + HOLD_PROMPT_AT_MOST),
+        }
+    }
+
+    /// Stores what is held, then `message` if any, in one write.
     fn store_with(
         &mut self,
         inner: &AgentInner,
         message: Option<Message>,
     ) -> Result<(), HistoryError> {
-        let mut messages = std::mem::take(&mut self.0);
+        self.prompt_due = None;
+        let mut messages = std::mem::take(&mut self.messages);
         messages.extend(message);
         if messages.is_empty() {
             return Ok(());
         }
         inner.history.append_all(messages).map(drop)
+    }
+
+    /// Awaits `work` (a model call, a round of tools); if the prompt is still held when it falls
+    /// due, stores what is held then, while `work` goes on.
+    async fn store_when_due<T>(
+        &mut self,
+        inner: &AgentInner,
+        work: impl Future<Output = T>,
+    ) -> Result<T, HistoryError> {
+        let Some(due) = self.prompt_due else {
+            return Ok(work.await);
+        };
+        let mut work = std::pin::pin!(work);
+        tokio::select! {
+            biased;
+            done = &mut work => return Ok(done),
+            () = tokio::time::sleep_until(due) => {}
+        }
+        self.store_with(inner, None)?;
+        Ok(work.await)
     }
 }
 
@@ -144,8 +186,7 @@ async fn drive(
         // The turn boundary: tools that appeared or went away since the last turn apply now.
         inner.gate.set_catalog(std::sync::Arc::new(source()));
     }
-    inner.history.append(Message::user_text(prompt))?;
-    let mut held = HeldRounds::default();
+    let mut held = HeldMessages::with_prompt(Message::user_text(prompt));
     let end = rounds(inner, ctx, trace, out, progress, &mut held).await;
     // However the rounds ended, what they held is stored before the turn reports its end.
     held.store_with(inner, None)?;
@@ -158,7 +199,7 @@ async fn rounds(
     trace: &TurnTrace,
     out: &TurnOutput,
     progress: &mut Progress,
-    held: &mut HeldRounds,
+    held: &mut HeldMessages,
 ) -> Result<(StopReason, Option<String>), HistoryError> {
     let mut window_failed = false;
     loop {
@@ -180,7 +221,7 @@ async fn rounds(
             );
             return Ok((StopReason::LimitTotalTokens, Some(notice)));
         }
-        let messages = model_view(inner, &held.0, &ctx.cancel, &mut window_failed).await;
+        let messages = model_view(inner, &held.messages, &ctx.cancel, &mut window_failed).await;
         let request = ModelRequest {
             system: inner.system.system_content(),
             messages,
@@ -188,9 +229,12 @@ async fn rounds(
         };
         progress.model_calls += 1;
         let span = trace.model_call_span(inner.model.name(), progress.model_calls);
-        let called = call_model(inner, request, &ctx.cancel, out)
-            .instrument(span)
-            .await;
+        let called = held
+            .store_when_due(
+                inner,
+                call_model(inner, request, &ctx.cancel, out).instrument(span),
+            )
+            .await?;
         let assembled = match called {
             ModelOutcome::Done(assembled) => assembled,
             ModelOutcome::Cancelled => {
@@ -229,22 +273,22 @@ async fn rounds(
             };
             return Ok((stop_reason, notice));
         }
-        let results = run_tools(
+        let tools = run_tools(
             &inner.gate,
             uses,
             &assembled.invalid_tool_inputs,
             ctx,
             trace,
             out,
-        )
-        .await;
+        );
+        let results = held.store_when_due(inner, tools).await?;
         let answers = Message {
             role: Role::User,
             content: results.into_iter().map(ContentBlock::ToolResult).collect(),
             metadata: None,
         };
         match calls {
-            Some(calls) => held.0.extend([calls, answers]),
+            Some(calls) => held.messages.extend([calls, answers]),
             None => inner.history.append(answers).map(drop)?,
         }
     }
