@@ -187,17 +187,10 @@ async fn a_text_turn_answered_at_once_is_one_write() {
     assert_eq!(outcome.writes, [vec![0, 1]], "prompt and reply together");
 }
 
-#[tokio::test]
-async fn a_prompt_is_stored_on_its_own_once_the_model_keeps_it_waiting() {
-    let recorder = Arc::new(Recorder::default());
-    let model = Arc::new(FakeModel::scripted([
-        FakeReply::text("thinking").then_hang()
-    ]));
-    let agent = TauAgent::builder(model)
-        .history_observer(recorder.clone())
-        .build();
+/// Waits for the turn's first write, which must be the prompt alone, made no sooner than
+/// `HOLD_PROMPT_AT_MOST` after the turn began.
+async fn prompt_stored_alone_when_due(recorder: &Recorder) {
     let started = Instant::now();
-    let turn = agent.stream("go");
     while lock(&recorder.writes).is_empty() {
         assert!(started.elapsed() < DEADLINE, "the prompt was never stored");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -209,6 +202,19 @@ async fn a_prompt_is_stored_on_its_own_once_the_model_keeps_it_waiting() {
     );
     assert_eq!(*lock(&recorder.writes), [vec![0]], "the prompt alone");
     assert_eq!(lock(&recorder.appended)[0], (0, Message::user_text("go")));
+}
+
+#[tokio::test]
+async fn a_prompt_is_stored_on_its_own_once_the_model_keeps_it_waiting() {
+    let recorder = Arc::new(Recorder::default());
+    let model = Arc::new(FakeModel::scripted([
+        FakeReply::text("thinking").then_hang()
+    ]));
+    let agent = TauAgent::builder(model)
+        .history_observer(recorder.clone())
+        .build();
+    let turn = agent.stream("go");
+    prompt_stored_alone_when_due(&recorder).await;
     turn.cancel();
     let end = turn.finish().await.unwrap();
     assert_eq!(end.stop_reason, StopReason::Cancelled);
@@ -240,14 +246,8 @@ async fn a_prompt_is_stored_on_its_own_while_a_slow_read_runs() {
         .catalog(catalog)
         .history_observer(recorder.clone())
         .build();
-    let started = Instant::now();
     let turn = agent.stream("go");
-    while lock(&recorder.writes).is_empty() {
-        assert!(started.elapsed() < DEADLINE, "the prompt was never stored");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    assert!(started.elapsed() >= HOLD_PROMPT_AT_MOST);
-    assert_eq!(*lock(&recorder.writes), [vec![0]], "the prompt alone");
+    prompt_stored_alone_when_due(&recorder).await;
     assert!(lock(&track.finished).is_empty(), "while the read still ran");
     signal.notify_one();
     let end = turn.finish().await.unwrap();
