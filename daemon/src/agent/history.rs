@@ -5,7 +5,8 @@
 //! keeps it in memory only when the observer accepted it, so memory never runs ahead of the store;
 //! the history is never edited in place (a dangling end is repaired by appending, see `turn`); the
 //! lock is never held across an await or while the observer runs (only while the window, which is
-//! pure, counts what may be forgotten).
+//! pure, counts what may be forgotten or where a model call's tail starts, and that tail is
+//! copied).
 //!
 //! Between turns the oldest messages may leave memory ([`History::forget_with`], when the agent's
 //! window says the model will never see them again): positions stay absolute (`len` and the index an
@@ -118,6 +119,13 @@ impl History {
     pub(crate) fn held(&self) -> (Vec<Message>, usize) {
         let held = self.lock();
         (held.messages.clone(), held.forgotten)
+    }
+
+    /// What `read` makes of the messages held in memory and the position of the first, under the
+    /// history's lock (so nothing is appended or forgotten in between; `read` must not block).
+    pub(crate) fn with_held<R>(&self, read: impl FnOnce(&[Message], usize) -> R) -> R {
+        let held = self.lock();
+        read(&held.messages, held.forgotten)
     }
 
     /// Drops from memory the first held messages, as many as `count` says of what is held and

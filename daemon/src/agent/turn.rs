@@ -304,14 +304,24 @@ fn reads_only(inner: &AgentInner, uses: &[ToolUse]) -> bool {
 }
 
 /// What the next model call sees: the agent's window over the history and the rounds held
-/// (metadata stripped). A failed window is warned about once; the turn then uses the fallback
-/// view until it ends.
+/// (metadata stripped). A window that shows a tail says where it starts, and only that tail is
+/// copied; any other is asked for its view over a copy. A failed window is warned about once;
+/// the turn then uses the fallback view until it ends.
 async fn model_view(
     inner: &AgentInner,
     held_rounds: &[Message],
     cancel: &CancellationToken,
     window_failed: &mut bool,
 ) -> Vec<Message> {
+    let tail = inner.history.with_held(|history, first| {
+        let all: Vec<&Message> = history.iter().chain(held_rounds).collect();
+        let start = inner.window.tail_start(&all, first)?;
+        let tail = all.get(start..).unwrap_or_default();
+        Some(tail.iter().map(|m| m.for_model()).collect::<Vec<_>>())
+    });
+    if let Some(view) = tail {
+        return view;
+    }
     let (mut history, first) = inner.history.held();
     history.extend_from_slice(held_rounds);
     let view = if *window_failed {

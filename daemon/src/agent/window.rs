@@ -36,6 +36,15 @@ pub trait ConversationWindow: Send + Sync {
         cancel: &CancellationToken,
     ) -> Result<Vec<Message>, WindowError>;
 
+    /// When the view is only ever a tail of the history (a cut, nothing added): where that tail
+    /// starts in `history` (the held messages and then the turn's messages not stored yet, by
+    /// reference; `first` as for [`Self::view`]). The loop then copies only the tail, under the
+    /// history's lock, instead of copying the history and asking `view`, whose answer this must
+    /// equal. Default: `None` (the loop asks `view`).
+    fn tail_start(&self, _history: &[&Message], _first: usize) -> Option<usize> {
+        None
+    }
+
     /// What the model sees when [`Self::view`] failed. Default: the whole history.
     fn fallback(&self, history: &[Message]) -> Vec<Message> {
         history.to_vec()
@@ -70,5 +79,9 @@ impl ConversationWindow for WholeHistory {
         _cancel: &CancellationToken,
     ) -> Result<Vec<Message>, WindowError> {
         Ok(history.to_vec())
+    }
+
+    fn tail_start(&self, _history: &[&Message], _first: usize) -> Option<usize> {
+        Some(0)
     }
 }

@@ -74,6 +74,10 @@ impl ConversationWindow for SlidingWindow {
         Ok(self.cut(history))
     }
 
+    fn tail_start(&self, history: &[&Message], _first: usize) -> Option<usize> {
+        Some(sliding_window_start(history, self.window_size))
+    }
+
     fn fallback(&self, history: &[Message]) -> Vec<Message> {
         self.cut(history)
     }
@@ -248,5 +252,42 @@ impl ConversationWindow for SummarizingWindow {
 
     fn as_recorded(&self, history: &[Message], first: usize) -> Vec<Message> {
         recorded_summary_window(history, self.base.saturating_add(first), &self.state()).messages
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::tests_histories::{tool_call, tool_turn, turn};
+    use crate::message::Message;
+
+    /// Histories of plain turns, tool turns and one long chain of calls, each ending on what a
+    /// model call answers (a prompt, or tool results).
+    fn histories() -> Vec<Vec<Message>> {
+        let mut mixed: Vec<Message> = (0..6)
+            .flat_map(|n| if n % 2 == 0 { turn(n) } else { tool_turn(n, 2) })
+            .collect();
+        mixed.push(Message::user_text("now"));
+        let mut chain = tool_turn(0, 12);
+        chain.pop();
+        let mut open = turn(0);
+        open.extend(tool_turn(1, 1));
+        open.push(Message::user_text("and"));
+        open.push(tool_call("t9"));
+        vec![mixed, chain, open, vec![Message::user_text("only")]]
+    }
+
+    #[tokio::test]
+    async fn a_sliding_tail_is_the_view() {
+        let cancel = CancellationToken::new();
+        for history in histories() {
+            for size in [0, 1, 2, 3, 5, 8, 40] {
+                let window = SlidingWindow::new(size);
+                let refs: Vec<&Message> = history.iter().collect();
+                let start = window.tail_start(&refs, 0).unwrap();
+                let view = window.view(&history, 0, &cancel).await.unwrap();
+                assert_eq!(history[start..], view[..], "window {size}");
+            }
+        }
     }
 }

@@ -7,6 +7,8 @@
 //! functions, no model needed. (The summarizing window needs the agent's model and lives in
 //! `summarize`; its summary is stored in `conversation_manager_state.summary_message`.)
 
+use std::borrow::Borrow;
+
 use crate::message::{Message, Role};
 
 fn has_tool_result(message: &Message) -> bool {
@@ -19,13 +21,16 @@ fn has_tool_use(message: &Message) -> bool {
 
 /// A message a window may start at: a user message that is not a tool result (and, for odd
 /// histories, not a tool call whose result does not follow).
-pub(crate) fn is_clean_start(messages: &[Message], index: usize) -> bool {
-    let message = &messages[index];
+/// (`messages` may hold the messages or references to them.)
+pub(crate) fn is_clean_start<M: Borrow<Message>>(messages: &[M], index: usize) -> bool {
+    let message = messages[index].borrow();
     if message.role != Role::User || has_tool_result(message) {
         return false;
     }
     if has_tool_use(message) {
-        return messages.get(index + 1).is_some_and(has_tool_result);
+        return messages
+            .get(index + 1)
+            .is_some_and(|next| has_tool_result(next.borrow()));
     }
     true
 }
@@ -36,8 +41,9 @@ pub(crate) fn is_clean_start(messages: &[Message], index: usize) -> bool {
 /// clean start (a user message without a toolResult) at or after `len - window_size`; when the
 /// kept tail has none (one long chain of tool calls), at the nearest clean start before it, so the
 /// window is larger than `window_size` rather than broken; when the history has no clean start at
-/// all, nothing is cut. `window_size == 0` cuts everything (`len`).
-pub fn sliding_window_start(messages: &[Message], window_size: usize) -> usize {
+/// all, nothing is cut. `window_size == 0` cuts everything (`len`). (`messages` may hold the
+/// messages or references to them.)
+pub fn sliding_window_start<M: Borrow<Message>>(messages: &[M], window_size: usize) -> usize {
     let len = messages.len();
     if window_size == 0 {
         return len;
@@ -95,7 +101,7 @@ mod tests {
         let messages: Vec<Message> = (0..3).flat_map(turn).collect();
         assert_eq!(sliding_window_start(&messages, 6), 0);
         assert_eq!(sliding_window_start(&messages, 60), 0);
-        assert_eq!(sliding_window_start(&[], 4), 0);
+        assert_eq!(sliding_window_start::<Message>(&[], 4), 0);
     }
 
     #[test]
