@@ -68,8 +68,9 @@ pub use mcp::{
 pub use model::{
     AgentConfig, CacheConfig, CacheStrategy, CacheTtl, ComponentsConfig, ContextMode,
     DEFAULT_CONTROL_PORT, DEFAULT_HEARTBEAT_SECONDS, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS,
-    DEFAULT_SESSION_BACKEND, DEFAULT_WINDOW_SIZE, FallbackConfig, HubComponents, HubConfig,
-    ModelsConfig, RoleConfig, SessionsConfig, ToolComponents, UiConfig,
+    DEFAULT_ROUTINE_APPROVAL_TIMEOUT_SECONDS, DEFAULT_SESSION_BACKEND, DEFAULT_WINDOW_SIZE,
+    FallbackConfig, HubComponents, HubConfig, ModelsConfig, RoleConfig, RoutinesConfig,
+    SessionsConfig, ToolComponents, UiConfig,
 };
 pub use provider_tables::{PROVIDER_TABLES, base_url as component_base_url};
 pub use settings::{
@@ -130,6 +131,8 @@ pub struct Config {
     pub sessions: SessionsConfig,
     /// `[hub]` (`control_port` already reflects TAU_HUB_PORT).
     pub hub: HubConfig,
+    /// `[routines]`.
+    pub routines: RoutinesConfig,
     /// `[components]`.
     pub components: ComponentsConfig,
     /// `[component.<name>]` tables, free-form, by component name (see [`Config::component`]).
@@ -215,6 +218,7 @@ impl Config {
             ui: parsed.ui,
             sessions: parsed.sessions,
             hub: parsed.hub,
+            routines: parsed.routines,
             components: parsed.components,
             component_settings: parsed.component_settings,
             mcp: parsed.mcp,

@@ -39,8 +39,9 @@ pub enum RoutineCommand {
     Pause(NameArgs),
     /// Resume a routine; what it missed while paused does not fire.
     Resume(NameArgs),
-    /// Fire a routine now, outside its schedule.
-    Run(NameArgs),
+    /// Fire a routine now, outside its schedule (a tier-2 tool routine is asked here first, every
+    /// time: answer y to run it).
+    Run(RunArgs),
     /// Show a routine's firings and their outcomes.
     Log(NameArgs),
 }
@@ -59,6 +60,22 @@ pub struct NameArgs {
     /// The routine's name.
     pub name: String,
     /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `tau routine run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The routine's name.
+    pub name: String,
+    /// The session a tier-2 run is asked in (default: a new one).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// The channel this command speaks for (a tier-2 run is asked on it).
+    #[arg(long, default_value = crate::ask::CHANNEL)]
+    pub channel: String,
+    /// Print JSON for scripts (a tier-2 routine is then refused: nobody can be asked).
     #[arg(long)]
     pub json: bool,
 }
@@ -235,15 +252,37 @@ async fn dispatch(
             }
         }
         RoutineCommand::Run(args) => {
-            let run = call(
-                CALL_DEADLINE,
-                client.run_routine(pb::RunRoutineRequest {
-                    name: args.name.clone(),
-                }),
-            )
-            .await?;
+            let run = if calls_tier_two(&mut client, &args.name).await? {
+                let asking = routine_approval::Asking::detect(args.json, lang);
+                routine_approval::run_as_owner(
+                    &client,
+                    &args.name,
+                    args.session.as_deref().unwrap_or_default(),
+                    &args.channel,
+                    asking,
+                    CALL_DEADLINE,
+                )
+                .await?
+            } else {
+                call(
+                    CALL_DEADLINE,
+                    client.run_routine(pb::RunRoutineRequest {
+                        name: args.name.clone(),
+                        ..Default::default()
+                    }),
+                )
+                .await?
+            };
+            let asked = !run.detail.is_empty();
             if args.json {
-                print_json(&json!({"routine": args.name, "firing": run.firing}));
+                let mut value = json!({"routine": args.name, "firing": run.firing});
+                if asked {
+                    value["succeeded"] = json!(run.succeeded);
+                    value["detail"] = json!(run.detail);
+                }
+                print_json(&value);
+            } else if asked {
+                println!("{}: firing {}: {}", args.name, run.firing, run.detail);
             } else {
                 println!(
                     "{}: firing {} started (see `tau routine log {}`)",
@@ -272,6 +311,28 @@ async fn dispatch(
         }
     }
     Ok(())
+}
+
+/// Whether routine `name` calls a tier-2 tool (then a manual run is asked).
+async fn calls_tier_two(client: &mut HubClient, name: &str) -> Result<bool, String> {
+    let list = call(
+        CALL_DEADLINE,
+        client.list_routines(pb::ListRoutinesRequest {}),
+    )
+    .await?;
+    let routine = list
+        .routines
+        .iter()
+        .find(|r| r.name == name)
+        .ok_or_else(|| format!("no routine is named {name:?} (see `tau routine list`)"))?;
+    let Some(pb::routine::Action::Tool(action)) = &routine.action else {
+        return Ok(false);
+    };
+    let tools = call(CALL_DEADLINE, client.list_tools(pb::ListToolsRequest {})).await?;
+    Ok(tools
+        .tools
+        .iter()
+        .any(|t| t.name == action.tool && t.tier == pb::Tier::Physical as i32))
 }
 
 fn add_request(args: &AddArgs) -> Result<pb::AddRoutineRequest, String> {
@@ -354,8 +415,12 @@ fn routine_line(routine: &pb::Routine) -> String {
     } else {
         format!(", approved on {}", routine.approval_channel)
     };
+    let by = match routine.created_by.as_str() {
+        "" | "unknown" => String::new(),
+        who => format!(", by the {who}"),
+    };
     format!(
-        "{}  {}  next {}  {state}, {last}{approval}  {}",
+        "{}  {}  next {}  {state}, {last}{approval}{by}  {}",
         routine.name,
         routine.schedule,
         local(&routine.next_firing),
@@ -409,6 +474,7 @@ fn routine_json(routine: &pb::Routine) -> Value {
         "approval_id": routine.approval_id,
         "approval_channel": routine.approval_channel,
         "session_id": routine.session_id,
+        "created_by": routine.created_by,
         "last_firing": routine.last_firing.as_ref().map(firing_json),
     })
 }

@@ -1,7 +1,8 @@
-//! `tau routine add` of a tool action as the registering client: it opens a session (or takes
-//! `--session`), holds a Subscribe attachment on it on its own channel, calls AddRoutine with that
-//! session and channel, and answers the registration question the hub asks there, as `tau ask
-//! --approve` does (tool, exact arguments, effect with the routine's name and schedule).
+//! `tau routine add` of a tool action, and `tau routine run` of a tier-2 tool routine, as the
+//! client the hub asks: it opens a session (or takes `--session`), holds a Subscribe attachment on
+//! it on its own channel, calls AddRoutine or RunRoutine with that session and channel, and
+//! answers the question the hub asks there, as `tau ask --approve` does (tool, exact arguments,
+//! effect with the routine's name, schedule, catch-up rule and session).
 //!
 //! Invariants: the client never approves by itself: only a line typed on the terminal after the
 //! prompt was shown, and only `y`, `yes`, `e` or `evet`, approves (`crate::approve`); anything else,
@@ -55,7 +56,7 @@ impl Asking {
 /// The one line a registration that could not be asked fails with.
 pub fn needs_approval_line(name: &str, tool: &str) -> String {
     format!(
-        "routine {name} was not added: its action {tool} is tier 2 and needs your approval; run the same `tau routine add` in a terminal without --json and answer the question"
+        "routine {name} was not added: {tool} needs your approval for exactly this routine (a tier-2 action, or a changed schedule, catch-up rule or arguments); run the same `tau routine add` in a terminal without --json and answer the question"
     )
 }
 
@@ -67,79 +68,157 @@ pub async fn add_as_owner(
     asking: Asking,
     deadline: Duration,
 ) -> Result<pb::Routine, String> {
+    let attached = attach(client, &request.session_id, &request.channel, deadline).await?;
+    request.session_id = attached.session_id.clone();
+    let question = Question {
+        hub: client.clone(),
+        attachment: attached.attachment,
+        tool_use_prefix: format!("routine-{}-registration", request.name),
+        name: request.name.clone(),
+        purpose: Purpose::Add,
+        asking,
+        deadline,
+        refused_unasked: None,
+    };
+    let mut adder = client.clone();
+    let added = question
+        .run(adder.add_routine(request), attached.stream)
+        .await?;
+    Ok(added.routine.unwrap_or_default())
+}
+
+/// Runs tier-2 tool routine `name` by hand with this client as the one asked (a new session, or
+/// `session`, on `channel`): the hub asks the question here every time and runs the call only
+/// when the person approves it.
+pub async fn run_as_owner(
+    client: &HubClient,
+    name: &str,
+    session: &str,
+    channel: &str,
+    asking: Asking,
+    deadline: Duration,
+) -> Result<pb::RunRoutineResponse, String> {
+    if asking == Asking::Nobody {
+        return Err(needs_run_approval_line(name));
+    }
+    let attached = attach(client, session, channel, deadline).await?;
+    let request = pb::RunRoutineRequest {
+        name: name.to_owned(),
+        session_id: attached.session_id.clone(),
+        channel: channel.to_owned(),
+    };
+    let question = Question {
+        hub: client.clone(),
+        attachment: attached.attachment,
+        tool_use_prefix: format!("routine-{name}-manual-"),
+        name: name.to_owned(),
+        purpose: Purpose::Run,
+        asking,
+        deadline,
+        refused_unasked: None,
+    };
+    let mut runner = client.clone();
+    question
+        .run(runner.run_routine(request), attached.stream)
+        .await
+}
+
+/// The one line a manual run that could not be asked fails with.
+pub fn needs_run_approval_line(name: &str) -> String {
+    format!(
+        "routine {name} was not run: it calls a tier-2 tool, and a manual run needs your approval every time; run `tau routine run {name}` in a terminal without --json and answer the question"
+    )
+}
+
+/// A Subscribe attachment on a session (a new one when `session` is empty).
+struct Attached {
+    session_id: String,
+    attachment: String,
+    stream: Streaming<pb::SubscribeResponse>,
+}
+
+async fn attach(
+    client: &HubClient,
+    session: &str,
+    channel: &str,
+    deadline: Duration,
+) -> Result<Attached, String> {
     let mut hub = client.clone();
-    if request.session_id.is_empty() {
+    let session_id = if session.is_empty() {
         let opened = within(
             deadline,
             hub.open_session(pb::OpenSessionRequest {
                 target: Some(Target::NewSession(true)),
-                channel: request.channel.clone(),
+                channel: channel.to_owned(),
                 ..Default::default()
             }),
         )
         .await
         .map_err(|e| format!("cannot open a session to ask in: {e}"))?;
-        request.session_id = opened.session.map(|s| s.session_id).unwrap_or_default();
-    }
+        opened.session.map(|s| s.session_id).unwrap_or_default()
+    } else {
+        session.to_owned()
+    };
     let mut stream = within(
         deadline,
         hub.subscribe(pb::SubscribeRequest {
-            session_id: request.session_id.clone(),
+            session_id: session_id.clone(),
             after_seq: None,
-            channel: request.channel.clone(),
+            channel: channel.to_owned(),
             stream_id: String::new(),
         }),
     )
     .await
-    .map_err(|e| format!("cannot attach to session {}: {e}", request.session_id))?;
+    .map_err(|e| format!("cannot attach to session {session_id}: {e}"))?;
     let attachment = match tokio::time::timeout(deadline, stream.message()).await {
         Ok(Ok(Some(pb::SubscribeResponse {
             kind: Some(subscribe_response::Kind::Snapshot(snapshot)),
         }))) => snapshot.attachment_id,
         _ => return Err("the hub sent no snapshot on the session's stream".to_owned()),
     };
-    let registration = Registration {
-        hub: client.clone(),
+    Ok(Attached {
+        session_id,
         attachment,
-        tool_use_id: format!("routine-{}-registration", request.name),
-        name: request.name.clone(),
-        asking,
-        deadline,
-        refused_unasked: None,
-    };
-    registration.run(request, stream).await
+        stream,
+    })
 }
 
-/// One registration in progress.
-struct Registration {
+/// What the question is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    Add,
+    Run,
+}
+
+/// One hub call in progress whose question this client answers.
+struct Question {
     hub: HubClient,
     attachment: String,
-    /// The tool use id the hub gives this routine's registration question.
-    tool_use_id: String,
+    /// How the tool use id of the question this call asks begins.
+    tool_use_prefix: String,
     name: String,
+    purpose: Purpose,
     asking: Asking,
     deadline: Duration,
     /// Set when a question was rejected because nobody could be asked.
     refused_unasked: Option<String>,
 }
 
-impl Registration {
-    async fn run(
+impl Question {
+    async fn run<T>(
         mut self,
-        request: pb::AddRoutineRequest,
+        call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
         mut stream: Streaming<pb::SubscribeResponse>,
-    ) -> Result<pb::Routine, String> {
-        let mut adder = self.hub.clone();
-        let adding = adder.add_routine(request);
-        tokio::pin!(adding);
+    ) -> Result<T, String> {
+        tokio::pin!(call);
         let overall = tokio::time::sleep(REGISTER_WAIT);
         tokio::pin!(overall);
         let mut watching = true;
         loop {
             tokio::select! {
-                added = &mut adding => {
-                    return match (added, self.refused_unasked.take()) {
-                        (Ok(added), _) => Ok(added.into_inner().routine.unwrap_or_default()),
+                answered = &mut call => {
+                    return match (answered, self.refused_unasked.take()) {
+                        (Ok(answered), _) => Ok(answered.into_inner()),
                         (Err(_), Some(line)) => Err(line),
                         (Err(status), None) => Err(status.message().to_owned()),
                     };
@@ -153,13 +232,15 @@ impl Registration {
                             _ => None,
                         },
                         Ok(Some(_)) => None,
-                        // The hub closes the question with the stream: AddRoutine answers.
+                        // The hub closes the question with the stream: the call answers.
                         Ok(None) | Err(_) => {
                             watching = false;
                             None
                         }
                     };
-                    if let Some(question) = question.filter(|q| q.tool_use_id == self.tool_use_id) {
+                    if let Some(question) =
+                        question.filter(|q| q.tool_use_id.starts_with(&self.tool_use_prefix))
+                    {
                         let approve = self.answer(&question, &mut stream).await?;
                         if let Some(approve) = approve {
                             self.decide(&question, approve).await?;
@@ -167,8 +248,12 @@ impl Registration {
                     }
                 }
                 () = &mut overall => {
+                    let what = match self.purpose {
+                        Purpose::Add => "added",
+                        Purpose::Run => "run",
+                    };
                     return Err(format!(
-                        "routine {} was not added: no decision within {} s",
+                        "routine {} was not {what}: no decision within {} s",
                         self.name,
                         REGISTER_WAIT.as_secs()
                     ));
@@ -187,7 +272,10 @@ impl Registration {
         let lang = match self.asking {
             Asking::Terminal(lang) => lang,
             Asking::Nobody => {
-                self.refused_unasked = Some(needs_approval_line(&self.name, &question.tool));
+                self.refused_unasked = Some(match self.purpose {
+                    Purpose::Add => needs_approval_line(&self.name, &question.tool),
+                    Purpose::Run => needs_run_approval_line(&self.name),
+                });
                 return Ok(Some(false));
             }
         };
@@ -275,6 +363,10 @@ mod tests {
         let line = needs_approval_line("lamp-off", "demo_physical_action");
         assert!(line.contains("needs your approval"), "{line}");
         assert!(line.contains("without --json"), "{line}");
+        assert!(!line.contains('\n'));
+        let line = needs_run_approval_line("lamp-off");
+        assert!(line.contains("was not run"), "{line}");
+        assert!(line.contains("tau routine run lamp-off"), "{line}");
         assert!(!line.contains('\n'));
     }
 

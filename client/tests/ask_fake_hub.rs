@@ -309,6 +309,15 @@ impl tau_server::Tau for ScriptedHub {
         unscripted()
     }
 
+    type WatchApprovalsStream = Boxed<pb::PendingApproval>;
+
+    async fn watch_approvals(
+        &self,
+        _: Request<pb::WatchApprovalsRequest>,
+    ) -> Result<Response<Self::WatchApprovalsStream>, Status> {
+        unscripted()
+    }
+
     async fn decide_approval(
         &self,
         request: Request<pb::DecideApprovalRequest>,

@@ -1,8 +1,9 @@
 //! Routines in the hub core: a tier-2 tool routine registered through the registering session's
-//! approval (approved and rejected), fired without a prompt and recorded in the routine's session
-//! as `exempt`; a prompt routine run as a turn on its own session on channel `routine`, whose
-//! tier-2 question fails the firing at once when no client there could answer it; the routine
-//! status report.
+//! approval (approved and rejected), its schedule never replaced without a new approval, and a
+//! manual run asked every time in the caller's session; a prompt routine run as a turn on its own
+//! session, whose tier-2 question is held for the owner (any subscriber of the session may answer
+//! it) and ends as timeout at its deadline, with the next firing going on; the routine status
+//! report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support {
@@ -14,7 +15,7 @@ use std::time::Duration;
 use serde_json::json;
 use support::hub::{DEADLINE, Fixture, fixture_with, next_event, options};
 use taud::hub::{AddRoutine, ApprovalAnswer, CoreError, EventKind, EventStream};
-use taud::routine::{CatchUp, FiringOutcome, RoutineAction};
+use taud::routine::{CatchUp, Creator, FiringOutcome, RoutineAction};
 use taud::testing::FakeReply;
 
 async fn routines_fixture(replies: Vec<FakeReply>) -> Fixture {
@@ -41,6 +42,7 @@ fn lamp_routine(session_id: &str, action: &str) -> AddRoutine {
         replace: false,
         session_id: session_id.into(),
         channel: "terminal".into(),
+        created_by: Creator::Owner,
     }
 }
 
@@ -90,7 +92,7 @@ async fn a_tier_two_routine_is_approved_in_its_session_then_fires_exempt() {
     });
     let (approval, effect) = question(&mut watcher).await;
     assert!(
-        effect.contains("Routine \"lamp-off\", cron 0 23 * * *"),
+        effect.contains("Routine \"lamp-off\" (cron 0 23 * * *"),
         "{effect}"
     );
     f.core
@@ -122,30 +124,63 @@ async fn a_tier_two_routine_is_approved_in_its_session_then_fires_exempt() {
         Some(approval.as_str())
     );
 
-    // Fired: no question anywhere, recorded as exempt in the routine's session.
-    let number = f.core.run_routine("lamp-off").unwrap();
-    let firing = ended_firing(&f, "lamp-off", number).await;
+    // The schedule cannot be replaced without a new question: rejected, the old one stays.
+    let core = f.core.clone();
+    let replacing = tokio::spawn({
+        let mut request = lamp_routine(&id, "desk lamp off");
+        request.cron = String::new();
+        request.every = "1m".into();
+        request.replace = true;
+        async move { core.add_routine(request).await }
+    });
+    let (approval, effect) = question(&mut watcher).await;
+    assert!(effect.contains("every 1m"), "{effect}");
+    f.core
+        .decide(&approval, ApprovalAnswer::Reject, &attachment)
+        .unwrap();
+    assert!(replacing.await.unwrap().is_err());
+    let kept = f.core.list_routines().unwrap().remove(0);
+    assert_eq!(kept.schedule_text, "cron 0 23 * * *");
+    // And not at all from outside a session.
+    let mut outside = lamp_routine("", "desk lamp off");
+    outside.cron = String::new();
+    outside.every = "1m".into();
+    outside.replace = true;
+    let err = f.core.add_routine(outside).await.unwrap_err();
+    assert!(matches!(err, CoreError::InvalidArgument(_)), "{err:?}");
+    assert_eq!(
+        f.core.list_routines().unwrap()[0].schedule_text,
+        "cron 0 23 * * *"
+    );
+
+    // A manual run is refused without a session, and asked in one every time.
+    let err = f.core.run_routine("lamp-off", "", "").await.unwrap_err();
+    assert!(matches!(err, CoreError::FailedPrecondition(_)), "{err:?}");
+    assert!(err.to_string().contains("asked in a session"), "{err}");
+    let core = f.core.clone();
+    let session = id.clone();
+    let running =
+        tokio::spawn(async move { core.run_routine("lamp-off", &session, "terminal").await });
+    let (approval, effect) = question(&mut watcher).await;
+    assert!(effect.starts_with("Demo: simulates"), "{effect}");
+    f.core
+        .decide(&approval, ApprovalAnswer::Approve, &attachment)
+        .unwrap();
+    let run = running.await.unwrap().unwrap();
+    assert!(run.result.as_ref().unwrap().succeeded, "{run:?}");
+    let firing = ended_firing(&f, "lamp-off", run.firing).await;
     assert_eq!(
         firing.outcome,
         FiringOutcome::Succeeded,
         "{}",
         firing.detail
     );
-    assert!(firing.detail.contains("(exempt)"), "{}", firing.detail);
-    assert!(f.core.list_pending(None).unwrap().is_empty());
-    let events = f.core.read_events("routine-lamp-off").await.unwrap();
+    assert!(firing.detail.contains("(approved)"), "{}", firing.detail);
+    let events = f.core.read_events(&id).await.unwrap();
     let calls: Vec<_> = events.iter().filter(|e| e["type"] == "tool_call").collect();
     assert_eq!(calls.len(), 1, "{events:?}");
-    assert_eq!(calls[0]["approval"], "exempt");
+    assert_eq!(calls[0]["approval"], "approved");
     assert_eq!(calls[0]["tool"], "demo_physical_action");
-    assert_eq!(
-        calls[0]["tool_use_id"],
-        format!("routine-lamp-off-{number}")
-    );
-    assert!(
-        !events.iter().any(|e| e["type"] == "approval"),
-        "no question in the routine's session"
-    );
     let status = f.core.routine_status();
     assert!(status.enabled);
     assert_eq!(status.routines.len(), 1);
@@ -192,11 +227,12 @@ async fn a_prompt_routine_runs_as_a_turn_on_its_own_session() {
             replace: false,
             session_id: String::new(),
             channel: "terminal".into(),
+            created_by: Creator::Owner,
         })
         .await
         .unwrap();
     assert!(view.routine.approval.is_none());
-    let number = f.core.run_routine("weather").unwrap();
+    let number = f.core.run_routine("weather", "", "").await.unwrap().firing;
     let firing = ended_firing(&f, "weather", number).await;
     assert_eq!(
         firing.outcome,
@@ -328,11 +364,12 @@ async fn overlapping_prompt_firings_queue_like_any_turn() {
             replace: false,
             session_id: String::new(),
             channel: "terminal".into(),
+            created_by: Creator::Owner,
         })
         .await
         .unwrap();
-    let a = f.core.run_routine("news").unwrap();
-    let b = f.core.run_routine("news").unwrap();
+    let a = f.core.run_routine("news", "", "").await.unwrap().firing;
+    let b = f.core.run_routine("news", "", "").await.unwrap().firing;
     let first = ended_firing(&f, "news", a).await;
     let second = ended_firing(&f, "news", b).await;
     let mut details = [first.detail, second.detail];
@@ -346,10 +383,46 @@ async fn overlapping_prompt_firings_queue_like_any_turn() {
     f.core.shutdown().await;
 }
 
+/// Subscribes as soon as the session exists (a routine makes its session on its first firing).
+async fn subscribe_when_there(f: &Fixture, session: &str, channel: &str) -> EventStream {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        match f.core.subscribe(session, None, channel).await {
+            Ok(stream) => return stream,
+            Err(CoreError::NotFound(_)) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(err) => panic!("subscribe: {err}"),
+        }
+    }
+}
+
+/// The id of the first pending approval a subscriber is shown: in its snapshot, else next.
+async fn shown(watcher: &mut EventStream) -> String {
+    match watcher.snapshot().pending.first() {
+        Some(info) => info.request.approval_id.clone(),
+        None => question(watcher).await.0,
+    }
+}
+
 #[tokio::test]
-async fn a_prompt_routines_question_nobody_can_answer_fails_the_firing_at_once() {
+async fn a_prompt_routines_question_is_held_for_the_owner_and_ends_at_its_deadline() {
     let lamp = || FakeReply::tool_call("demo_physical_action", json!({"action": "desk lamp off"}));
-    let f = routines_fixture(vec![lamp(), lamp(), FakeReply::text("The lamp is off.")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options();
+    options.routines_file = Some(dir.path().join("routines.json"));
+    options.routine_approval_timeout = Duration::from_secs(1);
+    let f = fixture_with(
+        "file",
+        vec![
+            lamp(),
+            FakeReply::text("It was not approved."),
+            lamp(),
+            FakeReply::text("The lamp is off."),
+        ],
+        options,
+    )
+    .await;
     f.core
         .add_routine(AddRoutine {
             name: "lamp".into(),
@@ -358,30 +431,47 @@ async fn a_prompt_routines_question_nobody_can_answer_fails_the_firing_at_once()
             at: String::new(),
             action: RoutineAction::Prompt {
                 text: "Switch the desk lamp off.".into(),
-                approval_channel: "terminal".into(),
+                approval_channel: "telegram".into(),
             },
             catch_up: CatchUp::Skip,
             replace: false,
             session_id: String::new(),
             channel: "terminal".into(),
+            created_by: Creator::Owner,
         })
         .await
         .unwrap();
 
-    // Nobody attached on the routine's session and channel: failed at once (no approval timeout
-    // is configured here, so waiting would never end), nothing ran.
-    let number = f.core.run_routine("lamp").unwrap();
-    let firing = ended_firing(&f, "lamp", number).await;
+    // A client subscribes on another channel, sees the question, and leaves: the question stays
+    // pending for the owner (asked on the routine's approval channel), then ends at its deadline;
+    // the firing queued behind it goes on.
+    let first = f.core.run_routine("lamp", "", "").await.unwrap().firing;
+    let second = f.core.run_routine("lamp", "", "").await.unwrap().firing;
+    let mut passer = subscribe_when_there(&f, "routine-lamp", "routine").await;
+    let approval = shown(&mut passer).await;
+    drop(passer);
+    let pending = f.core.list_pending(None).unwrap();
+    assert_eq!(pending.len(), 1, "still pending after the client left");
+    assert_eq!(pending[0].request.approval_id, approval);
+    assert_eq!(pending[0].request.channel, "telegram");
+    assert!(pending[0].held);
+    assert!(pending[0].deadline.is_some());
+    let firing = ended_firing(&f, "lamp", first).await;
     assert_eq!(firing.outcome, FiringOutcome::Failed, "{}", firing.detail);
     assert!(
         firing.detail.starts_with(
-            "needs_approval: no client on channel routine to ask about demo_physical_action"
+            "timeout: nobody answered the question about demo_physical_action on channel telegram"
         ),
         "{}",
         firing.detail
     );
-    assert!(f.core.list_pending(None).unwrap().is_empty());
     let events = f.core.read_events("routine-lamp").await.unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "approval" && e["status"] == "timeout"),
+        "{events:?}"
+    );
     assert!(
         !events
             .iter()
@@ -389,19 +479,18 @@ async fn a_prompt_routines_question_nobody_can_answer_fails_the_firing_at_once()
         "{events:?}"
     );
 
-    // A client attached there is asked as usual, and its approval lets the call run.
-    let mut watcher = f
+    // The next firing's question: any subscriber of the session may answer it.
+    let mut owner = f
         .core
-        .subscribe("routine-lamp", None, "routine")
+        .subscribe("routine-lamp", None, "terminal")
         .await
         .unwrap();
-    let attachment = watcher.snapshot().attachment_id.clone();
-    let number = f.core.run_routine("lamp").unwrap();
-    let (approval, _) = question(&mut watcher).await;
+    let attachment = owner.snapshot().attachment_id.clone();
+    let approval = shown(&mut owner).await;
     f.core
         .decide(&approval, ApprovalAnswer::Approve, &attachment)
         .unwrap();
-    let firing = ended_firing(&f, "lamp", number).await;
+    let firing = ended_firing(&f, "lamp", second).await;
     assert_eq!(
         firing.outcome,
         FiringOutcome::Succeeded,

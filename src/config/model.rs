@@ -197,6 +197,25 @@ impl Default for SessionsConfig {
     }
 }
 
+/// `[routines] approval_timeout` default: how long a routine's question waits for the owner.
+pub const DEFAULT_ROUTINE_APPROVAL_TIMEOUT_SECONDS: u64 = 600;
+
+/// `[routines]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutinesConfig {
+    /// How long a tier-2 question of a routine's turn (asked with nobody attached) waits before it
+    /// ends as timeout, in seconds (default 600).
+    pub approval_timeout_seconds: u64,
+}
+
+impl Default for RoutinesConfig {
+    fn default() -> Self {
+        Self {
+            approval_timeout_seconds: DEFAULT_ROUTINE_APPROVAL_TIMEOUT_SECONDS,
+        }
+    }
+}
+
 /// `[hub]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HubConfig {

@@ -17,7 +17,7 @@ use super::mcp::{McpConfig, mcp};
 use super::model::{
     AgentConfig, CacheConfig, CacheStrategy, CacheTtl, ComponentsConfig, ContextMode,
     DEFAULT_MAX_TOKENS, FallbackConfig, HubComponents, HubConfig, ModelsConfig, RoleConfig,
-    SessionsConfig, ToolComponents, UiConfig,
+    RoutinesConfig, SessionsConfig, ToolComponents, UiConfig,
 };
 use super::reader::Section;
 use super::spend::{RolePrice, SpendConfig, budgets, price_of};
@@ -30,6 +30,7 @@ pub(crate) const KNOWN_TABLES: &[&str] = &[
     "ui",
     "sessions",
     "hub",
+    "routines",
     "components",
     "component",
     "mcp",
@@ -67,6 +68,7 @@ pub(crate) struct Parsed {
     pub(crate) ui: UiConfig,
     pub(crate) sessions: SessionsConfig,
     pub(crate) hub: HubConfig,
+    pub(crate) routines: RoutinesConfig,
     pub(crate) components: ComponentsConfig,
     pub(crate) component_settings: BTreeMap<String, Table>,
     pub(crate) mcp: McpConfig,
@@ -94,7 +96,7 @@ pub(crate) fn parse_document(
                 file: file.to_path_buf(),
                 key: key_segment(name),
                 value: render_value(value),
-                expected: "a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [components], [component.<name>], [mcp] or [budget.<role>]".to_string(),
+                expected: "a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [routines], [components], [component.<name>], [mcp] or [budget.<role>]".to_string(),
             });
         }
         let warning = format!(
@@ -115,6 +117,7 @@ pub(crate) fn parse_document(
         ui: ui(&doc)?,
         sessions: sessions(&doc, known)?,
         hub: hub(&doc)?,
+        routines: routines(&doc)?,
         components: components(&doc)?,
         component_settings: component_settings(&doc)?,
         mcp: mcp(&doc)?,
@@ -334,6 +337,41 @@ fn hub(doc: &Section<'_>) -> Result<HubConfig, ConfigError> {
         out.control_port = u16::try_from(p).unwrap_or(out.control_port);
     }
     Ok(out)
+}
+
+fn routines(doc: &Section<'_>) -> Result<RoutinesConfig, ConfigError> {
+    let mut out = RoutinesConfig::default();
+    let Some(routines) = doc.table("routines", &["approval_timeout"])? else {
+        return Ok(out);
+    };
+    let expected = "a duration from 10s to 1d: a whole number of seconds, or a number and a unit (s, m, h, d) such as \"10m\"";
+    if let Some(value) = routines.get("approval_timeout") {
+        let seconds = match value {
+            Value::Integer(n) => u64::try_from(*n).ok(),
+            Value::String(text) => duration_seconds(text),
+            _ => None,
+        }
+        .filter(|s| (10..=86_400).contains(s))
+        .ok_or_else(|| routines.invalid("approval_timeout", value, expected.to_owned()))?;
+        out.approval_timeout_seconds = seconds;
+    }
+    Ok(out)
+}
+
+/// `90s`, `10m`, `2h`, `1d` as seconds (checked arithmetic; `None` for anything else).
+fn duration_seconds(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let unit = match unit.trim() {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    number.checked_mul(unit)
 }
 
 fn components(doc: &Section<'_>) -> Result<ComponentsConfig, ConfigError> {

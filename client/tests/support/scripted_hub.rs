@@ -247,6 +247,16 @@ impl tau_server::Tau for ScriptedHub {
         Ok(Response::new(pb::ListPendingApprovalsResponse::default()))
     }
 
+    type WatchApprovalsStream =
+        Pin<Box<dyn Stream<Item = Result<pb::PendingApproval, Status>> + Send + 'static>>;
+
+    async fn watch_approvals(
+        &self,
+        _: Request<pb::WatchApprovalsRequest>,
+    ) -> Result<Response<Self::WatchApprovalsStream>, Status> {
+        Err(Status::unimplemented("not scripted"))
+    }
+
     async fn decide_approval(
         &self,
         request: Request<pb::DecideApprovalRequest>,

@@ -202,9 +202,10 @@ impl TierGate {
     }
 
     /// Asks for the registration of a routine that will make `call` on a schedule: like
-    /// [`TierGate::begin`], but a tier-2 call is always asked (no exemption answers for it) and
-    /// `note` (the routine's name and schedule) follows the tool's effect in the question. The
-    /// caller does not run the permit; an approval is what it records.
+    /// [`TierGate::begin`], but it is always asked, whatever the tool's tier, as a tier-2 question
+    /// (no exemption answers for it), and `note` (the routine's name, schedule, catch-up rule and
+    /// session) follows the tool's effect in the question. The caller does not run the permit; an
+    /// approval is what it records.
     pub fn begin_registration(&self, call: GateCall, ctx: &CallContext, note: &str) -> Checked {
         self.begin_with(call, ctx, Some(note))
     }
@@ -219,7 +220,10 @@ impl TierGate {
                 reason: RefusalReason::UnknownTool,
             }));
         };
-        let tier = entry.tier();
+        let tier = match note {
+            Some(_) => Tier::Physical,
+            None => entry.tier(),
+        };
         let tool = Arc::clone(entry.tool());
         if tier != Tier::Physical {
             return Checked::Ready(Verdict::Allowed(Permit {

@@ -176,6 +176,11 @@ impl Permit {
         &self.call
     }
 
+    /// The tool this permit runs (to check which tool an approval named, before running it).
+    pub fn tool(&self) -> &Arc<dyn Tool> {
+        &self.tool
+    }
+
     pub fn tier(&self) -> Tier {
         self.tier
     }

@@ -47,7 +47,7 @@ use super::restart::{ExpiredApproval, expire_stale_approvals};
 use super::runtime::{AgentParts, SessionRuntime};
 use super::scan_mark::{ScanJournal, ScanPlan};
 use super::spend_usage::open_spend_meter;
-use super::streams::{EventStream, Snapshot, TurnStream};
+use super::streams::{ApprovalWatch, EventStream, Snapshot, TurnStream};
 use super::turns::AcceptError;
 use crate::agent::SystemPromptSource;
 use crate::clock::SystemClock;
@@ -392,12 +392,30 @@ impl HubCore {
         self.inner.sessions.get(session_id).await
     }
 
-    fn new_turn_id(&self) -> String {
+    pub(crate) fn new_turn_id(&self) -> String {
         new_id("turn", self.inner.ids.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Starts a turn (or finds the one its idempotency key names) and streams its events.
     pub async fn start_turn(&self, request: StartTurn) -> Result<TurnStream, CoreError> {
+        self.start_turn_held(request, None).await
+    }
+
+    /// Starts a turn no client started (a routine's): its stream is nobody's attachment, so it
+    /// decides nothing, and its questions are held for `held_for` (see the approval registry).
+    pub(crate) async fn start_unattended_turn(
+        &self,
+        request: StartTurn,
+        held_for: Duration,
+    ) -> Result<TurnStream, CoreError> {
+        self.start_turn_held(request, Some(held_for)).await
+    }
+
+    async fn start_turn_held(
+        &self,
+        request: StartTurn,
+        held_for: Option<Duration>,
+    ) -> Result<TurnStream, CoreError> {
         let channel = check_channel(&request.channel)?;
         check_text(&request.text)?;
         let key = check_idempotency_key(&request.idempotency_key)?;
@@ -407,14 +425,19 @@ impl HubCore {
             // Attach first, to the turn about to be made: an approval the turn asks at once must
             // find its stream attached.
             let fresh_id = self.new_turn_id();
-            let attachment = self
-                .registry()
-                .attach_turn(&runtime.bus, &channel, &fresh_id)?;
+            let attachment = match held_for {
+                Some(_) => None,
+                None => Some(
+                    self.registry()
+                        .attach_turn(&runtime.bus, &channel, &fresh_id)?,
+                ),
+            };
             let accepted = match runtime.accept(
                 request.text.clone(),
                 channel.clone(),
                 key.clone(),
                 max_queued,
+                held_for,
                 || fresh_id.clone(),
             ) {
                 Ok(accepted) => accepted,
@@ -425,7 +448,9 @@ impl HubCore {
                     )));
                 }
             };
-            if accepted.turn_id != fresh_id {
+            if accepted.turn_id != fresh_id
+                && let Some(attachment) = &attachment
+            {
                 // A repeat: the stream replays the earlier turn from its start.
                 attachment.show_turn(&accepted.turn_id);
             }
@@ -562,6 +587,17 @@ impl HubCore {
     }
 
     /// Pending approvals, oldest first.
+    /// The approvals asked on `channel` (any, when `None`), in every session: those pending now,
+    /// then each as it is asked.
+    pub fn watch_approvals(&self, channel: Option<&str>) -> Result<ApprovalWatch, CoreError> {
+        let channel = channel.map(check_channel).transpose()?;
+        Ok(ApprovalWatch::new(
+            channel,
+            Arc::clone(self.registry()),
+            self.inner.stop.clone(),
+        ))
+    }
+
     pub fn list_pending(&self, session_id: Option<&str>) -> Result<Vec<PendingInfo>, CoreError> {
         if let Some(id) = session_id {
             check_session_id(id)?;

@@ -116,6 +116,10 @@ pub struct PendingInfo {
     pub asked_at: String,
     /// RFC 3339, UTC; `None` when no timeout applies.
     pub deadline: Option<String>,
+    /// Asked by a turn no client started (a routine's): it is shown to every client subscribed
+    /// to its session, whatever their channel, and to the watchers of its channel; it does not end
+    /// when they leave, only at its deadline (or a decision, a cancel, a restart).
+    pub held: bool,
 }
 
 /// Now, as RFC 3339 UTC text.

@@ -157,6 +157,9 @@ pub struct CoreOptions {
     pub host_role: String,
     /// How long a tier-2 question stays open; `None`: until decided or cancelled.
     pub approval_timeout: Option<Duration>,
+    /// How long a question of a turn nobody attached started (a routine's) is held for the owner
+    /// before it ends as timeout (`[routines] approval_timeout`).
+    pub routine_approval_timeout: Duration,
     /// An open session nobody uses is dropped from memory after this long.
     pub idle_after: Duration,
     /// The least time between two writes of a session's own record after turns (see
@@ -208,6 +211,9 @@ impl Default for CoreOptions {
             profile: "home".to_owned(),
             host_role: "hub".to_owned(),
             approval_timeout: None,
+            routine_approval_timeout: Duration::from_secs(
+                tau_api::config::DEFAULT_ROUTINE_APPROVAL_TIMEOUT_SECONDS,
+            ),
             idle_after: DEFAULT_IDLE_AFTER,
             session_record_interval: DEFAULT_SESSION_RECORD_INTERVAL,
             max_queued_turns: DEFAULT_MAX_QUEUED_TURNS,
@@ -254,6 +260,7 @@ impl CoreOptions {
                 .agent
                 .approval_timeout_seconds
                 .map(|s| Duration::from_secs(u64::from(s))),
+            routine_approval_timeout: Duration::from_secs(config.routines.approval_timeout_seconds),
             mcp_servers: crate::mcp::specs_from_config(&config.mcp, &installation.env),
             spend: config.spend.clone(),
             spend_ledger: Some(installation.paths.data_dir.join(crate::spend::SPEND_FILE)),

@@ -19,8 +19,8 @@ use crate::clock::SystemClock;
 use crate::gate::{CallContext, TierGate};
 use crate::mcp::hub_catalog;
 use crate::routine::{
-    CatchUp, Firing, Routine, RoutineAction, RoutineEngine, RoutineError, RoutineView, Schedule,
-    parse_local_time, register,
+    CatchUp, Creator, Firing, FiringResult, Routine, RoutineAction, RoutineEngine, RoutineError,
+    RoutineView, Schedule, parse_local_time, register, run_by_hand,
 };
 use crate::store::store_io;
 use crate::tool::Tier;
@@ -41,6 +41,16 @@ pub struct AddRoutine {
     pub session_id: String,
     /// The registering channel.
     pub channel: String,
+    /// Who asks: the owner (a client) or the model (`schedule_routine`, always asked).
+    pub created_by: Creator,
+}
+
+/// What a manual run started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManualRun {
+    pub firing: u64,
+    /// For a tier-2 tool routine, asked and run before the answer: how it ended.
+    pub result: Option<FiringResult>,
 }
 
 /// What `GetStatus`, `/status` and `tau doctor` show of the routines.
@@ -106,32 +116,60 @@ impl HubCore {
         Ok(self.engine()?.list())
     }
 
-    /// Adds (or replaces) a routine; a tier-2 tool action waits for its registration approval.
+    /// Adds (or replaces) a routine; a tier-2 tool action, or any routine the model proposes,
+    /// waits for its registration approval.
     pub async fn add_routine(&self, request: AddRoutine) -> Result<RoutineView, CoreError> {
         let engine = self.engine()?;
         let channel = check_channel(&request.channel)?;
         let schedule = self.routine_schedule(engine, &request)?;
-        let routine = Routine::new(
+        let mut routine = Routine::new(
             &request.name,
             schedule,
             request.action.clone(),
             request.catch_up,
             engine.now(),
         );
-        let tier_two = match &request.action {
-            RoutineAction::Tool { tool, .. } => self
-                .tools()
-                .iter()
-                .any(|t| t.name == *tool && t.tier == Some(Tier::Physical)),
-            RoutineAction::Prompt { .. } => false,
-        };
+        routine.created_by = request.created_by;
+        let asked = request.created_by == Creator::Model
+            || match &request.action {
+                RoutineAction::Tool { tool, .. } => self.is_tier_two(tool),
+                RoutineAction::Prompt { .. } => false,
+            };
+        if request.session_id.is_empty() && asked {
+            return Err(CoreError::InvalidArgument(
+                "a tier-2 routine is registered from a session: its approval is asked there (give the session id)".to_owned(),
+            ));
+        }
+        let (gate, ctx, on_pending) = self.asking_gate(&request.session_id, channel).await?;
+        register(&gate, engine, routine, request.replace, &ctx, &on_pending)
+            .await
+            .map_err(routine_error)
+    }
+
+    fn is_tier_two(&self, tool: &str) -> bool {
+        self.tools()
+            .iter()
+            .any(|t| t.name == *tool && t.tier == Some(Tier::Physical))
+    }
+
+    /// The gate a routine question is asked through: the agent's gate of `session_id` (on
+    /// `channel`), or with no session a gate over the hub's catalog that can ask nobody. The
+    /// callback marks a question ready to show once recorded (outside a turn no events precede
+    /// it).
+    async fn asking_gate(
+        &self,
+        session_id: &str,
+        channel: String,
+    ) -> Result<
+        (
+            TierGate,
+            CallContext,
+            impl Fn(&crate::gate::ApprovalRequest) + Send + Sync + use<>,
+        ),
+        CoreError,
+    > {
         let mut readiness = None;
-        let gate = if request.session_id.is_empty() {
-            if tier_two {
-                return Err(CoreError::InvalidArgument(
-                    "a tier-2 routine is registered from a session: its approval is asked there (give the session id)".to_owned(),
-                ));
-            }
+        let gate = if session_id.is_empty() {
             let catalog = hub_catalog(
                 Arc::new(SystemClock),
                 &self.options().disabled_tools,
@@ -140,25 +178,22 @@ impl HubCore {
             .map_err(|e| CoreError::Unavailable(e.to_string()))?;
             TierGate::builder(Arc::new(catalog)).build()
         } else {
-            check_session_id(&request.session_id)?;
-            let runtime = self.runtime(&request.session_id, None).await?;
+            check_session_id(session_id)?;
+            let runtime = self.runtime(session_id, None).await?;
             readiness = Some(Arc::clone(&runtime.readiness));
             runtime.agent().0.gate().clone()
         };
         let ctx = CallContext {
-            session_id: request.session_id.clone(),
+            session_id: session_id.to_owned(),
             channel,
             cancel: self.stop_token().child_token(),
         };
-        // Outside a turn no events precede the question: it may be shown once recorded.
         let on_pending = move |asked: &crate::gate::ApprovalRequest| {
             if let Some(readiness) = &readiness {
                 readiness.mark_flushed(&asked.approval_id);
             }
         };
-        register(&gate, engine, routine, request.replace, &ctx, &on_pending)
-            .await
-            .map_err(routine_error)
+        Ok((gate, ctx, on_pending))
     }
 
     fn routine_schedule(
@@ -196,10 +231,41 @@ impl HubCore {
         store_io(|| engine.set_paused(name, paused)).map_err(routine_error)
     }
 
-    /// Fires a routine now; returns the firing's number.
-    pub fn run_routine(&self, name: &str) -> Result<u64, CoreError> {
+    /// Fires a routine now. A tier-2 tool routine is asked first on `session_id` and `channel`
+    /// (every time; refused without a session) and run before this returns; anything else is
+    /// started and runs on.
+    pub async fn run_routine(
+        &self,
+        name: &str,
+        session_id: &str,
+        channel: &str,
+    ) -> Result<ManualRun, CoreError> {
         let engine = self.engine()?;
-        store_io(|| engine.run_now(name)).map_err(routine_error)
+        let view = engine.get(name).map_err(routine_error)?;
+        let tier_two = matches!(&view.routine.action,
+            RoutineAction::Tool { tool, .. } if self.is_tier_two(tool));
+        if !tier_two {
+            let firing = store_io(|| engine.run_now(name)).map_err(routine_error)?;
+            return Ok(ManualRun {
+                firing,
+                result: None,
+            });
+        }
+        if session_id.is_empty() {
+            return Err(CoreError::FailedPrecondition(format!(
+                "routine {name} calls a tier-2 tool: a manual run is asked in a session every time (run `tau routine run {name}` in a terminal)"
+            )));
+        }
+        let channel = check_channel(channel)?;
+        let (gate, ctx, on_pending) = self.asking_gate(session_id, channel).await?;
+        let tool_use_id = format!("routine-{name}-manual-{}", self.new_turn_id());
+        let run = run_by_hand(&gate, engine, name, tool_use_id.clone(), &ctx, &on_pending).await;
+        // Outside a turn, the call's record is stored by now: take it back from the recorder so
+        // nothing accumulates between turns.
+        let runtime = self.runtime(session_id, None).await?;
+        runtime.agent().1.take_tool_call(&tool_use_id);
+        let (firing, result) = run.map_err(routine_error)?;
+        Ok(ManualRun { firing, result })
     }
 
     pub fn routine_history(&self, name: &str) -> Result<Vec<Firing>, CoreError> {

@@ -1,16 +1,19 @@
-//! How the hub fires a routine: a prompt as a turn on the routine's own session (channel
-//! `routine`), queued behind any running turn like every turn; a tool action through the gate of
-//! that session's agent, exempt only as `routine::fire_tool_action` allows.
+//! How the hub fires a routine: a prompt as a turn on the routine's own session, on the routine's
+//! `approval_channel`, queued behind any running turn like every turn; a tool action through the
+//! gate of that session's agent, exempt only as `routine::fire_tool_action` allows.
 //!
 //! Invariants: the routine's session (`routine-<name>`) is created on its first firing and then
-//! reused; a prompt firing's tier-2 question that no client besides the firing's own stream could
-//! decide (nobody attached on the routine's session and channel) fails closed at once: the turn
-//! is cancelled, nothing runs, and the firing is recorded `failed` with a detail beginning
-//! `needs_approval:` instead of waiting out the approval timeout; a firing holds only a weak reference to the core, so the engine never keeps a stopped
-//! hub alive; a prompt firing waits for its turn's end or for cancellation (hub shutdown), never
-//! longer; a tool firing's `tool_call` record is stored in the routine's session and taken back
-//! from the recorder, so nothing accumulates between turns. `schedule_routine` proposals are
-//! registered here too, from the calling session and channel.
+//! reused; a prompt firing's turn is started unattended: the runner's stream is nobody's
+//! attachment, so it never decides, and the turn's tier-2 questions are held (shown to every
+//! subscriber of the session, to the watchers of the approval channel, e.g. Telegram's card, and
+//! to `tau approvals`) until `[routines] approval_timeout`, then end `timeout`: the call does not
+//! run, the firing is recorded `failed` with a detail beginning `timeout:`, and the firings queued
+//! behind it go on. A firing holds only a weak reference to the core, so the engine never keeps a
+//! stopped hub alive; a prompt firing waits for its turn's end or for cancellation (hub
+//! shutdown), never longer; a tool firing's `tool_call` record is stored in the routine's session
+//! and taken back from the recorder, so nothing accumulates between turns. `schedule_routine`
+//! proposals are registered here too, from the calling session and channel, as the model's
+//! (always asked).
 
 use std::sync::{Arc, Weak};
 
@@ -21,11 +24,12 @@ use super::core::{CoreInner, HubCore, StartTurn};
 use super::error::CoreError;
 use super::event::EventKind;
 use super::routine_api::AddRoutine;
-use crate::gate::CallContext;
+use crate::agent::TurnEnd;
+use crate::gate::{ApprovalOutcome, CallContext};
 use crate::model::StopReason;
 use crate::routine::{
-    CatchUp, DueFiring, FiringResult, ROUTINE_CHANNEL, Routine, RoutineAction, RoutineRunner,
-    fire_tool_action,
+    CatchUp, Creator, DueFiring, FiringResult, ROUTINE_CHANNEL, Routine, RoutineAction,
+    RoutineRunner, fire_tool_action,
 };
 use crate::store::{Session, SessionError, SessionMeta};
 use crate::tool::ToolCatalog;
@@ -55,6 +59,38 @@ impl RoutineRunner for HubRoutineRunner {
     }
 }
 
+/// How a prompt firing ended: failed with `timeout:` first when a question went unanswered.
+fn firing_result(
+    end: &TurnEnd,
+    unanswered: &[String],
+    channel: &str,
+    hold: std::time::Duration,
+) -> FiringResult {
+    let ended = format!(
+        "the turn ended: {}{}",
+        end.stop_reason.as_str(),
+        end.notice
+            .as_deref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default()
+    );
+    if !unanswered.is_empty() {
+        return failed(format!(
+            "timeout: nobody answered the question about {} on channel {channel} within {} s, so it did not run; {ended}",
+            unanswered.join(", "),
+            hold.as_secs()
+        ));
+    }
+    if end.stop_reason == StopReason::EndTurn {
+        FiringResult {
+            succeeded: true,
+            detail: end.text.chars().take(200).collect(),
+        }
+    } else {
+        failed(ended)
+    }
+}
+
 fn failed(detail: String) -> FiringResult {
     FiringResult {
         succeeded: false,
@@ -71,58 +107,37 @@ impl HubCore {
     ) -> Result<FiringResult, CoreError> {
         let session_id = self.ensure_routine_session(routine).await?;
         match &due.action {
-            RoutineAction::Prompt { text, .. } => {
+            RoutineAction::Prompt {
+                text,
+                approval_channel,
+            } => {
+                let hold = self.options().routine_approval_timeout;
                 let request = StartTurn {
                     session_id,
                     text: text.clone(),
-                    channel: ROUTINE_CHANNEL.to_owned(),
+                    channel: approval_channel.clone(),
                     idempotency_key: format!("routine-{}-{}", routine.name, due.number),
                 };
-                let mut stream = self.start_turn(request).await?;
-                let own_attachment = stream.attachment_id().to_owned();
-                // Why the turn was cancelled: a question nobody attached could answer.
-                let mut unasked: Option<String> = None;
+                let mut stream = self.start_unattended_turn(request, hold).await?;
+                // The tools whose question nobody answered in time.
+                let mut unanswered: Vec<String> = Vec::new();
                 loop {
                     let next = tokio::select! {
                         () = cancel.cancelled() => return Ok(failed("the hub stopped during the turn".into())),
                         next = stream.next() => next,
                     };
                     match next {
-                        Ok(Some(event)) => {
-                            if let EventKind::ApprovalRequested(info) = &event.kind
-                                && unasked.is_none()
-                                && self
-                                    .registry()
-                                    .deciders_besides(&info.request.approval_id, &own_attachment)
-                                    == 0
-                            {
-                                unasked = Some(format!(
-                                    "needs_approval: no client on channel {} to ask about {} (the turn was cancelled; nothing ran)",
-                                    info.request.channel, info.request.tool
-                                ));
-                                self.cancel_turn(&info.request.session_id, Some(&info.turn_id))
-                                    .await?;
+                        Ok(Some(event)) => match &event.kind {
+                            EventKind::ApprovalResolved {
+                                tool,
+                                resolution: ApprovalOutcome::Timeout,
+                                ..
+                            } => unanswered.push(tool.clone()),
+                            EventKind::TurnEnded(end) => {
+                                return Ok(firing_result(end, &unanswered, approval_channel, hold));
                             }
-                            if let EventKind::TurnEnded(end) = &event.kind {
-                                if let Some(detail) = unasked {
-                                    return Ok(failed(detail));
-                                }
-                                let succeeded = end.stop_reason == StopReason::EndTurn;
-                                let detail = if succeeded {
-                                    end.text.chars().take(200).collect()
-                                } else {
-                                    format!(
-                                        "the turn ended: {}{}",
-                                        end.stop_reason.as_str(),
-                                        end.notice
-                                            .as_deref()
-                                            .map(|n| format!(" ({n})"))
-                                            .unwrap_or_default()
-                                    )
-                                };
-                                return Ok(FiringResult { succeeded, detail });
-                            }
-                        }
+                            _ => {}
+                        },
                         Ok(None) => {
                             return Ok(failed("the turn's events ended before its end".into()));
                         }
@@ -207,6 +222,7 @@ impl RoutineProposer for HubRoutineProposer {
                 replace: false,
                 session_id: ctx.session_id.clone(),
                 channel: ctx.channel.clone(),
+                created_by: Creator::Model,
             })
             .await
             .map_err(|e| e.to_string())?;

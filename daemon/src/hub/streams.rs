@@ -33,17 +33,22 @@ pub struct TurnStream {
 }
 
 impl TurnStream {
+    /// A turn's stream; without an attachment (a turn no client started) it decides nothing and
+    /// its attachment id is empty.
     pub(crate) fn new(
         accepted: Accepted,
-        attachment: Attachment,
+        attachment: Option<Attachment>,
         subscription: Option<Subscription>,
         ready: VecDeque<Arc<SessionEvent>>,
         stop: CancellationToken,
     ) -> Self {
         Self {
             accepted,
-            attachment_id: attachment.id().to_owned(),
-            attachment: Some(attachment),
+            attachment_id: attachment
+                .as_ref()
+                .map(|a| a.id().to_owned())
+                .unwrap_or_default(),
+            attachment,
             subscription,
             ready,
             done: false,
@@ -166,5 +171,66 @@ impl EventStream {
             attachment.hold_after_lag(LAG_GRACE, &self.stop);
         }
         next
+    }
+}
+
+/// The approvals asked on one channel (or any): those pending when it began, then each one as it
+/// is asked, until the hub stops. A watcher that falls behind is given what is pending again.
+#[derive(Debug)]
+pub struct ApprovalWatch {
+    channel: Option<String>,
+    ready: VecDeque<PendingInfo>,
+    asked: tokio::sync::broadcast::Receiver<Arc<PendingInfo>>,
+    registry: Arc<super::approvals::ApprovalRegistry>,
+    stop: CancellationToken,
+}
+
+impl ApprovalWatch {
+    pub(crate) fn new(
+        channel: Option<String>,
+        registry: Arc<super::approvals::ApprovalRegistry>,
+        stop: CancellationToken,
+    ) -> Self {
+        let (pending, asked) = registry.watch();
+        let mut watch = Self {
+            channel,
+            ready: VecDeque::new(),
+            asked,
+            registry,
+            stop,
+        };
+        watch.offer(pending);
+        watch
+    }
+
+    fn offer(&mut self, pending: Vec<PendingInfo>) {
+        let channel = self.channel.as_deref();
+        self.ready.extend(
+            pending
+                .into_iter()
+                .filter(|p| channel.is_none_or(|c| c == p.request.channel)),
+        );
+    }
+
+    /// The next approval; `None` when the hub stops.
+    pub async fn next(&mut self) -> Option<PendingInfo> {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            if let Some(next) = self.ready.pop_front() {
+                return Some(next);
+            }
+            let received = tokio::select! {
+                () = self.stop.cancelled() => return None,
+                received = self.asked.recv() => received,
+            };
+            match received {
+                Ok(info) => self.offer(vec![(*info).clone()]),
+                Err(RecvError::Lagged(_)) => {
+                    let pending = self.registry.list_pending(None);
+                    self.offer(pending);
+                }
+                Err(RecvError::Closed) => return None,
+            }
+        }
     }
 }

@@ -19,6 +19,7 @@
 //! See ARCHITECTURE.md, "The path of a turn".
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
@@ -40,6 +41,8 @@ pub const REMEMBERED_TURNS: usize = 256;
 pub(crate) struct TurnRecord {
     pub info: TurnInfo,
     pub cancel: CancellationToken,
+    /// Set for a turn no client started (a routine's): its questions are held for this long.
+    pub held_for: Option<Duration>,
 }
 
 /// A turn the session has seen: where its events start, and how it ended.
@@ -168,6 +171,7 @@ impl SessionRuntime {
         channel: String,
         idempotency_key: Option<String>,
         max_queued: usize,
+        held_for: Option<Duration>,
         new_turn_id: impl FnOnce() -> String,
     ) -> Result<Accepted, AcceptError> {
         let accepted = self.bus.publish_with(|next_seq| {
@@ -203,6 +207,7 @@ impl SessionRuntime {
             turns.queue.push_back(TurnRecord {
                 info: info.clone(),
                 cancel: CancellationToken::new(),
+                held_for,
             });
             if let Some(key) = idempotency_key {
                 turns.remember_key(key, turn_id.clone());
@@ -375,7 +380,9 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     let turn_id = record.info.turn_id.clone();
     let agent_guard = runtime.agent_lock.lock().await;
     let (agent, recorder) = runtime.agent();
-    runtime.turn_slot.set(Some(turn_id.clone()));
+    runtime
+        .turn_slot
+        .set_turn(Some(turn_id.clone()), record.held_for);
     runtime.note_first_text(&record.info.text).await;
     let options = TurnOptions {
         channel: Some(record.info.channel.clone()),

@@ -110,6 +110,10 @@ impl Tool for McpTool {
         &self.distribution
     }
 
+    fn source_name(&self) -> &str {
+        &self.raw
+    }
+
     async fn call(&self, input: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let Value::Object(arguments) = input else {
             return Err(ToolError::InvalidInput(

@@ -33,10 +33,10 @@ pub use routine_error::RoutineError;
 pub use routine_file::{
     ROUTINES_FILE_NAME, ROUTINES_FILE_VERSION, load_routines, routines_path, save_routines,
 };
-pub use routine_gate::{fire_tool_action, register, registration_note};
+pub use routine_gate::{fire_tool_action, register, registration_note, run_by_hand, tool_identity};
 pub use routine_record::{
-    CatchUp, Firing, FiringCause, FiringOutcome, HISTORY_LIMIT, MAX_ARGUMENTS_BYTES,
+    CatchUp, Creator, Firing, FiringCause, FiringOutcome, HISTORY_LIMIT, MAX_ARGUMENTS_BYTES,
     MAX_NAME_CHARS, MAX_PROMPT_BYTES, ROUTINE_CHANNEL, RegistrationApproval, Routine,
-    RoutineAction, check_action, check_name, session_id_for,
+    RoutineAction, ShownRoutine, ToolIdentity, check_action, check_name, session_id_for,
 };
 pub use schedule::{MIN_INTERVAL, Schedule, ScheduleError, parse_local_time};

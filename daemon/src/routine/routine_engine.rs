@@ -204,17 +204,30 @@ impl RoutineEngine {
         self.get(name)
     }
 
-    /// Fires a routine now, outside its schedule; returns the firing's number.
+    /// Fires a routine now, outside its schedule, through the runner; returns the firing's
+    /// number.
     pub fn run_now(&self, name: &str) -> Result<u64, RoutineError> {
+        let due = self.claim_now(name)?;
+        let number = due.number;
+        tokio::spawn(fire_one(Arc::clone(&self.inner), due));
+        Ok(number)
+    }
+
+    /// Claims a manual firing of `name` (saved as `running`) for a caller that runs it itself and
+    /// then reports it with [`RoutineEngine::finish`].
+    pub fn claim_now(&self, name: &str) -> Result<DueFiring, RoutineError> {
         let now = self.now();
         let mut claimed = None;
         self.change(name, |routines, index| {
             claimed = Some(claim_manual(&mut routines[index], now));
         })?;
-        let due = claimed.ok_or_else(|| RoutineError::NotFound(name.to_owned()))?;
-        let number = due.number;
-        tokio::spawn(fire_one(Arc::clone(&self.inner), due));
-        Ok(number)
+        claimed.ok_or_else(|| RoutineError::NotFound(name.to_owned()))
+    }
+
+    /// Records how a firing claimed with [`RoutineEngine::claim_now`] ended (saved off the
+    /// runtime's threads).
+    pub async fn finish(&self, due: &DueFiring, result: &FiringResult) {
+        finish_firing(Arc::clone(&self.inner), due.clone(), result).await;
     }
 
     /// A routine's firings, oldest first (at most the history limit).
@@ -394,6 +407,12 @@ async fn fire_one(inner: Arc<EngineInner>, due: DueFiring) -> FiringResult {
             detail: "the routine was removed before it ran".into(),
         },
     };
+    finish_firing(inner, due, &result).await;
+    result
+}
+
+/// Records how a firing ended, off the runtime's threads.
+async fn finish_firing(inner: Arc<EngineInner>, due: DueFiring, result: &FiringResult) {
     let outcome = if result.succeeded {
         FiringOutcome::Succeeded
     } else {
@@ -402,16 +421,13 @@ async fn fire_one(inner: Arc<EngineInner>, due: DueFiring) -> FiringResult {
     };
     let now = now_of(inner.clock.as_ref());
     let detail = result.detail.clone();
-    let saving = Arc::clone(&inner);
-    // The file write happens off the runtime's threads.
     let saved = tokio::task::spawn_blocking(move || {
-        record_outcome(&saving, &due, outcome, detail, now);
+        record_outcome(&inner, &due, outcome, detail, now);
     })
     .await;
     if let Err(err) = saved {
         warn!("a firing's outcome was not recorded: {err}");
     }
-    result
 }
 
 /// Records how a firing ended in memory and in the file (blocking).

@@ -1,7 +1,12 @@
 //! `<data_dir>/routines.json`: every routine, with its state and history, in one versioned file.
 //!
-//! Format (version 1): `{"version": 1, "routines": [<Routine>, ...]}`, each routine as
-//! [`Routine`] serializes it; a fixture is kept in `daemon/tests/fixtures/routines-v1.json`.
+//! Format (version 2): `{"version": 2, "routines": [<Routine>, ...]}`, each routine as
+//! [`Routine`] serializes it; fixtures are kept in `daemon/tests/fixtures/routines-v{1,2}.json`.
+//! Version 2 added who registered a routine (`created_by`) and bound a registration approval to
+//! everything its question showed (`approval.shown`: schedule, catch-up rule, session, action, the
+//! tool's distribution, own name and effect). A version 1 file still reads: its routines were
+//! registered by `unknown`, and its approvals (which bound only a tool and its arguments) cover
+//! nothing, so a tier-2 tool routine of version 1 fails its firings until it is registered again.
 //! Invariants: the file is replaced atomically (a temporary file, fsync, rename, fsync of the
 //! directory) and is 0600; a missing file is no routines; a newer version or a file that does not
 //! parse is an error naming the file, never silently replaced.
@@ -16,7 +21,7 @@ use super::routine_error::RoutineError;
 use super::routine_record::Routine;
 
 /// The format version written.
-pub const ROUTINES_FILE_VERSION: u32 = 1;
+pub const ROUTINES_FILE_VERSION: u32 = 2;
 /// The file's name in the data directory.
 pub const ROUTINES_FILE_NAME: &str = "routines.json";
 
@@ -90,14 +95,71 @@ pub fn save_routines(path: &Path, routines: &[Routine]) -> Result<(), RoutineErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routine::routine_record::{FiringCause, FiringOutcome, RoutineAction};
+    use crate::routine::routine_record::{
+        Creator, FiringCause, FiringOutcome, RoutineAction, ToolIdentity,
+    };
     use crate::routine::schedule::Schedule;
     use std::os::unix::fs::PermissionsExt;
 
     const V1_FIXTURE: &str = include_str!("../../tests/fixtures/routines-v1.json");
 
+    const V2_FIXTURE: &str = include_str!("../../tests/fixtures/routines-v2.json");
+
     #[test]
-    fn the_v1_fixture_reads_and_writes_back_the_same() {
+    fn the_v2_fixture_reads_and_writes_back_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = routines_path(dir.path());
+        fs::write(&path, V2_FIXTURE).unwrap();
+        let routines = load_routines(&path).unwrap();
+        let lamp = &routines[0];
+        assert_eq!(lamp.created_by, Creator::Owner);
+        let approval = lamp.approval.as_ref().unwrap();
+        let identity = ToolIdentity {
+            distribution: "taud".into(),
+            source_name: "demo_physical_action".into(),
+            effect: "Simulates a physical action.".into(),
+        };
+        assert!(approval.covers(lamp, Some(&identity)), "{approval:?}");
+        let mut moved = lamp.clone();
+        moved.schedule = Schedule::cron("* * * * *").unwrap();
+        assert!(!approval.covers(&moved, Some(&identity)));
+        assert_eq!(routines[1].created_by, Creator::Model);
+        save_routines(&path, &routines).unwrap();
+        let written: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        let fixture: serde_json::Value = serde_json::from_str(V2_FIXTURE).unwrap();
+        assert_eq!(written, fixture, "the format written is the fixture's");
+    }
+
+    #[test]
+    fn a_v1_approval_reads_but_covers_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = routines_path(dir.path());
+        fs::write(&path, V1_FIXTURE).unwrap();
+        let routines = load_routines(&path).unwrap();
+        let lamp = &routines[0];
+        assert_eq!(lamp.created_by, Creator::Unknown);
+        let approval = lamp.approval.as_ref().unwrap();
+        assert_eq!(approval.shown, None);
+        let identity = ToolIdentity {
+            distribution: "taud".into(),
+            source_name: "demo_physical_action".into(),
+            effect: "Simulates a physical action.".into(),
+        };
+        assert!(!approval.covers(lamp, Some(&identity)));
+        save_routines(&path, &routines).unwrap();
+        let written: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(written["version"], 2);
+        assert_eq!(written["routines"][0]["created_by"], "unknown");
+        assert_eq!(
+            written["routines"][0]["approval"]["shown"],
+            serde_json::Value::Null
+        );
+    }
+
+    #[test]
+    fn the_v1_fixture_reads() {
         let dir = tempfile::tempdir().unwrap();
         let path = routines_path(dir.path());
         fs::write(&path, V1_FIXTURE).unwrap();
@@ -130,10 +192,6 @@ mod tests {
         ));
         save_routines(&path, &routines).unwrap();
         assert_eq!(load_routines(&path).unwrap(), routines);
-        let written: serde_json::Value =
-            serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
-        let fixture: serde_json::Value = serde_json::from_str(V1_FIXTURE).unwrap();
-        assert_eq!(written, fixture, "the format written is the fixture's");
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }
@@ -143,10 +201,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = routines_path(dir.path());
         assert!(load_routines(&path).unwrap().is_empty());
-        fs::write(&path, r#"{"version": 2, "routines": []}"#).unwrap();
+        fs::write(&path, r#"{"version": 3, "routines": []}"#).unwrap();
         let err = load_routines(&path).unwrap_err().to_string();
         assert!(
-            err.contains("routines.json") && err.contains("version 2"),
+            err.contains("routines.json") && err.contains("version 3"),
             "{err}"
         );
         fs::write(&path, "{nope").unwrap();

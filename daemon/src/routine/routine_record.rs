@@ -1,5 +1,6 @@
-//! One routine as stored: its name, schedule, action, catch-up rule, registration approval, the
-//! last scheduled instant it handled, and its bounded firing history.
+//! One routine as stored: its name, schedule, action, catch-up rule, who registered it, its
+//! registration approval (bound to everything its question showed), the last scheduled instant it
+//! handled, and its bounded firing history.
 //!
 //! Invariants: a name is 1-64 characters of `a-z 0-9 - _`, starting with a letter or digit (it
 //! names the routine's session); `handled_through` only moves forward and is written before a
@@ -73,17 +74,96 @@ impl CatchUp {
     }
 }
 
-/// The approval a tier-2 tool routine was registered with, and exactly what it approved: a
-/// firing is exempt only while the routine's action is still this tool with these arguments.
+/// Who registered a routine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Creator {
+    /// The owner, from the CLI or the gRPC API.
+    Owner,
+    /// The model, through `schedule_routine` (always asked).
+    Model,
+    /// Registered before the file recorded it (format 1).
+    #[default]
+    Unknown,
+}
+
+impl Creator {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Owner => "owner",
+            Self::Model => "model",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// Where a tool comes from and what the owner says it does, as a question showed it: the
+/// distribution (`taud`, `mcp:<server>`), the tool's own name there, and the effect text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolIdentity {
+    pub distribution: String,
+    pub source_name: String,
+    pub effect: String,
+}
+
+/// Everything a registration question showed: the action, the schedule, the catch-up rule, the
+/// session its firings are recorded in and, for a tool action, the tool's identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShownRoutine {
+    pub schedule: Schedule,
+    pub catch_up: CatchUp,
+    pub session_id: String,
+    pub action: RoutineAction,
+    #[serde(default)]
+    pub tool: Option<ToolIdentity>,
+}
+
+impl ShownRoutine {
+    /// What a question about `routine` shows, its tool being `tool`.
+    pub fn of(routine: &Routine, tool: Option<ToolIdentity>) -> Self {
+        Self {
+            schedule: routine.schedule.clone(),
+            catch_up: routine.catch_up,
+            session_id: routine.session_id(),
+            action: routine.action.clone(),
+            tool,
+        }
+    }
+
+    /// Whether `routine`, its tool being `tool` now, is exactly what was shown. An interval's
+    /// anchor is not shown (only how often it fires), so it may differ.
+    pub fn matches(&self, routine: &Routine, tool: Option<&ToolIdentity>) -> bool {
+        self.schedule.same_as_shown(&routine.schedule)
+            && self.catch_up == routine.catch_up
+            && self.session_id == routine.session_id()
+            && self.action == routine.action
+            && self.tool.as_ref() == tool
+    }
+}
+
+/// The approval a routine was registered with (a tier-2 tool action, or anything the model
+/// proposed), and exactly what it approved: a firing is exempt only while the routine and its
+/// tool are still what the question showed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RegistrationApproval {
     pub approval_id: String,
-    pub tool: String,
-    pub arguments: Value,
     /// The channel it was asked and approved on.
     pub channel: String,
     #[serde(with = "instant_text")]
     pub approved_at: Timestamp,
+    /// What the question showed; `None` for an approval stored by format 1, which bound only the
+    /// tool and its arguments: it covers nothing now (the routine is registered again).
+    #[serde(default)]
+    pub shown: Option<ShownRoutine>,
+}
+
+impl RegistrationApproval {
+    /// Whether this approval covers `routine` exactly, its tool being `tool` now.
+    pub fn covers(&self, routine: &Routine, tool: Option<&ToolIdentity>) -> bool {
+        self.shown
+            .as_ref()
+            .is_some_and(|shown| shown.matches(routine, tool))
+    }
 }
 
 /// Why a firing happened.
@@ -169,9 +249,13 @@ pub struct Routine {
     pub paused: bool,
     #[serde(with = "instant_text")]
     pub created_at: Timestamp,
-    /// Set for a tier-2 tool action: the approval it was registered with.
+    /// The approval it was registered with (a tier-2 tool action, or whatever the model
+    /// proposed).
     #[serde(default)]
     pub approval: Option<RegistrationApproval>,
+    /// Who registered it.
+    #[serde(default)]
+    pub created_by: Creator,
     /// The latest scheduled instant already fired or skipped; instants up to it never fire.
     #[serde(with = "instant_text::optional", default)]
     pub handled_through: Option<Timestamp>,
@@ -179,14 +263,6 @@ pub struct Routine {
     pub next_firing_number: u64,
     #[serde(default)]
     pub history: VecDeque<Firing>,
-}
-
-impl RegistrationApproval {
-    /// Whether this approval covers `action` exactly (same tool, same arguments).
-    pub fn covers(&self, action: &RoutineAction) -> bool {
-        matches!(action, RoutineAction::Tool { tool, arguments }
-            if *tool == self.tool && *arguments == self.arguments)
-    }
 }
 
 impl Routine {
@@ -206,6 +282,7 @@ impl Routine {
             paused: false,
             created_at,
             approval: None,
+            created_by: Creator::Owner,
             handled_through: None,
             next_firing_number: 1,
             history: VecDeque::new(),

@@ -91,6 +91,21 @@ impl Schedule {
     }
 
     /// How a person reads it: `cron 0 7 * * 1-5`, `every 90m`, `once 2026-12-24 18:00`.
+    /// Whether `other` is the schedule a question showed as `self`: the same cron expression, the
+    /// same instant, or the same interval (its anchor is not shown, so it may differ).
+    pub fn same_as_shown(&self, other: &Schedule) -> bool {
+        match (self, other) {
+            (
+                Self::Interval { every_seconds, .. },
+                Self::Interval {
+                    every_seconds: other,
+                    ..
+                },
+            ) => every_seconds == other,
+            _ => self == other,
+        }
+    }
+
     pub fn describe(&self, zone: &TimeZone) -> String {
         match self {
             Self::Cron { expr } => format!("cron {expr}"),

@@ -265,6 +265,19 @@ async fn subscribe_step(
     }
 }
 
+/// `WatchApprovals`: the hub's approval watch as a stream of `PendingApproval`.
+pub fn watch_approvals(
+    core: &HubCore,
+    request: pb::WatchApprovalsRequest,
+) -> Result<BoxStream<pb::PendingApproval>, Status> {
+    let watch = core.watch_approvals(optional(&request.channel))?;
+    let stream = futures::stream::unfold(watch, |mut watch| async move {
+        let next = watch.next().await?;
+        Some((Ok(wire::pending(next)), watch))
+    });
+    Ok(Box::pin(stream))
+}
+
 pub fn list_pending(
     core: &HubCore,
     request: &pb::ListPendingApprovalsRequest,

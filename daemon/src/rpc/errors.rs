@@ -158,6 +158,7 @@ mod tests {
                 timeout: None,
             },
             turn_id: "turn-1".into(),
+            held: false,
             asked_at: "now".into(),
             deadline: None,
         };

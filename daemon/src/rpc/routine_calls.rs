@@ -10,7 +10,7 @@ use tau_api::proto::v1 as pb;
 use tonic::Status;
 
 use crate::hub::{AddRoutine, HubCore};
-use crate::routine::{CatchUp, Firing, RoutineAction, RoutineView};
+use crate::routine::{CatchUp, Creator, Firing, RoutineAction, RoutineView};
 
 fn text(instant: Option<Timestamp>) -> String {
     instant.map(|t| t.to_string()).unwrap_or_default()
@@ -65,6 +65,7 @@ pub fn routine(view: &RoutineView) -> pb::Routine {
             .unwrap_or_default(),
         last_firing: routine.history.back().map(firing),
         session_id: routine.session_id(),
+        created_by: routine.created_by.as_str().to_owned(),
     }
 }
 
@@ -133,6 +134,7 @@ pub async fn add(
         replace: request.replace,
         session_id: request.session_id,
         channel: request.channel,
+        created_by: Creator::Owner,
     };
     let view = core.add_routine(add).await?;
     Ok(pb::AddRoutineResponse {
@@ -150,9 +152,21 @@ pub fn pause(core: &HubCore, name: &str, paused: bool) -> Result<pb::Routine, St
     Ok(routine(&view))
 }
 
-pub fn run(core: &HubCore, name: &str) -> Result<pb::RunRoutineResponse, Status> {
+pub async fn run(
+    core: &HubCore,
+    request: pb::RunRoutineRequest,
+) -> Result<pb::RunRoutineResponse, Status> {
+    let run = core
+        .run_routine(&request.name, &request.session_id, &request.channel)
+        .await?;
+    let (detail, succeeded) = run
+        .result
+        .map(|r| (r.detail, r.succeeded))
+        .unwrap_or_default();
     Ok(pb::RunRoutineResponse {
-        firing: core.run_routine(name)?,
+        firing: run.firing,
+        detail,
+        succeeded,
     })
 }
 

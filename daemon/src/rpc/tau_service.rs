@@ -139,6 +139,15 @@ impl pb::tau_server::Tau for TauApi {
         calls::list_pending(self.core()?, request.get_ref()).map(Response::new)
     }
 
+    type WatchApprovalsStream = BoxStream<pb::PendingApproval>;
+
+    async fn watch_approvals(
+        &self,
+        request: Request<pb::WatchApprovalsRequest>,
+    ) -> Result<Response<Self::WatchApprovalsStream>, Status> {
+        calls::watch_approvals(self.core()?, request.into_inner()).map(Response::new)
+    }
+
     async fn decide_approval(
         &self,
         request: Request<pb::DecideApprovalRequest>,
@@ -219,7 +228,9 @@ impl pb::tau_server::Tau for TauApi {
         &self,
         request: Request<pb::RunRoutineRequest>,
     ) -> Result<Response<pb::RunRoutineResponse>, Status> {
-        routine_calls::run(self.core()?, &request.into_inner().name).map(Response::new)
+        routine_calls::run(self.core()?, request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn routine_history(

@@ -121,6 +121,7 @@ pub fn pending(info: PendingInfo) -> pb::PendingApproval {
         turn_id,
         asked_at,
         deadline,
+        held,
     } = info;
     pb::PendingApproval {
         tier: u32::from(request.tier.number()),
@@ -134,6 +135,7 @@ pub fn pending(info: PendingInfo) -> pb::PendingApproval {
         tool_use_id: request.tool_use_id,
         asked_at,
         deadline: deadline.unwrap_or_default(),
+        held,
     }
 }
 

@@ -98,6 +98,12 @@ pub trait Tool: Send + Sync {
         BUILTIN_DISTRIBUTION
     }
 
+    /// The tool's own name where it comes from (an MCP server's name for it); a built-in's is
+    /// its name. With the distribution and the effect it says which tool an approval covered.
+    fn source_name(&self) -> &str {
+        &self.spec().name
+    }
+
     /// Runs the tool with the model's (untrusted) input.
     async fn call(&self, input: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError>;
 }

@@ -168,7 +168,10 @@ impl ApprovalRegistry {
             }
             let mut unwatched = Vec::new();
             for pending in state.pending.values_mut() {
-                if pending.viewers.remove(attachment_id) && pending.viewers.is_empty() {
+                if pending.viewers.remove(attachment_id)
+                    && pending.viewers.is_empty()
+                    && !pending.info.held
+                {
                     unwatched.push((
                         pending.info.request.approval_id.clone(),
                         Arc::clone(&pending.bus),

@@ -21,7 +21,9 @@
 //!   only as a timeout, a rejection or a cancel, never as an approval.
 //! - A ticket dropped before its answer (the gate's wait was dropped) resolves its approval as
 //!   `Cancelled`, so nothing stays pending without a waiter. The approver has no timeout of its
-//!   own: the gate's (from the hub's configuration) applies.
+//!   own for a client's turn (the gate's, from the hub's configuration, applies); for a turn no
+//!   client started it holds the question for the turn's hold at most and then settles it as
+//!   `Timeout`.
 
 use std::sync::Arc;
 
@@ -103,9 +105,8 @@ impl ApprovalRegistry {
             if state.held.contains(attachment_id) {
                 return (None, Err(DecideError::CutOff(attachment_id.to_owned())));
             }
-            if attached.session_id != entry.info.request.session_id
-                || attached.channel != entry.info.request.channel
-            {
+            let other_channel = attached.channel != entry.info.request.channel && !entry.info.held;
+            if attached.session_id != entry.info.request.session_id || other_channel {
                 let error = DecideError::WrongChannel {
                     session_id: entry.info.request.session_id.clone(),
                     asked_on: entry.info.request.channel.clone(),
@@ -275,8 +276,12 @@ impl Approver for ClientApprover {
                     .to_owned(),
             ));
         }
-        let deadline = request
-            .timeout
+        let held_for = self.turn.held_for();
+        let limit = match (request.timeout, held_for) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let deadline = limit
             .and_then(|t| jiff::SignedDuration::try_from(t).ok())
             .and_then(|t| jiff::Timestamp::now().checked_add(t).ok())
             .map(|t| t.to_string());
@@ -285,9 +290,22 @@ impl Approver for ClientApprover {
             turn_id: self.turn.get().unwrap_or_default(),
             asked_at: now_rfc3339(),
             deadline,
+            held: held_for.is_some(),
         };
         let mut ticket = self.registry.register(&self.bus, info);
-        Ok(ticket.wait().await.as_recorded_by_gate())
+        let Some(hold) = held_for else {
+            return Ok(ticket.wait().await.as_recorded_by_gate());
+        };
+        let outcome = match tokio::time::timeout(hold, ticket.wait()).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                info!(approval_id = %request.approval_id, "nobody decided a held approval before its deadline");
+                self.registry
+                    .settle(&request.approval_id, ApprovalOutcome::Timeout)
+                    .unwrap_or(ApprovalOutcome::Timeout)
+            }
+        };
+        Ok(outcome.as_recorded_by_gate())
     }
 
     /// The gate stopped waiting with `proposed`: settles the approval as a timeout, a rejection or

@@ -29,8 +29,13 @@
 //!   lagging is held for a grace period ([`grace`]): it stays a viewer (the approval stays pending
 //!   for the client to resubscribe, which shows it again) but no longer decides.
 //! - When the last viewer of an approval goes, the approval ends as
-//!   [`ApprovalOutcome::ChannelClosed`] (a closed dialog never approves); an approval asked where nobody is shown it ends the same way
-//!   at once.
+//!   [`ApprovalOutcome::ChannelClosed`] (a closed dialog never approves); an approval asked where
+//!   nobody is shown it ends the same way at once. A *held* approval (asked by a turn no client
+//!   started, a routine's) is the exception: it is shown to every Subscribe stream of its session
+//!   on any channel, may be decided by any of them, and waits for its deadline (the approver's
+//!   hold, `[routines] approval_timeout`) however many viewers come and go.
+//! - Every newly asked approval is offered to the channel's watchers ([`ApprovalRegistry::watch`])
+//!   so a client that is not on the session (Telegram, `tau approvals`) can learn of it.
 //! - Every approval is resolved exactly once, under the registry lock: the first resolution wins
 //!   (a decision, a closed channel, the gate's timeout or a cancel, see
 //!   [`ApprovalRegistry::settle`]); its waiter gets that resolution, every later resolution learns
@@ -46,7 +51,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use tokio::sync::oneshot;
+use tokio::sync::{broadcast, oneshot};
 use tracing::info;
 
 use super::bus::EventBus;
@@ -64,6 +69,8 @@ pub use readiness::{ApprovalReadiness, FLUSH_WAIT, TurnSlot};
 
 /// How many resolved approval ids are remembered for late decisions.
 pub const REMEMBERED_RESOLUTIONS: usize = 4096;
+/// How many newly asked approvals a watcher may fall behind by before it must list them again.
+pub const WATCH_BUFFER: usize = 64;
 
 struct PendingEntry {
     info: PendingInfo,
@@ -100,6 +107,10 @@ pub(crate) struct AttachmentEntry {
 
 impl AttachmentEntry {
     fn shows(&self, info: &PendingInfo) -> bool {
+        if info.held {
+            // Nobody attached asked it: every subscriber of its session is shown it.
+            return self.session_id == info.request.session_id && self.scope == Scope::Session;
+        }
         self.session_id == info.request.session_id
             && self.channel == info.request.channel
             && self.scope.shows(info)
@@ -137,11 +148,23 @@ impl State {
 }
 
 /// The hub's pending approvals and attachments. Shared as `Arc<ApprovalRegistry>`.
-#[derive(Default)]
 pub struct ApprovalRegistry {
     state: Mutex<State>,
     ids: AtomicU64,
     limits: AttachLimits,
+    /// Every approval as it is asked, for watchers (bounded; a lagging watcher lists again).
+    asked: broadcast::Sender<Arc<PendingInfo>>,
+}
+
+impl Default for ApprovalRegistry {
+    fn default() -> Self {
+        Self {
+            state: Mutex::default(),
+            ids: AtomicU64::default(),
+            limits: AttachLimits::default(),
+            asked: broadcast::channel(WATCH_BUFFER).0,
+        }
+    }
 }
 
 impl std::fmt::Debug for ApprovalRegistry {
@@ -179,7 +202,7 @@ impl ApprovalRegistry {
                 let unwatched = state
                     .pending
                     .get(&id)
-                    .is_some_and(|entry| entry.viewers.is_empty());
+                    .is_some_and(|entry| entry.viewers.is_empty() && !entry.info.held);
                 if !unwatched {
                     return (None, ());
                 }
@@ -204,9 +227,12 @@ impl ApprovalRegistry {
                 .filter(|(_, a)| a.shows(&info))
                 .map(|(id, _)| id.clone())
                 .collect();
-            let unwatched = viewers.is_empty();
+            let unwatched = viewers.is_empty() && !info.held;
             let turn_id = (!info.turn_id.is_empty()).then(|| info.turn_id.clone());
             let event = EventKind::ApprovalRequested(info.clone());
+            // Sent under the lock, so a watcher's listing and its stream agree; an error only
+            // means nobody watches.
+            let _ = self.asked.send(Arc::new(info.clone()));
             state.pending.insert(
                 approval_id.clone(),
                 PendingEntry {
@@ -274,6 +300,24 @@ impl ApprovalRegistry {
             .collect();
         entries.sort_by_key(|e| e.asked);
         entries.into_iter().map(|e| e.info.clone()).collect()
+    }
+
+    /// The approvals pending now (oldest first) and every one asked from now on, with nothing
+    /// missed between the two.
+    pub fn watch(&self) -> (Vec<PendingInfo>, broadcast::Receiver<Arc<PendingInfo>>) {
+        let state = self.lock();
+        let receiver = self.asked.subscribe();
+        let mut entries: Vec<&PendingEntry> = state.pending.values().collect();
+        entries.sort_by_key(|e| e.asked);
+        (
+            entries.into_iter().map(|e| e.info.clone()).collect(),
+            receiver,
+        )
+    }
+
+    /// Whether approval `approval_id` is still pending.
+    pub fn is_pending(&self, approval_id: &str) -> bool {
+        self.lock().pending.contains_key(approval_id)
     }
 
     /// How many approvals are pending over all sessions.

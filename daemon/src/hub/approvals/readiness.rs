@@ -99,21 +99,36 @@ impl ApprovalReadiness {
     }
 }
 
-/// The id of the turn a session runs now (turns of a session run one at a time).
+/// The id of the turn a session runs now (turns of a session run one at a time), and whether
+/// nobody attached started it: then its questions are held for that long (see the registry's
+/// "held" approvals).
 #[derive(Debug, Default)]
 pub struct TurnSlot {
-    current: Mutex<Option<String>>,
+    current: Mutex<(Option<String>, Option<Duration>)>,
 }
 
 impl TurnSlot {
+    fn lock(&self) -> MutexGuard<'_, (Option<String>, Option<Duration>)> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A turn a client started (or none).
     pub fn set(&self, turn_id: Option<String>) {
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = turn_id;
+        self.set_turn(turn_id, None);
+    }
+
+    /// The turn now running, with how long its questions are held when nobody attached started
+    /// it.
+    pub fn set_turn(&self, turn_id: Option<String>, held_for: Option<Duration>) {
+        *self.lock() = (turn_id, held_for);
     }
 
     pub fn get(&self) -> Option<String> {
-        self.current
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.lock().0.clone()
+    }
+
+    /// How long the running turn's questions are held, when nobody attached started it.
+    pub fn held_for(&self) -> Option<Duration> {
+        self.lock().1
     }
 }

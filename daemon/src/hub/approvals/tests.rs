@@ -20,7 +20,73 @@ fn info(id: &str, session: &str, channel: &str) -> PendingInfo {
         turn_id: "turn-1".into(),
         asked_at: "now".into(),
         deadline: None,
+        held: false,
     }
+}
+
+fn held_info(id: &str, session: &str, channel: &str) -> PendingInfo {
+    PendingInfo {
+        held: true,
+        ..info(id, session, channel)
+    }
+}
+
+#[tokio::test]
+async fn a_held_approval_waits_for_whoever_comes_and_any_subscriber_of_its_session_decides() {
+    let registry = ApprovalRegistry::new();
+    let bus = Arc::new(EventBus::new("routine-lamp"));
+    // Asked with nobody attached: it stays pending.
+    let mut ticket = registry.register(&bus, held_info("a1", "routine-lamp", "telegram"));
+    assert!(registry.is_pending("a1"));
+    // A subscriber on another channel comes and goes: still pending.
+    let passer = registry.attach(&bus, "routine").unwrap();
+    assert_eq!(registry.deciders_besides("a1", ""), 1);
+    drop(passer);
+    assert!(
+        registry.is_pending("a1"),
+        "a held approval outlives its viewers"
+    );
+    // A StartTurn stream of another turn is never shown it.
+    let other_turn = registry.attach_turn(&bus, "telegram", "turn-9").unwrap();
+    assert_eq!(registry.deciders_besides("a1", ""), 0);
+    assert!(matches!(
+        registry.decide("a1", ApprovalAnswer::Approve, other_turn.id()),
+        Err(DecideError::NotShown { .. })
+    ));
+    // A subscriber on any channel of the session decides it.
+    let terminal = registry.attach(&bus, "terminal").unwrap();
+    let outcome = registry
+        .decide("a1", ApprovalAnswer::Reject, terminal.id())
+        .unwrap();
+    assert_eq!(outcome, DecideOutcome::Applied(ApprovalOutcome::Rejected));
+    assert_eq!(ticket.wait().await, ApprovalOutcome::Rejected);
+    // A subscriber of another session never is shown it.
+    let elsewhere = Arc::new(EventBus::new("s-other"));
+    let _ticket = registry.register(&bus, held_info("a2", "routine-lamp", "telegram"));
+    let stranger = registry.attach(&elsewhere, "telegram").unwrap();
+    assert!(matches!(
+        registry.decide("a2", ApprovalAnswer::Approve, stranger.id()),
+        Err(DecideError::WrongChannel { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_watch_lists_what_is_pending_then_each_approval_as_asked() {
+    let registry = ApprovalRegistry::new();
+    let bus = Arc::new(EventBus::new("s1"));
+    let _first = registry.register(&bus, held_info("a1", "s1", "telegram"));
+    let (pending, mut asked) = registry.watch();
+    assert_eq!(
+        pending
+            .iter()
+            .map(|p| p.request.approval_id.as_str())
+            .collect::<Vec<_>>(),
+        ["a1"]
+    );
+    let _second = registry.register(&bus, held_info("a2", "s1", "cli"));
+    let next = asked.recv().await.unwrap();
+    assert_eq!(next.request.approval_id, "a2");
+    assert_eq!(next.request.channel, "cli");
 }
 
 fn kinds(bus: &EventBus) -> Vec<String> {
