@@ -1,6 +1,7 @@
 //! The long-poll loop against the fake Bot API: the offset is persisted, a 429's retry_after is
-//! waited out, a 409 stops the run and says so, a refused token stops it, and the token appears in
-//! no log line or error after a forced network failure.
+//! waited out (at most the cap, however large it asks, and a stop ends the wait), a 409 stops the
+//! run and says so, a refused token stops it, and the token appears in no log line or error after
+//! a forced network failure.
 
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -67,6 +68,52 @@ async fn a_429_waits_exactly_its_retry_after() {
     assert!(gap >= Duration::from_secs(2), "waited only {gap:?}");
     assert!(gap < Duration::from_secs(4), "waited {gap:?}");
     channel.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_asking_for_ever_is_waited_at_most_the_cap_and_a_stop_still_ends_it_at_once() {
+    let cap = tau_telegram::bot_api::MAX_RETRY_AFTER;
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![]).await;
+    hub.pair_owner();
+    bot.fail(
+        "getUpdates",
+        [
+            Failure::TooMany {
+                retry_after: u64::MAX,
+            },
+            Failure::TooMany {
+                retry_after: u64::MAX,
+            },
+        ],
+    );
+    let channel = start_channel(&hub, config(&bot));
+    // The poller polls again after the capped wait, not after 584 billion years.
+    let end = Instant::now() + cap + Duration::from_secs(20);
+    while bot.request_times("getUpdates").len() < 2 {
+        assert!(Instant::now() < end, "no poll after the capped wait");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let times = bot.request_times("getUpdates");
+    let gap = times[1] - times[0];
+    assert!(
+        gap >= cap - Duration::from_millis(100),
+        "waited only {gap:?}"
+    );
+    assert!(gap < cap + Duration::from_secs(5), "waited {gap:?}");
+    // The second 429 starts another long wait; a stop ends it at once.
+    let stopping = Instant::now();
+    channel.stop().await.unwrap();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "the stop waited out the 429: {:?}",
+        stopping.elapsed()
+    );
+    assert_eq!(
+        bot.requests("getUpdates").len(),
+        2,
+        "no poll after the stop"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
