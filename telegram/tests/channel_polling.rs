@@ -9,14 +9,14 @@
 mod support {
     pub mod fake_bot;
     pub mod hub;
+    pub mod logs;
 }
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::fake_bot::{Failure, FakeBot, TEST_TOKEN};
 use support::hub::{TestHub, config, start_channel, start_channel_with_token};
+use support::logs::Captured;
 use tau_telegram::ChannelError;
 
 fn help_replies(bot: &FakeBot) -> usize {
@@ -146,30 +146,10 @@ async fn a_refused_token_ends_the_run_without_naming_the_token() {
     assert!(!format!("{err:?}").contains("WRONG-secret"), "{err:?}");
 }
 
-/// A writer into a shared buffer, for capturing log lines.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 // One thread: the capturing subscriber is this thread's default, and every task runs here.
 #[tokio::test]
 async fn the_token_never_appears_in_logs_or_errors_after_a_network_failure() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (captured, _guard) = Captured::start();
     let hub = TestHub::start(vec![]).await;
     hub.pair_owner();
     // A port nobody listens on: every call fails to connect.
@@ -180,12 +160,12 @@ async fn the_token_never_appears_in_logs_or_errors_after_a_network_failure() {
     settings.api_base = format!("http://127.0.0.1:{port}");
     let channel = start_channel(&hub, settings);
     let end = Instant::now() + Duration::from_secs(20);
-    while !String::from_utf8_lossy(&captured.0.lock().unwrap()).contains("getUpdates failed") {
+    while !captured.text().contains("getUpdates failed") {
         assert!(Instant::now() < end, "no failure logged");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     channel.stop().await.unwrap();
-    let logs = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let logs = captured.text();
     assert!(logs.contains("could not be reached"), "{logs}");
     assert!(!logs.contains(TEST_TOKEN), "the token leaked: {logs}");
     assert!(
