@@ -2,8 +2,12 @@
 //!
 //! Invariants: only the keys below are accepted, each of its own type and within its bounds, so a
 //! typo or a bad value is a one-line error naming the file, key and value before the hub starts;
-//! the bot token never lives here (it comes from `TELEGRAM_BOT_TOKEN`, see
-//! [`TELEGRAM_TOKEN_VAR`]).
+//! `api_base` is `https://` unless its host is a loopback address (the token travels in its path,
+//! so it never crosses a network in clear text); `owner_user_id` and `owner_chat_id` are set
+//! together or not at all (one alone would be ignored or guessed); the bot token never lives here
+//! (it comes from `TELEGRAM_BOT_TOKEN`, see [`TELEGRAM_TOKEN_VAR`]).
+
+use std::net::IpAddr;
 
 use toml::{Table, Value};
 
@@ -91,9 +95,13 @@ pub(crate) fn check(doc: &Section<'_>, name: &str, table: &Table) -> Result<(), 
         };
         match key.as_str() {
             "api_base" => match value {
-                Value::String(url) if url.starts_with("http://") || url.starts_with("https://") => {
+                Value::String(url) if is_private_url(url) => {}
+                _ => {
+                    return Err(invalid(
+                        "an https:// URL (http:// only for a loopback host: 127.0.0.1, ::1 or localhost)"
+                            .to_owned(),
+                    ));
                 }
-                _ => return Err(invalid("an http:// or https:// URL".to_owned())),
             },
             "approval_timeout_seconds" => in_bounds(value, APPROVAL_TIMEOUT_BOUNDS, invalid)?,
             "poll_timeout_seconds" => in_bounds(value, POLL_TIMEOUT_BOUNDS, invalid)?,
@@ -115,7 +123,47 @@ pub(crate) fn check(doc: &Section<'_>, name: &str, table: &Table) -> Result<(), 
             }
         }
     }
-    Ok(())
+    check_owner_pair(doc, name, table)
+}
+
+/// `owner_user_id` and `owner_chat_id` pin the owner together: one without the other is refused,
+/// naming both keys.
+fn check_owner_pair(doc: &Section<'_>, name: &str, table: &Table) -> Result<(), ConfigError> {
+    let (present, absent, value) = match (table.get("owner_user_id"), table.get("owner_chat_id")) {
+        (Some(value), None) => ("owner_user_id", "owner_chat_id", value),
+        (None, Some(value)) => ("owner_chat_id", "owner_user_id", value),
+        _ => return Ok(()),
+    };
+    Err(ConfigError::Invalid {
+        file: doc.file().to_path_buf(),
+        key: format!("component.{name}.{present}"),
+        value: render_value(value),
+        expected: format!(
+            "component.{name}.{absent} as well: {present} and {absent} pin the owner together \
+             (or set neither and run `tau telegram pair`)"
+        ),
+    })
+}
+
+/// Whether `url` keeps the token off the network in clear text: `https://`, or `http://` to a
+/// loopback host (an IP address that is loopback, or `localhost`).
+fn is_private_url(url: &str) -> bool {
+    if url.starts_with("https://") {
+        return true;
+    }
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    // The authority ends where the path, query or fragment starts (a backslash counts as a slash
+    // in an http URL); any user info before an `@` is not the host.
+    let authority = rest.split(['/', '?', '#', '\\']).next().unwrap_or("");
+    let host_port = authority.rsplit('@').next().unwrap_or("");
+    let host = match host_port.strip_prefix('[') {
+        Some(bracketed) => bracketed.split(']').next().unwrap_or(""),
+        None => host_port.split(':').next().unwrap_or(""),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 fn in_bounds(

@@ -377,7 +377,24 @@ fn error_texts() {
         ),
         (
             "[component.telegram]\napi_base = \"api.telegram.org\"\n",
-            r#"component.telegram.api_base = "api.telegram.org": expected an http:// or https:// URL"#,
+            r#"component.telegram.api_base = "api.telegram.org": expected an https:// URL (http:// only for a loopback host: 127.0.0.1, ::1 or localhost)"#,
+        ),
+        (
+            "[component.telegram]\napi_base = \"http://api.telegram.org\"\n",
+            r#"component.telegram.api_base = "http://api.telegram.org": expected an https:// URL (http:// only for a loopback host: 127.0.0.1, ::1 or localhost)"#,
+        ),
+        (
+            // The host is what follows the user info, not what precedes it.
+            "[component.telegram]\napi_base = \"http://localhost:80@evil.example/\"\n",
+            r#"component.telegram.api_base = "http://localhost:80@evil.example/": expected an https:// URL (http:// only for a loopback host: 127.0.0.1, ::1 or localhost)"#,
+        ),
+        (
+            "[component.telegram]\nowner_chat_id = 123456789\n",
+            "component.telegram.owner_chat_id = 123456789: expected component.telegram.owner_user_id as well: owner_chat_id and owner_user_id pin the owner together (or set neither and run `tau telegram pair`)",
+        ),
+        (
+            "[component.telegram]\nowner_user_id = 123456789\n",
+            "component.telegram.owner_user_id = 123456789: expected component.telegram.owner_chat_id as well: owner_user_id and owner_chat_id pin the owner together (or set neither and run `tau telegram pair`)",
         ),
         (
             "[component.telegram]\napproval_timeout_seconds = 5\n",
@@ -578,14 +595,73 @@ fn start_up_flow_with_dotenv() {
 
 #[test]
 fn the_telegram_table_reads_its_keys_and_defaults() {
-    let c = load("[component.telegram]\napi_base = \"http://127.0.0.1:9/\"\nowner_user_id = 42\npoll_timeout_seconds = 2\n").unwrap();
+    let c = load("[component.telegram]\napi_base = \"http://127.0.0.1:9/\"\nowner_user_id = 42\nowner_chat_id = 43\npoll_timeout_seconds = 2\n").unwrap();
     let t = super::TelegramConfig::from_table(c.component("telegram").unwrap());
     assert_eq!(t.api_base, "http://127.0.0.1:9");
     assert_eq!(t.owner_user_id, Some(42));
-    assert_eq!(t.owner_chat_id, None);
+    assert_eq!(t.owner_chat_id, Some(43));
     assert_eq!(t.poll_timeout_seconds, 2);
     assert_eq!(
         t.approval_timeout_seconds,
         super::DEFAULT_APPROVAL_TIMEOUT_SECONDS
     );
+}
+
+#[test]
+fn the_telegram_api_base_is_https_or_a_loopback_host() {
+    let api_base = |base: &str| {
+        load(&format!("[component.telegram]\napi_base = \"{base}\"\n"))
+            .map(|c| super::TelegramConfig::from_table(c.component("telegram").unwrap()).api_base)
+    };
+    for base in [
+        "https://api.telegram.org",
+        "https://tg.example:8443/proxy",
+        "http://127.0.0.1:8081",
+        "http://127.0.0.2",
+        "http://localhost:8081/",
+        "http://LOCALHOST",
+        "http://[::1]:8081",
+        "http://user@127.0.0.1:8081",
+    ] {
+        assert!(api_base(base).is_ok(), "{base} is accepted");
+    }
+    for base in [
+        "http://api.telegram.org",
+        "http://192.168.1.10:8081",
+        "http://[::2]:8081",
+        "http://localhost.example.com",
+        "http://127.0.0.1.example.com",
+        "http://127.0.0.1@api.telegram.org",
+        "http://localhost:80@api.telegram.org/",
+        "http://",
+        "ftp://127.0.0.1",
+    ] {
+        let e = api_base(base).expect_err(base).to_string();
+        assert!(
+            e.contains("component.telegram.api_base") && e.contains("expected an https:// URL"),
+            "{base}: {e}"
+        );
+    }
+}
+
+#[test]
+fn the_telegram_owner_ids_are_both_set_or_neither() {
+    let ids = |text: &str| {
+        load(&format!("[component.telegram]\n{text}")).map(|c| {
+            let t = super::TelegramConfig::from_table(c.component("telegram").unwrap());
+            (t.owner_user_id, t.owner_chat_id)
+        })
+    };
+    assert_eq!(ids("").unwrap(), (None, None));
+    assert_eq!(
+        ids("owner_user_id = 7\nowner_chat_id = 7\n").unwrap(),
+        (Some(7), Some(7))
+    );
+    for one in ["owner_user_id = 7\n", "owner_chat_id = 7\n"] {
+        let e = ids(one).unwrap_err().to_string();
+        assert!(
+            e.contains("owner_user_id") && e.contains("owner_chat_id") && !e.contains('\n'),
+            "{one}: {e}"
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! Approval cards against the fake Bot API and the real hub: the owner's tap decides once, every
-//! other tap is refused before the hub, an unanswered card times out as rejected, and a card from
-//! before a restart never approves.
+//! other tap is refused before the hub, an unanswered card times out as rejected, a card that
+//! cannot be sent (whatever a 429 asks) times out at its deadline, and a card from before a
+//! restart never approves.
 
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -8,11 +9,15 @@
 mod support {
     pub mod fake_bot;
     pub mod hub;
+    pub mod logs;
 }
+
+use std::time::Duration;
 
 use serde_json::json;
 use support::fake_bot::{Failure, FakeBot, OWNER, STRANGER, Sent, button};
 use support::hub::{RunningChannel, TestHub, config, session_of, start_channel};
+use support::logs::Captured;
 use tau_api::config::TelegramConfig;
 use taud::testing::FakeReply;
 
@@ -372,18 +377,55 @@ async fn a_stale_reject_is_forwarded_after_a_restart() {
     channel.stop().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_card_that_cannot_be_delivered_before_its_deadline_times_out() {
-    let (bot, hub, channel) =
-        paired_channel("Could not ask.", |c| c.approval_timeout_seconds = 1).await;
-    // A wait longer than the card's whole life: it is never sent.
-    bot.fail("sendMessage", [Failure::TooMany { retry_after: 30 }]);
+/// The card's only `sendMessage` is refused with a 429 asking for `retry_after` seconds, longer
+/// than the card's whole life: the approval ends as a timeout at its deadline, never before it,
+/// and the turn goes on.
+async fn undeliverable_card_times_out_at_its_deadline(retry_after: u64) {
+    const TIMEOUT: Duration = Duration::from_secs(2);
+    let (bot, hub, channel) = paired_channel("Could not ask.", |c| {
+        c.approval_timeout_seconds = TIMEOUT.as_secs();
+    })
+    .await;
+    bot.fail("sendMessage", [Failure::TooMany { retry_after }]);
     bot.owner_says("turn on the lamp");
+    // The turn goes on after the timeout; a card task that died would leave it waiting.
     bot.wait_for_text("Could not ask.").await;
     assert!(
         bot.sent().iter().all(|m| m.keyboard.is_none()),
         "no card was shown"
     );
+    let sends = bot.request_times("sendMessage");
+    assert_eq!(sends.len(), 2, "the refused card, then the reply");
+    let asked_for = sends[1] - sends[0];
+    // The deadline is set a moment before the card's first send.
+    assert!(
+        asked_for >= TIMEOUT - Duration::from_millis(200),
+        "timed out before its deadline: {asked_for:?}"
+    );
+    assert!(hub.pending().await.is_empty());
     assert_timed_out_unrun(&hub).await;
     channel.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_that_cannot_be_delivered_before_its_deadline_times_out() {
+    undeliverable_card_times_out_at_its_deadline(30).await;
+}
+
+// One thread: the capturing subscriber is this thread's default, and every task runs here.
+#[tokio::test]
+async fn a_retry_after_too_large_for_any_clock_times_the_card_out_at_its_deadline() {
+    let (captured, _guard) = Captured::start();
+    undeliverable_card_times_out_at_its_deadline(u64::MAX).await;
+    let logs = captured.text();
+    assert!(
+        logs.lines().any(|line| line.contains("WARN")
+            && line.contains("the card could not be sent before its deadline")
+            && line.contains("demo_physical_action")),
+        "the timeout is reported: {logs}"
+    );
+    assert!(
+        !logs.contains("showing an approval card failed"),
+        "the card's task did not die: {logs}"
+    );
 }

@@ -1,6 +1,7 @@
 //! The long-poll loop against the fake Bot API: the offset is persisted, a 429's retry_after is
-//! waited out, a 409 stops the run and says so, a refused token stops it, and the token appears in
-//! no log line or error after a forced network failure.
+//! waited out (at most the cap, however large it asks, and a stop ends the wait), a 409 stops the
+//! run and says so, a refused token stops it, and the token appears in no log line or error after
+//! a forced network failure.
 
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -8,14 +9,14 @@
 mod support {
     pub mod fake_bot;
     pub mod hub;
+    pub mod logs;
 }
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use support::fake_bot::{Failure, FakeBot, TEST_TOKEN};
 use support::hub::{TestHub, config, start_channel, start_channel_with_token};
+use support::logs::Captured;
 use tau_telegram::ChannelError;
 
 fn help_replies(bot: &FakeBot) -> usize {
@@ -70,6 +71,52 @@ async fn a_429_waits_exactly_its_retry_after() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_asking_for_ever_is_waited_at_most_the_cap_and_a_stop_still_ends_it_at_once() {
+    let cap = tau_telegram::bot_api::MAX_RETRY_AFTER;
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![]).await;
+    hub.pair_owner();
+    bot.fail(
+        "getUpdates",
+        [
+            Failure::TooMany {
+                retry_after: u64::MAX,
+            },
+            Failure::TooMany {
+                retry_after: u64::MAX,
+            },
+        ],
+    );
+    let channel = start_channel(&hub, config(&bot));
+    // The poller polls again after the capped wait, not after 584 billion years.
+    let end = Instant::now() + cap + Duration::from_secs(20);
+    while bot.request_times("getUpdates").len() < 2 {
+        assert!(Instant::now() < end, "no poll after the capped wait");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let times = bot.request_times("getUpdates");
+    let gap = times[1] - times[0];
+    assert!(
+        gap >= cap - Duration::from_millis(100),
+        "waited only {gap:?}"
+    );
+    assert!(gap < cap + Duration::from_secs(5), "waited {gap:?}");
+    // The second 429 starts another long wait; a stop ends it at once.
+    let stopping = Instant::now();
+    channel.stop().await.unwrap();
+    assert!(
+        stopping.elapsed() < Duration::from_secs(5),
+        "the stop waited out the 429: {:?}",
+        stopping.elapsed()
+    );
+    assert_eq!(
+        bot.requests("getUpdates").len(),
+        2,
+        "no poll after the stop"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_409_stops_polling_and_is_reported_without_spinning() {
     let bot = FakeBot::start().await;
     let hub = TestHub::start(vec![]).await;
@@ -99,30 +146,10 @@ async fn a_refused_token_ends_the_run_without_naming_the_token() {
     assert!(!format!("{err:?}").contains("WRONG-secret"), "{err:?}");
 }
 
-/// A writer into a shared buffer, for capturing log lines.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 // One thread: the capturing subscriber is this thread's default, and every task runs here.
 #[tokio::test]
 async fn the_token_never_appears_in_logs_or_errors_after_a_network_failure() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (captured, _guard) = Captured::start();
     let hub = TestHub::start(vec![]).await;
     hub.pair_owner();
     // A port nobody listens on: every call fails to connect.
@@ -133,12 +160,12 @@ async fn the_token_never_appears_in_logs_or_errors_after_a_network_failure() {
     settings.api_base = format!("http://127.0.0.1:{port}");
     let channel = start_channel(&hub, settings);
     let end = Instant::now() + Duration::from_secs(20);
-    while !String::from_utf8_lossy(&captured.0.lock().unwrap()).contains("getUpdates failed") {
+    while !captured.text().contains("getUpdates failed") {
         assert!(Instant::now() < end, "no failure logged");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     channel.stop().await.unwrap();
-    let logs = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let logs = captured.text();
     assert!(logs.contains("could not be reached"), "{logs}");
     assert!(!logs.contains(TEST_TOKEN), "the token leaked: {logs}");
     assert!(

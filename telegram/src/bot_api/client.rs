@@ -3,7 +3,9 @@
 //!
 //! Invariants: the token sits in the URL path, so no error made here carries a URL (reqwest errors
 //! go through `without_url`, and [`BotError`]'s texts never name one) and the client's `Debug`
-//! hides it; every request has a deadline (the long poll's own wait plus a margin).
+//! hides it; every request has a deadline (the long poll's own wait plus a margin); a 429's
+//! `retry_after` is a number from outside, so it is clamped to 1 s … [`MAX_RETRY_AFTER`] as it is
+//! read and again by [`BotError::retry_wait`], the one way callers turn it into a wait.
 
 use std::fmt;
 use std::sync::Arc;
@@ -26,6 +28,11 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 const POLL_MARGIN: Duration = Duration::from_secs(10);
 /// The most of a reply body read into an error description.
 const MAX_DESCRIPTION: usize = 300;
+/// The longest wait a 429 can impose, whatever its `retry_after` says: the channel never sleeps
+/// for ever (nor overflows a deadline) on a number from outside.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// The shortest: a 429 that asks for no wait at all does not make a caller spin.
+const MIN_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// Why a Bot API call failed. No variant ever holds the request URL.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,7 +40,8 @@ pub enum BotError {
     /// The request did not complete (connect, timeout, reset); the URL was stripped.
     #[error("the Bot API could not be reached: {0}")]
     Network(String),
-    /// 429: wait `retry_after` seconds before the next call.
+    /// 429: wait `retry_after` seconds before the next call (as Telegram asked, but from 1 to
+    /// [`MAX_RETRY_AFTER`]; see [`BotError::retry_wait`]).
     #[error("the Bot API asks to wait {retry_after} s (too many requests)")]
     RetryAfter { retry_after: u64 },
     /// 409: another poller (or a webhook) uses this bot.
@@ -51,6 +59,17 @@ pub enum BotError {
 }
 
 impl BotError {
+    /// How long a 429 asks to wait, from 1 s to [`MAX_RETRY_AFTER`]; `None` for any other
+    /// failure.
+    pub fn retry_wait(&self) -> Option<Duration> {
+        match self {
+            BotError::RetryAfter { retry_after } => {
+                Some(Duration::from_secs(*retry_after).clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER))
+            }
+            _ => None,
+        }
+    }
+
     /// A 400 "message is not modified": the edit is already on screen, so it counts as done.
     pub fn is_not_modified(&self) -> bool {
         matches!(self, BotError::Refused { description, .. } if description.contains("message is not modified"))
@@ -125,7 +144,8 @@ impl BotClient {
             limit: 100,
             allowed_updates: ["message", "callback_query"],
         };
-        self.call("getUpdates", &body, timeout + POLL_MARGIN).await
+        self.call("getUpdates", &body, timeout.saturating_add(POLL_MARGIN))
+            .await
     }
 
     /// `sendMessage` in HTML, previews off, with optional buttons.
@@ -234,7 +254,11 @@ impl BotClient {
         let description = clip(reply.description.as_deref().unwrap_or(""));
         Err(match code {
             429 => BotError::RetryAfter {
-                retry_after: reply.parameters.and_then(|p| p.retry_after).unwrap_or(1),
+                retry_after: reply
+                    .parameters
+                    .and_then(|p| p.retry_after)
+                    .unwrap_or(1)
+                    .clamp(MIN_RETRY_AFTER.as_secs(), MAX_RETRY_AFTER.as_secs()),
             },
             409 => BotError::Conflict(description),
             401 | 404 => BotError::Unauthorized { code, description },
@@ -268,4 +292,19 @@ fn network(e: reqwest::Error, token: &Secret) -> BotError {
 
 fn clip(text: &str) -> String {
     text.chars().take(MAX_DESCRIPTION).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_wait_is_never_zero_nor_longer_than_the_cap() {
+        let wait = |retry_after| BotError::RetryAfter { retry_after }.retry_wait();
+        assert_eq!(wait(u64::MAX), Some(MAX_RETRY_AFTER));
+        assert_eq!(wait(61), Some(MAX_RETRY_AFTER));
+        assert_eq!(wait(2), Some(Duration::from_secs(2)));
+        assert_eq!(wait(0), Some(MIN_RETRY_AFTER));
+        assert_eq!(BotError::Network("x".into()).retry_wait(), None);
+    }
 }

@@ -12,9 +12,14 @@
 //!   buttons; an unanswered card times out at its deadline (the configured timeout or the hub's
 //!   deadline, whichever is first): the channel answers `TIMED_OUT`, which rejects the approval
 //!   and records it as a timeout, not as the owner's rejection;
-//! - a card is never dropped on a 429: sending retries until the approval's deadline, then the
-//!   approval times out the same way, unasked; a stop between attempts ends the retries and leaves
-//!   the approval pending (the next start shows it afresh);
+//! - a card is never dropped on a 429: sending retries until the approval's deadline, each wait
+//!   the 429's `retry_after` (at most [`crate::bot_api::MAX_RETRY_AFTER`]) or 1 s after another
+//!   failure, and never past the deadline; a card not sent by then ends its approval as
+//!   `TIMED_OUT` at the deadline, unasked, with a warn line (no `retry_after`, however large,
+//!   panics the card's task or leaves the approval waiting); a stop between attempts ends the
+//!   retries and leaves the approval pending (the next start shows it afresh);
+//! - a card's deadline is computed with checked arithmetic and is never further off than the
+//!   longest configurable approval timeout;
 //! - a card whose `sendMessage` went out is in the presentation log before the channel stops:
 //!   the relay runs [`present`] as a task of its own that a stop never cuts short mid-request, so
 //!   a tap on it after a restart is recognised as stale (answered expired, never approving)
@@ -23,6 +28,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tau_api::config::APPROVAL_TIMEOUT_BOUNDS;
 use tau_api::proto::v1::{self as pb, ApprovalResolution};
 use tokio::time::Instant;
 
@@ -69,28 +75,33 @@ pub(super) async fn present(
         match shared.bot.send_message(chat, &body, Some(&keyboard)).await {
             Ok(message) => break Some(message),
             Err(e) => {
-                let wait = match e {
-                    BotError::RetryAfter { retry_after } => Duration::from_secs(retry_after),
-                    _ => Duration::from_secs(1),
-                };
+                let wait = e.retry_wait().unwrap_or(SEND_RETRY_PAUSE);
+                // The next attempt, or the deadline if that comes first (or cannot be computed).
+                let wake = Instant::now()
+                    .checked_add(wait)
+                    .map_or(deadline, |at| at.min(deadline));
                 tracing::warn!(error = %e, "telegram: an approval card could not be sent yet");
-                if Instant::now() + wait >= deadline {
-                    break None;
-                }
                 tokio::select! {
                     () = shared.stop.cancelled() => {
                         // Not shown: the approval stays pending for the next start.
                         lock(&shared.cards).presenting.remove(&token);
                         return;
                     }
-                    () = tokio::time::sleep(wait) => {}
+                    () = tokio::time::sleep_until(wake) => {}
+                }
+                if wake >= deadline {
+                    break None;
                 }
             }
         }
     };
     let Some(sent) = sent else {
         lock(&shared.cards).presenting.remove(&token);
-        tracing::warn!(approval = %approval.approval_id, "telegram: the card was undeliverable until its deadline; it times out");
+        tracing::warn!(
+            approval = %approval.approval_id,
+            tool = %approval.tool,
+            "telegram: the card could not be sent before its deadline; the approval times out"
+        );
         time_out_quietly(shared, &approval.approval_id, attachment).await;
         return;
     };
@@ -219,6 +230,11 @@ async fn wait_while_presenting(shared: &Shared, tap: &CallbackQuery) {
 
 /// The longest a tap waits for its card's `sendMessage` to return.
 const PRESENTING_WAIT: Duration = Duration::from_secs(5);
+/// The pause before sending a card again after a failure that is not a 429.
+const SEND_RETRY_PAUSE: Duration = Duration::from_secs(1);
+/// The longest an edit to a card's outcome waits out a 429 (below
+/// [`crate::bot_api::MAX_RETRY_AFTER`]: the tap that ended the card waits for it).
+const MAX_EDIT_WAIT: Duration = Duration::from_secs(30);
 
 /// The checks of a tap, in order; the card and decision when all pass.
 fn check_tap(shared: &Shared, tap: &CallbackQuery) -> Option<(Presentation, Tap)> {
@@ -373,14 +389,21 @@ async fn cards_resolved(shared: &Arc<Shared>, approval_id: &str, resolution: App
     resolved(shared, approval_id, resolution).await;
 }
 
-/// The card's deadline: the configured timeout, or the hub's own deadline if sooner.
+/// The card's deadline: the configured timeout, or the hub's own deadline if sooner, never further
+/// off than the longest configurable timeout.
 fn card_deadline(shared: &Shared, approval: &pb::PendingApproval) -> Instant {
-    let configured = Duration::from_secs(shared.config.approval_timeout_seconds);
+    let longest = Duration::from_secs(APPROVAL_TIMEOUT_BOUNDS.1);
+    let configured = Duration::from_secs(shared.config.approval_timeout_seconds).min(longest);
     let hub_left = approval.deadline.parse::<jiff::Timestamp>().ok().map(|at| {
-        let left = at.as_millisecond() - jiff::Timestamp::now().as_millisecond();
+        let left = at
+            .as_millisecond()
+            .saturating_sub(jiff::Timestamp::now().as_millisecond());
         Duration::from_millis(u64::try_from(left).unwrap_or(0))
     });
-    Instant::now() + hub_left.map_or(configured, |left| left.min(configured))
+    let now = Instant::now();
+    // A deadline that cannot be represented is no reason to wait for ever: it is now.
+    now.checked_add(hub_left.map_or(configured, |left| left.min(configured)))
+        .unwrap_or(now)
 }
 
 /// The card's deadline passed: reject it (unless a tap is deciding it) and say it timed out.
@@ -524,8 +547,9 @@ async fn finish_with_body(
             .await
         {
             Ok(()) => return,
-            Err(BotError::RetryAfter { retry_after }) => {
-                tokio::time::sleep(Duration::from_secs(retry_after.min(30))).await;
+            Err(e @ BotError::RetryAfter { .. }) => {
+                let wait = e.retry_wait().unwrap_or(MAX_EDIT_WAIT);
+                tokio::time::sleep(wait.min(MAX_EDIT_WAIT)).await;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "telegram: a card could not be edited to its outcome");

@@ -5,7 +5,9 @@
 //!
 //! Invariants: the relay ends with the run (its attachment goes with it, so the hub closes any
 //! approval only it was shown: a closed dialog never approves); a chatter message that cannot be
-//! sent is dropped after its retry, never an approval card (see `cards`).
+//! sent is dropped after its retry, never an approval card (see `cards`); a chatter message waits
+//! out a 429 once, and only if its `retry_after` (capped by the client) is at most
+//! [`MAX_CHATTER_WAIT`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -239,9 +241,10 @@ where
 {
     match call().await {
         Ok(value) => Some(value),
-        Err(BotError::RetryAfter { retry_after }) => {
-            let wait = Duration::from_secs(retry_after);
+        Err(e @ BotError::RetryAfter { .. }) => {
+            let wait = e.retry_wait().unwrap_or(MAX_CHATTER_WAIT);
             if wait > MAX_CHATTER_WAIT {
+                tracing::warn!(error = %e, "telegram: a reply was dropped rather than wait so long");
                 return None;
             }
             tokio::time::sleep(wait).await;
