@@ -65,6 +65,8 @@ pub enum Command {
     /// Routines: tau acting on a schedule (list, add, rm, pause, resume, run, log).
     #[command(subcommand)]
     Routine(crate::routine::RoutineCommand),
+    /// The tier-2 questions pending across sessions; `decide ID` answers one in this terminal.
+    Approvals(crate::approvals::ApprovalsArgs),
     /// Print a shell completion script for bash, zsh or fish.
     Completions(CompletionsArgs),
     /// Print the manual page of tau (roff, for man).

@@ -2,6 +2,7 @@
 //! approval decisions and manages an installation; it never builds an agent and never decides an
 //! approval by itself. Everything with state lives in `taud`.
 
+mod approvals;
 mod approve;
 mod ask;
 mod chat;
@@ -51,6 +52,7 @@ fn main() -> ExitCode {
         Command::Mcp(command) => mcp::run(command, &ctx),
         Command::Telegram(command) => telegram::run(command, &ctx),
         Command::Routine(command) => routine::run(command, &ctx),
+        Command::Approvals(args) => approvals::run(args, &ctx),
         Command::Tui(args) => tui::run(args, &ctx),
         Command::Completions(args) => shell_docs::run_completions(args),
         Command::Man => shell_docs::run_man(),
