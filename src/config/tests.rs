@@ -335,6 +335,18 @@ fn error_texts() {
             "agent.max_turn = 5: unknown key (expected max_turns, context, window_size, max_total_tokens or approval_timeout_seconds)",
         ),
         (
+            "[routines]\napproval_timeout = \"5s\"\n",
+            r#"routines.approval_timeout = "5s": expected a duration from 10s to 1d: a whole number of seconds, or a number and a unit (s, m, h, d) such as "10m""#,
+        ),
+        (
+            "[routines]\napproval_timeout = \"ten minutes\"\n",
+            r#"routines.approval_timeout = "ten minutes": expected a duration from 10s to 1d: a whole number of seconds, or a number and a unit (s, m, h, d) such as "10m""#,
+        ),
+        (
+            "[routines]\ntimeout = 5\n",
+            "routines.timeout = 5: unknown key (expected approval_timeout)",
+        ),
+        (
             "[agent]\napproval_timeout_seconds = 0\n",
             "agent.approval_timeout_seconds = 0: expected a whole number from 1 to 4294967295",
         ),
@@ -537,7 +549,7 @@ fn error_texts() {
         // Top level
         (
             "max_turns = 5\n",
-            "max_turns = 5: unknown key (expected a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [components], [component.<name>], [mcp] or [budget.<role>])",
+            "max_turns = 5: unknown key (expected a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [routines], [components], [component.<name>], [mcp] or [budget.<role>])",
         ),
     ];
     for (text, want) in cases {
@@ -664,4 +676,20 @@ fn the_telegram_owner_ids_are_both_set_or_neither() {
             "{one}: {e}"
         );
     }
+}
+
+#[test]
+fn the_routines_table_reads_its_approval_timeout() {
+    assert_eq!(load("").unwrap().routines.approval_timeout_seconds, 600);
+    for (text, seconds) in [
+        ("approval_timeout = 90", 90),
+        ("approval_timeout = \"90s\"", 90),
+        ("approval_timeout = \"15m\"", 900),
+        ("approval_timeout = \"2h\"", 7200),
+        ("approval_timeout = \"1d\"", 86_400),
+    ] {
+        let config = load(&format!("[routines]\n{text}\n")).unwrap();
+        assert_eq!(config.routines.approval_timeout_seconds, seconds, "{text}");
+    }
+    assert!(err("[routines]\napproval_timeout = \"99999999999999999999d\"\n").contains("1d"));
 }

@@ -2,9 +2,10 @@
 //! call) and the hub registers it.
 //!
 //! Invariants: the tool itself stores nothing and approves nothing: it reads the proposal and hands
-//! it to a [`RoutineProposer`] (the hub), which registers it through the gate, so a tier-2 action
-//! is still stored only after the owner's explicit approval, asked in the session and on the
-//! channel the proposal came from. The tool is in a catalog only where a proposer exists (the hub).
+//! it to a [`RoutineProposer`] (the hub), which registers it through the gate as the model's, so
+//! every routine it proposes, whatever its action's tier, is stored only after the owner's explicit
+//! approval of the whole routine, asked in the session and on the channel the proposal came from.
+//! The tool is in a catalog only where a proposer exists (the hub).
 
 use std::sync::Arc;
 
@@ -45,15 +46,16 @@ pub struct ScheduleRoutine {
 impl ScheduleRoutine {
     pub const NAME: &'static str = "schedule_routine";
     pub const EFFECT: &'static str =
-        "Proposes a routine; a tier-2 action is registered only after the owner approves it.";
+        "Proposes a routine; it is registered only after the owner approves the whole routine.";
 
     pub fn new(proposer: Arc<dyn RoutineProposer>) -> Self {
         let spec = ToolSpec::builder(
             Self::NAME,
             "Schedules a routine: a prompt or one tool call, run on a schedule in Europe/Istanbul \
              time (a cron expression, an interval such as 90m, or a one-off time such as \
-             2026-12-24 18:00). A routine whose tool acts on the physical world is registered only \
-             after the owner approves it; its firings then run without asking again.",
+             2026-12-24 18:00). Every routine you propose is registered only after the owner \
+             approves it as shown; a tool routine's scheduled firings then run without asking \
+             again.",
         )
         .input_schema(json!({
             "type": "object",
