@@ -345,7 +345,7 @@ mod tests {
             "apr-1",
             "demo_physical_action {\"action\": \"lamp off\"}",
             "session routine-lamp on telegram",
-            "asked 120s ago",
+            "asked 2m ago",
             "ends in 8m",
             "Demo: moves nothing.",
         ] {

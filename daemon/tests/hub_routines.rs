@@ -299,6 +299,58 @@ async fn the_model_proposes_a_routine_and_the_owner_approves_it_in_the_turn() {
 }
 
 #[tokio::test]
+async fn a_prompt_routine_the_model_proposes_is_asked_and_refused_when_rejected() {
+    let proposal = || {
+        FakeReply::tool_call(
+            "schedule_routine",
+            json!({"name": "spender", "every": "1m", "prompt": "Search the web again."}),
+        )
+    };
+    let f = routines_fixture(vec![
+        proposal(),
+        FakeReply::text("It was not registered."),
+        proposal(),
+        FakeReply::text("Registered."),
+    ])
+    .await;
+    let id = f.new_session().await;
+    let mut turn = f.turn(&id, "keep searching", "terminal").await;
+    let approval = support::hub::until_approval(&mut turn).await;
+    let pending = f.core.list_pending(Some(&id)).unwrap();
+    assert_eq!(pending[0].request.tool, "schedule_routine");
+    assert_eq!(
+        pending[0].request.arguments,
+        json!({"name": "spender", "prompt": "Search the web again.", "approval_channel": "terminal"})
+    );
+    assert!(
+        pending[0].request.effect.contains("every 1m"),
+        "{}",
+        pending[0].request.effect
+    );
+    f.core
+        .decide(&approval, ApprovalAnswer::Reject, turn.attachment_id())
+        .unwrap();
+    support::hub::drain(&mut turn).await;
+    assert!(
+        f.core.list_routines().unwrap().is_empty(),
+        "nothing the model proposed is stored unapproved"
+    );
+    let mut turn = f.turn(&id, "keep searching", "terminal").await;
+    let approval = support::hub::until_approval(&mut turn).await;
+    f.core
+        .decide(&approval, ApprovalAnswer::Approve, turn.attachment_id())
+        .unwrap();
+    support::hub::drain(&mut turn).await;
+    let routine = f.core.list_routines().unwrap().remove(0);
+    assert_eq!(routine.routine.created_by, Creator::Model);
+    assert_eq!(
+        routine.routine.approval.map(|a| a.approval_id),
+        Some(approval)
+    );
+    f.core.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_routine_whose_tool_is_gone_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("routines.json");
