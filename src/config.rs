@@ -63,7 +63,7 @@ pub use known::{BUILTIN_SESSION_BACKENDS, BuiltinProvider, KnownNames, PLANNED_P
 pub use mcp::{
     DEFAULT_MCP_CALL_MAX_SECONDS, DEFAULT_MCP_CALL_TIMEOUT_SECONDS,
     DEFAULT_MCP_STARTUP_TIMEOUT_SECONDS, McpConfig, McpServerConfig, McpToolConfig,
-    is_valid_server_key,
+    SERVER_KEY_RULE, fold_server_key, is_valid_server_key,
 };
 pub use model::{
     AgentConfig, CacheConfig, CacheStrategy, CacheTtl, ComponentsConfig, ContextMode,

@@ -40,5 +40,6 @@ pub mod dotenv;
 pub mod env;
 pub mod error_marks;
 pub mod installation;
+pub mod mcp_names;
 pub mod model_endpoints;
 pub mod paths;

@@ -252,6 +252,13 @@ fn mcp_rows(
                             false,
                             format!("MCP server {server}: no tier in tau.toml, never offered"),
                         ),
+                        Some("refused") => (
+                            false,
+                            format!(
+                                "MCP server {server}: refused, {}",
+                                tool["warning"].as_str().unwrap_or("its name is taken")
+                            ),
+                        ),
                         _ => (
                             false,
                             format!("MCP server {server}: tiered but not offered by the server"),
@@ -262,7 +269,7 @@ fn mcp_rows(
             }
             None => {
                 for (tool, tier) in &server_config.tools {
-                    let name = format!("mcp__{server}__{tool}");
+                    let name = tau_api::mcp_names::model_name(server, tool);
                     let enabled = !disabled(&name);
                     push(
                         name,

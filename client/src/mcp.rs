@@ -1,6 +1,7 @@
 //! `tau mcp list [--json]` and `tau mcp tiers SERVER`: the MCP servers of tau.toml with what the
-//! running hub says about them (state, restarts, error, each tool with its tier and state), and a
-//! ready-to-edit TOML block of one server's tools with suggested tiers.
+//! running hub says about them (state, restarts, error, each tool with its tier, state and the name
+//! the model sees it under, `tau_api::mcp_names`, also with no hub running), and a ready-to-edit
+//! TOML block of one server's tools with suggested tiers.
 //!
 //! Invariants: nothing here writes tau.toml (the owner reviews and pastes); a suggested tier comes
 //! from the server's own hints and is never above 1 (only the owner knows what acts on the physical
@@ -119,7 +120,15 @@ fn listing(config: &McpConfig, reported: Option<&[Value]>) -> Vec<Value> {
                 None => server
                     .tools
                     .iter()
-                    .map(|(tool, t)| json!({"tool": tool, "tier": t.tier, "effect": t.effect, "state": "configured"}))
+                    .map(|(tool, t)| {
+                        json!({
+                            "tool": tool,
+                            "name": tau_api::mcp_names::model_name(name, tool),
+                            "tier": t.tier,
+                            "effect": t.effect,
+                            "state": "configured",
+                        })
+                    })
                     .collect(),
             };
             json!({
@@ -297,9 +306,36 @@ mod tests {
     }
 
     #[test]
+    fn every_reported_tool_shows_the_name_the_model_sees() {
+        let listing = vec![json!({
+            "name": "a", "command": "a-mcp", "state": "ready", "restarts": 0, "pid": 7, "error": null,
+            "tools": [
+                {"tool": "__b", "name": "mcp__a____b", "tier": 2, "state": "offered"},
+                {"tool": "a.b", "name": "mcp__a__a_b_1b0ae59f", "tier": 0, "state": "offered"},
+                {"tool": "ghost", "name": "mcp__a__ghost", "tier": 0, "state": "missing"},
+                {"tool": "x", "name": "mcp__a__x", "tier": 1, "state": "refused",
+                 "warning": "its name mcp__a__x belongs to MCP server 'b' tool 'y'"},
+            ],
+        })];
+        let text = render_list(&listing);
+        for name in [
+            "mcp__a____b",
+            "mcp__a__a_b_1b0ae59f",
+            "mcp__a__ghost",
+            "mcp__a__x",
+        ] {
+            assert!(text.contains(&format!("  as {name}")), "{name}: {text}");
+        }
+        assert!(
+            text.contains("refused  as mcp__a__x  warning: its name mcp__a__x belongs to"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn the_list_falls_back_to_tau_toml() {
         let config = tau_api::config::Config::from_toml_str(
-            "[mcp.servers.home]\ncommand = \"home-mcp\"\n[mcp.servers.home.tools.lamp]\ntier = 2\neffect = \"e\"\n",
+            "[mcp.servers.home]\ncommand = \"home-mcp\"\n[mcp.servers.home.tools.lamp]\ntier = 2\neffect = \"e\"\n[mcp.servers.home.tools.\"read.state\"]\ntier = 0\n",
             std::path::Path::new("/t/tau.toml"),
             &tau_api::env::Env::new(),
             &tau_api::config::KnownNames::builtin(),
@@ -309,6 +345,17 @@ mod tests {
         let text = render_list(&listing);
         assert!(text.starts_with("home  home-mcp  unknown\n"), "{text}");
         assert!(text.contains("lamp"), "{text}");
-        assert!(text.contains("tier 2   configured"), "{text}");
+        assert!(
+            text.contains("tier 2   configured  as mcp__home__lamp\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tier 0   configured  as mcp__home__read_state_0d336513\n"),
+            "{text}"
+        );
+        assert_eq!(
+            listing[0]["tools"][1]["name"],
+            "mcp__home__read_state_0d336513"
+        );
     }
 }

@@ -9,9 +9,9 @@
 //! Exit codes (`tau_api::hub_files::exit`): 0 clean stop; 1 another hub is running; 73 the hub's
 //! files cannot be created or locked; 70 a fatal error after start (crash.json names it); 78 a bad
 //! configuration (one line names it), also a missing, empty or unreadable persona.md next to a
-//! tau.toml. Under `--launchd` a refused start (1, 78) exits 0 instead,
-//! since launchd's KeepAlive cannot exempt exit codes the way systemd's RestartPreventExitStatus
-//! does.
+//! tau.toml and MCP tools that would share a name (`taud::mcp::check_names`). Under `--launchd` a
+//! refused start (1, 78) exits 0 instead, since launchd's KeepAlive cannot exempt exit codes the
+//! way systemd's RestartPreventExitStatus does.
 //!
 //! Built with the `otel` feature, the spans are also exported over OTLP HTTP/protobuf when
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` is set (module `otel_export`); the exporter is flushed at exit.
@@ -68,8 +68,13 @@ fn main() -> ExitCode {
         eprintln!("taud: {e}");
         return refused(exit::CONFIG);
     }
-    if let Err(e) = taud::hub::CoreOptions::from_installation(&installation).check_persona() {
+    let core_options = taud::hub::CoreOptions::from_installation(&installation);
+    if let Err(e) = core_options.check_persona() {
         eprintln!("taud: {e}");
+        return refused(exit::CONFIG);
+    }
+    if let Err(e) = core_options.check_mcp_names() {
+        eprintln!("taud: {}: {e}", installation.paths.config_file.display());
         return refused(exit::CONFIG);
     }
     let services = match CoreSetup::from_installation(&installation) {

@@ -2,7 +2,9 @@
 //! reaches the model with a `tool_call` event; a tier-2 call asks with the owner's effect sentence
 //! and the exact arguments, and runs only when approved; an untiered tool is never offered; a
 //! server that becomes ready after a session opened is offered from the next turn; shutting the
-//! core down stops every server; an MCP image reaches the model as an image block.
+//! core down stops every server; an MCP image reaches the model as an image block; servers whose
+//! tools would share a name are refused at start, naming both; a name always reaches the same tool,
+//! whatever else is listed and whichever server is up.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,13 +17,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use support::hub::{drain, ended_text, fixture_with, next_event, next_turn_event, options};
+use support::hub::{drain, ended_text, fixture_with, next_event, next_turn_event, options, setup};
 use support::mcp::{fake_spec, wait_gone};
 use taud::gate::ToolCallStatus;
 use taud::hub::{ApprovalAnswer, EventKind, HubCore, SessionEvent};
 use taud::mcp::Phase;
 use taud::message::{ImageBlock, ToolResultContent, ToolResultStatus};
 use taud::testing::FakeReply;
+use taud::tool::Tier;
 
 async fn wait_ready(core: &HubCore) {
     let deadline = tokio::time::Instant::now() + support::mcp::DEADLINE;
@@ -350,4 +353,147 @@ async fn components_tools_disabled_removes_mcp_tools() {
         .collect();
     assert_eq!(ready, vec!["current_time", "demo_physical_action"]);
     f.core.shutdown().await;
+}
+
+#[tokio::test]
+async fn servers_whose_tools_would_share_a_name_are_refused_at_start() {
+    // `a` offering `__b` and `a_` offering `_b` were both `mcp__a____b`: the catalog kept
+    // whichever was up first, so an approval for one could fire the other.
+    let mut opts = options();
+    opts.mcp_servers = vec![
+        fake_spec("a", &["--tool", "__b"]).tool("__b", Tier::Physical, Some("Opens the safe.")),
+        fake_spec("a_", &["--tool", "_b"]).tool("_b", Tier::Physical, Some("Feeds the cat.")),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(taud::testing::FakeModel::scripted(vec![]));
+    let err = setup(dir.path(), "file", &model, opts)
+        .start()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "MCP server 'a' tool '__b' and MCP server 'a_' tool '_b' would both reach the model as 'mcp__a____b' (names that differ only in '-' versus '_' count as one): rename a server or tier only one of them"
+    );
+}
+
+/// The MCP tools the hub offers, by name.
+fn offered(core: &HubCore) -> Vec<String> {
+    let tools = core.tools();
+    tools
+        .into_iter()
+        .filter(|t| t.server.is_some() && t.state == "ready")
+        .map(|t| t.name)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_name_reaches_the_same_tool_after_another_tool_appears() {
+    // `a.b` was offered as `mcp__s__a_b` while alone, and under a hashed name once `a_b`
+    // appeared, which then took `mcp__s__a_b`: a call approved for one fired the other.
+    let dir = tempfile::tempdir().unwrap();
+    let calls = dir.path().join("calls");
+    let args = [
+        "--tool",
+        "a.b",
+        "--later",
+        "a_b",
+        "--calls",
+        calls.to_str().unwrap(),
+    ];
+    let hashed = "mcp__s__a_b_407e8e5c";
+    let mut opts = options();
+    opts.mcp_servers =
+        vec![
+            fake_spec("s", &args)
+                .tool("a.b", Tier::Read, None)
+                .tool("a_b", Tier::Read, None),
+        ];
+    let replies = vec![
+        FakeReply::tool_call(hashed, json!({})),
+        FakeReply::tool_call("mcp__s__add_tool", json!({})),
+        FakeReply::text("one"),
+        FakeReply::tool_call("mcp__s__a_b", json!({})),
+        FakeReply::tool_call(hashed, json!({})),
+        FakeReply::text("two"),
+    ];
+    let f = fixture_with("file", replies, opts).await;
+    wait_ready(&f.core).await;
+    let names = offered(&f.core);
+    assert!(names.iter().any(|n| n == hashed), "{names:?}");
+    assert!(!names.iter().any(|n| n == "mcp__s__a_b"), "{names:?}");
+    let listed = f.core.mcp().status()[0].generation;
+
+    let id = f.new_session().await;
+    let mut turn = f.turn(&id, "one", "terminal").await;
+    assert_eq!(ended_text(&drain(&mut turn).await), "one");
+    let deadline = tokio::time::Instant::now() + support::mcp::DEADLINE;
+    while f.core.mcp().status()[0].generation == listed {
+        assert!(tokio::time::Instant::now() < deadline, "no new listing");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let names = offered(&f.core);
+    assert!(names.iter().any(|n| n == hashed), "{names:?}");
+    assert!(names.iter().any(|n| n == "mcp__s__a_b"), "{names:?}");
+    let mut turn = f.turn(&id, "two", "terminal").await;
+    let events = drain(&mut turn).await;
+    assert_eq!(ended_text(&events), "two");
+    let statuses: Vec<ToolCallStatus> = tool_calls(&events).iter().map(|c| c.1).collect();
+    assert_eq!(statuses, vec![ToolCallStatus::Success; 2]);
+    let called: Vec<String> = support::mcp::log_lines(&calls)
+        .iter()
+        .map(|l| l["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(called, vec!["a.b", "add_tool", "a_b", "a.b"]);
+    f.core.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_name_another_server_owns_is_refused_even_while_that_server_is_down() {
+    // `a` offering `__b` and `a_` offering `_b` were both `mcp__a____b`: with `a` down, an
+    // approval for "opens the safe" fired `a_`'s "feeds the cat". The hub refuses such specs at
+    // start (above); a manager given them anyway keeps the name `a`'s, whoever is up.
+    let mut a = fake_spec("a", &[]).tool("__b", Tier::Physical, Some("Opens the safe."));
+    a.command = "/nonexistent/mcp-server".into();
+    // It also lists `read_state` twice: the second listing is refused, the first kept.
+    let a_ = fake_spec("a_", &["--tool", "_b", "--tool", "read_state"]).tool(
+        "_b",
+        Tier::Physical,
+        Some("Feeds the cat."),
+    );
+    let manager = taud::mcp::McpManager::new(vec![a, a_]);
+    manager.start();
+    support::mcp::wait_for(&manager, 0, "a failed start", |s| s.error.is_some()).await;
+    let status = support::mcp::ready(&manager, 1).await;
+    let names: Vec<String> = manager
+        .tools()
+        .iter()
+        .map(|t| t.spec().name.clone())
+        .collect();
+    assert!(!names.iter().any(|n| n == "mcp__a____b"), "{names:?}");
+    assert!(
+        names.iter().any(|n| n == "mcp__a___read_state"),
+        "{names:?}"
+    );
+    let refused = status.tools.iter().find(|t| t.tool == "_b").unwrap();
+    assert_eq!(refused.state, taud::mcp::ToolState::Refused);
+    assert_eq!(refused.name, "mcp__a____b");
+    assert_eq!(
+        refused.warning.as_deref(),
+        Some("its name mcp__a____b belongs to MCP server 'a' tool '__b'")
+    );
+    let twice: Vec<_> = status
+        .tools
+        .iter()
+        .filter(|t| t.tool == "read_state")
+        .collect();
+    assert_eq!(twice.len(), 2);
+    assert_eq!(twice[0].state, taud::mcp::ToolState::Offered);
+    assert_eq!(twice[1].state, taud::mcp::ToolState::Refused);
+    assert_eq!(
+        twice[1].warning.as_deref(),
+        Some("the server lists this tool twice; only its first listing is offered")
+    );
+    let offered_once = names.iter().filter(|n| *n == "mcp__a___read_state").count();
+    assert_eq!(offered_once, 1);
+    manager.stop(support::mcp::DEADLINE).await;
 }

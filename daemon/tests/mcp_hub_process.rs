@@ -1,6 +1,7 @@
 //! MCP servers under the real `taud`: a server killed from outside is restarted while the hub keeps
 //! answering, and after the hub stops no server process or grandchild is left; a long call's
-//! progress reaches a client over the socket, in order, before the call's result.
+//! progress reaches a client over the socket, in order, before the call's result; a tau.toml whose
+//! MCP tools would share a name is refused at start (exit 78, one line naming both).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -82,6 +83,32 @@ fn a_killed_server_is_restarted_and_stopping_the_hub_leaves_no_process() {
     std::thread::sleep(Duration::from_millis(50));
     for pid in [first, second, grandchild1, grandchild2] {
         assert!(gone(pid), "process {pid} is left after the hub stopped");
+    }
+}
+
+#[test]
+fn tools_that_would_share_a_name_are_a_bad_config() {
+    use tau_api::hub_files::exit;
+    let cases = [
+        (
+            "[mcp.servers.home]\ncommand = \"home-mcp\"\n[mcp.servers.home.tools.a-b]\ntier = 0\n[mcp.servers.home.tools.a_b]\ntier = 0\n",
+            "MCP server 'home' tool 'a-b' and MCP server 'home' tool 'a_b' would both reach the model as 'mcp__home__a_b'",
+        ),
+        (
+            // `a`'s `__b` and `a_`'s `_b` would both be `mcp__a____b`: `a_` is not a key.
+            "[mcp.servers.a]\ncommand = \"x\"\n[mcp.servers.a.tools.__b]\ntier = 0\n[mcp.servers.a_]\ncommand = \"y\"\n[mcp.servers.a_.tools._b]\ntier = 0\n",
+            "mcp.servers = [mcp.servers.a_]: expected server keys of",
+        ),
+    ];
+    for (config, want) in cases {
+        let install = Install::with_config(config);
+        let (status, stderr) = install.run_to_exit();
+        assert_eq!(status.code(), Some(i32::from(exit::CONFIG)), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        let file = install.home.join("tau.toml").display().to_string();
+        assert!(stderr.starts_with(&format!("taud: {file}: ")), "{stderr}");
+        assert!(stderr.contains(want), "{stderr}");
+        assert!(!install.paths().lock_file.exists());
     }
 }
 

@@ -103,6 +103,9 @@ async fn only_tiered_tools_are_offered_with_the_owners_tier() {
     assert_eq!(by_tool("untiered_tool").state, ToolState::Untiered);
     assert_eq!(by_tool("untiered_tool").tier, None);
     assert_eq!(by_tool("ghost").state, ToolState::Missing);
+    // A tool that is not offered is still shown under the name the model would see.
+    assert_eq!(by_tool("ghost").name, "mcp__fake__ghost");
+    assert_eq!(by_tool("untiered_tool").name, "mcp__fake__untiered_tool");
     assert_eq!(by_tool("lamp").state, ToolState::Offered);
     assert!(by_tool("lamp").warning.is_none());
     assert!(

@@ -1,10 +1,12 @@
 //! `[mcp.servers.<key>]`: the MCP tool servers tau starts, and the tier the owner wrote for each of
 //! their tools (`[mcp.servers.<key>.tools.<tool>]`).
 //!
-//! Invariants: a server key is 1 to 24 of `[a-z0-9_-]`, starting with a letter or digit and without
-//! `__` (it becomes part of the model-visible `mcp__<server>__<tool>` names); every tool entry has a
-//! tier of 0, 1 or 2, and a tier-2 entry has an effect sentence; timeouts are at least one second
-//! (`call_timeout_seconds` is a call's idle timeout, `call_max_seconds` its hard cap).
+//! Invariants: a server key is 1 to 24 of `[a-z0-9_-]`, starting and ending with a letter or digit,
+//! never two of `-` and `_` in a row, and no two keys differ only in `-` versus `_` (the key is part
+//! of the model-visible `mcp__<server>__<tool>` names, and this makes the `<server>` part end at the
+//! first `__`, so two servers never share a tool name: see [`crate::mcp_names`]); every tool entry
+//! has a tier of 0, 1 or 2, and a tier-2 entry has an effect sentence; timeouts are at least one
+//! second (`call_timeout_seconds` is a call's idle timeout, `call_max_seconds` its hard cap).
 //! A tool the server offers without an entry here is never offered to the model (the daemon lists
 //! it as untiered). Nothing here is started: this is configuration only.
 
@@ -71,18 +73,27 @@ pub struct McpToolConfig {
     pub effect: Option<String>,
 }
 
-/// Whether `key` can name a server: `[a-z0-9][a-z0-9_-]{0,23}` without `__`.
+/// What a server key may be, as error messages say it.
+pub const SERVER_KEY_RULE: &str = "1 to 24 lowercase letters, digits, '-' or '_', starting and ending with a letter or digit, without two of '-' and '_' in a row";
+
+/// Whether `key` can name a server: 1 to 24 of `[a-z0-9_-]`, starting and ending with a letter or
+/// digit, never two separators (`-`, `_`) in a row. Then `mcp__<key>__` ends the key at the first
+/// `__`, even when `-` is read as `_`.
 pub fn is_valid_server_key(key: &str) -> bool {
-    let mut chars = key.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    first_ok
-        && key.len() <= 24
-        && !key.contains("__")
-        && key
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+    let word = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    key.len() <= 24
+        && key.starts_with(word)
+        && key.ends_with(word)
+        && key.chars().all(|c| word(c) || c == '_' || c == '-')
+        && !["__", "_-", "-_", "--"]
+            .iter()
+            .any(|pair| key.contains(pair))
+}
+
+/// `key` with `-` read as `_`: two server keys that fold alike would give tool names that differ
+/// only in `-` versus `_`, which tau counts as one name.
+pub fn fold_server_key(key: &str) -> String {
+    key.replace('-', "_")
 }
 
 /// Reads `[mcp]` from the document root.
@@ -101,7 +112,21 @@ pub(crate) fn mcp(doc: &Section<'_>) -> Result<McpConfig, ConfigError> {
                 file: doc.file().to_path_buf(),
                 key: "mcp.servers".to_string(),
                 value: format!("[mcp.servers.{}]", key_segment(key)),
-                expected: "server keys of 1 to 24 lowercase letters, digits, '-' or '_', starting with a letter or digit, without \"__\"".to_string(),
+                expected: format!("server keys of {SERVER_KEY_RULE}"),
+            });
+        }
+        if let Some(other) = out
+            .servers
+            .keys()
+            .find(|other| fold_server_key(other) == fold_server_key(key))
+        {
+            return Err(ConfigError::Invalid {
+                file: doc.file().to_path_buf(),
+                key: "mcp.servers".to_string(),
+                value: format!("[mcp.servers.{}]", key_segment(key)),
+                expected: format!(
+                    "a key that differs from [mcp.servers.{other}] in more than '-' versus '_' (their tools' names would clash)"
+                ),
             });
         }
         let Value::Table(table) = value else {
@@ -307,11 +332,20 @@ command = "mcp-server-time"
             ),
             (
                 "[mcp.servers.Home]\ncommand = \"x\"\n",
-                "/home/u/.tau/tau.toml: mcp.servers = [mcp.servers.Home]: expected server keys of 1 to 24 lowercase letters, digits, '-' or '_', starting with a letter or digit, without \"__\"",
+                "/home/u/.tau/tau.toml: mcp.servers = [mcp.servers.Home]: expected server keys of 1 to 24 lowercase letters, digits, '-' or '_', starting and ending with a letter or digit, without two of '-' and '_' in a row",
             ),
             (
                 "[mcp.servers.a__b]\ncommand = \"x\"\n",
-                "/home/u/.tau/tau.toml: mcp.servers = [mcp.servers.a__b]: expected server keys of 1 to 24 lowercase letters, digits, '-' or '_', starting with a letter or digit, without \"__\"",
+                "/home/u/.tau/tau.toml: mcp.servers = [mcp.servers.a__b]: expected server keys of 1 to 24 lowercase letters, digits, '-' or '_', starting and ending with a letter or digit, without two of '-' and '_' in a row",
+            ),
+            (
+                // `a` with tool `__b` and `a_` with tool `_b` would both be `mcp__a____b`.
+                "[mcp.servers.a]\ncommand = \"x\"\n[mcp.servers.a_]\ncommand = \"y\"\n",
+                "/home/u/.tau/tau.toml: mcp.servers = [mcp.servers.a_]: expected server keys of 1 to 24 lowercase letters, digits, '-' or '_', starting and ending with a letter or digit, without two of '-' and '_' in a row",
+            ),
+            (
+                "[mcp.servers.home-lab]\ncommand = \"x\"\n[mcp.servers.home_lab]\ncommand = \"y\"\n",
+                "/home/u/.tau/tau.toml: mcp.servers = [mcp.servers.home_lab]: expected a key that differs from [mcp.servers.home-lab] in more than '-' versus '_' (their tools' names would clash)",
             ),
             (
                 "[mcp.servers.home]\ncommand = \"x\"\ncall_timeout_seconds = 0\n",
@@ -337,5 +371,10 @@ command = "mcp-server-time"
         assert!(!super::is_valid_server_key("_x"));
         assert!(!super::is_valid_server_key("a__b"));
         assert!(!super::is_valid_server_key(&"a".repeat(25)));
+        assert!(super::is_valid_server_key(&"a".repeat(24)));
+        for bad in ["a_", "a-", "-a", "a-_b", "a_-b", "a--b", "é"] {
+            assert!(!super::is_valid_server_key(bad), "{bad}");
+        }
+        assert_eq!(super::fold_server_key("home-lab"), "home_lab");
     }
 }

@@ -1,6 +1,6 @@
 //! `tau doctor`'s MCP checks: each server's command can be found, every tool a running hub saw
-//! the server offer has a tier in tau.toml, and a tier that looks too low for a tool the server
-//! marks destructive is flagged.
+//! the server offer has a tier in tau.toml, a tier that looks too low for a tool the server
+//! marks destructive is flagged, and so is a tool the hub refused (a name another owns).
 //!
 //! Invariants: nothing is started here (the command is only looked up); the hub is asked only on
 //! 127.0.0.1; a server's hints never change a tier, they only produce warnings.
@@ -64,6 +64,15 @@ pub fn checks(config: &Config, env: &Env, token_file: &Path) -> Vec<Check> {
                     &check,
                     format!("tool {raw:?} is tiered in tau.toml but the server does not offer it"),
                 )),
+                Some("refused") => {
+                    let why = tool["warning"].as_str().unwrap_or("its name is taken");
+                    out.push(
+                        Check::warn(&check, format!("tool {raw:?} is refused: {why}")).fix(
+                            "a tool the server lists twice is offered once; tools that would share a name need a server renamed or one of them untiered",
+                        ),
+                    );
+                    continue;
+                }
                 _ => {}
             }
             if let Some(warning) = tool["warning"].as_str() {

@@ -102,12 +102,16 @@ impl std::fmt::Debug for HubCore {
 }
 
 impl HubCore {
-    /// A core over `store`. Fails when the persona directory is configured but unreadable.
+    /// A core over `store`. Fails when the persona directory is configured but unreadable, or
+    /// when two MCP tools would share a name ([`CoreOptions::check_mcp_names`]).
     pub fn new(
         store: Arc<dyn SessionStore>,
         options: CoreOptions,
         factory: Arc<dyn ModelFactory>,
     ) -> Result<Self, CoreError> {
+        options
+            .check_mcp_names()
+            .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
         let clock = Arc::new(SystemClock);
         let spend = Arc::new(open_spend_meter(&options));
         let persona: Arc<dyn SystemPromptSource> = match &options.persona_dir {

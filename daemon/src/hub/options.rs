@@ -277,6 +277,13 @@ impl CoreOptions {
         }
     }
 
+    /// Whether every MCP tool the configuration tiers gets a name of its own (see
+    /// `crate::mcp::check_names`): a clash is a configuration error (`taud` refuses to start,
+    /// naming both servers and tools).
+    pub fn check_mcp_names(&self) -> Result<(), crate::mcp::NameError> {
+        crate::mcp::check_names(&self.mcp_servers)
+    }
+
     /// Whether `role` may be asked for: a role of tau.toml, or the default when it defines none.
     pub fn knows_role(&self, role: &str) -> bool {
         self.roles.contains_key(role) || (self.roles.is_empty() && role == self.default_role)

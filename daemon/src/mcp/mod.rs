@@ -3,7 +3,8 @@
 //!
 //! Parts: `spec` (configuration → what to start, environment), `launch` (process group, stderr
 //! drain, group kill), `session` (rmcp client with deadlines), `adapter` (a tool as a tau
-//! [`crate::tool::Tool`]), `result` (results → model blocks, capped), `names` (`mcp__<server>__<tool>`),
+//! [`crate::tool::Tool`]), `result` (results → model blocks, capped), `names` (`mcp__<server>__<tool>`: the naming
+//! rule, and the table that gives each name one owner),
 //! `list_refresh` (`list_changed` debounced, an older listing never replacing a newer one),
 //! `supervisor` (restart with backoff, given up on a server that keeps dying), `status` (what the
 //! hub shows).
@@ -11,7 +12,8 @@
 //! Invariants: a tool without an owner's tier is never offered; a server's annotations never set or
 //! lower a tier; no hub start, turn or other server ever waits on a server (servers start in their
 //! own tasks, and every request has a deadline); after [`McpManager::stop`] no process of any
-//! server's group is left; rmcp types stay inside this module.
+//! server's group is left; rmcp types stay inside this module; no two (server, tool) pairs are ever
+//! offered under one name, and a name never changes owner while the hub runs (see `names`).
 
 mod adapter;
 mod launch;
@@ -30,7 +32,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use adapter::{McpTool, distribution};
-pub use names::model_names;
+pub use names::{MAX_NAME_LEN, NameError, NameTable, NameTaken, check_names, model_name};
 pub use result::{MAX_RESULT_BYTES, to_output};
 pub use server_spec::{Backoff, McpServerSpec, RestartLimit, ToolTier, specs_from_config};
 pub use status::{Phase, ServerStatus, ToolListing, ToolState};
@@ -56,6 +58,7 @@ pub enum McpError {
 /// The hub's MCP servers. Cheap to share (`Arc`).
 pub struct McpManager {
     specs: Vec<McpServerSpec>,
+    names: Arc<NameTable>,
     servers: Vec<Arc<ServerShared>>,
     stop: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -73,14 +76,21 @@ impl std::fmt::Debug for McpManager {
 }
 
 impl McpManager {
-    /// A manager for `specs`; nothing starts before [`McpManager::start`].
+    /// A manager for `specs`; nothing starts before [`McpManager::start`]. The hub refuses specs
+    /// that [`check_names`] refuses before it gets here; given such specs anyway, a tool whose name
+    /// another owns is refused when listed (logged, `refused` in the status).
     pub fn new(specs: Vec<McpServerSpec>) -> Self {
+        let (names, problems) = NameTable::build(&specs);
+        for problem in problems {
+            tracing::error!("{problem}");
+        }
         let servers = specs
             .iter()
             .map(|spec| Arc::new(ServerShared::new(spec)))
             .collect();
         Self {
             specs,
+            names: Arc::new(names),
             servers,
             stop: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
@@ -102,6 +112,7 @@ impl McpManager {
             tasks.push(tokio::spawn(supervise(
                 spec.clone(),
                 Arc::clone(shared),
+                Arc::clone(&self.names),
                 self.stop.child_token(),
             )));
         }
@@ -145,8 +156,9 @@ impl Drop for McpManager {
 }
 
 /// The hub's catalog: the shipped tools, then every ready MCP server's tiered tools, minus
-/// `[components.tools] disabled` (a tool name, `dist:mcp:<server>` or `dist:taud`). An MCP tool
-/// the catalog refuses (a clashing name) is left out with a warning.
+/// `[components.tools] disabled` (a tool name, `dist:mcp:<server>` or `dist:taud`). No MCP tool
+/// offered here clashes with another tool (the manager's [`NameTable`] refused it when it was
+/// listed); should the catalog still refuse one, it keeps what it has and logs an error.
 pub fn hub_catalog(
     clock: Arc<dyn crate::clock::Clock>,
     disabled: &[String],
@@ -156,15 +168,15 @@ pub fn hub_catalog(
     for tool in mcp.tools() {
         let name = tool.spec().name.clone();
         if let Err(e) = catalog.add(tool) {
-            tracing::warn!(tool = %name, "mcp tool left out: {e}");
+            tracing::error!(tool = %name, "mcp tool left out: {e}");
         }
     }
     catalog.disable(disabled);
     Ok(catalog)
 }
 
-/// The MCP tools that are listed but not offered (untiered, or tiered but missing), for
-/// `ListTools` and `tau components`.
+/// The MCP tools that are listed but not offered (untiered, tiered but missing, or refused for
+/// a name another owns), for `ListTools` and `tau components`.
 pub fn not_offered(mcp: &McpManager) -> Vec<crate::tool::ToolSummary> {
     mcp.status()
         .into_iter()
@@ -189,6 +201,7 @@ pub fn not_offered(mcp: &McpManager) -> Vec<crate::tool::ToolSummary> {
                     state: match t.state {
                         ToolState::Untiered => "untiered",
                         ToolState::Missing => "missing",
+                        ToolState::Refused => "refused",
                         ToolState::Offered => "ready",
                     }
                     .to_owned(),

@@ -32,6 +32,9 @@ pub enum ToolState {
     Untiered,
     /// tau.toml tiers it but the server does not offer it.
     Missing,
+    /// Tiered, but not offered: its name belongs to another tool, or the server listed it twice
+    /// (see `warning`).
+    Refused,
 }
 
 /// One tool of a server.
@@ -39,7 +42,8 @@ pub enum ToolState {
 pub struct ToolListing {
     /// The server's own name.
     pub tool: String,
-    /// The model-visible name (`mcp__<server>__<tool>`); empty for a missing tool.
+    /// The model-visible name (`mcp__<server>__<tool>`, see `names`), also of a tool that is
+    /// not offered.
     pub name: String,
     pub tier: Option<u8>,
     pub effect: Option<String>,
@@ -49,7 +53,7 @@ pub struct ToolListing {
     /// What the server claims (hints, never a tier): read-only, destructive.
     pub read_only_hint: bool,
     pub destructive_hint: bool,
-    /// A tier that looks too low for what the server claims.
+    /// A tier that looks too low for what the server claims, or why the tool is refused.
     pub warning: Option<String>,
 }
 
@@ -73,10 +77,10 @@ impl ToolListing {
         }
     }
 
-    pub(super) fn missing(tool: &str, tier: &ToolTier) -> Self {
+    pub(super) fn missing(tool: &str, name: String, tier: &ToolTier) -> Self {
         Self {
             tool: tool.to_owned(),
-            name: String::new(),
+            name,
             tier: Some(tier.tier.number()),
             effect: tier.effect.clone(),
             state: ToolState::Missing,

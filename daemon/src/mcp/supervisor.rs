@@ -6,9 +6,11 @@
 //! window is not started again (`gave_up`); the server's state (starting, ready, restarting,
 //! gave_up, stopped) and its tool listing are published through [`ServerShared`] only, never
 //! awaited by a turn; a new `tools/list` replaces the published tools as a whole (turns pick it up
-//! when they build their catalog), unless a newer one was applied first (see `list_refresh`).
+//! when they build their catalog), unless a newer one was applied first (see `list_refresh`); a
+//! listed tool is offered only under a name the [`NameTable`] gives it, else it is refused (logged,
+//! `refused` in the status), as is a second listing of one tool.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
@@ -22,7 +24,7 @@ use super::McpError;
 use super::adapter::{HandleSlot, McpTool};
 use super::launch::{StderrTail, kill_group, launch};
 use super::list_refresh::{DEBOUNCE, ListingGuard, change_counter};
-use super::names::model_names;
+use super::names::{NameTable, model_name};
 use super::server_spec::McpServerSpec;
 use super::session::{CallLimits, Connection, ListedTool};
 use super::status::{Phase, ServerStatus, ToolListing, ToolState};
@@ -84,6 +86,7 @@ impl ServerShared {
 pub(super) async fn supervise(
     spec: McpServerSpec,
     shared: Arc<ServerShared>,
+    names: Arc<NameTable>,
     stop: CancellationToken,
 ) {
     let mut attempt = 0u32;
@@ -92,7 +95,7 @@ pub(super) async fn supervise(
     loop {
         shared.update(|s| s.state = Phase::Starting);
         let listed_before = shared.snapshot().generation;
-        let error = run_once(&spec, &shared, &stop).await;
+        let error = run_once(&spec, &shared, &names, &stop).await;
         if shared.snapshot().generation != listed_before {
             // It reached ready: the backoff starts over.
             attempt = 0;
@@ -158,6 +161,7 @@ pub(super) async fn supervise(
 async fn run_once(
     spec: &McpServerSpec,
     shared: &Arc<ServerShared>,
+    names: &NameTable,
     stop: &CancellationToken,
 ) -> Option<McpError> {
     let mut launched = match launch(spec, &shared.tail) {
@@ -176,7 +180,7 @@ async fn run_once(
             () = stop.cancelled() => return Ok(None),
         };
         let listed = connection.list_tools(spec.startup_timeout).await?;
-        let tools = apply_listing(spec, shared, &listed);
+        let tools = apply_listing(spec, shared, names, &listed);
         shared.slot.set(Some(connection.handle()));
         shared.publish(tools);
         shared.update(|s| {
@@ -184,7 +188,16 @@ async fn run_once(
             s.error = None;
         });
         tracing::info!(server = %spec.key, pid, "mcp server ready");
-        serve_ready(spec, shared, &connection, child, &mut changed_rx, stop).await?;
+        serve_ready(
+            spec,
+            shared,
+            names,
+            &connection,
+            child,
+            &mut changed_rx,
+            stop,
+        )
+        .await?;
         connection.close().await;
         Ok(None)
     }
@@ -205,6 +218,7 @@ async fn run_once(
 async fn serve_ready(
     spec: &McpServerSpec,
     shared: &Arc<ServerShared>,
+    names: &NameTable,
     connection: &Connection,
     child: &mut Child,
     changes: &mut watch::Receiver<u64>,
@@ -232,7 +246,7 @@ async fn serve_ready(
             }
             Some((generation, listed)) = listings.next(), if !listings.is_empty() => match listed {
                 Ok(listed) if guard.admit(generation) => {
-                    let tools = apply_listing(spec, shared, &listed);
+                    let tools = apply_listing(spec, shared, names, &listed);
                     shared.publish(tools);
                     tracing::info!(server = %spec.key, generation, "mcp tool list changed; applies from the next turn");
                 }
@@ -244,17 +258,19 @@ async fn serve_ready(
 }
 
 /// Builds the adapters of the tiered tools in `listed` and records the whole listing (untiered
-/// tools, configured tools the server does not offer, tiers that look too low) in the status.
+/// tools, configured tools the server does not offer, tiers that look too low, tools refused for a
+/// name another owns or for being listed twice) in the status.
 fn apply_listing(
     spec: &McpServerSpec,
     shared: &Arc<ServerShared>,
+    names: &NameTable,
     listed: &[ListedTool],
 ) -> Vec<Arc<McpTool>> {
-    let raw: Vec<&str> = listed.iter().map(|t| t.name.as_str()).collect();
-    let names = model_names(&spec.key, &raw);
     let mut tools = Vec::new();
     let mut listing = Vec::new();
-    for (tool, model_name) in listed.iter().zip(names) {
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    for tool in listed {
+        let model_name = model_name(&spec.key, &tool.name);
         let Some(tier) = spec.tools.get(&tool.name) else {
             tracing::warn!(server = %spec.key, tool = %tool.name, "mcp tool has no tier in tau.toml; it is not offered to the model");
             listing.push(ToolListing::new(
@@ -265,6 +281,21 @@ fn apply_listing(
             ));
             continue;
         };
+        let refused = if !seen.insert(tool.name.as_str()) {
+            Some("the server lists this tool twice; only its first listing is offered".to_owned())
+        } else {
+            names
+                .claim(&model_name, &spec.key, &tool.name)
+                .err()
+                .map(|taken| taken.to_string())
+        };
+        if let Some(why) = refused {
+            tracing::error!(server = %spec.key, tool = %tool.name, "mcp tool refused, not offered to the model: {why}");
+            let mut entry = ToolListing::new(tool, model_name, Some(tier), ToolState::Refused);
+            entry.warning = Some(why);
+            listing.push(entry);
+            continue;
+        }
         let mut entry = ToolListing::new(tool, model_name.clone(), Some(tier), ToolState::Offered);
         if tier.tier.number() == 0 && tool.claims_destructive() {
             let warning =
@@ -286,9 +317,13 @@ fn apply_listing(
         )));
     }
     for (name, tier) in &spec.tools {
-        if !raw.contains(&name.as_str()) {
+        if !listed.iter().any(|t| t.name == *name) {
             tracing::info!(server = %spec.key, tool = %name, "configured mcp tool is not offered by the server");
-            listing.push(ToolListing::missing(name, tier));
+            listing.push(ToolListing::missing(
+                name,
+                model_name(&spec.key, name),
+                tier,
+            ));
         }
     }
     shared.update(|s| {

@@ -165,7 +165,8 @@ impl ToolCatalog {
     }
 }
 
-fn fold_name(name: &str) -> String {
+/// `name` with `-` read as `_`: two names that fold alike count as one in the catalog.
+pub fn fold_name(name: &str) -> String {
     name.replace('-', "_")
 }
 

@@ -11,7 +11,9 @@ mod progress;
 mod spec;
 
 pub use call::{BUILTIN_DISTRIBUTION, Tool, ToolContext, ToolError, ToolOutput};
-pub use catalog::{CatalogEntry, CatalogError, ToolCatalog, ToolSummary, UntieredToolError};
+pub use catalog::{
+    CatalogEntry, CatalogError, ToolCatalog, ToolSummary, UntieredToolError, fold_name,
+};
 pub use progress::{MAX_PROGRESS_MESSAGE, ProgressReporter, ProgressWatch, ToolProgress};
 pub use spec::{
     InputSchema, NoTier, TauAnnotation, Tier, ToolAnnotations, ToolSpec, ToolSpecBuilder,

@@ -17,6 +17,13 @@ pub use schedule_routine::{RoutineProposal, RoutineProposer, ScheduleRoutine};
 
 use crate::tool::{CatalogError, Tool, ToolCatalog};
 
+/// The name of every tool taud ships (the hub's catalog may hold each): no MCP tool may take one.
+pub const BUILTIN_NAMES: &[&str] = &[
+    CurrentTime::NAME,
+    DemoPhysicalAction::NAME,
+    ScheduleRoutine::NAME,
+];
+
 /// The shipped tools, reading time from `clock`.
 pub fn shipped(clock: Arc<dyn Clock>) -> Vec<Arc<dyn Tool>> {
     vec![
@@ -61,5 +68,12 @@ mod tests {
         assert_eq!(catalog.names(), vec!["current_time"]);
         let catalog = shipped_catalog(Arc::new(SystemClock), &["dist:taud".into()]).unwrap();
         assert!(catalog.is_empty());
+    }
+
+    #[test]
+    fn builtin_names_cover_every_shipped_tool() {
+        for tool in shipped(Arc::new(SystemClock)) {
+            assert!(BUILTIN_NAMES.contains(&tool.spec().name.as_str()));
+        }
     }
 }
