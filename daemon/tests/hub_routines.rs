@@ -463,7 +463,8 @@ async fn a_prompt_routines_question_is_held_for_the_owner_and_ends_at_its_deadli
     let dir = tempfile::tempdir().unwrap();
     let mut options = options();
     options.routines_file = Some(dir.path().join("routines.json"));
-    options.routine_approval_timeout = Duration::from_secs(1);
+    // Long enough for a loaded machine to subscribe and answer, short enough for a test.
+    options.routine_approval_timeout = Duration::from_secs(5);
     let f = fixture_with(
         "file",
         vec![

@@ -34,7 +34,7 @@ use tracing::{info, warn};
 use super::approvals::ApprovalRegistry;
 use super::bus::EventBus;
 use super::error::CoreError;
-use super::event::{EventKind, PendingInfo, SessionEvent};
+use super::event::{EventKind, SessionEvent};
 use super::ids::new_id;
 use super::limits::{
     check_channel, check_idempotency_key, check_ref_id, check_session_id, check_text,
@@ -47,7 +47,7 @@ use super::restart::{ExpiredApproval, expire_stale_approvals};
 use super::runtime::{AgentParts, SessionRuntime};
 use super::scan_mark::{ScanJournal, ScanPlan};
 use super::spend_usage::open_spend_meter;
-use super::streams::{ApprovalWatch, EventStream, Snapshot, TurnStream};
+use super::streams::{EventStream, Snapshot, TurnStream};
 use super::turns::AcceptError;
 use crate::agent::SystemPromptSource;
 use crate::clock::SystemClock;
@@ -588,24 +588,5 @@ impl HubCore {
             subscription,
             self.inner.stop.clone(),
         ))
-    }
-
-    /// Pending approvals, oldest first.
-    /// The approvals asked on `channel` (any, when `None`), in every session: those pending now,
-    /// then each as it is asked.
-    pub fn watch_approvals(&self, channel: Option<&str>) -> Result<ApprovalWatch, CoreError> {
-        let channel = channel.map(check_channel).transpose()?;
-        Ok(ApprovalWatch::new(
-            channel,
-            Arc::clone(self.registry()),
-            self.inner.stop.clone(),
-        ))
-    }
-
-    pub fn list_pending(&self, session_id: Option<&str>) -> Result<Vec<PendingInfo>, CoreError> {
-        if let Some(id) = session_id {
-            check_session_id(id)?;
-        }
-        Ok(self.registry().list_pending(session_id))
     }
 }

@@ -51,8 +51,8 @@ pub mod turns;
 /// The approval vocabulary the hub speaks is the gate's (`crate::gate::ApprovalOutcome`, …).
 pub use crate::gate::{ApprovalAnswer, ApprovalOutcome};
 pub use approvals::{
-    ApprovalReadiness, ApprovalRegistry, Attachment, ClientApprover, DecideError, DecideOutcome,
-    FLUSH_WAIT, HUB_APPROVER, LAG_GRACE, PendingTicket, TurnSlot,
+    ApprovalReadiness, ApprovalRegistry, ApprovalWatch, Attachment, ClientApprover, DecideError,
+    DecideOutcome, FLUSH_WAIT, HUB_APPROVER, LAG_GRACE, PendingTicket, TurnSlot,
 };
 pub use bus::{EventBus, Lagged, SubscribeError, Subscription};
 pub use core::{HubCore, StartTurn, ToolSummary};
@@ -71,5 +71,5 @@ pub use sessions::{
 };
 pub use setup::CoreSetup;
 pub use spend_usage::{MAX_USAGE_DAYS, USAGE_TIME_ZONE};
-pub use streams::{ApprovalWatch, EventStream, Snapshot, TurnStream};
+pub use streams::{EventStream, Snapshot, TurnStream};
 pub use turns::Accepted;

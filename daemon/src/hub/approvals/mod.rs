@@ -62,10 +62,12 @@ pub mod attach;
 pub mod decide;
 pub mod grace;
 pub mod readiness;
+pub mod watch;
 pub use attach::{AttachError, AttachLimits, Attachment};
 pub use decide::{ClientApprover, DecideError, DecideOutcome, HUB_APPROVER, PendingTicket};
 pub use grace::LAG_GRACE;
 pub use readiness::{ApprovalReadiness, FLUSH_WAIT, TurnSlot};
+pub use watch::ApprovalWatch;
 
 /// How many resolved approval ids are remembered for late decisions.
 pub const REMEMBERED_RESOLUTIONS: usize = 4096;
