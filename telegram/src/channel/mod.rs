@@ -15,6 +15,7 @@ mod cards;
 mod commands;
 mod inbound;
 mod poller;
+mod presenting;
 mod turn_relay;
 
 use std::collections::{HashMap, HashSet};
@@ -103,6 +104,8 @@ struct CardBook {
     deciding: HashSet<String>,
     /// Tokens whose card is being sent: a tap can arrive before `sendMessage` returns.
     presenting: HashSet<String>,
+    /// Approvals whose card this run is setting up (see [`presenting::claim`]).
+    claimed: HashSet<String>,
 }
 
 /// What every task of one run shares.
@@ -202,7 +205,7 @@ async fn run(shared: &Arc<Shared>) -> Result<(), ChannelError> {
         // Not fatal: getUpdates says so if a webhook is really in the way.
         Err(e) => tracing::warn!(error = %e, "telegram: deleteWebhook failed"),
     }
-    cards::settle_earlier_cards(shared).await;
+    presenting::settle_earlier_cards(shared).await;
     shared.phase.send_replace(if shared.owner().is_some() {
         ChannelPhase::Running
     } else {

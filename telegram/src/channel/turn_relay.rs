@@ -4,9 +4,10 @@
 //! the turn's approvals handed to [`super::cards`] with this stream's attachment.
 //!
 //! Invariants: the relay ends with the run (its attachment goes with it, so the hub closes any
-//! approval only it was shown: a closed dialog never approves); a chatter message that cannot be
-//! sent is dropped after its retry, never an approval card (see `cards`); a chatter message waits
-//! out a 429 once, and only if its `retry_after` (capped by the client) is at most
+//! approval only it was shown: a closed dialog never approves); it claims each question (see
+//! `presenting`) before showing the text above it, so a question gets one card; a chatter message
+//! that cannot be sent is dropped after its retry, never an approval card (see `cards`); a chatter
+//! message waits out a 429 once, and only if its `retry_after` (capped by the client) is at most
 //! [`MAX_CHATTER_WAIT`].
 
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use crate::hub_link::HubError;
 use crate::render::{escape_html, split_message};
 
 use super::commands::{CHANNEL, open_new};
-use super::{Shared, cards};
+use super::{Shared, cards, presenting};
 
 /// The least time between two edits of a streaming reply.
 pub const EDIT_INTERVAL: Duration = Duration::from_secs(1);
@@ -45,12 +46,13 @@ async fn present_to_the_end(
     chat: i64,
     approval: pb::PendingApproval,
     attachment: String,
+    claim: presenting::Claim,
 ) {
     let task_shared = Arc::clone(shared);
-    let presenting = shared.tasks.spawn(async move {
-        cards::present(&task_shared, chat, &approval, &attachment).await;
+    let showing = shared.tasks.spawn(async move {
+        cards::present(&task_shared, chat, &approval, &attachment, claim).await;
     });
-    if let Err(e) = presenting.await {
+    if let Err(e) = showing.await {
         tracing::error!(error = %e, "telegram: showing an approval card failed");
     }
 }
@@ -135,11 +137,15 @@ async fn relay_turn(
                 if approval.channel != CHANNEL {
                     continue;
                 }
+                // Claimed before the flush below, so nobody else shows it meanwhile.
+                let Some(claim) = presenting::claim(shared, &approval.approval_id) else {
+                    continue;
+                };
                 // What the model said before asking goes above the card; the rest below it.
                 reply.flush(shared).await;
                 *reply = Reply::new(reply.chat);
                 call_mark = 0;
-                present_to_the_end(shared, reply.chat, approval, attachment.clone()).await;
+                present_to_the_end(shared, reply.chat, approval, attachment.clone(), claim).await;
             }
             Some(Kind::ApprovalResolved(resolved)) => {
                 cards::resolved(shared, &resolved.approval_id, resolved.resolution()).await;
