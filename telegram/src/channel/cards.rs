@@ -22,9 +22,9 @@
 //! - a card's deadline is computed with checked arithmetic and is never further off than the
 //!   longest configurable approval timeout;
 //! - a card whose `sendMessage` went out is in the presentation log before the channel stops:
-//!   the relay runs [`present`] as a task of its own that a stop never cuts short mid-request, so
-//!   a tap on it after a restart is recognised as stale (answered expired, never approving)
-//!   instead of refused as unknown;
+//!   the relay and the approval watch run [`present`] in a task of its own that a stop never cuts
+//!   short mid-request, so a tap on it after a restart is recognised as stale (answered expired,
+//!   never approving) instead of refused as unknown;
 //! - a card is shown under a claim of its approval, so an approval gets at most one card per run
 //!   (see [`super::presenting`]).
 

@@ -1,13 +1,14 @@
 //! Which approvals get a card in this run, and how a question a relay of this run did not ask is
 //! shown: at start, for an approval an earlier run's card showed that is still pending
-//! ([`settle_earlier_cards`]).
+//! ([`settle_earlier_cards`]); while the run lasts, for every question asked on this channel (see
+//! [`super::approval_watch`]).
 //!
 //! Invariants:
 //! - at start, before the first poll, every card an earlier run left shown is edited to
 //!   superseded (its buttons gone); only a fresh card of this run decides its approval;
 //! - an approval gets at most one card per run, whoever shows it (a turn's relay, the start's
-//!   settling): a card is set up under a [`Claim`] of its approval id, and once
-//!   it is sent this run's card in the log keeps a second one from being shown;
+//!   settling, the approval watch): a card is set up under a [`Claim`] of its approval id, and
+//!   once it is sent this run's card in the log keeps a second one from being shown;
 //! - a card shown by [`re_present`] is decided through a subscription of the approval's session on
 //!   this channel, which is shown the approval; that subscription ends when the approval does (or
 //!   the run stops), so none outlives its card's question; no card is shown for an approval its
@@ -48,6 +49,12 @@ pub(super) fn claim(shared: &Arc<Shared>, approval_id: &str) -> Option<Claim> {
         shared: Arc::clone(shared),
         approval_id: approval_id.to_owned(),
     })
+}
+
+/// Whether this run shows a card for `approval_id` or is setting one up.
+pub(super) fn is_presented(shared: &Shared, approval_id: &str) -> bool {
+    let book = lock(&shared.cards);
+    book.claimed.contains(approval_id) || has_card(shared, &book, approval_id)
 }
 
 /// Whether this run sent a card for `approval_id` (shown or ended since).
