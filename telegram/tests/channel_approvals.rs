@@ -1,7 +1,8 @@
 //! Approval cards against the fake Bot API and the real hub: the owner's tap decides once, every
 //! other tap is refused before the hub, an unanswered card times out as rejected, a card that
-//! cannot be sent (whatever a 429 asks) times out at its deadline, and a card from before a
-//! restart never approves.
+//! cannot be sent (whatever a 429 asks) times out at its deadline, a card from before a restart
+//! never approves, and a routine's question on channel `telegram` reaches the owner as a card
+//! (approved, it runs; unanswered, it times out at the hub's deadline and the next firing goes on).
 
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::fake_bot::{Failure, FakeBot, OWNER, STRANGER, Sent, button};
-use support::hub::{RunningChannel, TestHub, config, session_of, start_channel};
+use support::hub::{RunningChannel, TestHub, config, next_asked, session_of, start_channel};
 use support::logs::Captured;
 use tau_api::config::TelegramConfig;
 use taud::testing::FakeReply;
@@ -134,6 +135,11 @@ async fn the_owner_approves_and_the_tool_runs_once_even_on_a_double_tap() {
         hub.tools_run(&session).await.len(),
         1,
         "the tool ran exactly once"
+    );
+    assert_eq!(
+        bot.cards_sent(),
+        1,
+        "the relay's card only, none from the watch"
     );
     // Every message went out as HTML without link previews.
     for body in bot.requests("sendMessage") {
@@ -268,7 +274,7 @@ async fn a_stop_while_a_card_waits_to_be_sent_again_ends_at_once_and_leaves_it_p
     bot.fail("sendMessage", [Failure::TooMany { retry_after: 30 }]);
     bot.owner_says("turn on the lamp");
     card_requested(&bot).await;
-    let _held = hold_attachment(&hub, &session_of(&hub).await).await;
+    let _held = hub.hold_attachment(&session_of(&hub).await).await;
     let stopping = std::time::Instant::now();
     channel.stop().await.unwrap();
     assert!(
@@ -280,33 +286,11 @@ async fn a_stop_while_a_card_waits_to_be_sent_again_ends_at_once_and_leaves_it_p
     assert!(bot.sent().is_empty());
 }
 
-/// Holds an attachment on channel `telegram` for `session`, as a second telegram client would, so
-/// the approval outlives the channel's restart.
-async fn hold_attachment(
-    hub: &TestHub,
-    session: &str,
-) -> tonic::Streaming<tau_api::proto::v1::SubscribeResponse> {
-    let mut stream = hub
-        .client()
-        .await
-        .subscribe(tau_api::proto::v1::SubscribeRequest {
-            session_id: session.into(),
-            after_seq: None,
-            channel: "telegram".into(),
-            stream_id: String::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    stream.message().await.unwrap().unwrap();
-    stream
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_still_pending_after_a_restart_gets_a_fresh_card_and_only_that_one_approves() {
     let (bot, hub, channel, card) = lamp_card("On after all.", |_| {}).await;
     let session = session_of(&hub).await;
-    let _held = hold_attachment(&hub, &session).await;
+    let _held = hub.hold_attachment(&session).await;
     channel.stop().await.unwrap();
     assert_eq!(
         hub.pending().await.len(),
@@ -349,6 +333,7 @@ async fn an_approval_still_pending_after_a_restart_gets_a_fresh_card_and_only_th
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(hub.tools_run(&session).await.len(), 1);
+    assert_eq!(bot.cards_sent(), 2, "the old card and one fresh card");
     channel.stop().await.unwrap();
 }
 
@@ -356,7 +341,7 @@ async fn an_approval_still_pending_after_a_restart_gets_a_fresh_card_and_only_th
 async fn a_stale_reject_is_forwarded_after_a_restart() {
     let (bot, hub, channel, card) = lamp_card("Left off.", |_| {}).await;
     let session = session_of(&hub).await;
-    let _held = hold_attachment(&hub, &session).await;
+    let _held = hub.hold_attachment(&session).await;
     channel.stop().await.unwrap();
     owner_taps(&bot, &card, "r");
     let channel = start_channel(&hub, config(&bot));
@@ -428,4 +413,174 @@ async fn a_retry_after_too_large_for_any_clock_times_the_card_out_at_its_deadlin
         !logs.contains("showing an approval card failed"),
         "the card's task did not die: {logs}"
     );
+}
+
+/// A hub with routines on, whose routine questions are held for `hold`, the owner paired, and the
+/// channel running.
+async fn routine_channel(
+    replies: Vec<FakeReply>,
+    hold: Duration,
+) -> (FakeBot, TestHub, RunningChannel) {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start_with_routines(replies, hold).await;
+    hub.pair_owner();
+    let channel = start_channel(&hub, config(&bot));
+    hub.add_prompt_routine("lamp", "Turn on the lamp.", "telegram")
+        .await;
+    (bot, hub, channel)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routines_question_reaches_the_owner_as_a_card_and_the_approve_runs_it() {
+    let (bot, hub, channel) = routine_channel(
+        vec![lamp(), FakeReply::text("The lamp is on.")],
+        Duration::from_secs(60),
+    )
+    .await;
+    let firing = hub.run_routine("lamp").await;
+    let card = bot.wait_for_card("demo_physical_action").await;
+    assert_eq!(card.chat_id, OWNER, "the card is in the owner's chat");
+    let pending = hub.pending().await;
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let asked = &pending[0];
+    assert_eq!(asked.session_id, "routine-lamp");
+    assert_eq!(asked.channel, "telegram");
+    assert!(asked.held, "asked by a turn nobody attached started");
+    assert!(!asked.effect.is_empty());
+    assert!(
+        card.text
+            .contains(&tau_telegram::render::escape_html(&asked.effect)),
+        "the card shows the effect: {}",
+        card.text
+    );
+    assert!(
+        card.text.contains("&lt;lamp&gt;"),
+        "the card shows the escaped arguments: {}",
+        card.text
+    );
+    owner_taps(&bot, &card, "a");
+    let edited = bot
+        .wait_for("the card edited to approved", |b| {
+            let m = b.message(card.message_id);
+            m.keyboard.is_none().then_some(m)
+        })
+        .await;
+    assert!(
+        edited.text.starts_with("<b>✅ Approved</b>"),
+        "{}",
+        edited.text
+    );
+    let ended = hub.ended_firing("lamp", firing).await;
+    assert_eq!(ended.outcome, "succeeded", "{}", ended.detail);
+    assert_eq!(ended.detail, "The lamp is on.");
+    assert_eq!(hub.tools_run("routine-lamp").await.len(), 1, "the tool ran");
+    let approvals = hub.stored("routine-lamp", "approval").await;
+    assert!(
+        approvals.iter().any(|a| a.contains("\"approved\"")),
+        "{approvals:?}"
+    );
+    assert_eq!(bot.cards_sent(), 1, "one card for one question");
+    channel.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_routine_question_times_out_at_its_deadline_and_the_next_firing_goes_on() {
+    let (bot, hub, channel) = routine_channel(
+        vec![
+            lamp(),
+            FakeReply::text("It was not approved."),
+            lamp(),
+            FakeReply::text("Not approved either."),
+        ],
+        Duration::from_secs(2),
+    )
+    .await;
+    let mut asked = hub.watch_approvals("telegram").await;
+    let first = hub.run_routine("lamp").await;
+    let second = hub.run_routine("lamp").await;
+    let question = next_asked(&mut asked).await;
+    let deadline: jiff::Timestamp = question.deadline.parse().unwrap();
+    // Matched by its text: a slow machine may see it only once it has timed out.
+    let card = bot.wait_for_text("demo_physical_action").await;
+    let edited = bot
+        .wait_for("the card edited to timed out", |b| {
+            let m = b.message(card.message_id);
+            m.keyboard.is_none().then_some(m)
+        })
+        .await;
+    assert!(
+        jiff::Timestamp::now().as_millisecond() >= deadline.as_millisecond() - 100,
+        "ended before its deadline {deadline}"
+    );
+    assert!(
+        edited.text.starts_with("<b>⌛ Timed out — rejected</b>"),
+        "{}",
+        edited.text
+    );
+    let ended = hub.ended_firing("lamp", first).await;
+    assert_eq!(ended.outcome, "failed", "{}", ended.detail);
+    assert!(ended.detail.starts_with("timeout:"), "{}", ended.detail);
+
+    // The firing queued behind it runs, and its own question reaches the owner too.
+    let next = next_asked(&mut asked).await;
+    assert_ne!(next.approval_id, question.approval_id);
+    assert_eq!(next.session_id, "routine-lamp");
+    bot.wait_for("the second firing's card", |b| {
+        b.sent()
+            .into_iter()
+            .find(|m| m.message_id != card.message_id && m.text.contains("demo_physical_action"))
+    })
+    .await;
+    let ended = hub.ended_firing("lamp", second).await;
+    assert!(ended.detail.starts_with("timeout:"), "{}", ended.detail);
+    let approvals = hub.stored("routine-lamp", "approval").await;
+    let timeouts = approvals
+        .iter()
+        .filter(|a| a.contains("\"timeout\""))
+        .count();
+    assert_eq!(timeouts, 2, "both recorded as timeouts: {approvals:?}");
+    assert!(
+        !approvals.iter().any(|a| a.contains("\"rejected\"")),
+        "not as a person's rejection: {approvals:?}"
+    );
+    assert!(
+        hub.tools_run("routine-lamp").await.is_empty(),
+        "nothing ran"
+    );
+    assert_eq!(bot.cards_sent(), 2, "one card per question");
+    channel.stop().await.unwrap();
+}
+
+// One thread: the capturing subscriber is this thread's default, and every task runs here.
+#[tokio::test]
+async fn with_no_owner_a_routines_question_waits_for_its_deadline_and_is_logged_once() {
+    let (captured, _guard) = Captured::start();
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start_with_routines(
+        vec![
+            lamp(),
+            FakeReply::text("Not approved."),
+            lamp(),
+            FakeReply::text("Not approved either."),
+        ],
+        Duration::from_secs(1),
+    )
+    .await;
+    let channel = start_channel(&hub, config(&bot));
+    hub.add_prompt_routine("lamp", "Turn on the lamp.", "telegram")
+        .await;
+    let first = hub.run_routine("lamp").await;
+    let second = hub.run_routine("lamp").await;
+    for firing in [first, second] {
+        let ended = hub.ended_firing("lamp", firing).await;
+        assert!(ended.detail.starts_with("timeout:"), "{}", ended.detail);
+    }
+    assert_eq!(bot.cards_sent(), 0, "nobody to show it to");
+    let logs = captured.text();
+    let warned = logs
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("no owner is paired"))
+        .count();
+    assert_eq!(warned, 1, "one warn line for two questions: {logs}");
+    channel.stop().await.unwrap();
 }

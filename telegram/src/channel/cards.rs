@@ -1,5 +1,6 @@
 //! Approval cards: shown with Reject and Approve buttons, decided only by a tap that passes every
-//! check, edited to the hub's verdict, timed out at their deadline, and settled after a restart.
+//! check, edited to the hub's verdict, and timed out at their deadline. Which approvals get a card,
+//! and how one a relay of this run did not ask is shown, is [`super::presenting`]'s.
 //!
 //! Invariants:
 //! - a tap reaches the hub only if it comes from the owner's user id, in the owner's chat, on an
@@ -21,9 +22,11 @@
 //! - a card's deadline is computed with checked arithmetic and is never further off than the
 //!   longest configurable approval timeout;
 //! - a card whose `sendMessage` went out is in the presentation log before the channel stops:
-//!   the relay runs [`present`] as a task of its own that a stop never cuts short mid-request, so
-//!   a tap on it after a restart is recognised as stale (answered expired, never approving)
-//!   instead of refused as unknown.
+//!   the relay and the approval watch run [`present`] in a task of its own that a stop never cuts
+//!   short mid-request, so a tap on it after a restart is recognised as stale (answered expired,
+//!   never approving) instead of refused as unknown;
+//! - a card is shown under a claim of its approval, so an approval gets at most one card per run
+//!   (see [`super::presenting`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,21 +43,24 @@ use crate::state::{
     CardState, Presentation, Tap, callback_data, parse_callback_data, random_token,
 };
 
-use super::commands::CHANNEL;
+use super::presenting::Claim;
 use super::{LiveCard, Shared, lock};
 
-/// Shows a card for `approval`, decidable with `attachment`.
+/// Shows a card for `approval`, decidable with `attachment`, under `claim`.
+/// Whether a card was shown: `false` when it could not be sent before its deadline (the approval
+/// then timed out) or the run stopped first (it stays pending).
 pub(super) async fn present(
     shared: &Arc<Shared>,
     chat: i64,
     approval: &pb::PendingApproval,
     attachment: &str,
-) {
+    claim: Claim,
+) -> bool {
     let deadline = card_deadline(shared, approval);
     let Ok(token) = random_token() else {
         tracing::error!("telegram: no randomness for a card token; the approval times out unasked");
         time_out_quietly(shared, &approval.approval_id, attachment).await;
-        return;
+        return false;
     };
     let minutes = deadline
         .saturating_duration_since(Instant::now())
@@ -85,7 +91,7 @@ pub(super) async fn present(
                     () = shared.stop.cancelled() => {
                         // Not shown: the approval stays pending for the next start.
                         lock(&shared.cards).presenting.remove(&token);
-                        return;
+                        return false;
                     }
                     () = tokio::time::sleep_until(wake) => {}
                 }
@@ -103,7 +109,7 @@ pub(super) async fn present(
             "telegram: the card could not be sent before its deadline; the approval times out"
         );
         time_out_quietly(shared, &approval.approval_id, attachment).await;
-        return;
+        return false;
     };
     {
         let mut book = lock(&shared.cards);
@@ -135,6 +141,9 @@ pub(super) async fn present(
             () = tokio::time::sleep_until(deadline) => expire(&timer_shared, &token).await,
         }
     });
+    // The card is in the log now: that, not the claim, keeps the approval from a second card.
+    drop(claim);
+    true
 }
 
 /// The hub ended `approval_id` (a decision elsewhere, a timeout, a cancel): edit its cards, unless
@@ -297,98 +306,6 @@ async fn stale_tap(shared: &Arc<Shared>, tap: &CallbackQuery, card: &Presentatio
     finish(shared, &card.token, CardState::Superseded, &outcome).await;
 }
 
-/// At start: every card an earlier run left shown is superseded; an approval the hub still has
-/// pending on this channel gets a fresh card through a subscription of its session.
-pub(super) async fn settle_earlier_cards(shared: &Arc<Shared>) {
-    let earlier: Vec<Presentation> = lock(&shared.cards)
-        .log
-        .cards
-        .iter()
-        .filter(|c| c.state == CardState::Shown && c.epoch != shared.epoch)
-        .cloned()
-        .collect();
-    if earlier.is_empty() {
-        return;
-    }
-    let superseded = shared.texts.plain("telegram.outcome_superseded");
-    for card in &earlier {
-        finish_with_body(shared, card, CardState::Superseded, &superseded, None).await;
-    }
-    let mut hub = shared.hub.clone();
-    let pending =
-        match unary(hub.list_pending_approvals(pb::ListPendingApprovalsRequest::default())).await {
-            Ok(listed) => listed.approvals,
-            Err(e) => {
-                tracing::warn!(error = %e, "telegram: pending approvals could not be listed");
-                return;
-            }
-        };
-    for approval in pending {
-        if approval.channel != CHANNEL
-            || !earlier
-                .iter()
-                .any(|c| c.approval_id == approval.approval_id)
-        {
-            continue;
-        }
-        let chat = earlier
-            .iter()
-            .find(|c| c.approval_id == approval.approval_id)
-            .map_or(0, |c| c.chat_id);
-        re_present(shared, chat, approval).await;
-    }
-}
-
-/// Subscribes to the approval's session on this channel (so it may decide it) and shows a fresh
-/// card; the subscription lives until the run stops or the stream ends.
-async fn re_present(shared: &Arc<Shared>, chat: i64, approval: pb::PendingApproval) {
-    let mut hub = shared.hub.clone();
-    let request = pb::SubscribeRequest {
-        session_id: approval.session_id.clone(),
-        after_seq: None,
-        channel: CHANNEL.into(),
-        stream_id: String::new(),
-    };
-    let mut stream = match unary(hub.subscribe(request)).await {
-        Ok(stream) => stream,
-        Err(e) => {
-            tracing::warn!(error = %e, "telegram: could not subscribe to re-present an approval");
-            return;
-        }
-    };
-    let attachment =
-        match tokio::time::timeout(crate::hub_link::CALL_TIMEOUT, stream.message()).await {
-            Ok(Ok(Some(pb::SubscribeResponse {
-                kind: Some(pb::subscribe_response::Kind::Snapshot(snapshot)),
-            }))) => snapshot.attachment_id,
-            _ => return,
-        };
-    present(shared, chat, &approval, &attachment).await;
-    let watch_shared = Arc::clone(shared);
-    shared.tasks.spawn(async move {
-        let shared = watch_shared;
-        loop {
-            let message = tokio::select! {
-                () = shared.stop.cancelled() => return,
-                message = stream.message() => message,
-            };
-            let Ok(Some(message)) = message else { return };
-            if let Some(pb::subscribe_response::Kind::Event(pb::SessionEvent {
-                kind: Some(pb::session_event::Kind::ApprovalResolved(resolved)),
-                ..
-            })) = message.kind
-            {
-                let resolution = resolved.resolution();
-                cards_resolved(&shared, &resolved.approval_id, resolution).await;
-            }
-        }
-    });
-}
-
-async fn cards_resolved(shared: &Arc<Shared>, approval_id: &str, resolution: ApprovalResolution) {
-    resolved(shared, approval_id, resolution).await;
-}
-
 /// The card's deadline: the configured timeout, or the hub's own deadline if sooner, never further
 /// off than the longest configurable timeout.
 fn card_deadline(shared: &Shared, approval: &pb::PendingApproval) -> Instant {
@@ -517,7 +434,7 @@ async fn finish(shared: &Shared, token: &str, state: CardState, outcome: &str) {
     }
 }
 
-async fn finish_with_body(
+pub(super) async fn finish_with_body(
     shared: &Shared,
     card: &Presentation,
     state: CardState,

@@ -1,5 +1,7 @@
 //! One run of the Telegram channel: connect to the hub, delete any webhook, settle the cards an
-//! earlier run left, then long-poll the Bot API until stopped or refused.
+//! earlier run left, start the approval watch (every question asked on channel `telegram`, a
+//! routine's too, reaches the owner's chat as a card), then long-poll the Bot API until stopped or
+//! refused.
 //!
 //! Invariants:
 //! - only the owner's updates reach the hub: a message must come from the owner's user id in the
@@ -9,12 +11,16 @@
 //!   twice except the one in flight (whose turn the hub deduplicates by its idempotency key);
 //! - a 409 (another poller) or a refused token ends the run with an error that says so, so the
 //!   supervisor reports it instead of spinning; every other failure backs off;
+//! - every task of a run (relays, cards' timers and subscriptions, the approval watch) ends with
+//!   it: the run's stop cancels them and the run waits for them;
 //! - no lock is held across an `.await`.
 
+mod approval_watch;
 mod cards;
 mod commands;
 mod inbound;
 mod poller;
+mod presenting;
 mod turn_relay;
 
 use std::collections::{HashMap, HashSet};
@@ -103,6 +109,8 @@ struct CardBook {
     deciding: HashSet<String>,
     /// Tokens whose card is being sent: a tap can arrive before `sendMessage` returns.
     presenting: HashSet<String>,
+    /// Approvals whose card this run is setting up (see [`presenting::claim`]).
+    claimed: HashSet<String>,
 }
 
 /// What every task of one run shares.
@@ -117,6 +125,8 @@ struct Shared {
     owner: Mutex<Option<OwnerBinding>>,
     session: Mutex<Option<String>>,
     cards: Mutex<CardBook>,
+    /// The turns this run's relays stream: their questions are the relays' to show.
+    own_turns: Mutex<HashSet<String>>,
     stop: CancellationToken,
     tasks: TaskTracker,
     phase: watch::Sender<ChannelPhase>,
@@ -183,6 +193,7 @@ pub async fn run_channel(
             log,
             ..CardBook::default()
         }),
+        own_turns: Mutex::default(),
         stop: stop.child_token(),
         tasks: TaskTracker::new(),
         phase,
@@ -202,7 +213,8 @@ async fn run(shared: &Arc<Shared>) -> Result<(), ChannelError> {
         // Not fatal: getUpdates says so if a webhook is really in the way.
         Err(e) => tracing::warn!(error = %e, "telegram: deleteWebhook failed"),
     }
-    cards::settle_earlier_cards(shared).await;
+    presenting::settle_earlier_cards(shared).await;
+    approval_watch::spawn(shared);
     shared.phase.send_replace(if shared.owner().is_some() {
         ChannelPhase::Running
     } else {

@@ -4,10 +4,12 @@
 //! the turn's approvals handed to [`super::cards`] with this stream's attachment.
 //!
 //! Invariants: the relay ends with the run (its attachment goes with it, so the hub closes any
-//! approval only it was shown: a closed dialog never approves); a chatter message that cannot be
-//! sent is dropped after its retry, never an approval card (see `cards`); a chatter message waits
-//! out a 429 once, and only if its `retry_after` (capped by the client) is at most
-//! [`MAX_CHATTER_WAIT`].
+//! approval only it was shown: a closed dialog never approves); while it streams, its turn is
+//! known to the approval watch, which leaves the turn's questions to it, and it claims each
+//! question (see `presenting`) before showing the text above it, so a question gets one card; a
+//! chatter message that cannot be sent is dropped after its retry, never an approval card (see
+//! `cards`); a chatter message waits out a 429 once, and only if its `retry_after` (capped by the
+//! client) is at most [`MAX_CHATTER_WAIT`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +22,7 @@ use crate::hub_link::HubError;
 use crate::render::{escape_html, split_message};
 
 use super::commands::{CHANNEL, open_new};
-use super::{Shared, cards};
+use super::{Shared, cards, lock, presenting};
 
 /// The least time between two edits of a streaming reply.
 pub const EDIT_INTERVAL: Duration = Duration::from_secs(1);
@@ -45,12 +47,13 @@ async fn present_to_the_end(
     chat: i64,
     approval: pb::PendingApproval,
     attachment: String,
+    claim: presenting::Claim,
 ) {
     let task_shared = Arc::clone(shared);
-    let presenting = shared.tasks.spawn(async move {
-        cards::present(&task_shared, chat, &approval, &attachment).await;
+    let showing = shared.tasks.spawn(async move {
+        cards::present(&task_shared, chat, &approval, &attachment, claim).await;
     });
-    if let Err(e) = presenting.await {
+    if let Err(e) = showing.await {
         tracing::error!(error = %e, "telegram: showing an approval card failed");
     }
 }
@@ -108,11 +111,15 @@ async fn relay_turn(
         Err(status) => return Err(status.into()),
     };
     let mut attachment = String::new();
+    let mut own_turn: Option<OwnTurn> = None;
     let mut call_mark = 0;
     while let Some(message) = stream.message().await? {
         let event = match message.kind {
             Some(pb::start_turn_response::Kind::Accepted(accepted)) => {
                 attachment = accepted.attachment_id;
+                if own_turn.is_none() {
+                    own_turn = Some(OwnTurn::mark(shared, accepted.turn_id));
+                }
                 continue;
             }
             Some(pb::start_turn_response::Kind::Event(event)) => event,
@@ -135,11 +142,15 @@ async fn relay_turn(
                 if approval.channel != CHANNEL {
                     continue;
                 }
+                // Claimed before the flush below, so the approval watch does not show it meanwhile.
+                let Some(claim) = presenting::claim(shared, &approval.approval_id) else {
+                    continue;
+                };
                 // What the model said before asking goes above the card; the rest below it.
                 reply.flush(shared).await;
                 *reply = Reply::new(reply.chat);
                 call_mark = 0;
-                present_to_the_end(shared, reply.chat, approval, attachment.clone()).await;
+                present_to_the_end(shared, reply.chat, approval, attachment.clone(), claim).await;
             }
             Some(Kind::ApprovalResolved(resolved)) => {
                 cards::resolved(shared, &resolved.approval_id, resolved.resolution()).await;
@@ -161,7 +172,31 @@ async fn relay_turn(
             _ => {}
         }
     }
+    drop(own_turn);
     Ok(())
+}
+
+/// A turn this run relays, known to the approval watch while the relay lasts (it leaves that
+/// turn's questions to the relay).
+struct OwnTurn {
+    shared: Arc<Shared>,
+    turn_id: String,
+}
+
+impl OwnTurn {
+    fn mark(shared: &Arc<Shared>, turn_id: String) -> Self {
+        lock(&shared.own_turns).insert(turn_id.clone());
+        Self {
+            shared: Arc::clone(shared),
+            turn_id,
+        }
+    }
+}
+
+impl Drop for OwnTurn {
+    fn drop(&mut self) {
+        lock(&self.shared.own_turns).remove(&self.turn_id);
+    }
 }
 
 /// The reply being streamed: its text and the messages it occupies.

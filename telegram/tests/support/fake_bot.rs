@@ -158,6 +158,14 @@ impl FakeBot {
             .collect()
     }
 
+    /// How many cards (messages with buttons) were sent.
+    pub fn cards_sent(&self) -> usize {
+        self.requests("sendMessage")
+            .iter()
+            .filter(|b| b.get("reply_markup").is_some())
+            .count()
+    }
+
     /// When each request of `method` arrived.
     pub fn request_times(&self, method: &str) -> Vec<Instant> {
         self.inner

@@ -49,7 +49,22 @@ pub fn core_options() -> CoreOptions {
 
 impl TestHub {
     pub async fn start(replies: Vec<FakeReply>) -> Self {
+        Self::start_with(replies, None).await
+    }
+
+    /// [`TestHub::start`] with routines on (their file in the temporary directory), a routine's
+    /// question held for the owner for `hold`.
+    pub async fn start_with_routines(replies: Vec<FakeReply>, hold: Duration) -> Self {
+        Self::start_with(replies, Some(hold)).await
+    }
+
+    async fn start_with(replies: Vec<FakeReply>, routine_hold: Option<Duration>) -> Self {
         let tmp = tempfile::tempdir().unwrap();
+        let mut core = core_options();
+        if let Some(hold) = routine_hold {
+            core.routines_file = Some(tmp.path().join("routines.json"));
+            core.routine_approval_timeout = hold;
+        }
         let options = HubOptions::new(tmp.path().join("data"));
         let dir = options.paths().dir.clone();
         std::fs::create_dir_all(&dir).unwrap();
@@ -57,7 +72,7 @@ impl TestHub {
         let model = Arc::new(FakeModel::scripted(replies));
         let store = tmp.path().join("store");
         let setup = CoreSetup {
-            options: core_options(),
+            options: core,
             backend: "file".to_owned(),
             store: SessionStoreConfig {
                 sessions_dir: store.join("sessions"),
@@ -133,6 +148,98 @@ impl TestHub {
             .filter(|e| e.r#type == kind)
             .map(|e| e.json)
             .collect()
+    }
+
+    /// Adds a prompt routine `name` (the owner's) whose turns run on `approval_channel`; it is due
+    /// only in 2099, so it fires when run.
+    pub async fn add_prompt_routine(&self, name: &str, text: &str, approval_channel: &str) {
+        self.client()
+            .await
+            .add_routine(pb::AddRoutineRequest {
+                name: name.into(),
+                at: "2099-12-31 23:00".into(),
+                action: Some(pb::add_routine_request::Action::Prompt(
+                    pb::RoutinePromptAction {
+                        text: text.into(),
+                        approval_channel: approval_channel.into(),
+                    },
+                )),
+                catch_up: "skip".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+
+    /// Fires routine `name` now; the number of its firing.
+    pub async fn run_routine(&self, name: &str) -> u64 {
+        self.client()
+            .await
+            .run_routine(pb::RunRoutineRequest {
+                name: name.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .firing
+    }
+
+    /// Waits for firing `number` of routine `name` to end; that firing.
+    pub async fn ended_firing(&self, name: &str, number: u64) -> pb::RoutineFiring {
+        let end = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let firings = self
+                .client()
+                .await
+                .routine_history(pb::RoutineHistoryRequest { name: name.into() })
+                .await
+                .unwrap()
+                .into_inner()
+                .firings;
+            if let Some(firing) = firings
+                .into_iter()
+                .find(|f| f.number == number && f.outcome != "running")
+            {
+                return firing;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "firing {number} of {name} did not end"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Holds an attachment on channel `telegram` for `session`, as a second telegram client
+    /// would, so an approval outlives the channel's restart.
+    pub async fn hold_attachment(&self, session: &str) -> tonic::Streaming<pb::SubscribeResponse> {
+        let mut stream = self
+            .client()
+            .await
+            .subscribe(pb::SubscribeRequest {
+                session_id: session.into(),
+                after_seq: None,
+                channel: "telegram".into(),
+                stream_id: String::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        stream.message().await.unwrap().unwrap();
+        stream
+    }
+
+    /// The approvals asked on `channel`, as the hub offers them to a watcher.
+    pub async fn watch_approvals(&self, channel: &str) -> tonic::Streaming<pb::PendingApproval> {
+        self.client()
+            .await
+            .watch_approvals(pb::WatchApprovalsRequest {
+                channel: channel.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
     }
 
     pub async fn pending(&self) -> Vec<pb::PendingApproval> {
@@ -218,4 +325,13 @@ pub async fn session_of(hub: &TestHub) -> String {
         assert!(std::time::Instant::now() < end, "no session stored");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The next approval a [`TestHub::watch_approvals`] stream offers.
+pub async fn next_asked(stream: &mut tonic::Streaming<pb::PendingApproval>) -> pb::PendingApproval {
+    tokio::time::timeout(Duration::from_secs(20), stream.message())
+        .await
+        .expect("an approval was asked in time")
+        .unwrap()
+        .expect("the watch goes on")
 }
