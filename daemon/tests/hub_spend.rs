@@ -1,7 +1,7 @@
 //! Spend through the hub core: each model call is counted for its role, the persona's `Budget
 //! today` line shows it, a role over its daily budget is answered by its fallback model, and one
 //! without a fallback refuses the turn with a clear notice; the usage reported adds up to the
-//! turns' usage.
+//! turns' usage; a ledger that cannot be read refuses a budgeted role rather than count from zero.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -188,4 +188,33 @@ async fn a_role_over_its_budget_without_a_fallback_refuses_the_turn_with_a_notic
     );
     assert!(notice.contains("no fallback model"), "{notice}");
     core.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_broken_ledger_refuses_a_budgeted_role_instead_of_counting_from_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("spend.json");
+    std::fs::write(&ledger, "{not a ledger").unwrap();
+    let primary = Arc::new(FakeModel::scripted([FakeReply::text("never")]));
+    let core = core(
+        dir.path(),
+        TwoModels {
+            primary: Arc::clone(&primary),
+            fallback: None,
+        },
+    )
+    .await;
+    let id = new_session(&core).await;
+    let refused = end(&turn(&core, &id, "one").await);
+    assert_eq!(refused.stop_reason, StopReason::Error);
+    assert_eq!(primary.call_count(), 0, "nothing was sent");
+    let notice = refused.notice.unwrap();
+    assert!(notice.contains("today's spend is unknown"), "{notice}");
+    assert!(notice.contains("spend.json"), "{notice}");
+    core.shutdown().await;
+    assert_eq!(
+        std::fs::read_to_string(&ledger).unwrap(),
+        "{not a ledger",
+        "the broken file is kept as it was"
+    );
 }

@@ -41,23 +41,33 @@ pub struct DaySpend {
     pub roles: Vec<RoleSpend>,
 }
 
-/// A role that spent its daily budget.
+/// A role that spent its daily budget, or whose spend today cannot be known.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BudgetOverrun {
     pub role: String,
     pub spent_usd: f64,
     pub budget_usd: f64,
+    /// Set when the ledger could not be read: today's spend is unknown, so the budget refuses
+    /// (fails closed) instead of counting from zero.
+    pub unknown_because: Option<String>,
 }
 
 impl BudgetOverrun {
     /// What the person reads when the turn is refused.
     pub fn refusal(&self) -> String {
-        format!(
-            "the '{}' role reached its daily budget ({} of {} today) and has no fallback model; nothing was sent. The budget starts again at midnight {TIME_ZONE}.",
-            self.role,
-            dollars(self.spent_usd, true),
-            dollars(self.budget_usd, false),
-        )
+        match &self.unknown_because {
+            Some(why) => format!(
+                "the '{}' role has a daily budget ({}) but today's spend is unknown ({why}), and it has no fallback model; nothing was sent. Fix or move the file and restart the hub.",
+                self.role,
+                dollars(self.budget_usd, false),
+            ),
+            None => format!(
+                "the '{}' role reached its daily budget ({} of {} today) and has no fallback model; nothing was sent. The budget starts again at midnight {TIME_ZONE}.",
+                self.role,
+                dollars(self.spent_usd, true),
+                dollars(self.budget_usd, false),
+            ),
+        }
     }
 }
 
@@ -67,6 +77,8 @@ pub struct SpendMeter {
     ledger: SpendLedger,
     clock: Arc<dyn Clock>,
     zone: TimeZone,
+    /// Why the stored spend could not be read, when it could not: every budget then refuses.
+    unreadable: Option<String>,
 }
 
 impl std::fmt::Debug for SpendMeter {
@@ -84,7 +96,22 @@ impl SpendMeter {
             ledger,
             clock,
             zone: istanbul(),
+            unreadable: None,
         }
+    }
+
+    /// A meter whose stored spend could not be read (`why` names the file): it counts in memory,
+    /// and every role with a daily budget is refused as over it, since today's spend is unknown.
+    pub fn with_unreadable_ledger(config: SpendConfig, clock: Arc<dyn Clock>, why: String) -> Self {
+        Self {
+            unreadable: Some(why),
+            ..Self::new(config, SpendLedger::in_memory(), clock)
+        }
+    }
+
+    /// Why the stored spend could not be read, when it could not.
+    pub fn unreadable(&self) -> Option<&str> {
+        self.unreadable.as_deref()
     }
 
     /// A meter with no prices, kept in memory (tests, and hubs built without one).
@@ -138,6 +165,14 @@ impl SpendMeter {
     /// `role`'s overrun when it has a daily budget and spent it today.
     pub fn over_budget(&self, role: &str) -> Option<BudgetOverrun> {
         let budget_usd = self.config.budget(role)?;
+        if let Some(why) = &self.unreadable {
+            return Some(BudgetOverrun {
+                role: role.to_owned(),
+                spent_usd: 0.0,
+                budget_usd,
+                unknown_because: Some(why.clone()),
+            });
+        }
         let spent_usd = self
             .ledger
             .day(&self.today().to_string())
@@ -147,6 +182,7 @@ impl SpendMeter {
             role: role.to_owned(),
             spent_usd,
             budget_usd,
+            unknown_because: None,
         })
     }
 
@@ -210,7 +246,11 @@ impl SpendMeter {
                 }
             })
             .collect();
-        Some(parts.join(", "))
+        let mut line = parts.join(", ");
+        if self.unreadable.is_some() && !self.config.daily_usd.is_empty() {
+            line.push_str(" (the spend ledger is unreadable: budgets refuse)");
+        }
+        Some(line)
     }
 }
 
@@ -311,5 +351,38 @@ mod tests {
         // The next day starts afresh.
         *now.lock().unwrap() = at("2026-12-01T21:00:00Z");
         assert_eq!(meter.over_budget("fast"), None);
+    }
+
+    #[test]
+    fn an_unreadable_ledger_fails_budgets_closed_and_leaves_the_others_alone() {
+        let now = Arc::new(Mutex::new(at("2026-12-01T09:00:00Z")));
+        let config = meter(&now).config.clone();
+        let clock = Arc::clone(&now);
+        let meter = SpendMeter::with_unreadable_ledger(
+            config,
+            Arc::new(move || *clock.lock().unwrap()),
+            "the spend ledger is unreadable: /data/spend.json: expected value at line 1 column 1"
+                .into(),
+        );
+        let over = meter
+            .over_budget("fast")
+            .expect("a budget with unknown spend refuses");
+        let refusal = over.refusal();
+        assert!(refusal.contains("today's spend is unknown"), "{refusal}");
+        assert!(refusal.contains("/data/spend.json"), "{refusal}");
+        assert!(!refusal.contains('\n'));
+        assert_eq!(
+            meter.over_budget("brain"),
+            None,
+            "a role without a budget goes on"
+        );
+        assert!(meter.unreadable().is_some());
+        assert!(
+            meter
+                .budget_line()
+                .is_some_and(|l| l.ends_with("(the spend ledger is unreadable: budgets refuse)")),
+            "{:?}",
+            meter.budget_line()
+        );
     }
 }
