@@ -120,6 +120,13 @@ fn main() -> ExitCode {
     for warning in &installation.config.warnings {
         tracing::warn!("{warning}");
     }
+    let own_files = host::file_modes::OwnFiles::of(&installation.paths);
+    for fix in host::file_modes::make_private(&own_files) {
+        tracing::warn!("{fix}");
+    }
+    for warning in host::file_modes::readable_config_warnings(&installation.paths) {
+        tracing::warn!("{warning}");
+    }
     host::crash::install_panic_hook(paths.crash_file.clone());
     raise_open_files_limit();
 

@@ -588,3 +588,7 @@ fn an_unknown_table_is_logged_once_to_tau_log() {
     assert!(lines[0].contains("WARN"), "{log}");
     assert!(lines[0].contains("tau.toml"), "names the file: {log}");
 }
+
+/// The hub's own files, checked at every start.
+#[path = "host_process/file_modes.rs"]
+mod file_modes;

@@ -4,10 +4,12 @@
 //!
 //! Invariants: this module knows nothing of tonic or prost (the gRPC service lives in
 //! `crate::rpc` and reaches the TCP port through [`Hub::mount_grpc`]); every file it writes is in
-//! `<TAU_DATA_DIR>/hub` (0700), 0600 and written atomically.
+//! `<TAU_DATA_DIR>/hub` (0700), 0600 and written atomically; at every start `file_modes` puts the
+//! hub's own files elsewhere in the data directory back to 0700/0600 and names each it fixed.
 
 pub mod control;
 pub mod crash;
+pub mod file_modes;
 pub mod files;
 mod handle;
 pub mod lifecycle;
