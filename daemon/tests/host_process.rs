@@ -590,5 +590,5 @@ fn an_unknown_table_is_logged_once_to_tau_log() {
 }
 
 /// The hub's own files, checked at every start.
-#[path = "host_process/file_modes.rs"]
+#[path = "host_file_modes/cases.rs"]
 mod file_modes;

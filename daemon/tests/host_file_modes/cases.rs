@@ -30,7 +30,11 @@ fn loosened_files_are_made_private_again_at_start_and_a_readable_env_is_named() 
     }
     assert_eq!(mode(&routines), 0o600);
     assert_eq!(mode(&spend), 0o600);
-    assert_eq!(mode(&env_file), 0o644, "the person's file is only warned about");
+    assert_eq!(
+        mode(&env_file),
+        0o644,
+        "the person's file is only warned about"
+    );
     hub.signal(Signal::SIGTERM);
     hub.wait_exit();
     let stderr = hub.stderr();
