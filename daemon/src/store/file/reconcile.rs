@@ -23,6 +23,7 @@
 //!   makes a session unreadable and never runs beside a write of this process.
 //! - A count is corrected as an append writes: index line first, then `session.json`; its
 //!   `updated_at` moves to the newest message's creation time if that is later.
+//! - The session's journal is replayed before its files are counted (see `journal`).
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -33,6 +34,7 @@ use std::sync::{MutexGuard, PoisonError};
 
 use crate::store::file::fsutil::{existing_dir, replace};
 use crate::store::file::index::IndexEntry;
+use crate::store::file::journal;
 use crate::store::id::validate_id;
 use crate::store::records::SessionInfo;
 use crate::store::store_error::{IdKind, SessionError};
@@ -262,7 +264,7 @@ impl FileBackend {
     /// Scans the session and reads its `session.json` (no lock needed: no write of this process
     /// touches a session not yet reconciled), with the values its message files give.
     fn survey(&self, session_id: &str, dir: &Path) -> Result<Survey, SessionError> {
-        let replayed = super::journal::replay(dir, self.durability)?;
+        let replayed = journal::replay(session_id, dir, self.durability)?;
         if replayed > 0 {
             tracing::info!(
                 session_id,
