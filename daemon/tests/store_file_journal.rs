@@ -4,7 +4,7 @@
 //! session keeps the seed's layout (no journal left), a long journal is emptied at a flush. A
 //! damaged record loses at most itself: a line whose checksum fails is skipped, the others
 //! replay, and the journal is set aside (`journal.jsonl.damaged-…`), never deleted; so is a
-//! journal of a newer version, unreplayed. The fixtures
+//! journal of a newer version, unreplayed, whose message ids stay taken. The fixtures
 //! `tests/fixtures/journal-v1.jsonl` (the format as first written, no checksums) and
 //! `journal-v2.jsonl` (a checksum per line) both replay.
 
@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use taud::store::{
-    ContextMode, DEFAULT_AGENT_ID, Durability, FileSessionStore, SessionAgent, SessionStore,
-    now_utc,
+    ContextMode, DEFAULT_AGENT_ID, Durability, FileSessionStore, SessionAgent, SessionError,
+    SessionStore, now_utc,
 };
 
 use support::store::{assistant_message, session_with_agent, user_message};
@@ -355,13 +355,14 @@ fn message_ids(store: &dyn SessionStore, id: &str) -> Vec<u64> {
         .collect()
 }
 
-/// The next id as the hub takes it: past the last message it lists.
+/// The next id as the hub takes it: past the last message it lists and the store's floor.
 fn next_id(store: &dyn SessionStore, id: &str) -> u64 {
-    store
+    let listed = store
         .list_messages_before(id, DEFAULT_AGENT_ID, None, 1)
         .unwrap()
         .last()
-        .map_or(0, |m| m.message_id + 1)
+        .map_or(0, |m| m.message_id + 1);
+    listed.max(store.message_id_floor(id, DEFAULT_AGENT_ID).unwrap())
 }
 
 /// Issue 36: six acknowledged turns, a crash, the journal's first line garbage. Only the damaged
@@ -557,10 +558,11 @@ fn a_first_format_journal_without_its_first_line_still_replays() {
     assert_eq!(aside_journals(&session_dir).len(), 1);
 }
 
-/// A journal of a newer format is not replayed: it is set aside as it was, and the session goes
-/// on with a new journal.
+/// A journal of a newer format is not replayed: it is set aside as it was, the session goes on
+/// with a new journal, and the message ids the journal holds are never given again, in this
+/// process or the next.
 #[test]
-fn a_journal_of_a_newer_version_is_set_aside() {
+fn a_journal_of_a_newer_version_is_set_aside_and_its_ids_stay_taken() {
     let (dir, id, session_dir) = fixture();
     let journal = session_dir.join("journal.jsonl");
     let line =
@@ -573,6 +575,19 @@ fn a_journal_of_a_newer_version_is_set_aside() {
     let aside = aside_journals(&session_dir);
     assert_eq!(aside.len(), 1);
     assert_eq!(fs::read_to_string(&aside[0]).unwrap(), line);
+    assert_eq!(store.message_id_floor(&id, DEFAULT_AGENT_ID).unwrap(), 4);
+    assert_eq!(next_id(&store, &id), 4);
+    let err = store
+        .create_message(&id, DEFAULT_AGENT_ID, &user_message(3, "taken"))
+        .unwrap_err();
+    assert!(
+        matches!(err, SessionError::MessageExists { message_id: 3, .. }),
+        "{err}"
+    );
+    drop(store);
+
+    let store = open(dir.path());
+    assert_eq!(next_id(&store, &id), 4, "still taken after a restart");
     store
         .create_message(&id, DEFAULT_AGENT_ID, &user_message(4, "later"))
         .unwrap();
@@ -582,6 +597,7 @@ fn a_journal_of_a_newer_version_is_set_aside() {
 
     let store = open(dir.path());
     assert_eq!(texts(&store, &id), ["first", "reply", "later"]);
+    assert_eq!(next_id(&store, &id), 5);
     assert_eq!(
         fs::read_to_string(&aside[0]).unwrap(),
         line,

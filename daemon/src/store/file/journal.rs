@@ -19,7 +19,8 @@
 //! - Every event of the session goes through the journal, so `events.jsonl` past `events_len` holds
 //!   exactly the journal's events (a prefix, when a crash came before they were materialized).
 //! - A message id is refused (`MessageExists`) before its batch is journaled, so the journal never
-//!   holds a message that would overwrite another.
+//!   holds a message that would overwrite another; so is an id a set-aside journal still holds
+//!   (see below), and the store's `message_id_floor` is past every such id.
 //! - Every read of a session's messages or events materializes first ([`FileBackend::materialize`]),
 //!   so readers only ever read files; the message count (deferred record) moves at the append.
 //! - A checkpoint syncs what was materialized (files, directories, `events.jsonl`) before it
@@ -32,15 +33,17 @@
 //!   returned): replayed if whole, else skipped without a warning. A journal with a damaged line
 //!   is set aside once replayed, never deleted: renamed `journal.jsonl.damaged-<UTC time>` beside
 //!   it. So is a journal that cannot be replayed at all (a newer version, an unreadable file),
-//!   unreplayed; the session goes on with a fresh journal either way.
+//!   unreplayed; the session goes on with a fresh journal either way. The message ids of every
+//!   set-aside journal line that still parses stay taken, in this process and (read again at
+//!   each reconciliation) the next.
 //! - One store per sessions directory (one hub owns it): another store opened on it would replay,
 //!   and remove, a journal this one still writes.
 //! - Locks: the journal map's lock is held only to find or drop an entry; an entry's state lock is
 //!   held through its disk work, but for a checkpoint's sync, which holds the entry's checkpoint
 //!   lock instead (taken before the state lock), so appends go on meanwhile. Both come before the
-//!   deferred and index locks, never after them.
+//!   deferred, reserved and index locks, never after them.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -197,6 +200,63 @@ fn parse_journal(bytes: &[u8]) -> JournalRead {
     read
 }
 
+/// The message ids (with their agent) of every line of a journal that parses as JSON, checksum
+/// or not: what a journal set aside may still hold.
+fn readable_ids(bytes: &[u8]) -> Vec<(String, u64)> {
+    let mut ids = Vec::new();
+    for line in bytes.split(|&b| b == b'\n') {
+        let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        let Some(Value::String(agent_id)) = record.get("agent_id") else {
+            continue;
+        };
+        let Some(Value::Array(messages)) = record.get("messages") else {
+            continue;
+        };
+        ids.extend(
+            messages
+                .iter()
+                .filter_map(|message| message.get("message_id")?.as_u64())
+                .map(|id| (agent_id.clone(), id)),
+        );
+    }
+    ids
+}
+
+/// The message ids held by the session's journals set aside (`kept`) and, if `live`, by its
+/// journal: see [`readable_ids`]. A file that cannot be read holds none.
+pub(super) fn kept_ids(session_dir: &Path, kept: &[PathBuf], live: bool) -> Vec<(String, u64)> {
+    let live = live.then(|| session_dir.join(JOURNAL_FILE));
+    let mut ids = Vec::new();
+    let mut bytes = Vec::new();
+    for path in kept.iter().chain(&live) {
+        if matches!(read_into(path, &mut bytes), Ok(true)) {
+            ids.extend(readable_ids(&bytes));
+        }
+    }
+    ids
+}
+
+/// Whether `name` is that of a journal set aside.
+pub(super) fn is_set_aside(name: &str) -> bool {
+    name.strip_prefix(JOURNAL_FILE)
+        .is_some_and(|rest| rest.starts_with(SET_ASIDE_INFIX))
+}
+
+/// The journals of the session set aside, by path (a directory listing of its own; the
+/// reconciliation finds them in its scan).
+pub(super) fn set_aside_journals(session_dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(session_dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_str().is_some_and(is_set_aside))
+        .map(|entry| entry.path())
+        .collect()
+}
+
 /// A message journaled and not yet materialized: its directory and record.
 struct PendingMessage {
     dir: PathBuf,
@@ -250,8 +310,8 @@ impl FileBackend {
         if let Some(entry) = journals.get(session_id) {
             return Arc::clone(entry);
         }
-        // A journal with records now is one its session's replay could not empty; new lines go
-        // on from where it began.
+        // A journal with records now is one its session's replay could not empty (its ids are
+        // reserved by the reconciliation); new lines go on from where it began.
         let path = session_dir.join(JOURNAL_FILE);
         let inherited = std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.len() > 0);
         let mut events_len = None;
@@ -323,6 +383,7 @@ impl FileBackend {
                             .map(|p| &p.message),
                     )
                     .any(|m| m.message_id == message.message_id)
+                    || self.is_reserved(session_id, agent_id, message.message_id)
                     || std::fs::symlink_metadata(dir.join(message_file_name(message.message_id)))
                         .is_ok();
                 if taken {
@@ -477,7 +538,46 @@ impl FileBackend {
     pub(super) fn journaled_sessions(&self) -> Vec<String> {
         self.lock_journals().keys().cloned().collect()
     }
+
+    fn lock_reserved(&self) -> MutexGuard<'_, ReservedIds> {
+        // Only ever grown: a poisoned map is a smaller one.
+        self.reserved.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `ids` (agent, message id) of the session taken: a journal set aside (or one that
+    /// could not be replayed) holds them.
+    pub(super) fn reserve_ids(&self, session_id: &str, ids: Vec<(String, u64)>) {
+        if ids.is_empty() {
+            return;
+        }
+        let mut reserved = self.lock_reserved();
+        let agents = reserved.entry(session_id.to_owned()).or_default();
+        for (agent_id, id) in ids {
+            agents.entry(agent_id).or_default().insert(id);
+        }
+    }
+
+    fn is_reserved(&self, session_id: &str, agent_id: &str, message_id: u64) -> bool {
+        let reserved = self.lock_reserved();
+        reserved
+            .get(session_id)
+            .and_then(|agents| agents.get(agent_id))
+            .is_some_and(|ids| ids.contains(&message_id))
+    }
+
+    /// One past the highest id reserved for the agent, 0 when none is.
+    pub(super) fn reserved_floor(&self, session_id: &str, agent_id: &str) -> u64 {
+        let reserved = self.lock_reserved();
+        reserved
+            .get(session_id)
+            .and_then(|agents| agents.get(agent_id))
+            .and_then(|ids| ids.last())
+            .map_or(0, |last| last.saturating_add(1))
+    }
 }
+
+/// Message ids a journal set aside still holds, by session and agent (see [`kept_ids`]).
+pub(super) type ReservedIds = HashMap<String, HashMap<String, BTreeSet<u64>>>;
 
 /// Syncs every path in `paths` (files and directories); on Linux one `syncfs` does it all,
 /// unless the kernel (or a sandbox) refuses the call.
@@ -844,6 +944,31 @@ mod tests {
         assert_eq!(read.newer, Some(9));
     }
 
+    /// What a set-aside journal still tells: the ids of every line that parses, checksum or not.
+    #[test]
+    fn the_ids_of_a_set_aside_journal_are_read_leniently() {
+        let bytes = b"{\"v\":2,\"agent_id\":\"tau\",\"messages\":[{\"message_id\":4},{\"message_id\":5}],\"crc\":\"00000000\"}\n\
+garbage\n\
+{\"v\":9,\"agent_id\":\"helper\",\"messages\":[{\"message_id\":1}]}\n\
+{\"v\":2,\"agent_id\":\"tau\",\"messages\":[{\"message_id\":6}";
+        assert_eq!(
+            readable_ids(bytes),
+            [
+                ("tau".to_owned(), 4),
+                ("tau".to_owned(), 5),
+                ("helper".to_owned(), 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn set_aside_names_are_recognised() {
+        assert!(is_set_aside("journal.jsonl.damaged-20260101T000000Z"));
+        assert!(is_set_aside("journal.jsonl.damaged-20260101T000000Z-2"));
+        assert!(!is_set_aside("journal.jsonl"));
+        assert!(!is_set_aside("events.jsonl.damaged-20260101T000000Z"));
+    }
+
     #[test]
     fn a_journal_set_aside_never_replaces_another() {
         let dir = tempfile::tempdir().unwrap();
@@ -856,6 +981,10 @@ mod tests {
         for (n, name) in names.iter().enumerate() {
             assert_eq!(std::fs::read_to_string(name).unwrap(), format!("{n}"));
         }
+        let mut found = set_aside_journals(dir.path());
+        found.sort();
+        names.sort();
+        assert_eq!(found, names);
     }
 
     /// Without `events_len`, the longest prefix of the journal's events that `events.jsonl`

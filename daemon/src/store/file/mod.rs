@@ -27,7 +27,7 @@
 //! index no further behind than it), by as many messages as the turn had stored. Each session is
 //! reconciled once per process before it is read, listed or written (see [`reconcile`]): its
 //! journal is replayed (a damaged record losing only itself), its stale temporary files are
-//! removed, and a
+//! removed, the message ids its set-aside journals hold are kept taken, and a
 //! `message_count` that differs from its message files is set to their number (with `updated_at`
 //! moved to the newest message) in the index and `session.json`. One process writes a session at
 //! a time (the hub runs one agent per session, and one hub owns the data directory), and this
@@ -102,6 +102,9 @@ pub struct FileBackend {
     /// The journals of the sessions written by this process (see [`journal`]); an entry leaves
     /// when its session closes with its journal emptied.
     journals: Mutex<HashMap<String, Arc<journal::JournalEntry>>>,
+    /// Message ids that journals set aside still hold, found by reconciliations: never given to
+    /// a new message. Taken last: no other lock of the store is taken while it is held.
+    reserved: Mutex<journal::ReservedIds>,
 }
 
 impl CheckedStore<FileBackend> {
@@ -129,6 +132,7 @@ impl FileBackend {
             reconciled: Mutex::new(HashSet::new()),
             paged_by_id: Mutex::new(HashSet::new()),
             journals: Mutex::new(HashMap::new()),
+            reserved: Mutex::new(HashMap::new()),
             root,
             durability,
         })
@@ -414,6 +418,15 @@ impl StoreBackend for FileBackend {
         let dir = self.require_messages_dir(session_id, agent_id)?;
         self.materialize(session_id)?;
         self.read_page(&dir, session_id, agent_id, before, limit)
+    }
+
+    /// Past every id a journal set aside still holds (see `journal`).
+    fn message_id_floor(&self, session_id: &str, agent_id: &str) -> Result<u64, SessionError> {
+        // Reconciled first: that is when the journals set aside are read.
+        if let Some(dir) = self.session_dir(session_id)? {
+            self.ensure_reconciled(session_id, &dir);
+        }
+        Ok(self.reserved_floor(session_id, agent_id))
     }
 
     /// Every session, reconciled with its files first where this process has not yet (see
