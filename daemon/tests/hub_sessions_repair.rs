@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use support::hub::*;
 use taud::hub::{CoreError, EventKind, OpenTarget, StartTurn};
+use taud::store::{DEFAULT_AGENT_ID, Durability, FileSessionStore, SessionStore};
 use taud::testing::{FakeModel, FakeReply};
 
 const FAILED_NOTICE: &str = "(The model call failed: the model request failed: boom)";
@@ -133,6 +134,59 @@ async fn a_restarted_hub_keeps_the_pending_repair_notice_until_a_message_follows
         );
         again.shutdown().await;
     }
+}
+
+/// A journal the file store had to set aside (here one a newer tau left) still holds message
+/// ids: a restarted hub's next turn takes ids past them, so no id is given twice.
+#[tokio::test]
+async fn a_restarted_hub_takes_no_id_a_set_aside_journal_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(FakeModel::scripted(vec![
+        FakeReply::text("one"),
+        FakeReply::text("two"),
+    ]));
+    let core = setup(dir.path(), "file", &model, options())
+        .start()
+        .await
+        .unwrap();
+    let id = core
+        .open_session(OpenTarget::New, None, "terminal", None)
+        .await
+        .unwrap()
+        .session
+        .session_id;
+    drain(&mut turn_on(&core, &id, "first").await).await;
+    core.shutdown().await;
+    let journal = dir.path().join("sessions").join(&id).join("journal.jsonl");
+    std::fs::write(
+        &journal,
+        "{\"v\":3,\"agent_id\":\"tau\",\"messages\":[{\"message_id\":2},{\"message_id\":3}]}\n",
+    )
+    .unwrap();
+
+    let restarted = setup(dir.path(), "file", &model, options())
+        .start()
+        .await
+        .unwrap();
+    let events = drain(&mut turn_on(&restarted, &id, "second").await).await;
+    assert_eq!(turn_notice(&events), None);
+    restarted.shutdown().await;
+    let store = FileSessionStore::open(dir.path().join("sessions"), Durability::NoSync).unwrap();
+    let stored: Vec<(u64, String)> = store
+        .list_messages(&id, DEFAULT_AGENT_ID, None, 0)
+        .unwrap()
+        .iter()
+        .map(|m| (m.message_id, m.message.text()))
+        .collect();
+    assert_eq!(
+        stored,
+        [
+            (0, "first".to_owned()),
+            (1, "one".to_owned()),
+            (4, "second".to_owned()),
+            (5, "two".to_owned())
+        ]
+    );
 }
 
 /// A role switch, a compaction or an open with another role pin asked while a turn waits on a

@@ -30,6 +30,7 @@ mod cases {
     use super::*;
 
     pub use super::event_cases::*;
+    pub use super::floor_cases::*;
     pub use super::image_cases::*;
     pub use super::paged_cases::*;
 
@@ -103,6 +104,8 @@ mod cases {
             assert!(is_invalid(
                 store.list_messages(&good, bad, None, 0).map(drop)
             ));
+            assert!(is_invalid(store.message_id_floor(bad, "tau").map(drop)));
+            assert!(is_invalid(store.message_id_floor(&good, bad).map(drop)));
             assert!(is_invalid(store.append_event(bad, &json!({"type": "x"}))));
             assert!(is_invalid(store.read_events(bad).map(drop)));
             assert!(is_invalid(store.write_meta(bad, &SessionMeta::default())));
@@ -494,6 +497,37 @@ mod cases {
     }
 }
 
+mod floor_cases {
+    use super::*;
+
+    /// A store that set nothing aside gives no floor: the next id is the one after the last
+    /// message listed, for a session with messages, an empty agent or none at all.
+    pub fn an_intact_store_keeps_no_message_id_floor(h: &Harness) {
+        let store = h.store.as_ref();
+        let id = h.session_with_agent();
+        assert_eq!(store.message_id_floor(&id, DEFAULT_AGENT_ID).unwrap(), 0);
+        store
+            .create_message(&id, DEFAULT_AGENT_ID, &user_message(0, "one"))
+            .unwrap();
+        store
+            .create_message(&id, DEFAULT_AGENT_ID, &assistant_message(1, "two"))
+            .unwrap();
+        assert_eq!(store.message_id_floor(&id, DEFAULT_AGENT_ID).unwrap(), 0);
+        assert_eq!(store.message_id_floor(&id, "helper").unwrap(), 0);
+        assert_eq!(
+            store
+                .message_id_floor("20000101-000000-0000", DEFAULT_AGENT_ID)
+                .unwrap(),
+            0
+        );
+        store.close_session(&id).unwrap();
+        assert_eq!(
+            h.reopen().message_id_floor(&id, DEFAULT_AGENT_ID).unwrap(),
+            0
+        );
+    }
+}
+
 macro_rules! contract_suite {
     ($($case:ident),* $(,)?) => {
         mod file {
@@ -531,4 +565,5 @@ contract_suite!(
     a_page_needs_its_session_and_agent,
     session_info_counts_without_reading_messages,
     flushes_beside_appends_keep_every_count,
+    an_intact_store_keeps_no_message_id_floor,
 );

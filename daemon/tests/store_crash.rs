@@ -14,6 +14,14 @@
 //! Every one must be 0. Each cycle resumes the same store after the previous kill. `cargo test`
 //! runs 10 cycles per backend; `TAU_KILL_CYCLES=40` (or any number) runs a longer loop.
 //!
+//! For the file backend, each kill is followed by damage: one line of the session's
+//! `journal.jsonl` (its first, a middle or its last, in turn) is replaced with garbage before the
+//! store is opened. A damaged record loses at most itself: the messages that line held may be
+//! missing, every other acknowledged message must be there, and the writer goes on past the
+//! highest id listed and the store's `message_id_floor`, as the hub does (so the ids of a
+//! damaged last line, which nothing can read any more, may be given again). At least one kill of
+//! the run must have found a journal line to damage.
+//!
 //! `crash_sqlite_parallel` runs [`PARALLEL_WRITERS`] writer threads at once, each on its own
 //! session, so the kill lands while several sessions' writes share one commit (group commit):
 //! each session must still read whole, and every message reported stored must be there.
@@ -34,6 +42,7 @@ mod support {
     pub mod store;
 }
 
+use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -93,10 +102,18 @@ fn writer(backend: &str, dir: &Path, session_ids: &str) {
 }
 
 fn write_session(store: &dyn SessionStore, index: usize, session_id: &str) {
+    // Past the last stored id and the store's floor, as the hub goes on (a damaged journal line
+    // may leave a gap).
     let start = store
-        .list_messages(session_id, DEFAULT_AGENT_ID, None, 0)
+        .list_messages_before(session_id, DEFAULT_AGENT_ID, None, 1)
         .unwrap()
-        .len() as u64;
+        .last()
+        .map_or(0, |m| m.message_id + 1)
+        .max(
+            store
+                .message_id_floor(session_id, DEFAULT_AGENT_ID)
+                .unwrap(),
+        );
     let body = "all work and no play makes tau a dull agent. ".repeat(40);
     let mut id = start;
     while id < start + WRITER_LIMIT {
@@ -162,6 +179,8 @@ struct Tally {
     lost: usize,
     /// Temporary files the kill left, before the store was opened.
     cleaned: usize,
+    /// Journal lines the test damaged.
+    damaged: usize,
 }
 
 impl Tally {
@@ -171,6 +190,7 @@ impl Tally {
         self.unopenable += other.unopenable;
         self.lost += other.lost;
         self.cleaned += other.cleaned;
+        self.damaged += other.damaged;
     }
 
     fn clean(&self) -> bool {
@@ -223,8 +243,13 @@ fn file_stored_count(backend: &str, dir: &Path, id: &str) -> Option<u64> {
     record["message_count"].as_u64()
 }
 
-/// The messages of one session read whole and contiguous from 0, or why not.
-fn read_whole(store: &dyn SessionStore, id: &str) -> Result<u64, String> {
+/// The message ids of one session, read whole and contiguous from 0 but for the ids in
+/// `may_lose` (held by a journal line the test damaged), or why not.
+fn read_whole(
+    store: &dyn SessionStore,
+    id: &str,
+    may_lose: &BTreeSet<u64>,
+) -> Result<BTreeSet<u64>, String> {
     store
         .read_session(id)
         .map_err(|e| e.to_string())?
@@ -236,29 +261,101 @@ fn read_whole(store: &dyn SessionStore, id: &str) -> Result<u64, String> {
         .map_err(|e| e.to_string())?
         .is_none()
     {
-        return Ok(0);
+        return Ok(BTreeSet::new());
     }
     let messages = store
         .list_messages(id, DEFAULT_AGENT_ID, None, 0)
         .map_err(|e| e.to_string())?;
-    for (expected, message) in messages.iter().enumerate() {
-        if message.message_id != expected as u64 {
-            return Err(format!("message {expected} is missing"));
+    let mut expected = 0u64;
+    for message in &messages {
+        let found = message.message_id;
+        if found < expected {
+            return Err(format!("message {found} is listed twice or out of order"));
+        }
+        if let Some(missing) = (expected..found).find(|n| !may_lose.contains(n)) {
+            return Err(format!("message {missing} is missing"));
         }
         if !message
             .message
             .text()
-            .starts_with(&format!("{expected} all work"))
+            .starts_with(&format!("{found} all work"))
         {
-            return Err(format!("message {expected} has the wrong text"));
+            return Err(format!("message {found} has the wrong text"));
         }
+        expected = found + 1;
     }
-    Ok(messages.len() as u64)
+    Ok(messages.iter().map(|m| m.message_id).collect())
+}
+
+/// Replaces one line of each main session's `journal.jsonl` with garbage (the first, a middle or
+/// the last line, by `round`), as a damaged disk might; adds the message ids that line held to
+/// `may_lose`. A journal with no whole line is left alone. Returns how many lines it damaged.
+fn damage_journals(
+    dir: &Path,
+    mains: &[String],
+    round: usize,
+    may_lose: &mut HashMap<String, BTreeSet<u64>>,
+) -> usize {
+    let mut damaged_lines = 0;
+    for main in mains {
+        let path = dir.join("sessions").join(main).join("journal.jsonl");
+        let Ok(bytes) = std::fs::read(&path) else {
+            println!("    {main}: no journal to damage");
+            continue;
+        };
+        // Whole lines only: a torn tail is left as the kill left it.
+        let whole = bytes
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |at| at + 1);
+        let lines: Vec<&[u8]> = bytes[..whole].split_inclusive(|&b| b == b'\n').collect();
+        if lines.is_empty() {
+            println!("    {main}: no whole journal line to damage");
+            continue;
+        }
+        let (which, at) = match round % 3 {
+            0 => ("first", 0),
+            1 => ("middle", lines.len() / 2),
+            _ => ("last", lines.len() - 1),
+        };
+        let held: Vec<u64> = serde_json::from_slice::<serde_json::Value>(lines[at])
+            .ok()
+            .and_then(|line| line.get("messages").and_then(|m| m.as_array()).cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|m| m["message_id"].as_u64())
+            .collect();
+        let mut damaged = Vec::with_capacity(bytes.len());
+        for (n, line) in lines.iter().enumerate() {
+            if n == at {
+                damaged.extend_from_slice(b"garbage where a record was\n");
+            } else {
+                damaged.extend_from_slice(line);
+            }
+        }
+        damaged.extend_from_slice(&bytes[whole..]);
+        std::fs::write(&path, damaged).unwrap();
+        println!(
+            "    {main}: damaged the {which} of {} journal lines (messages {held:?})",
+            lines.len()
+        );
+        may_lose.entry(main.clone()).or_default().extend(held);
+        damaged_lines += 1;
+    }
+    damaged_lines
 }
 
 /// Opens the store as a restarted hub would (the written sessions first, then the listing) and
-/// counts what is wrong. Returns the tally and the message count of each of `mains`.
-fn check_store(backend: &str, dir: &Path, mains: &[String]) -> (Tally, Vec<u64>) {
+/// counts what is wrong (a gap is wrong unless `may_lose` names it). Returns the tally and the
+/// message ids of each of `mains`.
+fn check_store(
+    backend: &str,
+    dir: &Path,
+    mains: &[String],
+    may_lose: &HashMap<String, BTreeSet<u64>>,
+) -> (Tally, Vec<BTreeSet<u64>>) {
+    let none = BTreeSet::new();
+    let may_lose_in = |id: &str| may_lose.get(id).unwrap_or(&none);
     let mut tally = Tally {
         cleaned: leftover_files(backend, dir).len(),
         ..Tally::default()
@@ -268,14 +365,15 @@ fn check_store(backend: &str, dir: &Path, mains: &[String]) -> (Tally, Vec<u64>)
     let mut counts = Vec::with_capacity(mains.len());
     for main in mains {
         // Opening the session alone brings its record in line.
-        let main_count = match read_whole(store.as_ref(), main) {
-            Ok(n) => n,
+        let main_ids = match read_whole(store.as_ref(), main, may_lose_in(main)) {
+            Ok(ids) => ids,
             Err(why) => {
                 println!("    {main} cannot be opened: {why}");
                 tally.unopenable += 1;
-                0
+                BTreeSet::new()
             }
         };
+        let main_count = main_ids.len() as u64;
         if let Some(stored) = file_stored_count(backend, dir, main)
             && stored != main_count
         {
@@ -288,14 +386,14 @@ fn check_store(backend: &str, dir: &Path, mains: &[String]) -> (Tally, Vec<u64>)
             println!("    {main} is not listed");
             tally.unopenable += 1;
         }
-        counts.push(main_count);
+        counts.push(main_ids);
     }
     // Listed again: opening the sessions above may have brought their records in line.
     let sessions = store.list_sessions().unwrap();
     for info in &sessions {
         let id = &info.session_id;
-        let n = match read_whole(store.as_ref(), id) {
-            Ok(n) => n,
+        let n = match read_whole(store.as_ref(), id, may_lose_in(id)) {
+            Ok(ids) => ids.len() as u64,
             Err(why) => {
                 println!("    {id} cannot be opened: {why}");
                 tally.unopenable += 1;
@@ -319,7 +417,13 @@ fn check_store(backend: &str, dir: &Path, mains: &[String]) -> (Tally, Vec<u64>)
     (tally, counts)
 }
 
-fn crash_round(backend: &str, dir: &Path, mains: &[String], round: usize) -> (Tally, Vec<u64>) {
+fn crash_round(
+    backend: &str,
+    dir: &Path,
+    mains: &[String],
+    round: usize,
+    may_lose: &mut HashMap<String, BTreeSet<u64>>,
+) -> (Tally, Vec<BTreeSet<u64>>) {
     let reports_wanted = 1 + random_below(12);
     let delay = Duration::from_micros(random_below(2_000));
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -369,23 +473,33 @@ fn crash_round(backend: &str, dir: &Path, mains: &[String], round: usize) -> (Ta
     }
     reader.join().unwrap();
 
-    let (mut tally, counts) = check_store(backend, dir, mains);
-    for ((main, count), last) in mains.iter().zip(&counts).zip(&last_reported) {
-        if let Some(last) = *last
-            && *count <= last
-        {
+    let damaged = if backend == "file" {
+        damage_journals(dir, mains, round, may_lose)
+    } else {
+        0
+    };
+    let (mut tally, ids) = check_store(backend, dir, mains, may_lose);
+    tally.damaged = damaged;
+    for ((main, ids), last) in mains.iter().zip(&ids).zip(&last_reported) {
+        let Some(last) = *last else { continue };
+        let lost: Vec<u64> = (0..=last)
+            .filter(|id| !ids.contains(id) && !may_lose.get(main).is_some_and(|l| l.contains(id)))
+            .collect();
+        if !lost.is_empty() {
             println!(
-                "    {main}: message {last} was reported stored but is missing ({count} stored)"
+                "    {main}: messages {lost:?} were reported stored but are missing ({} stored)",
+                ids.len()
             );
             tally.lost += 1;
         }
     }
+    let counts: Vec<usize> = ids.iter().map(BTreeSet::len).collect();
     println!(
         "  {backend} cycle {round}: killed after {reports_wanted} reports + {delay:?} ({status}); \
          {counts:?} messages, {} temporary files cleaned",
         tally.cleaned
     );
-    (tally, counts)
+    (tally, ids)
 }
 
 fn crash_backend(backend: &str, writers: usize, cycles: usize) {
@@ -394,25 +508,37 @@ fn crash_backend(backend: &str, writers: usize, cycles: usize) {
         let store = open_backend(backend, dir.path());
         (0..writers).map(|_| with_agent(store.as_ref())).collect()
     };
-    let mut previous = vec![0; writers];
+    let mut previous = vec![BTreeSet::new(); writers];
     let mut total = Tally::default();
+    let mut may_lose = HashMap::new();
     for round in 0..cycles {
-        let (tally, counts) = crash_round(backend, dir.path(), &mains, round);
-        for (before, now) in previous.iter().zip(&counts) {
-            if now < before {
-                println!("    messages disappeared: {before} before, {now} now");
+        let (tally, ids) = crash_round(backend, dir.path(), &mains, round, &mut may_lose);
+        for (before, now) in previous.iter().zip(&ids) {
+            let gone: Vec<&u64> = before.difference(now).collect();
+            if !gone.is_empty() {
+                println!("    messages disappeared since the last cycle: {gone:?}");
                 total.lost += 1;
             }
         }
-        previous = counts;
+        previous = ids;
         total.add(tally);
     }
     println!(
         "  {backend}: {cycles} kills, {} stale counts, {} leftover temporary files ({} cleaned on \
-         opening), {} unopenable sessions, {} lost acknowledged messages",
-        total.stale_counts, total.leftover_temps, total.cleaned, total.unopenable, total.lost
+         opening), {} unopenable sessions, {} lost acknowledged messages, {} journal lines \
+         damaged",
+        total.stale_counts,
+        total.leftover_temps,
+        total.cleaned,
+        total.unopenable,
+        total.lost,
+        total.damaged
     );
     assert!(total.clean(), "{backend}: {total:?}");
+    assert!(
+        backend != "file" || cycles == 0 || total.damaged > 0,
+        "{backend}: no kill found a journal line to damage"
+    );
 }
 
 fn main() -> ExitCode {

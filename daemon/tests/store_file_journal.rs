@@ -1,8 +1,12 @@
 //! The file backend's journal (`<session>/journal.jsonl`): a batch is durable once journaled, its
 //! files follow, and a store opened after a crash writes again from the journal what the crash
 //! lost: message files missing, empty or torn, and `events.jsonl` lines missing or torn. A closed
-//! session keeps the seed's layout (no journal left), a long journal is emptied at a flush; a
-//! journal of another version is kept, not replayed, even when new writes follow it. The fixture `tests/fixtures/journal-v1.jsonl` is the format as first written.
+//! session keeps the seed's layout (no journal left), a long journal is emptied at a flush. A
+//! damaged record loses at most itself: a line whose checksum fails is skipped, the others
+//! replay, and the journal is set aside (`journal.jsonl.damaged-…`), never deleted; so is a
+//! journal of a newer version, unreplayed, whose message ids stay taken. The fixtures
+//! `tests/fixtures/journal-v1.jsonl` (the format as first written, no checksums) and
+//! `journal-v2.jsonl` (a checksum per line) both replay.
 
 // Test and benchmark code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -16,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use taud::store::{
-    ContextMode, DEFAULT_AGENT_ID, Durability, FileSessionStore, SessionAgent, SessionStore,
-    now_utc,
+    ContextMode, DEFAULT_AGENT_ID, Durability, FileSessionStore, SessionAgent, SessionError,
+    SessionStore, now_utc,
 };
 
 use support::store::{assistant_message, session_with_agent, user_message};
@@ -246,18 +250,6 @@ fn the_first_journal_format_replays() {
     );
 }
 
-#[test]
-fn a_journal_of_another_version_is_kept_unreplayed() {
-    let (dir, id, session_dir) = fixture();
-    let journal = session_dir.join("journal.jsonl");
-    let line = "{\"v\":2,\"events_len\":0}\n";
-    fs::write(&journal, line).unwrap();
-    let store = open(dir.path());
-    assert_eq!(texts(&store, &id), ["first", "reply"]);
-    drop(store);
-    assert_eq!(fs::read_to_string(&journal).unwrap(), line);
-}
-
 /// A flush checkpoints a journal of 512 batches: it is emptied (kept as a file while the session
 /// is open) and what it held is in the session's files; closing the session removes it.
 #[test]
@@ -291,23 +283,349 @@ fn a_long_journal_is_emptied_at_a_flush_and_removed_at_close() {
     assert_eq!(event_types(&store, &id).len(), 514);
 }
 
-/// A journal this build cannot replay is never emptied by it: new writes are journaled after it
-/// and reach their files, and the old records stay for a build that can read them.
+/// Six turns (a `turn` event, a prompt and its answer each) journaled, then a crash: the store is
+/// forgotten before anything reached a file. Their journal lines, one a turn, in order.
+fn crash_after_six_turns(dir: &Path, id: &str) {
+    let store = open(dir);
+    for turn in 0..6u64 {
+        store
+            .append_batch(
+                id,
+                DEFAULT_AGENT_ID,
+                &[json!({"type": "turn", "n": turn})],
+                &[
+                    user_message(2 + 2 * turn, &format!("question {turn}")),
+                    assistant_message(3 + 2 * turn, &format!("answer {turn}")),
+                ],
+            )
+            .unwrap();
+    }
+    std::mem::forget(store);
+}
+
+/// The texts of the fixture's two messages and of the six turns but `lost`.
+fn six_turns_but(lost: Option<u64>) -> Vec<String> {
+    let mut texts = vec!["first".to_owned(), "reply".to_owned()];
+    for turn in (0..6).filter(|&t| Some(t) != lost) {
+        texts.push(format!("question {turn}"));
+        texts.push(format!("answer {turn}"));
+    }
+    texts
+}
+
+/// The session's journals set aside (`journal.jsonl.damaged-…`), by name.
+fn aside_journals(session_dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = fs::read_dir(session_dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("journal.jsonl.damaged-"))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Rewrites a line of the session's journal with `damage`: the first line with `None`, else the
+/// line of turn `Some(n)`. Returns the journal as it was.
+fn damage_line(session_dir: &Path, turn: Option<u64>, damage: impl Fn(&str) -> String) -> String {
+    let journal = session_dir.join("journal.jsonl");
+    let before = fs::read_to_string(&journal).unwrap();
+    let mut lines: Vec<String> = before.lines().map(str::to_owned).collect();
+    let at = match turn {
+        None => 0,
+        Some(n) => {
+            let question = format!("question {n}\"");
+            lines.iter().position(|l| l.contains(&question)).unwrap()
+        }
+    };
+    lines[at] = damage(&lines[at]);
+    fs::write(&journal, lines.join("\n") + "\n").unwrap();
+    before
+}
+
+fn message_ids(store: &dyn SessionStore, id: &str) -> Vec<u64> {
+    store
+        .list_messages(id, DEFAULT_AGENT_ID, None, 0)
+        .unwrap()
+        .iter()
+        .map(|m| m.message_id)
+        .collect()
+}
+
+/// The next id as the hub takes it: past the last message it lists and the store's floor.
+fn next_id(store: &dyn SessionStore, id: &str) -> u64 {
+    let listed = store
+        .list_messages_before(id, DEFAULT_AGENT_ID, None, 1)
+        .unwrap()
+        .last()
+        .map_or(0, |m| m.message_id + 1);
+    listed.max(store.message_id_floor(id, DEFAULT_AGENT_ID).unwrap())
+}
+
+/// Issue 36: six acknowledged turns, a crash, the journal's first line garbage. Only the damaged
+/// turn is lost; the journal is set aside, not left to be appended to, and the next turn takes
+/// no id the journal held, so after a clean close and a restart everything is still there.
 #[test]
-fn writes_after_a_journal_of_another_version_keep_it() {
+fn a_damaged_first_journal_line_loses_only_its_own_turn() {
+    let (dir, id, session_dir) = fixture();
+    crash_after_six_turns(dir.path(), &id);
+    let before = damage_line(&session_dir, None, |_| "garbage".to_owned());
+
+    let store = open(dir.path());
+    assert_eq!(texts(&store, &id), six_turns_but(Some(0)));
+    assert_eq!(
+        message_ids(&store, &id),
+        [0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    );
+    assert!(!session_dir.join("journal.jsonl").exists());
+    let aside = aside_journals(&session_dir);
+    assert_eq!(aside.len(), 1, "the damaged journal is kept aside");
+    assert_eq!(
+        fs::read_to_string(&aside[0]).unwrap(),
+        before.replacen(before.lines().next().unwrap(), "garbage", 1)
+    );
+    let turns: Vec<Value> = store
+        .read_events(&id)
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.get("n").cloned())
+        .collect();
+    assert_eq!(turns, [json!(1), json!(2), json!(3), json!(4), json!(5)]);
+
+    let next = next_id(&store, &id);
+    assert_eq!(next, 14, "no id of the journal is taken again");
+    store
+        .append_batch(
+            &id,
+            DEFAULT_AGENT_ID,
+            &[json!({"type": "turn", "n": 6})],
+            &[
+                user_message(next, "question 6"),
+                assistant_message(next + 1, "answer 6"),
+            ],
+        )
+        .unwrap();
+    store.close_session(&id).unwrap();
+    drop(store);
+
+    let store = open(dir.path());
+    let mut expected = six_turns_but(Some(0));
+    expected.extend(["question 6".to_owned(), "answer 6".to_owned()]);
+    assert_eq!(texts(&store, &id), expected);
+    assert_eq!(
+        message_ids(&store, &id),
+        [0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
+    );
+    let info = store.session_info(&id).unwrap().unwrap();
+    assert_eq!(info.message_count, 14);
+}
+
+/// A record whose bytes changed but still parse (one letter of a message) is found by its
+/// checksum and skipped, never replayed with the wrong content; the records around it replay.
+fn a_silently_changed_line_loses_only_itself(turn: u64) {
+    let (dir, id, session_dir) = fixture();
+    crash_after_six_turns(dir.path(), &id);
+    damage_line(&session_dir, Some(turn), |line| {
+        let answer = format!("answer {turn}");
+        assert!(line.contains(&answer), "{line}");
+        line.replace(&answer, &format!("answeR {turn}"))
+    });
+
+    let store = open(dir.path());
+    assert_eq!(texts(&store, &id), six_turns_but(Some(turn)));
+    assert!(!session_dir.join("journal.jsonl").exists());
+    assert_eq!(aside_journals(&session_dir).len(), 1);
+}
+
+#[test]
+fn a_silently_changed_middle_line_loses_only_itself() {
+    a_silently_changed_line_loses_only_itself(3);
+}
+
+#[test]
+fn a_silently_changed_last_line_loses_only_itself() {
+    a_silently_changed_line_loses_only_itself(5);
+}
+
+/// A crash that cut the last append short (a power loss: no newline yet) is no damage: the
+/// whole records replay and the journal is removed, not set aside.
+#[test]
+fn a_torn_last_line_is_no_damage() {
+    let (dir, id, session_dir) = fixture();
+    crash_after_six_turns(dir.path(), &id);
+    let journal = session_dir.join("journal.jsonl");
+    let bytes = fs::read(&journal).unwrap();
+    fs::write(&journal, &bytes[..bytes.len() - 20]).unwrap();
+
+    let store = open(dir.path());
+    assert_eq!(texts(&store, &id), six_turns_but(Some(5)));
+    assert!(!journal.exists());
+    assert!(aside_journals(&session_dir).is_empty());
+}
+
+/// The fixture's journals carry `events_len` 22: the length of [`session`]'s `events.jsonl`.
+fn check_fixture_events_len(session_dir: &Path) {
+    let events_len = fs::metadata(session_dir.join("events.jsonl"))
+        .unwrap()
+        .len();
+    assert_eq!(
+        events_len, 22,
+        "the journal fixtures expect this events.jsonl"
+    );
+}
+
+#[test]
+fn the_checksummed_journal_format_replays() {
+    let (dir, id, session_dir) = fixture();
+    check_fixture_events_len(&session_dir);
+    fs::write(
+        session_dir.join("journal.jsonl"),
+        include_str!("fixtures/journal-v2.jsonl"),
+    )
+    .unwrap();
+
+    let store = open(dir.path());
+    assert_eq!(
+        texts(&store, &id),
+        ["first", "reply", "what time is it", "It is noon."]
+    );
+    assert_eq!(
+        event_types(&store, &id),
+        [json!("turn"), json!("approval"), json!("tool_call")]
+    );
+    assert!(!session_dir.join("journal.jsonl").exists());
+    assert!(aside_journals(&session_dir).is_empty());
+}
+
+/// Each line of the fixture, changed by one byte: that record is skipped, the other replays.
+#[test]
+fn a_changed_line_of_the_checksummed_fixture_is_skipped() {
+    let fixture_text = include_str!("fixtures/journal-v2.jsonl");
+    let cases = [
+        (
+            fixture_text.replacen("pending", "pendinG", 1),
+            vec!["first", "reply", "what time is it", "It is noon."],
+            vec![json!("turn"), json!("tool_call")],
+        ),
+        (
+            fixture_text.replacen("It is noon.", "It is noon!", 1),
+            vec!["first", "reply"],
+            vec![json!("turn"), json!("approval")],
+        ),
+    ];
+    for (journal, messages, events) in cases {
+        let (dir, id, session_dir) = fixture();
+        check_fixture_events_len(&session_dir);
+        fs::write(session_dir.join("journal.jsonl"), &journal).unwrap();
+        let store = open(dir.path());
+        assert_eq!(texts(&store, &id), messages);
+        assert_eq!(event_types(&store, &id), events);
+        let aside = aside_journals(&session_dir);
+        assert_eq!(aside.len(), 1);
+        assert_eq!(fs::read_to_string(&aside[0]).unwrap(), journal);
+    }
+}
+
+/// A version 1 journal whose first line (`events_len`) was lost still replays its records: the
+/// events `events.jsonl` does not end with yet are appended.
+#[test]
+fn a_first_format_journal_without_its_first_line_still_replays() {
+    let (dir, id, session_dir) = fixture();
+    let fixture_text = include_str!("fixtures/journal-v1.jsonl");
+    let damaged = fixture_text.replacen("{\"v\":1,\"events_len\":EVENTS_LEN}", "garbage", 1);
+    assert_ne!(damaged, fixture_text);
+    fs::write(session_dir.join("journal.jsonl"), &damaged).unwrap();
+    // The approval was materialized before the crash; the tool call was not.
+    fs::write(
+        session_dir.join("events.jsonl"),
+        fs::read_to_string(session_dir.join("events.jsonl")).unwrap()
+            + "{\"approval_id\":\"a1\",\"status\":\"pending\",\"type\":\"approval\",\"v\":1}\n",
+    )
+    .unwrap();
+
+    let store = open(dir.path());
+    assert_eq!(
+        texts(&store, &id),
+        ["first", "reply", "what time is it", "It is noon."]
+    );
+    assert_eq!(
+        event_types(&store, &id),
+        [json!("turn"), json!("approval"), json!("tool_call")]
+    );
+    assert_eq!(aside_journals(&session_dir).len(), 1);
+}
+
+/// A journal of a newer format is not replayed: it is set aside as it was, the session goes on
+/// with a new journal, and the message ids the journal holds are never given again, in this
+/// process or the next.
+#[test]
+fn a_journal_of_a_newer_version_is_set_aside_and_its_ids_stay_taken() {
     let (dir, id, session_dir) = fixture();
     let journal = session_dir.join("journal.jsonl");
-    let line = "{\"v\":2,\"events_len\":0}\n";
+    let line =
+        "{\"v\":3,\"agent_id\":\"tau\",\"messages\":[{\"message_id\":2},{\"message_id\":3}]}\n";
     fs::write(&journal, line).unwrap();
+
     let store = open(dir.path());
+    assert_eq!(texts(&store, &id), ["first", "reply"]);
+    assert!(!journal.exists());
+    let aside = aside_journals(&session_dir);
+    assert_eq!(aside.len(), 1);
+    assert_eq!(fs::read_to_string(&aside[0]).unwrap(), line);
+    assert_eq!(store.message_id_floor(&id, DEFAULT_AGENT_ID).unwrap(), 4);
+    assert_eq!(next_id(&store, &id), 4);
+    let err = store
+        .create_message(&id, DEFAULT_AGENT_ID, &user_message(3, "taken"))
+        .unwrap_err();
+    assert!(
+        matches!(err, SessionError::MessageExists { message_id: 3, .. }),
+        "{err}"
+    );
+    drop(store);
+
+    let store = open(dir.path());
+    assert_eq!(next_id(&store, &id), 4, "still taken after a restart");
+    store
+        .create_message(&id, DEFAULT_AGENT_ID, &user_message(4, "later"))
+        .unwrap();
+    store.close_session(&id).unwrap();
+    assert!(!journal.exists(), "the new journal is emptied as usual");
+    drop(store);
+
+    let store = open(dir.path());
+    assert_eq!(texts(&store, &id), ["first", "reply", "later"]);
+    assert_eq!(next_id(&store, &id), 5);
+    assert_eq!(
+        fs::read_to_string(&aside[0]).unwrap(),
+        line,
+        "kept as it was"
+    );
+}
+
+/// A journal that cannot be read (here a directory where the file belongs) is set aside, kept,
+/// and the session goes on with a new one.
+#[test]
+fn an_unreadable_journal_is_set_aside_and_the_session_goes_on() {
+    let (dir, id, session_dir) = fixture();
+    let journal = session_dir.join("journal.jsonl");
+    fs::create_dir(&journal).unwrap();
+    fs::write(journal.join("inside"), "kept").unwrap();
+
+    let store = open(dir.path());
+    assert_eq!(texts(&store, &id), ["first", "reply"]);
+    let aside = aside_journals(&session_dir);
+    assert_eq!(aside.len(), 1);
+    assert_eq!(fs::read_to_string(aside[0].join("inside")).unwrap(), "kept");
     store
         .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "later"))
         .unwrap();
-    store.close_session(&id).unwrap();
-    assert!(message_file(&session_dir, 2).exists());
-    let kept = fs::read_to_string(&journal).unwrap();
-    assert!(kept.starts_with(line), "{kept}");
-    drop(store);
+    std::mem::forget(store);
+
     let store = open(dir.path());
     assert_eq!(texts(&store, &id), ["first", "reply", "later"]);
+    assert!(!journal.exists());
+    assert_eq!(aside_journals(&session_dir).len(), 1);
 }

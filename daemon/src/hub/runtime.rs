@@ -428,6 +428,8 @@ fn build_agent(
             )
         })?,
     };
+    // Past ids the store keeps but does not list (a journal it had to set aside).
+    let next_id = next_id.max(store.message_id_floor(session_id, DEFAULT_AGENT_ID)?);
     let notice = carried.or_else(|| record.repair_notice(next_id));
     let first_id = stored.first().map(|m| m.message_id);
     let messages: Vec<Message> = stored.iter().map(|m| m.to_message().clone()).collect();

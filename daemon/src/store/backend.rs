@@ -109,6 +109,14 @@ pub trait StoreBackend: Send + Sync {
         limit: usize,
     ) -> Result<Vec<SessionMessage>, SessionError>;
 
+    /// The lowest id a new message of the agent may take, whatever is listed (see
+    /// [`SessionStore::message_id_floor`](crate::store::SessionStore::message_id_floor)); 0
+    /// unless the backend keeps ids it does not list.
+    fn message_id_floor(&self, session_id: &str, agent_id: &str) -> Result<u64, SessionError> {
+        let _ = (session_id, agent_id);
+        Ok(0)
+    }
+
     fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError>;
     /// The session's listing entry, from what the backend keeps beside it (never its messages).
     fn session_info(&self, session_id: &str) -> Result<Option<SessionInfo>, SessionError>;

@@ -278,6 +278,11 @@ impl<B: StoreBackend> SessionStore for CheckedStore<B> {
         Ok(messages)
     }
 
+    fn message_id_floor(&self, session_id: &str, agent_id: &str) -> Result<u64, SessionError> {
+        agent_ids(session_id, agent_id)?;
+        self.backend.message_id_floor(session_id, agent_id)
+    }
+
     fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
         self.backend.list_sessions()
     }

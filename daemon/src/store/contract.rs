@@ -134,6 +134,16 @@ pub trait SessionStore: Send + Sync {
         Ok(messages)
     }
 
+    /// The lowest id a new message of the agent may take, whatever `list_messages` shows: the
+    /// next id is the larger of this and one past the last message listed. The file backend
+    /// keeps it past every id a journal it had to set aside still holds (a journal it could not
+    /// replay, or one with a damaged line), so no id is given twice. This default, for other
+    /// backends, is 0.
+    fn message_id_floor(&self, session_id: &str, agent_id: &str) -> Result<u64, SessionError> {
+        let _ = (session_id, agent_id);
+        Ok(0)
+    }
+
     /// Writes durably what the backend keeps about a session beside its messages and defers
     /// while a turn runs: the file backend's `session.json` (message count, `updated_at`) and its
     /// listing index line. The hub calls it after turns (at most once per its

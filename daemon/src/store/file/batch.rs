@@ -3,7 +3,8 @@
 //! `journal`); their files follow later. One message (`create_message`) or one event
 //! (`append_event`) is a batch of one.
 //!
-//! Invariants: a batch is durable whole or not at all (a torn journal line is skipped on replay);
+//! Invariants: a batch is durable whole or not at all (a journal line that is torn, or whose
+//! checksum fails, is skipped on replay);
 //! a message id already taken refuses the whole batch before anything is written; the session's
 //! count and time are updated in memory once the batch is journaled (they reach `session.json` at
 //! `flush_session`).

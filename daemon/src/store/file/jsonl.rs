@@ -1,5 +1,6 @@
 //! Append-only JSON-lines files of the file backend: each session's `events.jsonl` and the sessions
-//! directory's listing index.
+//! directory's listing index. Each session's `journal.jsonl` is appended here too
+//! ([`append_bytes`]), but read by `journal`, which checks every line's checksum.
 //!
 //! Invariants and the torn-line policy:
 //! - An append is one `write` of complete lines (`O_APPEND`; one line, or the lines of one batch),
@@ -42,6 +43,23 @@ pub(crate) fn append_lines<T: Serialize>(
     records: &[T],
     durability: Durability,
 ) -> Result<(), SessionError> {
+    let mut lines = Vec::with_capacity(256);
+    for record in records {
+        serde_json::to_writer(&mut lines, record)
+            .map_err(|err| SessionError::corrupt(dir.join(name).display(), err))?;
+        lines.push(b'\n');
+    }
+    append_bytes(dir, name, &lines, durability)
+}
+
+/// Appends `lines`, complete lines each ending with a newline, to `dir/name` (created 0600 if
+/// missing) with one write and one sync.
+pub(crate) fn append_bytes(
+    dir: &Path,
+    name: &str,
+    lines: &[u8],
+    durability: Durability,
+) -> Result<(), SessionError> {
     let path = dir.join(name);
     let open = |create: bool| {
         OpenOptions::new()
@@ -68,22 +86,23 @@ pub(crate) fn append_lines<T: Serialize>(
         .metadata()
         .map_err(|err| SessionError::io(&path, err))?
         .len();
-    let mut line = Vec::with_capacity(256);
+    let mut torn = false;
     if len > 0 {
         let mut last = [0u8; 1];
         file.read_exact_at(&mut last, len - 1)
             .map_err(|err| SessionError::io(&path, err))?;
-        if last[0] != b'\n' {
-            line.push(b'\n');
-        }
+        torn = last[0] != b'\n';
     }
-    for record in records {
-        serde_json::to_writer(&mut line, record)
-            .map_err(|err| SessionError::corrupt(path.display(), err))?;
-        line.push(b'\n');
-    }
-    file.write_all(&line)
-        .map_err(|err| SessionError::io(&path, err))?;
+    let written = if torn {
+        // Rare (an earlier append was cut short): still one write.
+        let mut prefixed = Vec::with_capacity(lines.len() + 1);
+        prefixed.push(b'\n');
+        prefixed.extend_from_slice(lines);
+        file.write_all(&prefixed)
+    } else {
+        file.write_all(lines)
+    };
+    written.map_err(|err| SessionError::io(&path, err))?;
     if durability == Durability::Full {
         file.sync_data()
             .map_err(|err| SessionError::io(&path, err))?;

@@ -8,6 +8,7 @@
 //! <sessions_dir>/<id>/agents/tau/agent.json             agent record
 //! <sessions_dir>/<id>/agents/tau/messages/000000.json   one file per message, in order
 //! <sessions_dir>/<id>/journal.jsonl                     records durable, files to follow (see `journal`)
+//! <sessions_dir>/<id>/journal.jsonl.damaged-<time>      a journal set aside: damaged, or not replayable
 //! <sessions_dir>/.sessions-index.jsonl                  listing index, derived and self-repairing (see `index`)
 //! ```
 //!
@@ -17,15 +18,16 @@
 //!
 //! Invariants: the disk rules of [`fsutil`] (0700/0600, no symlink followed, records visible only
 //! complete, fsync with `Durability::Full`); nothing is deleted but the store's own stale temporary
-//! files and emptied journals; a message file is created once and only replaced to add its
-//! redaction (or, by a journal's replay, when a crash left it torn). The message files, with
-//! the journal replayed, are the truth: an append journals the message durably and keeps the
-//! session's new `updated_at` (the message's time) and `message_count` in memory, where every read
-//! of this store sees them; `flush_session` (after turns, at most once a second) writes the index
+//! files and emptied journals (a damaged one is set aside); a message file is created once and
+//! only replaced to add its redaction (or, by a journal's replay, when a crash left it torn). The
+//! message files, with the journal replayed, are the truth: an append journals the message
+//! durably and keeps the session's new `updated_at` (the message's time) and `message_count` in
+//! memory, where every read of this store sees them; `flush_session` (after turns, at most once a second) writes the index
 //! line, then `session.json`. So a crash leaves `session.json` behind its message files (and the
 //! index no further behind than it), by as many messages as the turn had stored. Each session is
 //! reconciled once per process before it is read, listed or written (see [`reconcile`]): its
-//! journal is replayed, its stale temporary files are removed, and a
+//! journal is replayed (a damaged record losing only itself), its stale temporary files are
+//! removed, the message ids its set-aside journals hold are kept taken, and a
 //! `message_count` that differs from its message files is set to their number (with `updated_at`
 //! moved to the newest message) in the index and `session.json`. One process writes a session at
 //! a time (the hub runs one agent per session, and one hub owns the data directory), and this
@@ -100,6 +102,9 @@ pub struct FileBackend {
     /// The journals of the sessions written by this process (see [`journal`]); an entry leaves
     /// when its session closes with its journal emptied.
     journals: Mutex<HashMap<String, Arc<journal::JournalEntry>>>,
+    /// Message ids that journals set aside still hold, found by reconciliations: never given to
+    /// a new message. Taken last: no other lock of the store is taken while it is held.
+    reserved: Mutex<journal::ReservedIds>,
 }
 
 impl CheckedStore<FileBackend> {
@@ -127,6 +132,7 @@ impl FileBackend {
             reconciled: Mutex::new(HashSet::new()),
             paged_by_id: Mutex::new(HashSet::new()),
             journals: Mutex::new(HashMap::new()),
+            reserved: Mutex::new(HashMap::new()),
             root,
             durability,
         })
@@ -412,6 +418,15 @@ impl StoreBackend for FileBackend {
         let dir = self.require_messages_dir(session_id, agent_id)?;
         self.materialize(session_id)?;
         self.read_page(&dir, session_id, agent_id, before, limit)
+    }
+
+    /// Past every id a journal set aside still holds (see `journal`).
+    fn message_id_floor(&self, session_id: &str, agent_id: &str) -> Result<u64, SessionError> {
+        // Reconciled first: that is when the journals set aside are read.
+        if let Some(dir) = self.session_dir(session_id)? {
+            self.ensure_reconciled(session_id, &dir);
+        }
+        Ok(self.reserved_floor(session_id, agent_id))
     }
 
     /// Every session, reconciled with its files first where this process has not yet (see

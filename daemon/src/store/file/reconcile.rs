@@ -23,6 +23,10 @@
 //!   makes a session unreadable and never runs beside a write of this process.
 //! - A count is corrected as an append writes: index line first, then `session.json`; its
 //!   `updated_at` moves to the newest message's creation time if that is later.
+//! - The session's journal is replayed before its files are counted, and the journals set aside
+//!   beside it (`journal.jsonl.damaged-…`, found by the same directory scan) are read for the
+//!   message ids they hold, which stay taken in this process (see `journal`); so are a journal's
+//!   when its replay fails and it stays for the next process.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -33,6 +37,7 @@ use std::sync::{MutexGuard, PoisonError};
 
 use crate::store::file::fsutil::{existing_dir, replace};
 use crate::store::file::index::IndexEntry;
+use crate::store::file::journal;
 use crate::store::id::validate_id;
 use crate::store::records::SessionInfo;
 use crate::store::store_error::{IdKind, SessionError};
@@ -62,6 +67,15 @@ pub(crate) fn remove_temps(
     dir: &Path,
     belongs: &dyn Fn(&str) -> bool,
 ) -> Result<usize, SessionError> {
+    remove_temps_noting(dir, belongs, &mut |_| {})
+}
+
+/// `remove_temps`, handing every other name of `dir` to `note`.
+fn remove_temps_noting(
+    dir: &Path,
+    belongs: &dyn Fn(&str) -> bool,
+    note: &mut dyn FnMut(&fs::DirEntry),
+) -> Result<usize, SessionError> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(err) if err.kind() == ErrorKind::NotFound => return Ok(0),
@@ -72,6 +86,7 @@ pub(crate) fn remove_temps(
         let entry = entry.map_err(|err| SessionError::io(dir, err))?;
         let name = entry.file_name();
         let Some(record) = name.to_str().and_then(temp_record_name) else {
+            note(&entry);
             continue;
         };
         if !belongs(record) {
@@ -133,11 +148,13 @@ pub(crate) struct AgentMessages {
 }
 
 /// One pass over a session's directories: the stale temporary files removed from it, its agents'
-/// directories and their `messages/` directories, and each agent's message files counted.
+/// directories and their `messages/` directories, each agent's message files counted, and the
+/// journals set aside beside them.
 #[derive(Debug, Default)]
 pub(crate) struct Scan {
     pub removed: usize,
     pub agents: Vec<AgentMessages>,
+    pub set_aside: Vec<PathBuf>,
 }
 
 impl Scan {
@@ -148,11 +165,24 @@ impl Scan {
 
 /// Scans a session directory (see [`Scan`]).
 pub(crate) fn scan_session(session_dir: &Path) -> Result<Scan, SessionError> {
+    let mut set_aside = Vec::new();
+    let removed = remove_temps_noting(
+        session_dir,
+        &|record| record == SESSION_FILE || record == META_FILE,
+        &mut |entry| {
+            if entry
+                .file_name()
+                .to_str()
+                .is_some_and(journal::is_set_aside)
+            {
+                set_aside.push(entry.path());
+            }
+        },
+    )?;
     let mut scan = Scan {
-        removed: remove_temps(session_dir, &|record| {
-            record == SESSION_FILE || record == META_FILE
-        })?,
+        removed,
         agents: Vec::new(),
+        set_aside,
     };
     for (agent_id, agent_dir) in agent_dirs(session_dir)? {
         scan.removed += remove_temps(&agent_dir, &|record| record == AGENT_FILE)?;
@@ -262,7 +292,16 @@ impl FileBackend {
     /// Scans the session and reads its `session.json` (no lock needed: no write of this process
     /// touches a session not yet reconciled), with the values its message files give.
     fn survey(&self, session_id: &str, dir: &Path) -> Result<Survey, SessionError> {
-        let replayed = super::journal::replay(dir, self.durability)?;
+        let replayed = match journal::replay(session_id, dir, self.durability) {
+            Ok(replayed) => replayed,
+            Err(err) => {
+                // The journal stays for the next process to replay; until then no id it holds
+                // (nor one a journal set aside holds) is given to a new message.
+                let set_aside = journal::set_aside_journals(dir);
+                self.reserve_ids(session_id, journal::kept_ids(dir, &set_aside, true));
+                return Err(err);
+            }
+        };
         if replayed > 0 {
             tracing::info!(
                 session_id,
@@ -271,6 +310,7 @@ impl FileBackend {
             );
         }
         let scan = scan_session(dir)?;
+        self.reserve_ids(session_id, journal::kept_ids(dir, &scan.set_aside, false));
         if scan.removed > 0 {
             tracing::info!(
                 session_id,
