@@ -351,6 +351,45 @@ async fn a_prompt_routine_the_model_proposes_is_asked_and_refused_when_rejected(
 }
 
 #[tokio::test]
+async fn a_tool_firings_events_reach_events_jsonl_without_waiting_for_a_checkpoint() {
+    let f = routines_fixture(vec![]).await;
+    let mut time = lamp_routine("", "x");
+    time.name = "time".into();
+    time.action = RoutineAction::Tool {
+        tool: "current_time".into(),
+        arguments: json!({}),
+    };
+    f.core.add_routine(time).await.unwrap();
+    let number = f.core.run_routine("time", "", "").await.unwrap().firing;
+    let firing = ended_firing(&f, "time", number).await;
+    assert_eq!(
+        firing.outcome,
+        FiringOutcome::Succeeded,
+        "{}",
+        firing.detail
+    );
+    // The seed's own file, not the journal: no turn ended, no checkpoint was due.
+    let events = f
+        .dir
+        .join("sessions")
+        .join("routine-time")
+        .join("events.jsonl");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(&events).unwrap_or_default();
+        if text.contains("\"tool_call\"") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "events.jsonl: {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    f.core.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_routine_whose_tool_is_gone_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("routines.json");

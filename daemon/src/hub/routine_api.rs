@@ -141,9 +141,14 @@ impl HubCore {
             ));
         }
         let (gate, ctx, on_pending) = self.asking_gate(&request.session_id, channel).await?;
-        register(&gate, engine, routine, request.replace, &ctx, &on_pending)
+        let added = register(&gate, engine, routine, request.replace, &ctx, &on_pending)
             .await
-            .map_err(routine_error)
+            .map_err(routine_error);
+        // A question asked outside a turn: its records reach the seed's files now.
+        if let Some(runtime) = self.open_runtime(&request.session_id).await {
+            runtime.flush_session().await;
+        }
+        added
     }
 
     fn is_tier_two(&self, tool: &str) -> bool {
@@ -264,6 +269,7 @@ impl HubCore {
         // nothing accumulates between turns.
         let runtime = self.runtime(session_id, None).await?;
         runtime.agent().1.take_tool_call(&tool_use_id);
+        runtime.flush_session().await;
         let (firing, result) = run.map_err(routine_error)?;
         Ok(ManualRun { firing, result })
     }

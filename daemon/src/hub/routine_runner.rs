@@ -11,7 +11,8 @@
 //! behind it go on. A firing holds only a weak reference to the core, so the engine never keeps a
 //! stopped hub alive; a prompt firing waits for its turn's end or for cancellation (hub
 //! shutdown), never longer; a tool firing's `tool_call` record is stored in the routine's session
-//! and taken back from the recorder, so nothing accumulates between turns. `schedule_routine`
+//! and taken back from the recorder, so nothing accumulates between turns, and the session is
+//! flushed after it as after a turn (its events reach `events.jsonl` within the record interval). `schedule_routine`
 //! proposals are registered here too, from the calling session and channel, as the model's
 //! (always asked).
 
@@ -155,6 +156,9 @@ impl HubCore {
                 };
                 let result = fire_tool_action(agent.gate(), routine, due, &ctx).await;
                 recorder.take_tool_call(&format!("routine-{}-{}", routine.name, due.number));
+                // Outside a turn nothing else writes the seed's files: do it now, as a turn's end
+                // does, so events.jsonl tells the truth within the record interval.
+                runtime.flush_session().await;
                 Ok(result)
             }
         }
