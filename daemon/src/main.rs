@@ -120,7 +120,10 @@ fn main() -> ExitCode {
     for warning in &installation.config.warnings {
         tracing::warn!("{warning}");
     }
-    let own_files = host::file_modes::OwnFiles::of(&installation.paths);
+    let own_files = host::file_modes::OwnFiles::of(
+        &installation.paths,
+        &[taud::routine::ROUTINES_FILE_NAME, taud::spend::SPEND_FILE],
+    );
     for fix in host::file_modes::make_private(&own_files) {
         tracing::warn!("{fix}");
     }

@@ -31,8 +31,9 @@ pub struct OwnFiles {
 }
 
 impl OwnFiles {
-    /// What a hub with `paths` keeps private.
-    pub fn of(paths: &Paths) -> Self {
+    /// What a hub with `paths` keeps private; `data_files` are the names of its files in the data
+    /// directory (`routines.json`, `spend.json`: their modules own the names).
+    pub fn of(paths: &Paths, data_files: &[&str]) -> Self {
         let data = &paths.data_dir;
         Self {
             dirs: vec![
@@ -41,13 +42,15 @@ impl OwnFiles {
                 paths.logs_dir.clone(),
                 paths.hub.dir.clone(),
             ],
-            files: vec![
-                data.join(crate::routine::ROUTINES_FILE_NAME),
-                data.join(crate::spend::SPEND_FILE),
-                data.join("sessions.db"),
-                data.join("sessions.db-wal"),
-                data.join("sessions.db-shm"),
-            ],
+            files: data_files
+                .iter()
+                .map(|name| data.join(name))
+                .chain(
+                    ["sessions.db", "sessions.db-wal", "sessions.db-shm"]
+                        .into_iter()
+                        .map(|name| data.join(name)),
+                )
+                .collect(),
             dirs_of_files: vec![data.join("telegram")],
         }
     }
@@ -160,6 +163,8 @@ pub fn readable_config_warnings(paths: &Paths) -> Vec<String> {
 mod tests {
     use super::*;
 
+    const FILES: &[&str] = &["routines.json", "spend.json"];
+
     fn mode(path: &Path) -> u32 {
         fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
     }
@@ -172,7 +177,7 @@ mod tests {
     fn loosened_files_are_put_back_and_each_fix_is_reported_once() {
         let tmp = tempfile::tempdir().unwrap();
         let paths = Paths::from_roots(tmp.path().join("home"), tmp.path().join("data"));
-        let own = OwnFiles::of(&paths);
+        let own = OwnFiles::of(&paths, FILES);
         for dir in &own.dirs {
             fs::create_dir_all(dir).unwrap();
             set(dir, 0o755);
@@ -223,7 +228,7 @@ mod tests {
         fs::write(&elsewhere, "{}").unwrap();
         set(&elsewhere, 0o644);
         std::os::unix::fs::symlink(&elsewhere, paths.data_dir.join("spend.json")).unwrap();
-        let fixes = make_private(&OwnFiles::of(&paths));
+        let fixes = make_private(&OwnFiles::of(&paths, FILES));
         assert_eq!(fixes.len(), 1, "{fixes:#?}");
         assert!(fixes[0].to_string().contains("symlink"), "{}", fixes[0]);
         assert_eq!(mode(&elsewhere), 0o644, "the target is not touched");

@@ -43,6 +43,7 @@ mod deferred_record;
 mod fsutil;
 mod index;
 mod journal;
+mod journal_replay;
 mod jsonl;
 mod layout;
 mod read;

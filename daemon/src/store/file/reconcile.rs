@@ -37,7 +37,7 @@ use std::sync::{MutexGuard, PoisonError};
 
 use crate::store::file::fsutil::{existing_dir, replace};
 use crate::store::file::index::IndexEntry;
-use crate::store::file::journal;
+use crate::store::file::journal_replay;
 use crate::store::id::validate_id;
 use crate::store::records::SessionInfo;
 use crate::store::store_error::{IdKind, SessionError};
@@ -173,7 +173,7 @@ pub(crate) fn scan_session(session_dir: &Path) -> Result<Scan, SessionError> {
             if entry
                 .file_name()
                 .to_str()
-                .is_some_and(journal::is_set_aside)
+                .is_some_and(journal_replay::is_set_aside)
             {
                 set_aside.push(entry.path());
             }
@@ -292,13 +292,13 @@ impl FileBackend {
     /// Scans the session and reads its `session.json` (no lock needed: no write of this process
     /// touches a session not yet reconciled), with the values its message files give.
     fn survey(&self, session_id: &str, dir: &Path) -> Result<Survey, SessionError> {
-        let replayed = match journal::replay(session_id, dir, self.durability) {
+        let replayed = match journal_replay::replay(session_id, dir, self.durability) {
             Ok(replayed) => replayed,
             Err(err) => {
                 // The journal stays for the next process to replay; until then no id it holds
                 // (nor one a journal set aside holds) is given to a new message.
-                let set_aside = journal::set_aside_journals(dir);
-                self.reserve_ids(session_id, journal::kept_ids(dir, &set_aside, true));
+                let set_aside = journal_replay::set_aside_journals(dir);
+                self.reserve_ids(session_id, journal_replay::kept_ids(dir, &set_aside, true));
                 return Err(err);
             }
         };
@@ -310,7 +310,10 @@ impl FileBackend {
             );
         }
         let scan = scan_session(dir)?;
-        self.reserve_ids(session_id, journal::kept_ids(dir, &scan.set_aside, false));
+        self.reserve_ids(
+            session_id,
+            journal_replay::kept_ids(dir, &scan.set_aside, false),
+        );
         if scan.removed > 0 {
             tracing::info!(
                 session_id,
