@@ -60,7 +60,7 @@ async fn question(watcher: &mut EventStream) -> (String, String) {
 }
 
 async fn ended_firing(f: &Fixture, name: &str, number: u64) -> taud::routine::Firing {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let deadline = tokio::time::Instant::now() + DEADLINE * 3; // a firing may wait out a held question first
     loop {
         let history = f.core.routine_history(name).unwrap();
         if let Some(firing) = history
@@ -488,11 +488,22 @@ async fn subscribe_when_there(f: &Fixture, session: &str, channel: &str) -> Even
     }
 }
 
-/// The id of the first pending approval a subscriber is shown: in its snapshot, else next.
-async fn shown(watcher: &mut EventStream) -> String {
-    match watcher.snapshot().pending.first() {
-        Some(info) => info.request.approval_id.clone(),
-        None => question(watcher).await.0,
+/// The id of a pending approval of `session` other than `not`, polled with a deadline (a loaded
+/// machine may show it before or after a subscriber attaches).
+async fn pending_in(f: &Fixture, session: &str, not: Option<&str>) -> String {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(info) = f
+            .core
+            .list_pending(Some(session))
+            .unwrap()
+            .into_iter()
+            .find(|p| Some(p.request.approval_id.as_str()) != not)
+        {
+            return info.request.approval_id;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "a question in time");
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -503,7 +514,7 @@ async fn a_prompt_routines_question_is_held_for_the_owner_and_ends_at_its_deadli
     let mut options = options();
     options.routines_file = Some(dir.path().join("routines.json"));
     // Long enough for a loaded machine to subscribe and answer, short enough for a test.
-    options.routine_approval_timeout = Duration::from_secs(5);
+    options.routine_approval_timeout = Duration::from_secs(8);
     let f = fixture_with(
         "file",
         vec![
@@ -539,9 +550,10 @@ async fn a_prompt_routines_question_is_held_for_the_owner_and_ends_at_its_deadli
     // the firing queued behind it goes on.
     let first = f.core.run_routine("lamp", "", "").await.unwrap().firing;
     let second = f.core.run_routine("lamp", "", "").await.unwrap().firing;
-    let mut passer = subscribe_when_there(&f, "routine-lamp", "routine").await;
-    let approval = shown(&mut passer).await;
+    let passer = subscribe_when_there(&f, "routine-lamp", "routine").await;
+    let approval = pending_in(&f, "routine-lamp", None).await;
     drop(passer);
+    let first_approval = approval.clone();
     let pending = f.core.list_pending(None).unwrap();
     assert_eq!(pending.len(), 1, "still pending after the client left");
     assert_eq!(pending[0].request.approval_id, approval);
@@ -572,13 +584,13 @@ async fn a_prompt_routines_question_is_held_for_the_owner_and_ends_at_its_deadli
     );
 
     // The next firing's question: any subscriber of the session may answer it.
-    let mut owner = f
+    let owner = f
         .core
         .subscribe("routine-lamp", None, "terminal")
         .await
         .unwrap();
     let attachment = owner.snapshot().attachment_id.clone();
-    let approval = shown(&mut owner).await;
+    let approval = pending_in(&f, "routine-lamp", Some(&first_approval)).await;
     f.core
         .decide(&approval, ApprovalAnswer::Approve, &attachment)
         .unwrap();
