@@ -474,7 +474,7 @@ async fn overlapping_prompt_firings_queue_like_any_turn() {
     f.core.shutdown().await;
 }
 
-/// Subscribes as soon as the session exists (a routine makes its session on its first firing).
+/// Subscribes once the session exists (a routine makes it on its first firing).
 async fn subscribe_when_there(f: &Fixture, session: &str, channel: &str) -> EventStream {
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
@@ -488,10 +488,8 @@ async fn subscribe_when_there(f: &Fixture, session: &str, channel: &str) -> Even
     }
 }
 
-/// The id of a pending approval of `session` other than `not`, polled with a deadline (a loaded
-/// machine may show it before or after a subscriber attaches).
 async fn pending_in(f: &Fixture, session: &str, not: Option<&str>) -> String {
-    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let deadline = tokio::time::Instant::now() + DEADLINE * 3;
     loop {
         if let Some(info) = f
             .core
@@ -549,11 +547,11 @@ async fn a_prompt_routines_question_is_held_for_the_owner_and_ends_at_its_deadli
     // pending for the owner (asked on the routine's approval channel), then ends at its deadline;
     // the firing queued behind it goes on.
     let first = f.core.run_routine("lamp", "", "").await.unwrap().firing;
-    let second = f.core.run_routine("lamp", "", "").await.unwrap().firing;
     let passer = subscribe_when_there(&f, "routine-lamp", "routine").await;
     let approval = pending_in(&f, "routine-lamp", None).await;
+    // Queued behind the first, which waits on its question.
+    let second = f.core.run_routine("lamp", "", "").await.unwrap().firing;
     drop(passer);
-    let first_approval = approval.clone();
     let pending = f.core.list_pending(None).unwrap();
     assert_eq!(pending.len(), 1, "still pending after the client left");
     assert_eq!(pending[0].request.approval_id, approval);
@@ -584,13 +582,9 @@ async fn a_prompt_routines_question_is_held_for_the_owner_and_ends_at_its_deadli
     );
 
     // The next firing's question: any subscriber of the session may answer it.
-    let owner = f
-        .core
-        .subscribe("routine-lamp", None, "terminal")
-        .await
-        .unwrap();
+    let owner = subscribe_when_there(&f, "routine-lamp", "terminal").await;
     let attachment = owner.snapshot().attachment_id.clone();
-    let approval = pending_in(&f, "routine-lamp", Some(&first_approval)).await;
+    let approval = pending_in(&f, "routine-lamp", Some(&approval)).await;
     f.core
         .decide(&approval, ApprovalAnswer::Approve, &attachment)
         .unwrap();
