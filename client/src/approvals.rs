@@ -18,16 +18,17 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt, is_approval_answer};
+use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt};
 use tau_api::installation::Installation;
 use tau_api::lang::Lang;
-use tau_api::proto::v1::{self as pb, session_event::Kind, subscribe_response};
+use tau_api::proto::v1::{self as pb, subscribe_response};
 use tonic::Streaming;
 
 use crate::approve;
 use crate::cli::Context;
 use crate::environment;
-use crate::hub_link::{self, EXIT_NO_HUB, HubAddress, HubClient};
+use crate::hub_link::{self, HubAddress, HubClient};
+use crate::routine_approval::{Answered, ask_while_open, within};
 
 /// How long one hub call may take.
 const CALL_DEADLINE: Duration = Duration::from_secs(10);
@@ -70,17 +71,11 @@ pub fn run(args: &ApprovalsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         .context("starting the async runtime")?;
     runtime.block_on(async {
         let address = HubAddress::Unix(installation.paths.hub.socket.clone());
-        let client = match tokio::time::timeout(CALL_DEADLINE, hub_link::connect(&address)).await {
-            Ok(Ok(client)) => client,
-            Ok(Err(not_running)) => {
-                eprintln!("tau approvals: {not_running}. Start one with `tau hub run`.");
-                return Ok(ExitCode::from(EXIT_NO_HUB));
-            }
-            Err(_) => {
-                eprintln!("tau approvals: the hub did not answer within {CALL_DEADLINE:?}");
-                return Ok(ExitCode::from(EXIT_NO_HUB));
-            }
-        };
+        let client =
+            match hub_link::connect_or_report("tau approvals", &address, CALL_DEADLINE).await {
+                Ok(client) => client,
+                Err(code) => return Ok(code),
+            };
         let result = match &args.command {
             None => list(client, args.json).await,
             Some(ApprovalsCommand::Decide(decide_args)) => {
@@ -102,19 +97,12 @@ pub fn run(args: &ApprovalsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     })
 }
 
-async fn call<T>(
-    future: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-) -> Result<T, String> {
-    match tokio::time::timeout(CALL_DEADLINE, future).await {
-        Ok(Ok(response)) => Ok(response.into_inner()),
-        Ok(Err(status)) => Err(status.message().to_owned()),
-        Err(_) => Err(format!("no answer from the hub within {CALL_DEADLINE:?}")),
-    }
-}
-
 async fn pending(client: &mut HubClient) -> Result<Vec<pb::PendingApproval>, String> {
-    let listed =
-        call(client.list_pending_approvals(pb::ListPendingApprovalsRequest::default())).await?;
+    let listed = within(
+        CALL_DEADLINE,
+        client.list_pending_approvals(pb::ListPendingApprovalsRequest::default()),
+    )
+    .await?;
     Ok(listed.approvals)
 }
 
@@ -200,12 +188,15 @@ async fn decide(mut client: HubClient, id: &str, asking: Option<Lang>) -> Result
             "approval {id} is not pending (it was decided, it ended, or no approval has this id); see `tau approvals`"
         ));
     };
-    let mut stream = call(client.subscribe(pb::SubscribeRequest {
-        session_id: approval.session_id.clone(),
-        after_seq: None,
-        channel: approval.channel.clone(),
-        stream_id: String::new(),
-    }))
+    let mut stream = within(
+        CALL_DEADLINE,
+        client.subscribe(pb::SubscribeRequest {
+            session_id: approval.session_id.clone(),
+            after_seq: None,
+            channel: approval.channel.clone(),
+            stream_id: String::new(),
+        }),
+    )
     .await
     .map_err(|e| format!("cannot attach to session {}: {e}", approval.session_id))?;
     let snapshot = match tokio::time::timeout(CALL_DEADLINE, stream.message()).await {
@@ -258,11 +249,14 @@ async fn decide(mut client: HubClient, id: &str, asking: Option<Lang>) -> Result
     } else {
         pb::ApprovalDecision::Rejected
     };
-    let decided = call(client.decide_approval(pb::DecideApprovalRequest {
-        approval_id: shown.approval_id.clone(),
-        decision: decision as i32,
-        attachment_id: snapshot.attachment_id,
-    }))
+    let decided = within(
+        CALL_DEADLINE,
+        client.decide_approval(pb::DecideApprovalRequest {
+            approval_id: shown.approval_id.clone(),
+            decision: decision as i32,
+            attachment_id: snapshot.attachment_id,
+        }),
+    )
     .await?;
     println!("{}", outcome_line(&decided));
     Ok(())
@@ -275,32 +269,17 @@ async fn answer(
     shown: &pb::PendingApproval,
     stream: &mut Streaming<pb::SubscribeResponse>,
 ) -> Result<Option<bool>, String> {
-    let mut asking =
-        approve::ask_on_tty(prompt).map_err(|e| format!("cannot ask on the terminal: {e}"))?;
-    loop {
-        tokio::select! {
-            line = asking.line() => {
-                return Ok(Some(line.as_deref().is_some_and(is_approval_answer)));
-            }
-            message = stream.message() => match message {
-                Ok(Some(pb::SubscribeResponse {
-                    kind: Some(subscribe_response::Kind::Event(event)),
-                })) => {
-                    if let Some(Kind::ApprovalResolved(resolved)) = &event.kind
-                        && resolved.approval_id == shown.approval_id
-                    {
-                        println!(
-                            "\n(the approval was resolved elsewhere: {})",
-                            crate::event_json::resolution_name(resolved.resolution)
-                        );
-                        return Ok(None);
-                    }
-                }
-                Ok(Some(_)) => {}
-                Ok(None) | Err(_) => {
-                    return Err("the hub closed the session's stream; nothing was decided".to_owned());
-                }
-            },
+    match ask_while_open(prompt, &shown.approval_id, stream).await? {
+        Answered::Person(approve) => Ok(Some(approve)),
+        Answered::Elsewhere(resolution) => {
+            println!(
+                "\n(the approval was resolved elsewhere: {})",
+                crate::event_json::resolution_name(resolution)
+            );
+            Ok(None)
+        }
+        Answered::StreamEnded => {
+            Err("the hub closed the session's stream; nothing was decided".to_owned())
         }
     }
 }

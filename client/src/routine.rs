@@ -19,8 +19,8 @@ use tau_api::proto::v1 as pb;
 
 use crate::cli::Context;
 use crate::environment;
-use crate::hub_link::{self, EXIT_NO_HUB, HubAddress, HubClient};
-use crate::routine_approval;
+use crate::hub_link::{self, HubAddress, HubClient};
+use crate::routine_approval::{self, within as call};
 
 /// How long a routine call may take.
 const CALL_DEADLINE: Duration = Duration::from_secs(10);
@@ -142,16 +142,10 @@ pub fn run(command: &RoutineCommand, ctx: &Context) -> anyhow::Result<ExitCode> 
         .context("starting the async runtime")?;
     runtime.block_on(async {
         let address = HubAddress::Unix(installation.paths.hub.socket.clone());
-        let client = match tokio::time::timeout(CALL_DEADLINE, hub_link::connect(&address)).await {
-            Ok(Ok(client)) => client,
-            Ok(Err(not_running)) => {
-                eprintln!("tau routine: {not_running}. Start one with `tau hub run`.");
-                return Ok(ExitCode::from(EXIT_NO_HUB));
-            }
-            Err(_) => {
-                eprintln!("tau routine: the hub did not answer within {CALL_DEADLINE:?}");
-                return Ok(ExitCode::from(EXIT_NO_HUB));
-            }
+        let client = match hub_link::connect_or_report("tau routine", &address, CALL_DEADLINE).await
+        {
+            Ok(client) => client,
+            Err(code) => return Ok(code),
         };
         let lang = installation.settings.lang;
         match dispatch(command, client, lang).await {
@@ -162,17 +156,6 @@ pub fn run(command: &RoutineCommand, ctx: &Context) -> anyhow::Result<ExitCode> 
             }
         }
     })
-}
-
-async fn call<T>(
-    deadline: Duration,
-    future: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
-) -> Result<T, String> {
-    match tokio::time::timeout(deadline, future).await {
-        Ok(Ok(response)) => Ok(response.into_inner()),
-        Ok(Err(status)) => Err(status.message().to_owned()),
-        Err(_) => Err(format!("no answer from the hub within {deadline:?}")),
-    }
 }
 
 async fn dispatch(

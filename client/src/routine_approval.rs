@@ -291,32 +291,17 @@ impl Question {
             },
         )
         .map_err(|e| e.to_string())?;
-        let mut asking =
-            approve::ask_on_tty(&prompt).map_err(|e| format!("cannot ask on the terminal: {e}"))?;
-        loop {
-            tokio::select! {
-                line = asking.line() => {
-                    return Ok(Some(line.as_deref().is_some_and(is_approval_answer)));
-                }
-                message = stream.message() => match message {
-                    Ok(Some(pb::SubscribeResponse {
-                        kind: Some(subscribe_response::Kind::Event(event)),
-                    })) => {
-                        if let Some(Kind::ApprovalResolved(resolved)) = &event.kind
-                            && resolved.approval_id == question.approval_id
-                        {
-                            eprintln!(
-                                "\n(the approval was resolved elsewhere: {})",
-                                crate::event_json::resolution_name(resolved.resolution)
-                            );
-                            return Ok(None);
-                        }
-                    }
-                    Ok(Some(_)) => {}
-                    // Without its stream the question is closed by the hub; the answer is moot.
-                    Ok(None) | Err(_) => return Ok(None),
-                },
+        match ask_while_open(&prompt, &question.approval_id, stream).await? {
+            Answered::Person(approve) => Ok(Some(approve)),
+            Answered::Elsewhere(resolution) => {
+                eprintln!(
+                    "\n(the approval was resolved elsewhere: {})",
+                    crate::event_json::resolution_name(resolution)
+                );
+                Ok(None)
             }
+            // Without its stream the question is closed by the hub; the answer is moot.
+            Answered::StreamEnded => Ok(None),
         }
     }
 
@@ -342,8 +327,50 @@ impl Question {
     }
 }
 
+/// What became of a question shown on the terminal while its session's stream was watched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answered {
+    /// The person typed a line: `true` approves.
+    Person(bool),
+    /// Something else resolved it first (its `ApprovalResolution`).
+    Elsewhere(i32),
+    /// The session's stream ended.
+    StreamEnded,
+}
+
+/// Shows `prompt` on the terminal and waits for the person's line, or for approval
+/// `approval_id` to be resolved elsewhere (seen on `stream`), or for the stream's end.
+pub(crate) async fn ask_while_open(
+    prompt: &str,
+    approval_id: &str,
+    stream: &mut Streaming<pb::SubscribeResponse>,
+) -> Result<Answered, String> {
+    let mut asking =
+        approve::ask_on_tty(prompt).map_err(|e| format!("cannot ask on the terminal: {e}"))?;
+    loop {
+        tokio::select! {
+            line = asking.line() => {
+                return Ok(Answered::Person(line.as_deref().is_some_and(is_approval_answer)));
+            }
+            message = stream.message() => match message {
+                Ok(Some(pb::SubscribeResponse {
+                    kind: Some(subscribe_response::Kind::Event(event)),
+                })) => {
+                    if let Some(Kind::ApprovalResolved(resolved)) = &event.kind
+                        && resolved.approval_id == approval_id
+                    {
+                        return Ok(Answered::Elsewhere(resolved.resolution));
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return Ok(Answered::StreamEnded),
+            },
+        }
+    }
+}
+
 /// Waits for a hub call at most `deadline`; the error as a short text.
-async fn within<T>(
+pub(crate) async fn within<T>(
     deadline: Duration,
     future: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 ) -> Result<T, String> {

@@ -83,6 +83,26 @@ pub async fn connect(address: &HubAddress) -> Result<HubClient, NotRunning> {
     }
 }
 
+/// [`connect`] for the one-shot command `command` (`tau routine`, `tau approvals`) within
+/// `deadline`; when no hub answers, prints one line saying so and gives [`EXIT_NO_HUB`].
+pub async fn connect_or_report(
+    command: &str,
+    address: &HubAddress,
+    deadline: Duration,
+) -> Result<HubClient, std::process::ExitCode> {
+    match tokio::time::timeout(deadline, connect(address)).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(not_running)) => {
+            eprintln!("{command}: {not_running}. Start one with `tau hub run`.");
+            Err(std::process::ExitCode::from(EXIT_NO_HUB))
+        }
+        Err(_) => {
+            eprintln!("{command}: the hub did not answer within {deadline:?}");
+            Err(std::process::ExitCode::from(EXIT_NO_HUB))
+        }
+    }
+}
+
 /// An error and its sources on one line.
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();

@@ -232,40 +232,26 @@ pub async fn run_by_hand(
         tool: tool.clone(),
         arguments: arguments.clone(),
     };
-    let record = match gate.begin(call, ctx) {
+    let not_approved = |outcome: &str| RoutineError::NotApproved {
+        name: name.to_owned(),
+        outcome: outcome.to_owned(),
+    };
+    let verdict = match gate.begin(call, ctx) {
         Checked::Pending(pending) => {
             on_pending(pending.request());
-            match pending.wait().await {
-                Verdict::Allowed(permit) => Some(permit),
-                Verdict::Refused(refusal) => {
-                    let record = refusal.into_record();
-                    gate.record(&record, ctx);
-                    return Err(RoutineError::NotApproved {
-                        name: name.to_owned(),
-                        outcome: record.approval.as_str().to_owned(),
-                    });
-                }
-            }
+            pending.wait().await
         }
         // A tier-2 call of the caller's session is always asked: no exemption covers it there.
-        Checked::Ready(Verdict::Allowed(permit)) => {
-            drop(permit);
-            None
-        }
-        Checked::Ready(Verdict::Refused(refusal)) => {
+        Checked::Ready(Verdict::Allowed(_)) => return Err(not_approved("not asked")),
+        Checked::Ready(refused) => refused,
+    };
+    let permit = match verdict {
+        Verdict::Allowed(permit) => permit,
+        Verdict::Refused(refusal) => {
             let record = refusal.into_record();
             gate.record(&record, ctx);
-            return Err(RoutineError::NotApproved {
-                name: name.to_owned(),
-                outcome: record.approval.as_str().to_owned(),
-            });
+            return Err(not_approved(record.approval.as_str()));
         }
-    };
-    let Some(permit) = record else {
-        return Err(RoutineError::NotApproved {
-            name: name.to_owned(),
-            outcome: "not asked".to_owned(),
-        });
     };
     let due = engine.claim_now(name)?;
     let record = permit.run(ctx.clone()).await;
