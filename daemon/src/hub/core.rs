@@ -11,7 +11,7 @@
 //! - Seqs are numbered per process: [`HubCore::stream_id`] (random per core) names the numbering;
 //!   a resumption naming another stream is refused, never served events of another numbering.
 //! - Requests are checked before anything is touched, all by [`super::limits`] (ids, channels,
-//!   texts, idempotency keys: a session remembers at most `REMEMBERED_TURNS` of them).
+//!   texts, idempotency keys: a session remembers at most `REMEMBERED_TURNS` turns started with one).
 //! - Open sessions are [`OpenSessions`]; the core holds it and never its parts. Opening a session
 //!   reads the store on a blocking thread with the open map held, so a session is never opened
 //!   twice.
@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::approvals::ApprovalRegistry;
+use super::builtin_tools::BuiltinTools;
 use super::bus::EventBus;
 use super::error::CoreError;
 use super::event::{EventKind, SessionEvent};
@@ -144,28 +145,33 @@ impl HubCore {
         ));
         let with_routines = options.routines_file.is_some();
         Ok(Self {
-            inner: Arc::new_cyclic(|weak| CoreInner {
-                parts: AgentParts {
-                    store,
-                    options,
-                    factory,
-                    persona,
-                    registry,
-                    journal,
-                    mcp: Arc::new(McpManager::new(options_mcp)),
-                    spend,
-                    routine_proposer: with_routines.then(|| {
+            inner: Arc::new_cyclic(|weak| {
+                let proposer: Option<Arc<dyn crate::tool::builtin::RoutineProposer>> =
+                    with_routines.then(|| {
                         Arc::new(super::routine_runner::HubRoutineProposer { core: weak.clone() })
                             as _
-                    }),
-                },
-                stream_id: new_id("stream", 0),
-                sessions,
-                reaper_passes: Arc::new(AtomicU64::new(0)),
-                listings: ChannelListings::default(),
-                ids: AtomicU64::new(0),
-                stop: CancellationToken::new(),
-                routines: std::sync::OnceLock::new(),
+                    });
+                CoreInner {
+                    parts: AgentParts {
+                        store,
+                        options,
+                        factory,
+                        persona,
+                        registry,
+                        journal,
+                        mcp: Arc::new(McpManager::new(options_mcp)),
+                        spend,
+                        builtin_tools: BuiltinTools::new(proposer.as_ref()),
+                        routine_proposer: proposer,
+                    },
+                    stream_id: new_id("stream", 0),
+                    sessions,
+                    reaper_passes: Arc::new(AtomicU64::new(0)),
+                    listings: ChannelListings::default(),
+                    ids: AtomicU64::new(0),
+                    stop: CancellationToken::new(),
+                    routines: std::sync::OnceLock::new(),
+                }
             }),
         })
     }
@@ -309,6 +315,13 @@ impl HubCore {
             .sessions
             .retire_idle(self.options().idle_after)
             .await;
+    }
+
+    /// Cuts the replay buffers of open sessions without a turn for `after` to
+    /// [`super::bus::IDLE_REPLAY_BYTES`], as the idle reaper does after
+    /// [`super::open_sessions::TRIM_IDLE_AFTER`].
+    pub async fn trim_idle(&self, after: Duration) {
+        self.inner.sessions.trim_idle(after).await;
     }
 
     /// The tools an agent may call.

@@ -1,5 +1,6 @@
-//! The turns of one open session: the [`TurnTable`] (running turn, queue, idempotency keys, recently
-//! finished turns) and the worker that runs queued turns one at a time and publishes their events.
+//! The turns of one open session: the [`TurnTable`] (running turn, queue, the turns started with an
+//! idempotency key, bounded by [`REMEMBERED_TURNS`] and [`REMEMBERED_END_TEXT_BYTES`]) and the
+//! worker that runs queued turns one at a time and publishes their events.
 //!
 //! Invariants:
 //! - Turns of a session run one at a time in the order they were accepted; a queue longer than the
@@ -33,13 +34,22 @@ use crate::gate::{
 };
 use crate::message::Usage;
 
-/// How many idempotency keys and finished turns a session remembers.
-pub const REMEMBERED_TURNS: usize = 256;
+/// Turns started with an idempotency key that a session remembers (what a repeated StartTurn
+/// finds: the turn, where its events start, how it ended), the oldest forgotten first. Turns
+/// without a key cannot be repeated and are not remembered. At least the default queue bound
+/// plus the running turn, so a waiting turn's key is never forgotten.
+pub const REMEMBERED_TURNS: usize = 32;
+/// The most text the remembered turns' ends keep, in bytes: the newest ended turn keeps its whole
+/// text; past this, older ones lose theirs (a repeat of one then ends without its text, which the
+/// stored session still has).
+pub const REMEMBERED_END_TEXT_BYTES: usize = 8 * 1024;
 
 /// A turn waiting or running.
 #[derive(Debug, Clone)]
 pub(crate) struct TurnRecord {
     pub info: TurnInfo,
+    /// The seq of its first event (`turn_queued`).
+    pub first_seq: u64,
     pub cancel: CancellationToken,
     /// Set for a turn no client started (a routine's): its questions are held for this long.
     pub held_for: Option<Duration>,
@@ -48,8 +58,22 @@ pub(crate) struct TurnRecord {
 /// A turn the session has seen: where its events start, and how it ended.
 #[derive(Debug, Clone)]
 pub(crate) struct KnownTurn {
+    /// Its idempotency key.
+    key: String,
     pub first_seq: u64,
     pub ended: Option<(u64, String, TurnEnd)>,
+}
+
+impl KnownTurn {
+    fn end_text_bytes(&self) -> usize {
+        self.ended
+            .as_ref()
+            .map_or(0, |(_, _, end)| end_text_bytes(end))
+    }
+}
+
+fn end_text_bytes(end: &TurnEnd) -> usize {
+    end.text.len() + end.notice.as_ref().map_or(0, String::len)
 }
 
 /// The turns of one session.
@@ -57,10 +81,13 @@ pub(crate) struct KnownTurn {
 pub(crate) struct TurnTable {
     pub running: Option<TurnRecord>,
     pub queue: VecDeque<TurnRecord>,
+    /// Idempotency key → turn id, for the turns in `known`.
     keys: HashMap<String, String>,
-    key_order: VecDeque<String>,
+    /// The remembered turns (those started with a key), by turn id; `known_order` oldest first.
     known: HashMap<String, KnownTurn>,
     known_order: VecDeque<String>,
+    /// [`end_text_bytes`] over `known`.
+    end_text: usize,
     /// Set when the session is dropped from memory: no more turns are accepted here.
     pub closed: bool,
 }
@@ -80,35 +107,56 @@ impl TurnTable {
         self.known.get(turn_id)
     }
 
-    fn remember_key(&mut self, key: String, turn_id: String) {
-        if self.key_order.len() == REMEMBERED_TURNS
-            && let Some(oldest) = self.key_order.pop_front()
-        {
-            self.keys.remove(&oldest);
-        }
-        self.key_order.push_back(key.clone());
-        self.keys.insert(key, turn_id);
+    /// How many turns are remembered, and the bytes of their ends' text.
+    #[cfg(test)]
+    pub fn remembered(&self) -> (usize, usize) {
+        (self.known.len(), self.end_text)
     }
 
-    fn remember_turn(&mut self, turn_id: String, first_seq: u64) {
-        if self.known_order.len() == REMEMBERED_TURNS
-            && let Some(oldest) = self.known_order.pop_front()
-        {
-            self.known.remove(&oldest);
+    /// Remembers a turn started with `key` (see [`REMEMBERED_TURNS`]).
+    fn remember(&mut self, key: String, turn_id: String, first_seq: u64) {
+        while self.known_order.len() >= REMEMBERED_TURNS {
+            let Some(oldest) = self.known_order.pop_front() else {
+                break;
+            };
+            if let Some(forgotten) = self.known.remove(&oldest) {
+                self.end_text -= forgotten.end_text_bytes();
+                self.keys.remove(&forgotten.key);
+            }
         }
+        self.keys.insert(key.clone(), turn_id.clone());
         self.known_order.push_back(turn_id.clone());
         self.known.insert(
             turn_id,
             KnownTurn {
+                key,
                 first_seq,
                 ended: None,
             },
         );
     }
 
+    /// Records how a remembered turn ended; older ends lose their text past
+    /// [`REMEMBERED_END_TEXT_BYTES`].
     fn record_end(&mut self, turn_id: &str, seq: u64, end: TurnEnd) {
-        if let Some(known) = self.known.get_mut(turn_id) {
-            known.ended = Some((seq, now_rfc3339(), end));
+        let Some(known) = self.known.get_mut(turn_id) else {
+            return;
+        };
+        let before = known.end_text_bytes();
+        known.ended = Some((seq, now_rfc3339(), end));
+        self.end_text = self.end_text - before + known.end_text_bytes();
+        for id in &self.known_order {
+            if self.end_text <= REMEMBERED_END_TEXT_BYTES {
+                break;
+            }
+            if id == turn_id {
+                continue;
+            }
+            if let Some((_, _, older)) = self.known.get_mut(id).and_then(|k| k.ended.as_mut()) {
+                self.end_text -= end_text_bytes(older);
+                older.text = String::new();
+                older.notice = None;
+            }
         }
     }
 }
@@ -206,13 +254,13 @@ impl SessionRuntime {
             };
             turns.queue.push_back(TurnRecord {
                 info: info.clone(),
+                first_seq: next_seq,
                 cancel: CancellationToken::new(),
                 held_for,
             });
             if let Some(key) = idempotency_key {
-                turns.remember_key(key, turn_id.clone());
+                turns.remember(key, turn_id.clone(), next_seq);
             }
-            turns.remember_turn(turn_id.clone(), next_seq);
             let event = EventKind::TurnQueued { turn: info, ahead };
             let accepted = Accepted {
                 session_id: self.session_id.clone(),
@@ -326,21 +374,28 @@ impl SessionRuntime {
 
     /// Publishes `turn_ended` and clears the running turn.
     fn finish(&self, turn_id: &str, end: TurnEnd) {
-        self.bus.publish_with(|next_seq| {
+        let first_seq = self.bus.publish_with(|next_seq| {
             let mut turns = self.lock_turns();
+            let mut first_seq = None;
             if turns
                 .running
                 .as_ref()
                 .is_some_and(|r| r.info.turn_id == turn_id)
             {
-                turns.running = None;
+                first_seq = turns.running.take().map(|r| r.first_seq);
             }
             turns.record_end(turn_id, next_seq, end.clone());
             (
                 Some((Some(turn_id.to_owned()), EventKind::TurnEnded(end))),
-                (),
+                first_seq,
             )
         });
+        // The session's turns are all done: only this turn's events stay for resumptions.
+        if let Some(first_seq) = first_seq
+            && !self.lock_turns().busy()
+        {
+            self.bus.drop_before(first_seq);
+        }
         self.touch();
     }
 }
@@ -548,4 +603,80 @@ pub fn shown_arguments(record: &ToolCallEvent) -> String {
         return String::new();
     }
     format_approval_arguments(&record.arguments)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(text: &str) -> TurnEnd {
+        TurnEnd {
+            stop_reason: StopReason::EndTurn,
+            text: text.to_owned(),
+            usage: Usage::default(),
+            model_calls: 1,
+            notice: None,
+        }
+    }
+
+    #[test]
+    fn only_turns_with_a_key_are_remembered_and_at_most_remembered_turns() {
+        let mut table = TurnTable::default();
+        for i in 0..10 * REMEMBERED_TURNS {
+            let key = (i % 2 == 0).then(|| format!("key-{i}"));
+            if let Some(key) = key {
+                table.remember(key, format!("turn-{i}"), i as u64);
+            }
+            table.record_end(&format!("turn-{i}"), i as u64, end("ok"));
+        }
+        assert_eq!(table.remembered().0, REMEMBERED_TURNS);
+        assert_eq!(table.keys.len(), REMEMBERED_TURNS);
+        assert_eq!(table.known_order.len(), REMEMBERED_TURNS);
+        let newest = 10 * REMEMBERED_TURNS - 2;
+        assert_eq!(
+            table.by_key(&format!("key-{newest}")),
+            Some(format!("turn-{newest}").as_str())
+        );
+        assert_eq!(
+            table.by_key("key-0"),
+            None,
+            "the oldest key is forgotten with its turn"
+        );
+        assert!(
+            table.known("turn-1").is_none(),
+            "a turn without a key is not remembered"
+        );
+    }
+
+    fn text_of(table: &TurnTable, id: &str) -> Option<usize> {
+        table
+            .known(id)
+            .and_then(|k| k.ended.as_ref())
+            .map(|(_, _, end)| end.text.len())
+    }
+
+    #[test]
+    fn ended_texts_stay_within_their_budget_and_the_newest_keeps_its_text() {
+        let mut table = TurnTable::default();
+        let long = "x".repeat(REMEMBERED_END_TEXT_BYTES / 3);
+        for i in 0..20 {
+            table.remember(format!("k{i}"), format!("t{i}"), i);
+            table.record_end(&format!("t{i}"), i, end(&long));
+            assert!(table.remembered().1 <= REMEMBERED_END_TEXT_BYTES);
+        }
+        assert_eq!(text_of(&table, "t19"), Some(long.len()));
+        assert_eq!(
+            text_of(&table, "t0"),
+            Some(0),
+            "an older end lost its text, not its place"
+        );
+        let held: usize = table.known.values().map(KnownTurn::end_text_bytes).sum();
+        assert_eq!(held, table.remembered().1, "the running count is exact");
+        // One end longer than the budget is kept whole while it is the newest.
+        let huge = "y".repeat(2 * REMEMBERED_END_TEXT_BYTES);
+        table.remember("big".into(), "big".into(), 99);
+        table.record_end("big", 99, end(&huge));
+        assert_eq!(text_of(&table, "big"), Some(huge.len()));
+        assert_eq!(table.remembered().1, huge.len());
+    }
 }
