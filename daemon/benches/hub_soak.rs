@@ -14,6 +14,8 @@
 //!   --turns T         turns per store (10,000)       --warmup W        turns before the slope (T/5, at most 1,000)
 //!   --store S         file or sqlite (both)          --rate R          turns per second (unpaced)
 //!   --routine         a prompt routine every minute, and run by hand every 500 turns
+//!   --idle-close S    `[hub] idle_session_close = S` (seconds); after the turns, drop the
+//!                     subscribers and wait for the sessions to close: RSS before and after
 //!   --long            100,000 turns (also TAU_SOAK_LONG=1), for a manual run
 //!   --short           3,000 turns per store, warm-up 1,000; exits 1 over the budget (a CI check)
 //!   --quiet           no line per sample
@@ -34,7 +36,9 @@ mod soak;
 
 use std::path::PathBuf;
 
-use multi_soak::{MultiPlan, MultiReport};
+use std::time::Duration;
+
+use multi_soak::{IdleClose, MultiPlan, MultiReport};
 use soak::{SoakHub, SoakPlan, SoakResult};
 
 /// The slope budget after warm-up, MiB per 10,000 turns (10 sessions, 5 subscribers).
@@ -69,6 +73,8 @@ struct Options {
     plan: MultiPlan,
     stores: Vec<&'static str>,
     check: bool,
+    /// `[hub] idle_session_close`, seconds, and the idle phase after the turns.
+    idle_close: Option<u64>,
 }
 
 fn parse(args: &[String]) -> SoakResult<Options> {
@@ -86,6 +92,7 @@ fn parse(args: &[String]) -> SoakResult<Options> {
     let mut warmup = None;
     let mut stores = vec!["file", "sqlite"];
     let mut check = false;
+    let mut idle_close = None;
     let mut rest = args.iter();
     let number = |value: Option<&String>, name: &str| -> SoakResult<usize> {
         value
@@ -114,6 +121,7 @@ fn parse(args: &[String]) -> SoakResult<Options> {
                 }
             }
             "--routine" => plan.routine_every = Some(ROUTINE_EVERY),
+            "--idle-close" => idle_close = Some(number(rest.next(), arg)? as u64),
             "--long" => plan.turns = LONG_TURNS,
             "--short" => {
                 plan.turns = SHORT_TURNS;
@@ -132,6 +140,7 @@ fn parse(args: &[String]) -> SoakResult<Options> {
         plan,
         stores,
         check,
+        idle_close,
     })
 }
 
@@ -144,7 +153,11 @@ fn multi(
         plan,
         stores,
         check,
+        idle_close,
     } = parse(args)?;
+    let toml = idle_close.map_or_else(String::new, |s| {
+        format!("[hub]\nidle_session_close = {s}\n")
+    });
     println!(
         "multi-session soak: {} sessions × {} subscribers, {} turns per store (text, tool, text, tier 2 approved), warm-up {}{}{}",
         plan.sessions,
@@ -163,14 +176,27 @@ fn multi(
     let mut reports = Vec::new();
     for backend in stores {
         println!("{backend}:");
-        let hub = SoakHub::start_configured(taud, backend, "")?;
-        let report: SoakResult<MultiReport> = runtime.block_on(async {
+        let hub = SoakHub::start_configured(taud, backend, &toml)?;
+        let report: SoakResult<(MultiReport, Option<IdleClose>)> = runtime.block_on(async {
             let mut running = multi_soak::open(&hub, &plan).await?;
             let report = multi_soak::run(&hub, &plan, &running).await?;
-            running.drop_subscribers().await;
-            Ok(report)
+            let closed = match idle_close {
+                Some(seconds) => {
+                    // The reaper looks every half the idle time (at most 60 s).
+                    let limit = Duration::from_secs(seconds + seconds.min(120) / 2 + 30);
+                    Some(multi_soak::idle_close(&hub, &mut running, limit).await?)
+                }
+                None => {
+                    running.drop_subscribers().await;
+                    None
+                }
+            };
+            Ok((report, closed))
         });
-        let report = report?;
+        let (report, closed) = report?;
+        if let Some(closed) = &closed {
+            idle_summary(backend, closed);
+        }
         if report.slope_mib_per_10k() > SLOPE_BUDGET_MIB {
             over.push(backend);
         }
@@ -210,6 +236,20 @@ fn summary(backend: &str, plan: &MultiPlan, report: &MultiReport) {
         report.approvals_decided,
         report.events_seen,
         report.resubscribed,
+    );
+}
+
+fn idle_summary(backend: &str, closed: &IdleClose) {
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "{backend:<6} idle close: RSS {:.1} → {:.1} MiB after the {} sessions closed ({:.1} s): {:.1} KiB per session given back; their agents held {} messages, {:.1} KiB encoded per session",
+        mib(closed.before.rss_kib),
+        mib(closed.after.rss_kib),
+        closed.sessions,
+        closed.waited.as_secs_f64(),
+        closed.freed_per_session_kib(),
+        closed.held_messages,
+        closed.held_per_session_kib(),
     );
 }
 

@@ -55,6 +55,7 @@ backend = "sqlite"
 [hub]
 heartbeat_seconds = 5
 control_port = 9100
+idle_session_close = "90s"
 
 [components]
 context = ["nodes"]
@@ -109,7 +110,8 @@ nested = { a = 1 }
         c.hub,
         HubConfig {
             heartbeat_seconds: 5,
-            control_port: 9100
+            control_port: 9100,
+            idle_session_close_seconds: 90,
         }
     );
     assert_eq!(c.components.context, ["nodes"]);
@@ -139,6 +141,7 @@ fn an_empty_file_means_every_default() {
     assert_eq!(c.sessions.backend, "file");
     assert_eq!(c.hub.heartbeat_seconds, 30);
     assert_eq!(c.hub.control_port, 7877);
+    assert_eq!(c.hub.idle_session_close_seconds, 600);
     assert_eq!(c.components, ComponentsConfig::default());
     assert!(!c.source().is_defaults());
 }
@@ -503,7 +506,19 @@ fn error_texts() {
         ),
         (
             "[hub]\nport = 1\n",
-            "hub.port = 1: unknown key (expected heartbeat_seconds or control_port)",
+            "hub.port = 1: unknown key (expected heartbeat_seconds, control_port or idle_session_close)",
+        ),
+        (
+            "[hub]\nidle_session_close = \"10 minutes\"\n",
+            "hub.idle_session_close = \"10 minutes\": expected a duration from 1s to 7d: a whole number of seconds, or a number and a unit (s, m, h, d) such as \"10m\"",
+        ),
+        (
+            "[hub]\nidle_session_close = 0\n",
+            "hub.idle_session_close = 0: expected a duration from 1s to 7d: a whole number of seconds, or a number and a unit (s, m, h, d) such as \"10m\"",
+        ),
+        (
+            "[hub]\nidle_session_close = \"8d\"\n",
+            "hub.idle_session_close = \"8d\": expected a duration from 1s to 7d: a whole number of seconds, or a number and a unit (s, m, h, d) such as \"10m\"",
         ),
         // [components], [component.<name>]
         (
@@ -594,3 +609,20 @@ fn start_up_flow_with_dotenv() {
 }
 
 mod tables;
+
+#[test]
+fn idle_session_close_takes_seconds_or_a_duration() {
+    for (text, seconds) in [
+        ("idle_session_close = 45", 45),
+        ("idle_session_close = \"90s\"", 90),
+        ("idle_session_close = \"10m\"", 600),
+        ("idle_session_close = \"1h\"", 3600),
+        (
+            "idle_session_close = \"7d\"",
+            MAX_IDLE_SESSION_CLOSE_SECONDS,
+        ),
+    ] {
+        let c = load(&format!("[hub]\n{text}\n")).unwrap();
+        assert_eq!(c.hub.idle_session_close_seconds, seconds, "{text}");
+    }
+}

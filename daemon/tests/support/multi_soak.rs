@@ -408,3 +408,109 @@ async fn run_routine(client: &mut TauClient<Channel>, session: &str) -> SoakResu
         .await?;
     Ok(())
 }
+
+/// What closing the idle sessions gave back.
+#[derive(Debug, Clone, Copy)]
+pub struct IdleClose {
+    /// After the last turn, with every subscriber gone.
+    pub before: Sample,
+    /// Once no session was open any more.
+    pub after: Sample,
+    /// How long the sessions took to close.
+    pub waited: Duration,
+    /// Messages the sessions' agents held, and their encoded size (about what they take in
+    /// memory), summed over the sessions.
+    pub held_messages: u64,
+    pub held_bytes: u64,
+    pub sessions: usize,
+}
+
+impl IdleClose {
+    /// RSS given back per session, in KiB.
+    pub fn freed_per_session_kib(&self) -> f64 {
+        (self.before.rss_kib as f64 - self.after.rss_kib as f64) / self.sessions.max(1) as f64
+    }
+
+    /// The held messages' encoded size per session, in KiB.
+    pub fn held_per_session_kib(&self) -> f64 {
+        self.held_bytes as f64 / 1024.0 / self.sessions.max(1) as f64
+    }
+}
+
+/// After the turns: drops the subscribers, measures what the sessions' agents hold, and waits
+/// (at most `limit`) for the hub to close the idle sessions (`[hub] idle_session_close`),
+/// sampling RSS before and after.
+pub async fn idle_close(
+    hub: &SoakHub,
+    running: &mut Running,
+    limit: Duration,
+) -> SoakResult<IdleClose> {
+    use prost::Message as _;
+    running.drop_subscribers().await;
+    let mut client = hub.client().await?;
+    let mut held_messages = 0;
+    let mut held_bytes = 0;
+    for session in &running.sessions {
+        let info = client
+            .get_session(pb::GetSessionRequest {
+                session_id: session.clone(),
+                include_messages: false,
+                page: None,
+            })
+            .await?
+            .into_inner();
+        if !info.open || info.in_memory_messages == 0 {
+            continue;
+        }
+        let page = client
+            .get_session(pb::GetSessionRequest {
+                session_id: session.clone(),
+                include_messages: true,
+                page: Some(pb::MessagePage {
+                    size: u32::try_from(info.in_memory_messages).unwrap_or(1000),
+                    before_index: None,
+                }),
+            })
+            .await?
+            .into_inner();
+        held_messages += page.messages.len() as u64;
+        held_bytes += page
+            .messages
+            .iter()
+            .map(|m| m.encoded_len() as u64)
+            .sum::<u64>();
+    }
+    // Let the last turns' delayed writes and the runtime's threads settle.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = sample(hub, 0, running.started)?;
+    let waiting = Instant::now();
+    loop {
+        let status = client
+            .get_status(pb::GetStatusRequest {})
+            .await?
+            .into_inner();
+        if status.sessions_open == 0 {
+            break;
+        }
+        if waiting.elapsed() > limit {
+            return Err(format!(
+                "{} sessions were still open {} s after the last turn",
+                status.sessions_open,
+                limit.as_secs()
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let waited = waiting.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = sample(hub, 0, running.started)?;
+    Ok(IdleClose {
+        before,
+        after,
+        waited,
+        held_messages,
+        held_bytes,
+        sessions: running.sessions.len(),
+    })
+}
