@@ -199,8 +199,9 @@ fn worker_threads() -> usize {
 }
 
 /// The most threads the runtime runs blocking work on at once (tokio's default is 512); more
-/// waits its turn.
-const MAX_BLOCKING_THREADS: usize = 16;
+/// waits its turn. Each thread can hold a glibc arena of its own: with 100 open sessions the hub
+/// took 44 MiB with 16 of them, 36 MiB with 4 (the soak benchmark, `hub_soak`), turns as fast.
+const MAX_BLOCKING_THREADS: usize = 4;
 
 /// The hub's async runtime.
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
