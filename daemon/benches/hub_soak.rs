@@ -17,7 +17,9 @@
 //!   --idle-close S    `[hub] idle_session_close = S` (seconds); after the turns, drop the
 //!                     subscribers and wait for the sessions to close: RSS before and after
 //!   --long            100,000 turns (also TAU_SOAK_LONG=1), for a manual run
-//!   --short           3,000 turns per store, warm-up 1,000; exits 1 over the budget (a CI check)
+//!   --short           3,000 turns per store, warm-up 1,000; exits 1 over the budget (a CI check:
+//!                     `cargo bench --profile dev -p taud --bench hub_soak -- --short`, about 40 s
+//!                     with the debug build the tests made)
 //!   --quiet           no line per sample
 //! cargo bench -p taud --bench hub_soak -- single [TURNS [SESSIONS]]
 //! ```
