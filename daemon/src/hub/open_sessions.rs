@@ -130,7 +130,9 @@ impl OpenSessions {
         let entries = self.entries.lock().await;
         for entry in entries.values() {
             let runtime = &entry.runtime;
-            if runtime.idle_for() >= after && !runtime.lock_turns().busy() {
+            // The turn table's lock is let go before the bus's is taken (bus first, always).
+            let busy = runtime.lock_turns().busy();
+            if !busy && runtime.idle_for() >= after {
                 runtime.bus.trim_to(IDLE_REPLAY_BYTES);
             }
         }

@@ -120,7 +120,7 @@ impl TurnTable {
                 break;
             };
             if let Some(forgotten) = self.known.remove(&oldest) {
-                self.end_text -= forgotten.end_text_bytes();
+                self.end_text = self.end_text.saturating_sub(forgotten.end_text_bytes());
                 self.keys.remove(&forgotten.key);
             }
         }
@@ -144,7 +144,7 @@ impl TurnTable {
         };
         let before = known.end_text_bytes();
         known.ended = Some((seq, now_rfc3339(), end));
-        self.end_text = self.end_text - before + known.end_text_bytes();
+        self.end_text = self.end_text.saturating_sub(before) + known.end_text_bytes();
         for id in &self.known_order {
             if self.end_text <= REMEMBERED_END_TEXT_BYTES {
                 break;
@@ -153,7 +153,7 @@ impl TurnTable {
                 continue;
             }
             if let Some((_, _, older)) = self.known.get_mut(id).and_then(|k| k.ended.as_mut()) {
-                self.end_text -= end_text_bytes(older);
+                self.end_text = self.end_text.saturating_sub(end_text_bytes(older));
                 older.text = String::new();
                 older.notice = None;
             }
@@ -390,9 +390,11 @@ impl SessionRuntime {
                 first_seq,
             )
         });
-        // The session's turns are all done: only this turn's events stay for resumptions.
+        // The session's turns are all done: only this turn's events stay for resumptions. (The
+        // turn table's lock is let go before the bus's is taken: the lock order is bus first.)
+        let busy = self.lock_turns().busy();
         if let Some(first_seq) = first_seq
-            && !self.lock_turns().busy()
+            && !busy
         {
             self.bus.drop_before(first_seq);
         }
