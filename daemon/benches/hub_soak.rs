@@ -15,7 +15,8 @@
 //!   --store S         file or sqlite (both)          --rate R          turns per second (unpaced)
 //!   --routine         a prompt routine every minute, and run by hand every 500 turns
 //!   --idle-close S    `[hub] idle_session_close = S` (seconds); after the turns, drop the
-//!                     subscribers and wait for the sessions to close: RSS before and after
+//!                     subscribers and wait for the sessions to close: RSS before and after;
+//!                     then the same load again on new sessions, and RSS at its end
 //!   --long            100,000 turns (also TAU_SOAK_LONG=1), for a manual run
 //!   --short           3,000 turns per store, warm-up 1,000; exits 1 over the budget (a CI check:
 //!                     `cargo bench --profile dev -p taud --bench hub_soak -- --short`, about 40 s
@@ -179,25 +180,38 @@ fn multi(
     for backend in stores {
         println!("{backend}:");
         let hub = SoakHub::start_configured(taud, backend, &toml)?;
-        let report: SoakResult<(MultiReport, Option<IdleClose>)> = runtime.block_on(async {
-            let mut running = multi_soak::open(&hub, &plan).await?;
-            let report = multi_soak::run(&hub, &plan, &running).await?;
-            let closed = match idle_close {
-                Some(seconds) => {
-                    // The reaper looks every half the idle time (at most 60 s).
-                    let limit = Duration::from_secs(seconds + seconds.min(120) / 2 + 30);
-                    Some(multi_soak::idle_close(&hub, &mut running, limit).await?)
-                }
-                None => {
-                    running.drop_subscribers().await;
-                    None
-                }
-            };
-            Ok((report, closed))
-        });
+        let report: SoakResult<(MultiReport, Option<(IdleClose, MultiReport)>)> =
+            runtime.block_on(async {
+                let mut running = multi_soak::open(&hub, &plan).await?;
+                let report = multi_soak::run(&hub, &plan, &running).await?;
+                let closed = match idle_close {
+                    Some(seconds) => {
+                        // The reaper looks every half the idle time (at most 60 s).
+                        let limit = Duration::from_secs(seconds + seconds.min(120) / 2 + 30);
+                        let closed = multi_soak::idle_close(&hub, &mut running, limit).await?;
+                        // The same load again on new sessions: does it reuse what the first
+                        // sessions left?
+                        let mut again = multi_soak::open(&hub, &plan).await?;
+                        let second = multi_soak::run(&hub, &plan, &again).await?;
+                        again.drop_subscribers().await;
+                        Some((closed, second))
+                    }
+                    None => {
+                        running.drop_subscribers().await;
+                        None
+                    }
+                };
+                Ok((report, closed))
+            });
         let (report, closed) = report?;
-        if let Some(closed) = &closed {
+        if let Some((closed, second)) = &closed {
             idle_summary(backend, closed);
+            println!(
+                "{backend:<6} the same load again on {} new sessions: RSS {:.1} → {:.1} MiB",
+                plan.sessions,
+                second.idle.rss_kib as f64 / 1024.0,
+                second.last().map_or(0.0, |s| s.rss_kib as f64 / 1024.0),
+            );
         }
         if report.slope_mib_per_10k() > SLOPE_BUDGET_MIB {
             over.push(backend);
