@@ -67,10 +67,11 @@ pub use mcp::{
 };
 pub use model::{
     AgentConfig, CacheConfig, CacheStrategy, CacheTtl, ComponentsConfig, ContextMode,
-    DEFAULT_CONTROL_PORT, DEFAULT_HEARTBEAT_SECONDS, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS,
-    DEFAULT_ROUTINE_APPROVAL_TIMEOUT_SECONDS, DEFAULT_SESSION_BACKEND, DEFAULT_WINDOW_SIZE,
-    FallbackConfig, HubComponents, HubConfig, ModelsConfig, RoleConfig, RoutinesConfig,
-    SessionsConfig, ToolComponents, UiConfig,
+    DEFAULT_CONTROL_PORT, DEFAULT_HEARTBEAT_SECONDS, DEFAULT_IDLE_SESSION_CLOSE_SECONDS,
+    DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_ROUTINE_APPROVAL_TIMEOUT_SECONDS,
+    DEFAULT_SESSION_BACKEND, DEFAULT_WINDOW_SIZE, FallbackConfig, HubComponents, HubConfig,
+    MAX_IDLE_SESSION_CLOSE_SECONDS, ModelsConfig, RoleConfig, RoutinesConfig, SessionsConfig,
+    ToolComponents, UiConfig,
 };
 pub use provider_tables::{PROVIDER_TABLES, base_url as component_base_url};
 pub use settings::{

@@ -319,6 +319,43 @@ async fn idle_sessions_leave_memory_and_come_back_with_their_history() {
 }
 
 #[tokio::test]
+async fn an_idle_session_keeps_only_its_last_turn_and_then_little_to_replay() {
+    let mut options = options();
+    // The reaper stays away: the test trims by hand.
+    options.idle_after = Duration::from_secs(3600);
+    // 24 KiB of a turn's events: half its deltas, half its end's text.
+    let chunk = "x".repeat(1024);
+    let long = FakeReply::deltas(vec![chunk.clone(); 12]);
+    let f = fixture_with("file", vec![long.clone(), long], options).await;
+    let id = f.new_session().await;
+    let _watching = f.core.subscribe(&id, None, "terminal").await.unwrap();
+    let first = drain(&mut f.turn(&id, "one", "terminal").await).await;
+    let second = drain(&mut f.turn(&id, "two", "terminal").await).await;
+    let resume = |after: u64| f.core.subscribe(&id, Some(after), "terminal");
+    assert!(
+        resume(first[0].seq - 1).await.is_err(),
+        "the earlier turn's events went when the last one ended"
+    );
+    assert!(
+        resume(second[0].seq - 1).await.is_ok(),
+        "the last turn stays whole"
+    );
+    f.core.trim_idle(Duration::from_secs(3600)).await;
+    assert!(
+        resume(second[0].seq - 1).await.is_ok(),
+        "not idle long enough to be trimmed"
+    );
+    f.core.trim_idle(Duration::ZERO).await;
+    assert!(
+        resume(second[0].seq - 1).await.is_err(),
+        "idle: no more than IDLE_REPLAY_BYTES of it stays"
+    );
+    let last = second.last().unwrap().seq;
+    assert!(resume(last - 1).await.is_ok(), "the newest events stay");
+    assert_eq!(ended_text(&second), chunk.repeat(12));
+}
+
+#[tokio::test]
 async fn unknown_sessions_leave_nothing_in_memory() {
     let f = fixture("file", vec![]).await;
     for i in 0..200 {

@@ -20,6 +20,10 @@ pub const DEFAULT_WINDOW_SIZE: u32 = 60;
 pub const DEFAULT_HEARTBEAT_SECONDS: u64 = 30;
 /// `[hub] control_port` default (TAU_HUB_PORT overrides it).
 pub const DEFAULT_CONTROL_PORT: u16 = 7877;
+/// `[hub] idle_session_close` default, in seconds: ten minutes.
+pub const DEFAULT_IDLE_SESSION_CLOSE_SECONDS: u64 = 600;
+/// The longest `[hub] idle_session_close`, in seconds: seven days.
+pub const MAX_IDLE_SESSION_CLOSE_SECONDS: u64 = 7 * 86_400;
 /// `[sessions] backend` default.
 pub const DEFAULT_SESSION_BACKEND: &str = "file";
 
@@ -224,6 +228,9 @@ pub struct HubConfig {
     /// The loopback TCP port of gRPC and the JSON control API (default 7877; TAU_HUB_PORT
     /// overrides it; 0 asks the system for a free port).
     pub control_port: u16,
+    /// `idle_session_close`: seconds after which an open session nobody uses (no turn, client or
+    /// pending approval) leaves the hub's memory; its history stays stored (default 600).
+    pub idle_session_close_seconds: u64,
 }
 
 impl Default for HubConfig {
@@ -231,6 +238,7 @@ impl Default for HubConfig {
         Self {
             heartbeat_seconds: DEFAULT_HEARTBEAT_SECONDS,
             control_port: DEFAULT_CONTROL_PORT,
+            idle_session_close_seconds: DEFAULT_IDLE_SESSION_CLOSE_SECONDS,
         }
     }
 }

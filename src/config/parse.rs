@@ -16,8 +16,8 @@ use super::known::{KnownNames, PLANNED_PROVIDERS};
 use super::mcp::{McpConfig, mcp};
 use super::model::{
     AgentConfig, CacheConfig, CacheStrategy, CacheTtl, ComponentsConfig, ContextMode,
-    DEFAULT_MAX_TOKENS, FallbackConfig, HubComponents, HubConfig, ModelsConfig, RoleConfig,
-    RoutinesConfig, SessionsConfig, ToolComponents, UiConfig,
+    DEFAULT_MAX_TOKENS, FallbackConfig, HubComponents, HubConfig, MAX_IDLE_SESSION_CLOSE_SECONDS,
+    ModelsConfig, RoleConfig, RoutinesConfig, SessionsConfig, ToolComponents, UiConfig,
 };
 use super::reader::Section;
 use super::spend::{RolePrice, SpendConfig, budgets, price_of};
@@ -317,7 +317,11 @@ fn sessions(doc: &Section<'_>, known: &KnownNames) -> Result<SessionsConfig, Con
 
 fn hub(doc: &Section<'_>) -> Result<HubConfig, ConfigError> {
     let mut out = HubConfig::default();
-    let Some(hub) = doc.table("hub", &["heartbeat_seconds", "control_port"])? else {
+    let Some(hub) = doc.table(
+        "hub",
+        &["heartbeat_seconds", "control_port", "idle_session_close"],
+    )?
+    else {
         return Ok(out);
     };
     if let Some(s) = hub.int(
@@ -335,6 +339,17 @@ fn hub(doc: &Section<'_>) -> Result<HubConfig, ConfigError> {
         "a port number from 0 to 65535 (0: any free port)",
     )? {
         out.control_port = u16::try_from(p).unwrap_or(out.control_port);
+    }
+    if let Some(value) = hub.get("idle_session_close") {
+        let expected = "a duration from 1s to 7d: a whole number of seconds, or a number and a unit (s, m, h, d) such as \"10m\"";
+        let seconds = match value {
+            Value::Integer(n) => u64::try_from(*n).ok(),
+            Value::String(text) => duration_seconds(text),
+            _ => None,
+        }
+        .filter(|s| (1..=MAX_IDLE_SESSION_CLOSE_SECONDS).contains(s))
+        .ok_or_else(|| hub.invalid("idle_session_close", value, expected.to_owned()))?;
+        out.idle_session_close_seconds = seconds;
     }
     Ok(out)
 }

@@ -55,6 +55,7 @@ backend = "sqlite"
 [hub]
 heartbeat_seconds = 5
 control_port = 9100
+idle_session_close = "90s"
 
 [components]
 context = ["nodes"]
@@ -109,7 +110,8 @@ nested = { a = 1 }
         c.hub,
         HubConfig {
             heartbeat_seconds: 5,
-            control_port: 9100
+            control_port: 9100,
+            idle_session_close_seconds: 90,
         }
     );
     assert_eq!(c.components.context, ["nodes"]);
@@ -139,6 +141,7 @@ fn an_empty_file_means_every_default() {
     assert_eq!(c.sessions.backend, "file");
     assert_eq!(c.hub.heartbeat_seconds, 30);
     assert_eq!(c.hub.control_port, 7877);
+    assert_eq!(c.hub.idle_session_close_seconds, 600);
     assert_eq!(c.components, ComponentsConfig::default());
     assert!(!c.source().is_defaults());
 }
@@ -270,23 +273,6 @@ impl std::io::Write for LogWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-}
-
-#[test]
-fn a_local_role_reads_its_tuning() {
-    let text = "[models.roles.local]\nprovider = \"ollama\"\nmodel_id = \"qwen3:8b\"\n\
-                num_ctx = 32768\nkeep_alive = \"30m\"\ntemperature = 0.2\n\
-                [models.roles.gpt]\nprovider = \"openai\"\nmodel_id = \"gpt-4.1\"\n\
-                keep_alive = -1\ntemperature = 1\n";
-    let c = load(text).unwrap();
-    let local = &c.role("local").unwrap().tuning;
-    assert_eq!(local.num_ctx, Some(32768));
-    assert_eq!(local.keep_alive, Some(KeepAlive::Duration("30m".into())));
-    assert_eq!(local.temperature.map(Temperature::get), Some(0.2));
-    let gpt = &c.role("gpt").unwrap().tuning;
-    assert_eq!(gpt.num_ctx, None);
-    assert_eq!(gpt.keep_alive, Some(KeepAlive::Seconds(-1)));
-    assert_eq!(gpt.temperature.map(Temperature::get), Some(1.0));
 }
 
 #[test]
@@ -503,7 +489,19 @@ fn error_texts() {
         ),
         (
             "[hub]\nport = 1\n",
-            "hub.port = 1: unknown key (expected heartbeat_seconds or control_port)",
+            "hub.port = 1: unknown key (expected heartbeat_seconds, control_port or idle_session_close)",
+        ),
+        (
+            "[hub]\nidle_session_close = \"10 minutes\"\n",
+            "hub.idle_session_close = \"10 minutes\": expected a duration from 1s to 7d: a whole number of seconds, or a number and a unit (s, m, h, d) such as \"10m\"",
+        ),
+        (
+            "[hub]\nidle_session_close = 0\n",
+            "hub.idle_session_close = 0: expected a duration from 1s to 7d: a whole number of seconds, or a number and a unit (s, m, h, d) such as \"10m\"",
+        ),
+        (
+            "[hub]\nidle_session_close = \"8d\"\n",
+            "hub.idle_session_close = \"8d\": expected a duration from 1s to 7d: a whole number of seconds, or a number and a unit (s, m, h, d) such as \"10m\"",
         ),
         // [components], [component.<name>]
         (

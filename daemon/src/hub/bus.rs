@@ -5,7 +5,17 @@
 //! - `seq` starts at 1 and grows by exactly one per published event; a [`Subscription`] yields its
 //!   events in seq order without gaps, or ends with [`Lagged`] naming the last seq it delivered.
 //! - Publishing never waits: the fan-out is a bounded `tokio::sync::broadcast` channel, so a slow
-//!   subscriber loses its place (and is cut off with `Lagged`) instead of stalling a turn.
+//!   subscriber loses its place (and is cut off with `Lagged`) instead of stalling a turn. The
+//!   channel exists only while someone is subscribed: it is made by the first subscription and
+//!   dropped by the first publish (or trim) that finds no subscriber left, so a session nobody
+//!   watches holds none of its slots.
+//! - The replay buffer holds at most `replay_buffer` events and [`REPLAY_BUFFER_BYTES`] (the
+//!   events' estimated size, [`SessionEvent::estimated_bytes`]), the oldest leaving first. When a
+//!   session's turns are all done the worker drops the events before the last turn's
+//!   ([`EventBus::drop_before`]), and once the session has been idle a while the idle reaper cuts
+//!   the rest to [`IDLE_REPLAY_BYTES`] ([`EventBus::trim_to`]). What leaves the buffer is only a
+//!   convenience: a resumption from before it is refused (`NoLongerBuffered`) and the client
+//!   subscribes afresh, for a snapshot.
 //! - Publishing and subscribing take the same short lock, and [`EventBus::publish_with`] /
 //!   [`EventBus::subscribe_with`] run their closure under it: a state change made inside
 //!   `publish_with` and a snapshot taken inside `subscribe_with` are ordered exactly like the seq,
@@ -22,8 +32,15 @@ use super::event::{EventKind, SessionEvent, now_rfc3339};
 
 /// Events kept for `after_seq` replays, per session.
 pub const DEFAULT_REPLAY_BUFFER: usize = 2048;
-/// Events a subscriber may fall behind before it is cut off.
-pub const DEFAULT_SUBSCRIBER_LAG: usize = 1024;
+/// Events a subscriber may fall behind before it is cut off (it then resumes from the replay
+/// buffer). Each costs a slot of 32 bytes while the session has a subscriber.
+pub const DEFAULT_SUBSCRIBER_LAG: usize = 256;
+/// The most the replay buffer holds, in estimated bytes, whatever its event count: a long turn
+/// can be resumed from its start until its events pass this.
+pub const REPLAY_BUFFER_BYTES: usize = 1024 * 1024;
+/// What the replay buffer keeps, in estimated bytes, once the session has been idle for a while
+/// (see `OpenSessions::trim_idle`).
+pub const IDLE_REPLAY_BYTES: usize = 16 * 1024;
 
 /// A subscription could not start where it asked to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,17 +65,39 @@ pub struct Lagged {
     pub resume_after_seq: u64,
 }
 
+/// A buffered event and its estimated size.
+struct Buffered {
+    event: Arc<SessionEvent>,
+    bytes: usize,
+}
+
 struct BusState {
     last_seq: u64,
-    buffer: VecDeque<Arc<SessionEvent>>,
+    buffer: VecDeque<Buffered>,
+    /// The estimated bytes of `buffer`'s events.
+    buffer_bytes: usize,
     buffer_capacity: usize,
+    /// The fan-out, while anyone is subscribed (see the module doc).
+    sender: Option<broadcast::Sender<Arc<SessionEvent>>>,
+    subscriber_lag: usize,
+}
+
+impl BusState {
+    /// Drops the oldest buffered events until at most `bytes` remain.
+    fn trim_to(&mut self, bytes: usize) {
+        while self.buffer_bytes > bytes {
+            let Some(oldest) = self.buffer.pop_front() else {
+                break;
+            };
+            self.buffer_bytes = self.buffer_bytes.saturating_sub(oldest.bytes);
+        }
+    }
 }
 
 /// The live events of one session.
 pub struct EventBus {
     session_id: String,
     state: Mutex<BusState>,
-    sender: broadcast::Sender<Arc<SessionEvent>>,
 }
 
 impl std::fmt::Debug for EventBus {
@@ -94,15 +133,16 @@ impl EventBus {
         subscriber_lag: usize,
         last_seq: u64,
     ) -> Self {
-        let (sender, _) = broadcast::channel(subscriber_lag.max(1));
         Self {
             session_id: session_id.into(),
             state: Mutex::new(BusState {
                 last_seq,
                 buffer: VecDeque::new(),
+                buffer_bytes: 0,
                 buffer_capacity: replay_buffer.max(1),
+                sender: None,
+                subscriber_lag: subscriber_lag.max(1),
             }),
-            sender,
         }
     }
 
@@ -121,7 +161,10 @@ impl EventBus {
 
     /// How many subscriptions are live.
     pub fn subscriber_count(&self) -> usize {
-        self.sender.receiver_count()
+        self.lock()
+            .sender
+            .as_ref()
+            .map_or(0, broadcast::Sender::receiver_count)
     }
 
     /// Publishes one event and returns it.
@@ -159,12 +202,27 @@ impl EventBus {
             at: now_rfc3339(),
             kind,
         });
-        if state.buffer.len() == state.buffer_capacity {
-            state.buffer.pop_front();
+        let bytes = event.estimated_bytes();
+        if state.buffer.len() == state.buffer_capacity
+            && let Some(oldest) = state.buffer.pop_front()
+        {
+            state.buffer_bytes = state.buffer_bytes.saturating_sub(oldest.bytes);
         }
-        state.buffer.push_back(Arc::clone(&event));
-        // An error only means nobody is subscribed.
-        let _ = self.sender.send(Arc::clone(&event));
+        state.buffer.push_back(Buffered {
+            event: Arc::clone(&event),
+            bytes,
+        });
+        state.buffer_bytes += bytes;
+        state.trim_to(REPLAY_BUFFER_BYTES);
+        if let Some(sender) = &state.sender {
+            if sender.receiver_count() == 0 {
+                // Nobody is subscribed (a new subscription makes a new channel): free its slots.
+                state.sender = None;
+            } else {
+                // Only fails when nobody is subscribed.
+                let _ = sender.send(Arc::clone(&event));
+            }
+        }
         event
     }
 
@@ -181,7 +239,7 @@ impl EventBus {
         after_seq: Option<u64>,
         snapshot: impl FnOnce(u64) -> S,
     ) -> Result<(S, Subscription), SubscribeError> {
-        let state = self.lock();
+        let mut state = self.lock();
         let last_seq = state.last_seq;
         let after_seq = after_seq.unwrap_or(last_seq);
         if after_seq > last_seq {
@@ -193,18 +251,22 @@ impl EventBus {
         let replay: VecDeque<_> = if after_seq == last_seq {
             VecDeque::new()
         } else {
-            let oldest = state.buffer.front().map_or(last_seq + 1, |e| e.seq);
+            let oldest = state.buffer.front().map_or(last_seq + 1, |b| b.event.seq);
             if oldest > after_seq + 1 {
                 return Err(SubscribeError::NoLongerBuffered { after_seq, oldest });
             }
             state
                 .buffer
                 .iter()
-                .filter(|e| e.seq > after_seq)
-                .cloned()
+                .filter(|b| b.event.seq > after_seq)
+                .map(|b| Arc::clone(&b.event))
                 .collect()
         };
-        let receiver = self.sender.subscribe();
+        let lag = state.subscriber_lag;
+        let receiver = state
+            .sender
+            .get_or_insert_with(|| broadcast::channel(lag).0)
+            .subscribe();
         let taken = snapshot(last_seq);
         Ok((
             taken,
@@ -221,21 +283,51 @@ impl EventBus {
         self.lock()
             .buffer
             .iter()
-            .filter(|e| e.seq >= from)
-            .cloned()
+            .filter(|b| b.event.seq >= from)
+            .map(|b| Arc::clone(&b.event))
             .collect()
     }
 
     /// The seq of the oldest buffered event, if any.
     pub fn oldest_buffered(&self) -> Option<u64> {
-        self.lock().buffer.front().map(|e| e.seq)
+        self.lock().buffer.front().map(|b| b.event.seq)
     }
 
-    /// Frees the replay buffer (an idle session); the seq goes on where it was.
-    pub fn clear_buffer(&self) {
+    /// How many events the replay buffer holds, and their estimated bytes.
+    pub fn buffered(&self) -> (usize, usize) {
+        let state = self.lock();
+        (state.buffer.len(), state.buffer_bytes)
+    }
+
+    /// Cuts the replay buffer to its newest events of at most `bytes` (estimated), and gives back
+    /// the memory the buffer no longer needs; the seq goes on where it was.
+    pub fn trim_to(&self, bytes: usize) {
         let mut state = self.lock();
-        state.buffer.clear();
+        state.trim_to(bytes);
         state.buffer.shrink_to_fit();
+        if state
+            .sender
+            .as_ref()
+            .is_some_and(|sender| sender.receiver_count() == 0)
+        {
+            // Its last subscriber left after the last publish.
+            state.sender = None;
+        }
+    }
+
+    /// Drops the buffered events older than seq `first` (those of earlier turns).
+    pub fn drop_before(&self, first: u64) {
+        let mut state = self.lock();
+        while state.buffer.front().is_some_and(|b| b.event.seq < first) {
+            if let Some(oldest) = state.buffer.pop_front() {
+                state.buffer_bytes = state.buffer_bytes.saturating_sub(oldest.bytes);
+            }
+        }
+    }
+
+    /// Frees the replay buffer; the seq goes on where it was.
+    pub fn clear_buffer(&self) {
+        self.trim_to(0);
     }
 }
 
@@ -279,153 +371,5 @@ impl Subscription {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn text(bus: &EventBus, s: &str) -> Arc<SessionEvent> {
-        bus.publish(Some("t1"), EventKind::TextDelta(s.into()))
-    }
-
-    async fn take(sub: &mut Subscription, n: usize) -> Vec<u64> {
-        let mut seqs = Vec::new();
-        for _ in 0..n {
-            seqs.push(sub.next().await.unwrap().unwrap().seq);
-        }
-        seqs
-    }
-
-    #[tokio::test]
-    async fn seqs_are_contiguous_and_subscribers_see_the_same_events() {
-        let bus = EventBus::new("s");
-        let mut a = bus.subscribe(None).unwrap();
-        let mut b = bus.subscribe(None).unwrap();
-        for i in 0..5 {
-            assert_eq!(text(&bus, &i.to_string()).seq, i + 1);
-        }
-        assert_eq!(take(&mut a, 5).await, vec![1, 2, 3, 4, 5]);
-        assert_eq!(take(&mut b, 5).await, vec![1, 2, 3, 4, 5]);
-        assert_eq!(bus.last_seq(), 5);
-    }
-
-    #[tokio::test]
-    async fn after_seq_replays_the_buffer_then_goes_live() {
-        let bus = EventBus::new("s");
-        for i in 0..4 {
-            text(&bus, &i.to_string());
-        }
-        let (last, mut sub) = bus.subscribe_with(Some(2), |last| last).unwrap();
-        assert_eq!(last, 4);
-        text(&bus, "live");
-        assert_eq!(take(&mut sub, 3).await, vec![3, 4, 5]);
-        // No after_seq replays nothing.
-        let mut fresh = bus.subscribe(None).unwrap();
-        text(&bus, "next");
-        assert_eq!(take(&mut fresh, 1).await, vec![6]);
-        // after_seq = last replays nothing either.
-        let mut at_end = bus.subscribe(Some(6)).unwrap();
-        text(&bus, "again");
-        assert_eq!(take(&mut at_end, 1).await, vec![7]);
-    }
-
-    #[test]
-    fn resumption_outside_the_buffer_is_refused() {
-        let bus = EventBus::with_capacity("s", 3, 8);
-        for i in 0..6 {
-            text(&bus, &i.to_string());
-        }
-        assert_eq!(
-            bus.subscribe(Some(9)).unwrap_err(),
-            SubscribeError::Ahead {
-                after_seq: 9,
-                last_seq: 6
-            }
-        );
-        assert_eq!(
-            bus.subscribe(Some(2)).unwrap_err(),
-            SubscribeError::NoLongerBuffered {
-                after_seq: 2,
-                oldest: 4
-            }
-        );
-        assert!(bus.subscribe(Some(3)).is_ok());
-        assert!(bus.subscribe(Some(0)).is_err(), "seq 1 is gone");
-        bus.clear_buffer();
-        assert_eq!(bus.oldest_buffered(), None);
-        assert!(matches!(
-            bus.subscribe(Some(5)),
-            Err(SubscribeError::NoLongerBuffered { oldest: 7, .. })
-        ));
-        assert_eq!(text(&bus, "x").seq, 7);
-    }
-
-    #[tokio::test]
-    async fn a_slow_subscriber_is_cut_off_and_never_blocks_publishing() {
-        let bus = EventBus::with_capacity("s", 64, 4);
-        let mut slow = bus.subscribe(None).unwrap();
-        for i in 0..20 {
-            text(&bus, &i.to_string());
-        }
-        assert_eq!(bus.last_seq(), 20, "publishing did not wait");
-        let lagged = slow.next().await.unwrap_err();
-        assert_eq!(lagged.resume_after_seq, 0);
-        // It resumes from the buffer where it left off.
-        let mut resumed = bus.subscribe(Some(lagged.resume_after_seq)).unwrap();
-        let seqs = take(&mut resumed, 20).await;
-        assert_eq!(seqs, (1..=20).collect::<Vec<_>>());
-    }
-
-    #[tokio::test]
-    async fn a_lag_reports_the_last_delivered_seq() {
-        let bus = EventBus::with_capacity("s", 64, 2);
-        let mut sub = bus.subscribe(None).unwrap();
-        text(&bus, "1");
-        assert_eq!(take(&mut sub, 1).await, vec![1]);
-        for i in 0..10 {
-            text(&bus, &i.to_string());
-        }
-        assert_eq!(sub.next().await.unwrap_err().resume_after_seq, 1);
-        let mut again = bus.subscribe(Some(1)).unwrap();
-        assert_eq!(take(&mut again, 10).await, (2..=11).collect::<Vec<_>>());
-    }
-
-    #[tokio::test]
-    async fn publish_with_orders_changes_like_the_seq() {
-        let bus = EventBus::new("s");
-        let state = Mutex::new(0u32);
-        let seen = bus.publish_with(|next| {
-            assert_eq!(next, 1);
-            *state.lock().unwrap() += 1;
-            (Some((None, EventKind::TextDelta("changed".into()))), 7)
-        });
-        assert_eq!(seen, 7);
-        let nothing: () = bus.publish_with(|_| (None, ()));
-        let () = nothing;
-        let (snapshot, mut sub) = bus
-            .subscribe_with(None, |last| (last, *state.lock().unwrap()))
-            .unwrap();
-        assert_eq!(snapshot, (1, 1));
-        text(&bus, "after");
-        assert_eq!(take(&mut sub, 1).await, vec![2]);
-    }
-
-    #[tokio::test]
-    async fn a_continuing_bus_numbers_on() {
-        let bus = EventBus::continuing("s", 8, 8, 41);
-        assert_eq!(bus.last_seq(), 41);
-        assert!(matches!(
-            bus.subscribe(Some(40)),
-            Err(SubscribeError::NoLongerBuffered { .. })
-        ));
-        let mut sub = bus.subscribe(Some(41)).unwrap();
-        assert_eq!(text(&bus, "x").seq, 42);
-        assert_eq!(take(&mut sub, 1).await, vec![42]);
-    }
-
-    #[tokio::test]
-    async fn a_dropped_bus_ends_its_subscriptions() {
-        let bus = EventBus::new("s");
-        let mut sub = bus.subscribe(None).unwrap();
-        drop(bus);
-        assert_eq!(sub.next().await, Ok(None));
-    }
-}
+#[path = "bus_tests.rs"]
+mod tests;

@@ -11,7 +11,7 @@
 //! - Seqs are numbered per process: [`HubCore::stream_id`] (random per core) names the numbering;
 //!   a resumption naming another stream is refused, never served events of another numbering.
 //! - Requests are checked before anything is touched, all by [`super::limits`] (ids, channels,
-//!   texts, idempotency keys: a session remembers at most `REMEMBERED_TURNS` of them).
+//!   texts, idempotency keys: a session remembers at most `REMEMBERED_TURNS` turns started with one).
 //! - Open sessions are [`OpenSessions`]; the core holds it and never its parts. Opening a session
 //!   reads the store on a blocking thread with the open map held, so a session is never opened
 //!   twice.
@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::approvals::ApprovalRegistry;
+use super::builtin_tools::BuiltinTools;
 use super::bus::EventBus;
 use super::error::CoreError;
 use super::event::{EventKind, SessionEvent};
@@ -51,7 +52,7 @@ use super::streams::{EventStream, Snapshot, TurnStream};
 use super::turns::AcceptError;
 use crate::agent::SystemPromptSource;
 use crate::clock::SystemClock;
-use crate::mcp::{McpManager, hub_catalog};
+use crate::mcp::McpManager;
 use crate::persona::PersonaLoader;
 use crate::store::SessionStore;
 
@@ -144,28 +145,33 @@ impl HubCore {
         ));
         let with_routines = options.routines_file.is_some();
         Ok(Self {
-            inner: Arc::new_cyclic(|weak| CoreInner {
-                parts: AgentParts {
-                    store,
-                    options,
-                    factory,
-                    persona,
-                    registry,
-                    journal,
-                    mcp: Arc::new(McpManager::new(options_mcp)),
-                    spend,
-                    routine_proposer: with_routines.then(|| {
+            inner: Arc::new_cyclic(|weak| {
+                let proposer: Option<Arc<dyn crate::tool::builtin::RoutineProposer>> =
+                    with_routines.then(|| {
                         Arc::new(super::routine_runner::HubRoutineProposer { core: weak.clone() })
                             as _
-                    }),
-                },
-                stream_id: new_id("stream", 0),
-                sessions,
-                reaper_passes: Arc::new(AtomicU64::new(0)),
-                listings: ChannelListings::default(),
-                ids: AtomicU64::new(0),
-                stop: CancellationToken::new(),
-                routines: std::sync::OnceLock::new(),
+                    });
+                CoreInner {
+                    parts: AgentParts {
+                        store,
+                        options,
+                        factory,
+                        persona,
+                        registry,
+                        journal,
+                        mcp: Arc::new(McpManager::new(options_mcp)),
+                        spend,
+                        builtin_tools: BuiltinTools::new(proposer.as_ref()),
+                        routine_proposer: proposer,
+                    },
+                    stream_id: new_id("stream", 0),
+                    sessions,
+                    reaper_passes: Arc::new(AtomicU64::new(0)),
+                    listings: ChannelListings::default(),
+                    ids: AtomicU64::new(0),
+                    stop: CancellationToken::new(),
+                    routines: std::sync::OnceLock::new(),
+                }
             }),
         })
     }
@@ -311,36 +317,16 @@ impl HubCore {
             .await;
     }
 
+    /// Cuts the replay buffers of open sessions without a turn for `after` to
+    /// [`super::bus::IDLE_REPLAY_BYTES`], as the idle reaper does after
+    /// [`super::open_sessions::TRIM_IDLE_AFTER`].
+    pub async fn trim_idle(&self, after: Duration) {
+        self.inner.sessions.trim_idle(after).await;
+    }
+
     /// The tools an agent may call.
     pub fn tools(&self) -> Vec<ToolSummary> {
-        let disabled = &self.options().disabled_tools;
-        match hub_catalog(Arc::new(SystemClock), disabled, &self.inner.parts.mcp) {
-            Ok(catalog) => {
-                let catalog = super::routine_runner::with_routine_tool(
-                    catalog,
-                    self.inner.parts.routine_proposer.as_ref(),
-                    disabled,
-                );
-                let mut tools: Vec<ToolSummary> = catalog
-                    .entries()
-                    .iter()
-                    .map(|entry| ToolSummary {
-                        name: entry.name().to_owned(),
-                        tier: Some(entry.tier()),
-                        description: entry.spec().description.clone(),
-                        effect: entry.spec().effect().to_owned(),
-                        server: entry.distribution().strip_prefix("mcp:").map(str::to_owned),
-                        state: "ready".to_owned(),
-                    })
-                    .collect();
-                tools.extend(crate::mcp::not_offered(&self.inner.parts.mcp));
-                tools
-            }
-            Err(error) => {
-                warn!("cannot list the tools: {error}");
-                Vec::new()
-            }
-        }
+        super::builtin_tools::tool_summaries(&self.options().disabled_tools, self.parts())
     }
 
     /// Sessions the core keeps anything for in memory: an open agent (with its bus), or the

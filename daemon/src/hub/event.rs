@@ -24,6 +24,39 @@ pub struct SessionEvent {
     pub kind: EventKind,
 }
 
+impl SessionEvent {
+    /// About how many bytes this event holds in memory: its own size and the text it carries
+    /// (what bounds the session's replay buffer; an estimate, not an allocator's count).
+    pub fn estimated_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.session_id.len()
+            + self.turn_id.as_ref().map_or(0, String::len)
+            + self.at.len()
+            + self.kind.text_bytes()
+    }
+}
+
+/// The heap bytes of a JSON value, about.
+fn json_bytes(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+        Value::String(text) => text.len(),
+        Value::Array(items) => items
+            .iter()
+            .map(|v| std::mem::size_of::<Value>() + json_bytes(v))
+            .sum(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| k.len() + 2 * std::mem::size_of::<Value>() + json_bytes(v))
+            .sum(),
+    }
+}
+
+fn opt_len(text: Option<&String>) -> usize {
+    text.map_or(0, String::len)
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EventKind {
@@ -70,6 +103,67 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// The bytes of the text this event carries beyond its own size, about (see
+    /// [`SessionEvent::estimated_bytes`]).
+    pub fn text_bytes(&self) -> usize {
+        match self {
+            Self::TurnQueued { turn, .. } | Self::TurnStarted { turn } => turn.text_bytes(),
+            Self::TextDelta(text) | Self::ReasoningDelta(text) => text.len(),
+            Self::ToolUseStarted { tool_use_id, name } => tool_use_id.len() + name.len(),
+            Self::ToolProgress {
+                tool_use_id,
+                tool,
+                progress,
+            } => tool_use_id.len() + tool.len() + progress.message.len(),
+            Self::ToolCall(call) => {
+                call.tool.len()
+                    + json_bytes(&call.arguments)
+                    + call.result_summary.len()
+                    + call.tool_use_id.len()
+                    + call.session_id.len()
+                    + call.channel.len()
+            }
+            Self::ApprovalRequested(pending) => {
+                let request = &pending.request;
+                request.approval_id.len()
+                    + request.tool.len()
+                    + json_bytes(&request.arguments)
+                    + request.effect.len()
+                    + request.session_id.len()
+                    + request.channel.len()
+                    + request.tool_use_id.len()
+                    + pending.turn_id.len()
+                    + pending.asked_at.len()
+                    + opt_len(pending.deadline.as_ref())
+            }
+            Self::ApprovalResolved {
+                approval_id,
+                tool,
+                tool_use_id,
+                decided_by_channel,
+                ..
+            } => {
+                approval_id.len()
+                    + tool.len()
+                    + tool_use_id.len()
+                    + opt_len(decided_by_channel.as_ref())
+            }
+            Self::Throttled { .. } | Self::OutputDiscarded => 0,
+            Self::TurnEnded(end) => end.text.len() + opt_len(end.notice.as_ref()),
+            Self::Error(error) => {
+                error.location.len()
+                    + error.message.len()
+                    + opt_len(error.tool.as_ref())
+                    + opt_len(error.tool_use_id.as_ref())
+                    + error.session_id.len()
+            }
+            Self::RoleSwitched {
+                role,
+                previous_role,
+            } => role.len() + previous_role.len(),
+        }
+    }
+
     /// A short name for logs and `--json` output.
     pub fn name(&self) -> &'static str {
         match self {
@@ -100,6 +194,12 @@ pub struct TurnInfo {
     pub text: String,
     /// When it was accepted (RFC 3339, UTC).
     pub accepted_at: String,
+}
+
+impl TurnInfo {
+    fn text_bytes(&self) -> usize {
+        self.turn_id.len() + self.channel.len() + self.text.len() + self.accepted_at.len()
+    }
 }
 
 /// A tier-2 approval waiting for a decision, as clients see it: the gate's record of the question

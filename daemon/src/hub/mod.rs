@@ -3,7 +3,8 @@
 //!
 //! - [`core`]: [`HubCore`], the handle (open sessions, turns, subscriptions, idle drop,
 //!   shutdown); [`sessions`]: list, get, open, switch role, read events.
-//! - [`runtime`]: one open session (its agent and turn table); [`turns`]: the turn queue and the
+//! - [`runtime`]: one open session (its agent and turn table), its catalog from the hub's shared
+//!   [`builtin_tools`]; [`turns`]: the turn queue and the
 //!   worker that runs turns and publishes their events; [`recorder`]: the store-backed history
 //!   observer and event sink of an agent; `crate::context::modes`: what the model sees of a session under
 //!   each `[agent] context` mode.
@@ -24,6 +25,7 @@
 //! Invariants: no global state (everything hangs off a [`HubCore`] the hub owns); no std lock is
 //! held across an `.await`; lock order is bus, then turn table or registry.
 pub mod approvals;
+mod builtin_tools;
 pub mod bus;
 pub mod core;
 pub mod error;
@@ -46,6 +48,7 @@ pub mod setup;
 mod spend_usage;
 pub mod streams;
 mod supervise;
+pub mod turn_table;
 pub mod turns;
 
 /// The approval vocabulary the hub speaks is the gate's (`crate::gate::ApprovalOutcome`, …).

@@ -17,6 +17,8 @@
 //!   holds its runtime (only the map and its worker do); only an unused session that has no turn
 //!   running or queued is retired as idle.
 //! - Once closed for the hub's stop, nothing opens again.
+//! - An open session without a turn for [`TRIM_IDLE_AFTER`] keeps at most [`IDLE_REPLAY_BYTES`] of
+//!   replayable events (the reaper cuts them on its next look).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -28,12 +30,16 @@ use tokio::task::JoinHandle;
 use tracing::info;
 
 use super::approvals::ApprovalRegistry;
+use super::bus::IDLE_REPLAY_BYTES;
 use super::error::CoreError;
 use super::remembered::Remembered;
 use super::runtime::SessionRuntime;
 
 /// Sessions whose last seq is remembered after they leave memory.
 pub const REMEMBERED_SEQS: usize = 4096;
+/// How long an open session goes without a turn before the idle reaper cuts its replay buffer
+/// to [`IDLE_REPLAY_BYTES`] (at most the idle time after which it closes).
+pub const TRIM_IDLE_AFTER: Duration = Duration::from_secs(60);
 
 /// Why a session leaves memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +122,20 @@ impl OpenSessions {
     /// Waits until a session opens (a permit left by an opening since the last wait counts).
     pub(crate) async fn wait_opened(&self) {
         self.opened.notified().await;
+    }
+
+    /// Cuts the replay buffer of every open session without a turn for `after` to
+    /// [`IDLE_REPLAY_BYTES`] (the reaper passes [`TRIM_IDLE_AFTER`], or the idle time when sooner).
+    pub(crate) async fn trim_idle(&self, after: Duration) {
+        let entries = self.entries.lock().await;
+        for entry in entries.values() {
+            let runtime = &entry.runtime;
+            // The turn table's lock is let go before the bus's is taken (bus first, always).
+            let busy = runtime.lock_turns().busy();
+            if !busy && runtime.idle_for() >= after {
+                runtime.bus.trim_to(IDLE_REPLAY_BYTES);
+            }
+        }
     }
 
     /// Retires every session unused for `idle_after` with no turn running or queued.

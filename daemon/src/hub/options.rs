@@ -160,7 +160,8 @@ pub struct CoreOptions {
     /// How long a question of a turn nobody attached started (a routine's) is held for the owner
     /// before it ends as timeout (`[routines] approval_timeout`).
     pub routine_approval_timeout: Duration,
-    /// An open session nobody uses is dropped from memory after this long.
+    /// An open session nobody uses is dropped from memory after this long (`[hub]
+    /// idle_session_close`).
     pub idle_after: Duration,
     /// The least time between two writes of a session's own record after turns (see
     /// `hub::runtime`); messages are durable as they are stored, whatever this is.
@@ -189,8 +190,9 @@ pub struct CoreOptions {
 
 /// The approval scan mark's file, next to the sessions in the data directory.
 pub const APPROVAL_SCAN_MARK_FILE: &str = "approval-scan.json";
-/// Default of [`CoreOptions::idle_after`].
-pub const DEFAULT_IDLE_AFTER: Duration = Duration::from_secs(30 * 60);
+/// Default of [`CoreOptions::idle_after`] (`[hub] idle_session_close`).
+pub const DEFAULT_IDLE_AFTER: Duration =
+    Duration::from_secs(tau_api::config::DEFAULT_IDLE_SESSION_CLOSE_SECONDS);
 /// Default of [`CoreOptions::session_record_interval`].
 pub const DEFAULT_SESSION_RECORD_INTERVAL: Duration = Duration::from_secs(1);
 /// Default of [`CoreOptions::max_queued_turns`].
@@ -261,6 +263,7 @@ impl CoreOptions {
                 .approval_timeout_seconds
                 .map(|s| Duration::from_secs(u64::from(s))),
             routine_approval_timeout: Duration::from_secs(config.routines.approval_timeout_seconds),
+            idle_after: Duration::from_secs(config.hub.idle_session_close_seconds),
             mcp_servers: crate::mcp::specs_from_config(&config.mcp, &installation.env),
             spend: config.spend.clone(),
             spend_ledger: Some(installation.paths.data_dir.join(crate::spend::SPEND_FILE)),
@@ -363,7 +366,7 @@ mod tests {
         std::fs::write(home.join("persona/persona.md"), "You are tau.").unwrap();
         std::fs::write(
             home.join("tau.toml"),
-            "[models.roles.fast]\nprovider = \"fake\"\nmodel_id = \"m\"\n\n[agent]\nmax_turns = 3\nwindow_size = 8\napproval_timeout_seconds = 90\n\n[components.tools]\ndisabled = [\"demo_physical_action\"]\n",
+            "[models.roles.fast]\nprovider = \"fake\"\nmodel_id = \"m\"\n\n[agent]\nmax_turns = 3\nwindow_size = 8\napproval_timeout_seconds = 90\n\n[hub]\nidle_session_close = \"90s\"\n\n[components.tools]\ndisabled = [\"demo_physical_action\"]\n",
         )
         .unwrap();
         let env: tau_api::env::Env = [
@@ -379,6 +382,7 @@ mod tests {
         assert_eq!(options.limits.turns, Some(3));
         assert_eq!(options.window_size, 8);
         assert_eq!(options.approval_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(options.idle_after, Duration::from_secs(90));
         assert_eq!(options.disabled_tools, vec!["demo_physical_action"]);
         assert_eq!(options.persona_dir, Some(home.join("persona")));
         options.check_persona().unwrap();
@@ -400,6 +404,10 @@ mod tests {
         let installation = Installation::discover(env, tmp.path()).unwrap();
         let options = CoreOptions::from_installation(&installation);
         assert_eq!(options.persona_dir, None);
+        assert_eq!(
+            options.idle_after, DEFAULT_IDLE_AFTER,
+            "ten minutes by default"
+        );
         options.check_persona().unwrap();
     }
 }

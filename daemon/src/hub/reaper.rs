@@ -1,6 +1,7 @@
 //! The idle reaper: a task that retires idle open sessions (their agents and event buses leave
 //! memory; their history stays in the store and only their last seq is remembered), through
-//! [`OpenSessions::retire_idle`]. See ARCHITECTURE.md, "hub/".
+//! [`OpenSessions::retire_idle`], and cuts the replay buffers of sessions that stay open but idle
+//! ([`OpenSessions::trim_idle`]). See ARCHITECTURE.md, "hub/".
 //!
 //! Invariants:
 //! - The reaper runs a timer only while a session is open: with none open it waits, without a
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::open_sessions::OpenSessions;
+use super::open_sessions::{OpenSessions, TRIM_IDLE_AFTER};
 
 /// Starts the reaper of `sessions`, looking every `idle_after / 2` (10 ms to 60 s) while any is
 /// open and counting its looks in `passes`; it ends when `stop` is cancelled.
@@ -39,6 +40,7 @@ pub(super) fn spawn(
                 () = tokio::time::sleep(period) => {
                     passes.fetch_add(1, Ordering::Relaxed);
                     sessions.retire_idle(idle_after).await;
+                    sessions.trim_idle(TRIM_IDLE_AFTER.min(idle_after)).await;
                 }
             }
         }

@@ -33,19 +33,17 @@ use tracing::warn;
 
 use super::approvals::ApprovalRegistry;
 use super::approvals::{ApprovalReadiness, ClientApprover, TurnSlot};
+use super::builtin_tools::BuiltinTools;
 use super::bus::EventBus;
 use super::error::CoreError;
 use super::options::{CoreOptions, ModelFactory};
 use super::recorder::SessionRecorder;
-use super::routine_runner::with_routine_tool;
-use super::turns::TurnTable;
+use super::turn_table::TurnTable;
 use crate::agent::{ConversationWindow, SystemPromptSource, TauAgent};
-use crate::clock::SystemClock;
 use crate::context::modes::{SlidingWindow, SummarizingWindow};
 use crate::context::{
     sliding_window_start, sliding_window_start_in_tail, summarizing_window_start_in_tail,
 };
-use crate::mcp::hub_catalog;
 use crate::message::Message;
 use crate::spend::{MeteredModel, SpendMeter};
 use crate::store::{
@@ -68,6 +66,8 @@ pub(crate) struct AgentParts {
     pub spend: Arc<SpendMeter>,
     /// Registers what `schedule_routine` proposes; `None`: routines are off, no such tool.
     pub routine_proposer: Option<Arc<dyn crate::tool::builtin::RoutineProposer>>,
+    /// The built-in tools, shared by every session's catalog.
+    pub builtin_tools: BuiltinTools,
 }
 
 /// The agent of an open session, with the role it runs on.
@@ -462,19 +462,19 @@ fn build_agent(
         }
         ContextMode::Sliding => Arc::new(SlidingWindow::new(options.window_size)),
     };
-    let proposer = parts.routine_proposer.clone();
-    let catalog = hub_catalog(Arc::new(SystemClock), &options.disabled_tools, &parts.mcp)
+    let catalog = parts
+        .builtin_tools
+        .catalog(&options.disabled_tools, &parts.mcp)
         .map_err(|e| CoreError::Unavailable(format!("tool catalog: {e}")))?;
-    let catalog = with_routine_tool(catalog, proposer.as_ref(), &options.disabled_tools);
     let catalog_source: Option<crate::agent::CatalogSource> = (!parts.mcp.is_empty()).then(|| {
         let mcp = Arc::clone(&parts.mcp);
         let disabled = options.disabled_tools.clone();
+        let builtin = parts.builtin_tools.clone();
         Arc::new(move || {
-            let catalog = hub_catalog(Arc::new(SystemClock), &disabled, &mcp).unwrap_or_else(|e| {
+            builtin.catalog(&disabled, &mcp).unwrap_or_else(|e| {
                 warn!("tool catalog: {e}");
                 crate::tool::ToolCatalog::new()
-            });
-            with_routine_tool(catalog, proposer.as_ref(), &disabled)
+            })
         }) as crate::agent::CatalogSource
     });
     let recorder = Arc::new(

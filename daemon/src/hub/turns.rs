@@ -1,5 +1,5 @@
-//! The turns of one open session: the [`TurnTable`] (running turn, queue, idempotency keys, recently
-//! finished turns) and the worker that runs queued turns one at a time and publishes their events.
+//! The turns of one open session: accepting them into its `TurnTable` (`super::turn_table`) and
+//! the worker that runs queued turns one at a time and publishes their events.
 //!
 //! Invariants:
 //! - Turns of a session run one at a time in the order they were accepted; a queue longer than the
@@ -18,7 +18,6 @@
 //!
 //! See ARCHITECTURE.md, "The path of a turn".
 
-use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -27,91 +26,12 @@ use tracing::{error, warn};
 use super::event::{EventKind, TurnInfo, now_rfc3339};
 use super::recorder::SessionRecorder;
 use super::runtime::SessionRuntime;
+use super::turn_table::TurnRecord;
 use crate::agent::{AgentBusy, StopReason, TauAgent, TurnEnd, TurnEvent, TurnOptions};
 use crate::gate::{
     AgentEvent, ToolCallEvent, TurnRepairedEvent, TurnStoppedEvent, format_approval_arguments,
 };
 use crate::message::Usage;
-
-/// How many idempotency keys and finished turns a session remembers.
-pub const REMEMBERED_TURNS: usize = 256;
-
-/// A turn waiting or running.
-#[derive(Debug, Clone)]
-pub(crate) struct TurnRecord {
-    pub info: TurnInfo,
-    pub cancel: CancellationToken,
-    /// Set for a turn no client started (a routine's): its questions are held for this long.
-    pub held_for: Option<Duration>,
-}
-
-/// A turn the session has seen: where its events start, and how it ended.
-#[derive(Debug, Clone)]
-pub(crate) struct KnownTurn {
-    pub first_seq: u64,
-    pub ended: Option<(u64, String, TurnEnd)>,
-}
-
-/// The turns of one session.
-#[derive(Debug, Default)]
-pub(crate) struct TurnTable {
-    pub running: Option<TurnRecord>,
-    pub queue: VecDeque<TurnRecord>,
-    keys: HashMap<String, String>,
-    key_order: VecDeque<String>,
-    known: HashMap<String, KnownTurn>,
-    known_order: VecDeque<String>,
-    /// Set when the session is dropped from memory: no more turns are accepted here.
-    pub closed: bool,
-}
-
-impl TurnTable {
-    /// Whether a turn runs or waits.
-    pub fn busy(&self) -> bool {
-        self.running.is_some() || !self.queue.is_empty()
-    }
-
-    /// The turn an idempotency key names, if remembered.
-    pub fn by_key(&self, key: &str) -> Option<&str> {
-        self.keys.get(key).map(String::as_str)
-    }
-
-    pub fn known(&self, turn_id: &str) -> Option<&KnownTurn> {
-        self.known.get(turn_id)
-    }
-
-    fn remember_key(&mut self, key: String, turn_id: String) {
-        if self.key_order.len() == REMEMBERED_TURNS
-            && let Some(oldest) = self.key_order.pop_front()
-        {
-            self.keys.remove(&oldest);
-        }
-        self.key_order.push_back(key.clone());
-        self.keys.insert(key, turn_id);
-    }
-
-    fn remember_turn(&mut self, turn_id: String, first_seq: u64) {
-        if self.known_order.len() == REMEMBERED_TURNS
-            && let Some(oldest) = self.known_order.pop_front()
-        {
-            self.known.remove(&oldest);
-        }
-        self.known_order.push_back(turn_id.clone());
-        self.known.insert(
-            turn_id,
-            KnownTurn {
-                first_seq,
-                ended: None,
-            },
-        );
-    }
-
-    fn record_end(&mut self, turn_id: &str, seq: u64, end: TurnEnd) {
-        if let Some(known) = self.known.get_mut(turn_id) {
-            known.ended = Some((seq, now_rfc3339(), end));
-        }
-    }
-}
 
 /// What accepting a turn gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,13 +126,13 @@ impl SessionRuntime {
             };
             turns.queue.push_back(TurnRecord {
                 info: info.clone(),
+                first_seq: next_seq,
                 cancel: CancellationToken::new(),
                 held_for,
             });
             if let Some(key) = idempotency_key {
-                turns.remember_key(key, turn_id.clone());
+                turns.remember(key, turn_id.clone(), next_seq);
             }
-            turns.remember_turn(turn_id.clone(), next_seq);
             let event = EventKind::TurnQueued { turn: info, ahead };
             let accepted = Accepted {
                 session_id: self.session_id.clone(),
@@ -326,21 +246,30 @@ impl SessionRuntime {
 
     /// Publishes `turn_ended` and clears the running turn.
     fn finish(&self, turn_id: &str, end: TurnEnd) {
-        self.bus.publish_with(|next_seq| {
+        let first_seq = self.bus.publish_with(|next_seq| {
             let mut turns = self.lock_turns();
+            let mut first_seq = None;
             if turns
                 .running
                 .as_ref()
                 .is_some_and(|r| r.info.turn_id == turn_id)
             {
-                turns.running = None;
+                first_seq = turns.running.take().map(|r| r.first_seq);
             }
             turns.record_end(turn_id, next_seq, end.clone());
             (
                 Some((Some(turn_id.to_owned()), EventKind::TurnEnded(end))),
-                (),
+                first_seq,
             )
         });
+        // The session's turns are all done: only this turn's events stay for resumptions. (The
+        // turn table's lock is let go before the bus's is taken: the lock order is bus first.)
+        let busy = self.lock_turns().busy();
+        if let Some(first_seq) = first_seq
+            && !busy
+        {
+            self.bus.drop_before(first_seq);
+        }
         self.touch();
     }
 }

@@ -110,11 +110,17 @@ impl SoakHub {
 
     /// Starts `taud` like [`SoakHub::start_plain`], with `env` added to its environment.
     pub fn start_with_env(taud: &Path, backend: &str, env: &[(&str, &str)]) -> SoakResult<Self> {
-        Self::start_full(taud, backend, false, env)
+        Self::start_full(taud, backend, false, env, "")
+    }
+
+    /// Starts `taud` with the allocator's default arenas (as a hub runs in production) and `toml`
+    /// appended to its tau.toml (whole tables, e.g. `[hub]` keys).
+    pub fn start_configured(taud: &Path, backend: &str, toml: &str) -> SoakResult<Self> {
+        Self::start_full(taud, backend, false, &[], toml)
     }
 
     fn start_with(taud: &Path, backend: &str, one_arena: bool) -> SoakResult<Self> {
-        Self::start_full(taud, backend, one_arena, &[])
+        Self::start_full(taud, backend, one_arena, &[], "")
     }
 
     fn start_full(
@@ -122,6 +128,7 @@ impl SoakHub {
         backend: &str,
         one_arena: bool,
         env: &[(&str, &str)],
+        toml: &str,
     ) -> SoakResult<Self> {
         let root = tempfile::tempdir()?;
         let home = root.path().join("home");
@@ -129,7 +136,7 @@ impl SoakHub {
         std::fs::create_dir_all(root.path().join("user"))?;
         std::fs::write(
             home.join("tau.toml"),
-            format!("[sessions]\nbackend = \"{backend}\"\n"),
+            format!("[sessions]\nbackend = \"{backend}\"\n{toml}"),
         )?;
         // An installation with a tau.toml needs its persona, or taud refuses to start (exit 78).
         std::fs::write(
@@ -176,7 +183,7 @@ impl SoakHub {
         connect(self.socket()).await
     }
 
-    fn socket(&self) -> PathBuf {
+    pub fn socket(&self) -> PathBuf {
         self.root.path().join("data/hub/taud.sock")
     }
 
@@ -188,6 +195,17 @@ impl SoakHub {
     /// How many threads the hub runs.
     pub fn threads(&self) -> SoakResult<u64> {
         self.status_field("Threads:")
+    }
+
+    /// How many file descriptors the hub has open.
+    pub fn fds(&self) -> SoakResult<u64> {
+        let entries = std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))?;
+        Ok(entries.count() as u64)
+    }
+
+    /// The hub's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     fn status_field(&self, name: &str) -> SoakResult<u64> {
@@ -232,7 +250,8 @@ impl SoakHub {
     }
 }
 
-async fn connect(socket: PathBuf) -> SoakResult<TauClient<Channel>> {
+/// A gRPC client on the Unix socket at `socket` (its own connection).
+pub async fn connect(socket: PathBuf) -> SoakResult<TauClient<Channel>> {
     let channel = Endpoint::from_static("http://localhost")
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let socket = socket.clone();

@@ -1,6 +1,7 @@
-//! The small tables' keys and their errors: `[component.telegram]` and `[routines]`.
+//! The small tables' keys and their errors: `[component.telegram]`, `[routines]`,
+//! `[hub] idle_session_close` and a local model role's tuning.
 
-use super::{err, load};
+use super::{KeepAlive, Temperature, err, load};
 
 #[test]
 fn the_telegram_table_reads_its_keys_and_defaults() {
@@ -113,4 +114,38 @@ fn the_routines_table_reads_its_approval_timeout() {
         assert_eq!(config.routines.approval_timeout_seconds, seconds, "{text}");
     }
     assert!(err("[routines]\napproval_timeout = \"99999999999999999999d\"\n").contains("1d"));
+}
+
+#[test]
+fn idle_session_close_takes_seconds_or_a_duration() {
+    for (text, seconds) in [
+        ("idle_session_close = 45", 45),
+        ("idle_session_close = \"90s\"", 90),
+        ("idle_session_close = \"10m\"", 600),
+        ("idle_session_close = \"1h\"", 3600),
+        (
+            "idle_session_close = \"7d\"",
+            super::MAX_IDLE_SESSION_CLOSE_SECONDS,
+        ),
+    ] {
+        let c = load(&format!("[hub]\n{text}\n")).unwrap();
+        assert_eq!(c.hub.idle_session_close_seconds, seconds, "{text}");
+    }
+}
+
+#[test]
+fn a_local_role_reads_its_tuning() {
+    let text = "[models.roles.local]\nprovider = \"ollama\"\nmodel_id = \"qwen3:8b\"\n\
+                num_ctx = 32768\nkeep_alive = \"30m\"\ntemperature = 0.2\n\
+                [models.roles.gpt]\nprovider = \"openai\"\nmodel_id = \"gpt-4.1\"\n\
+                keep_alive = -1\ntemperature = 1\n";
+    let c = load(text).unwrap();
+    let local = &c.role("local").unwrap().tuning;
+    assert_eq!(local.num_ctx, Some(32768));
+    assert_eq!(local.keep_alive, Some(KeepAlive::Duration("30m".into())));
+    assert_eq!(local.temperature.map(Temperature::get), Some(0.2));
+    let gpt = &c.role("gpt").unwrap().tuning;
+    assert_eq!(gpt.num_ctx, None);
+    assert_eq!(gpt.keep_alive, Some(KeepAlive::Seconds(-1)));
+    assert_eq!(gpt.temperature.map(Temperature::get), Some(1.0));
 }

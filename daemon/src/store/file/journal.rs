@@ -1,7 +1,8 @@
 //! The file backend's write-ahead journal: `<session>/journal.jsonl`. A batch (events and
 //! messages) is durable once its line is appended there, with one write and one `fdatasync`; its
 //! message files and `events.jsonl` lines are written later without a sync ("materialized"), and
-//! synced at a checkpoint that then empties the journal. A turn so pays one append per step
+//! synced at a checkpoint that then empties the journal (at a flush once the journal holds 512
+//! batches, is 30 s old or has [`CHECKPOINT_UNSYNCED`] paths to sync, and when the session closes). A turn so pays one append per step
 //! instead of a synced file creation per message plus a directory sync.
 //!
 //! ```text
@@ -70,6 +71,10 @@ pub(super) const CHECKPOINT_LINES: usize = 512;
 pub(super) const CHECKPOINT_AGE: Duration = Duration::from_secs(30);
 /// Messages held unmaterialized before an append materializes them itself.
 pub(super) const PENDING_MAX: usize = 64;
+/// Files and directories materialized since the last checkpoint past which the next flush
+/// checkpoints: each is a path the session holds in memory until then (a busy session would
+/// otherwise gather 30 s of them, some 100 KiB).
+const CHECKPOINT_UNSYNCED: usize = 128;
 
 /// A message journaled and not yet materialized: its directory and record.
 pub(super) struct PendingMessage {
@@ -309,6 +314,7 @@ impl FileBackend {
             let mut journal = lock_entry(&entry);
             self.materialize_locked(&session_dir, &mut journal)?;
             let due = journal.lines >= CHECKPOINT_LINES
+                || journal.unsynced.len() >= CHECKPOINT_UNSYNCED
                 || journal
                     .began
                     .is_some_and(|at| at.elapsed() >= CHECKPOINT_AGE);

@@ -1,0 +1,125 @@
+//! [`BuiltinTools`]: the tools built into the hub (the shipped ones, and `schedule_routine` when
+//! routines are on), made once per hub and shared by every open session's catalog. A tool's spec,
+//! with its JSON schema, is a few KiB that each open session would otherwise hold a copy of.
+//!
+//! Invariant: a session's catalog is what `crate::mcp::hub_catalog` and
+//! `routine_runner::with_routine_tool` make, in the same order (shipped tools, the MCP tools
+//! offered now, `schedule_routine`) with the same tools disabled; only the built-in tool objects
+//! are shared.
+
+use std::sync::Arc;
+
+use tracing::{error, warn};
+
+use crate::clock::SystemClock;
+use crate::mcp::McpManager;
+use crate::tool::builtin::{RoutineProposer, ScheduleRoutine, shipped};
+use crate::tool::{CatalogError, Tool, ToolCatalog};
+
+/// The hub's built-in tools, shared by every session (cheap to clone).
+#[derive(Clone)]
+pub(crate) struct BuiltinTools {
+    shipped: Arc<[Arc<dyn Tool>]>,
+    schedule_routine: Option<Arc<dyn Tool>>,
+}
+
+impl BuiltinTools {
+    /// The shipped tools on the system clock, and `schedule_routine` when there is a `proposer`.
+    pub(crate) fn new(proposer: Option<&Arc<dyn RoutineProposer>>) -> Self {
+        Self {
+            shipped: shipped(Arc::new(SystemClock)).into(),
+            schedule_routine: proposer
+                .map(|p| Arc::new(ScheduleRoutine::new(Arc::clone(p))) as Arc<dyn Tool>),
+        }
+    }
+
+    /// A session's catalog: the shipped tools, the MCP tools `mcp` offers now and
+    /// `schedule_routine`, less those `disabled` names. Fails only when a shipped tool is refused.
+    pub(crate) fn catalog(
+        &self,
+        disabled: &[String],
+        mcp: &McpManager,
+    ) -> Result<ToolCatalog, CatalogError> {
+        let mut catalog = ToolCatalog::new();
+        for tool in self.shipped.iter() {
+            catalog.add(Arc::clone(tool))?;
+        }
+        for tool in mcp.tools() {
+            let name = tool.spec().name.clone();
+            if let Err(e) = catalog.add(tool) {
+                error!(tool = %name, "mcp tool left out: {e}");
+            }
+        }
+        catalog.disable(disabled);
+        if let Some(tool) = &self.schedule_routine {
+            if let Err(err) = catalog.add(Arc::clone(tool)) {
+                warn!("schedule_routine left out: {err}");
+            }
+            catalog.disable(disabled);
+        }
+        Ok(catalog)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_share_the_tool_objects_and_get_the_hub_catalog() {
+        let mcp = McpManager::new(Vec::new());
+        let builtin = BuiltinTools::new(None);
+        let disabled = vec!["demo_physical_action".to_owned()];
+        let a = builtin.catalog(&disabled, &mcp).unwrap();
+        let b = builtin.catalog(&disabled, &mcp).unwrap();
+        let made = crate::mcp::hub_catalog(Arc::new(SystemClock), &disabled, &mcp).unwrap();
+        assert_eq!(a.names(), made.names());
+        assert_eq!(a.names(), ["current_time"]);
+        let (Some(x), Some(y)) = (a.get("current_time"), b.get("current_time")) else {
+            panic!("current_time is in both catalogs");
+        };
+        assert!(
+            Arc::ptr_eq(x.tool(), y.tool()),
+            "one tool object for every session"
+        );
+        assert_eq!(
+            builtin.catalog(&[], &mcp).unwrap().names(),
+            ["current_time", "demo_physical_action"]
+        );
+    }
+}
+
+/// The tools an agent may call, as `ListTools` shows them: the catalog a session would get now,
+/// then the MCP tools not offered and why.
+pub(crate) fn tool_summaries(
+    disabled: &[String],
+    parts: &super::runtime::AgentParts,
+) -> Vec<crate::tool::ToolSummary> {
+    match crate::mcp::hub_catalog(Arc::new(SystemClock), disabled, &parts.mcp) {
+        Ok(catalog) => {
+            let catalog = super::routine_runner::with_routine_tool(
+                catalog,
+                parts.routine_proposer.as_ref(),
+                disabled,
+            );
+            let mut tools: Vec<crate::tool::ToolSummary> = catalog
+                .entries()
+                .iter()
+                .map(|entry| crate::tool::ToolSummary {
+                    name: entry.name().to_owned(),
+                    tier: Some(entry.tier()),
+                    description: entry.spec().description.clone(),
+                    effect: entry.spec().effect().to_owned(),
+                    server: entry.distribution().strip_prefix("mcp:").map(str::to_owned),
+                    state: "ready".to_owned(),
+                })
+                .collect();
+            tools.extend(crate::mcp::not_offered(&parts.mcp));
+            tools
+        }
+        Err(error) => {
+            warn!("cannot list the tools: {error}");
+            Vec::new()
+        }
+    }
+}
