@@ -118,26 +118,34 @@ mod tests {
     #[test]
     fn only_the_temp_files_of_dead_writers_are_removed() {
         let dir = tempfile::tempdir().unwrap();
+        // A writer that is alive holds its temporary file locked; the pid in a name is no proof
+        // (a restarted hub may have its predecessor's).
         let own = format!("state.json.tmp.{}", std::process::id());
         for name in [
             "state.json.tmp.4242",
             "token.tmp.1",
             "state.json",
             "notes.tmp",
+            "live.json.tmp.5",
             own.as_str(),
         ] {
             fs::write(dir.path().join(name), "x").unwrap();
         }
+        let live = fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("live.json.tmp.5"))
+            .unwrap();
+        live.lock().unwrap();
         fs::create_dir(dir.path().join("sub.tmp.7")).unwrap();
-        assert_eq!(remove_stale_temp_files(dir.path()).unwrap(), 2);
+        assert_eq!(remove_stale_temp_files(dir.path()).unwrap(), 3);
         let mut left: Vec<String> = fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         left.sort();
         let mut expected = vec![
+            "live.json.tmp.5".to_owned(),
             "notes.tmp".to_owned(),
-            own,
             "state.json".to_owned(),
             "sub.tmp.7".to_owned(),
         ];

@@ -190,8 +190,8 @@ impl ScanJournal {
     }
 }
 
-/// Removes the `<mark>.tmp.<pid>` files beside the mark that another process left: only one hub
-/// runs at a time (the hub lock), so such a file belongs to a hub that was killed mid-write.
+/// Removes the `<mark>.tmp.<pid>` files beside the mark that a killed hub left (those no live
+/// writer holds locked, whatever their pid).
 fn remove_stale_temp_files(path: &Path) {
     if let Err(error) = tau_api::durable_file::remove_stale_temp_files_of(path) {
         warn!(file = %path.display(), %error, "cannot remove the stale temporary files of the scan mark");
@@ -266,17 +266,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("approval-scan.json");
         let stale = dir.path().join("approval-scan.json.tmp.999999999");
-        let own = dir
+        // Left by a killed hub whose successor got the same pid (a container's first process).
+        let same_pid = dir
             .path()
             .join(format!("approval-scan.json.tmp.{}", std::process::id()));
         let other = dir.path().join("sessions.tmp.12");
         let odd = dir.path().join("approval-scan.json.tmp.x1");
-        for file in [&stale, &own, &other, &odd] {
+        for file in [&stale, &same_pid, &other, &odd] {
             fs::write(file, "{").unwrap();
         }
         let _journal = ScanJournal::new(&path, "file");
-        assert!(!stale.exists());
-        assert!(own.exists() && other.exists() && odd.exists());
+        assert!(!stale.exists() && !same_pid.exists());
+        assert!(other.exists() && odd.exists());
     }
 
     #[test]
