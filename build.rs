@@ -27,6 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
+        .codec_path("crate::codec::TauCodec")
         .compile_fds(fds)?;
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! Invariant: nothing here starts a task, opens a socket or holds global mutable state; it is data,
 //! parsing and formatting only, so a client pays for none of the daemon.
 
+pub mod codec;
 pub mod durable_file;
 pub mod hub_files;
 

@@ -23,6 +23,7 @@ use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 
 use super::auth;
+use super::deadline;
 use super::tau_service::TauApi;
 use super::uds;
 use crate::host::{Hub, HubService, ServiceError, token};
@@ -145,7 +146,8 @@ impl HubService for GrpcService {
         .add_service(health_service)
         .add_service(reflection)
         .prepare()
-        .into_axum_router();
+        .into_axum_router()
+        .layer(axum::middleware::from_fn(deadline::apply_grpc_timeout));
 
         let uid = self
             .socket_uid

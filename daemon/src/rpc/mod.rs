@@ -5,7 +5,7 @@
 //! Layout: `tau_service` (the `tau.v1.Tau` trait impl, one line per call) delegates to `calls`
 //! (request checks, the hub core call, the response or stream), which translate with `wire`
 //! (sessions, events, approvals, catalog) and `convert` (status); `grpc_service` serves it all on
-//! the socket and the TCP port behind `auth`.
+//! the socket and the TCP port behind `auth`, a caller's `grpc-timeout` applied by `deadline`.
 //!
 //! Invariants: no business logic here; every call over TCP carries the bearer token and every
 //! call over the Unix socket comes from this user's uid.
@@ -13,6 +13,7 @@
 pub mod auth;
 mod calls;
 mod convert;
+pub mod deadline;
 pub mod errors;
 pub mod grpc_service;
 mod routine_calls;
