@@ -1,14 +1,18 @@
 //! [`ConnLimits`]: the deadlines and the cap every listener of the hub applies to its connections.
 //!
 //! Invariants: with the defaults a connection that sends nothing, or only part of a request, is
-//! closed within [`SILENT_CLOSE_BOUND`] (30 s); an HTTP/2 connection whose peer answers pings is
-//! never cut for being quiet (a Subscribe waiting for events, a turn waiting on an approval); no
-//! deadline is zero.
+//! closed within [`SILENT_CLOSE_BOUND`] (30 s); a connection with no request in flight is closed
+//! gracefully after [`ConnLimits::idle_close`] whether or not it answers pings (a client opens a
+//! new one when it next calls), while one with a stream open (a Subscribe waiting for events, a
+//! turn waiting on an approval) is never cut for being quiet; no deadline is zero.
 
 use std::time::Duration;
 
 /// The most any silent or partial connection may stay open with the default limits.
 pub const SILENT_CLOSE_BOUND: Duration = Duration::from_secs(30);
+
+/// The default time a connection may sit with no request in flight.
+pub const DEFAULT_IDLE_CLOSE: Duration = Duration::from_secs(60);
 
 /// The default cap on concurrent connections per listener.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
@@ -31,6 +35,9 @@ pub struct ConnLimits {
     pub keepalive_interval: Duration,
     /// HTTP/2: a ping not answered within this closes the connection.
     pub keepalive_timeout: Duration,
+    /// A connection with no request in flight for this long is closed gracefully (HTTP/2 GOAWAY,
+    /// or the end of an HTTP/1.1 keep-alive), even if its peer answers every ping.
+    pub idle_close: Duration,
     /// Connections open at once on one listener; beyond it a new connection replaces the oldest
     /// one that has not sent a request yet, or is closed at once.
     pub max_connections: usize,
@@ -43,6 +50,7 @@ impl Default for ConnLimits {
             header_read: Duration::from_secs(10),
             keepalive_interval: Duration::from_secs(10),
             keepalive_timeout: Duration::from_secs(10),
+            idle_close: DEFAULT_IDLE_CLOSE,
             max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
@@ -58,6 +66,7 @@ impl ConnLimits {
             header_read: deadline,
             keepalive_interval: deadline,
             keepalive_timeout: deadline,
+            idle_close: deadline,
             max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
@@ -89,6 +98,7 @@ mod tests {
         assert_eq!(limits.header_read, Duration::from_secs(10));
         assert_eq!(limits.keepalive_interval, Duration::from_secs(10));
         assert_eq!(limits.keepalive_timeout, Duration::from_secs(10));
+        assert_eq!(limits.idle_close, Duration::from_secs(60));
         assert_eq!(limits.max_connections, 256);
         assert_eq!(limits.silent_close_bound(), Duration::from_secs(20));
         assert!(limits.silent_close_bound() <= SILENT_CLOSE_BOUND);
@@ -99,6 +109,7 @@ mod tests {
         let limits = ConnLimits::from_deadline_ms("700").unwrap();
         assert_eq!(limits.first_request, Duration::from_millis(700));
         assert_eq!(limits.keepalive_timeout, Duration::from_millis(700));
+        assert_eq!(limits.idle_close, Duration::from_millis(700));
         assert_eq!(limits.max_connections, DEFAULT_MAX_CONNECTIONS);
         assert_eq!(
             ConnLimits::from_deadline_ms("1").unwrap().first_request,

@@ -4,9 +4,9 @@
 //!
 //! Invariants: a connection that has not sent the headers of a request within
 //! [`ConnLimits::first_request`] is closed; HTTP/1.1 headers have [`ConnLimits::header_read`];
-//! an HTTP/2 connection is closed only when its peer stops answering pings (a quiet stream is
-//! never cut) or, with the listener full, when it sits idle the longest and a new connection needs
-//! its place; at most [`ConnLimits::max_connections`] connections are open per listener
+//! a connection with no request in flight for [`ConnLimits::idle_close`] is closed gracefully
+//! (answering pings does not keep it); an HTTP/2 connection with a stream open is closed only
+//! when its peer stops answering pings (a quiet stream is never cut); at most [`ConnLimits::max_connections`] connections are open per listener
 //! ([`slots`]); a failed accept pauses and retries, never ends the loop ([`accept`]); on shutdown
 //! accepting stops, every connection is shut down gracefully, and the loop returns when the last
 //! one has ended. This module knows nothing of tonic: a listener passes its own peer information.
@@ -20,7 +20,6 @@ mod tests;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::http::Request;
 use hyper::body::Incoming;
@@ -81,7 +80,7 @@ pub async fn serve<A, F>(
                             info,
                             app.clone(),
                             Arc::clone(&builder),
-                            limits.first_request,
+                            limits,
                             slot,
                             stop.clone(),
                         ));
@@ -147,15 +146,15 @@ impl hyper::body::Body for TrackedBody {
     }
 }
 
-/// Serves one connection until it ends, misses its first-request deadline, is evicted by a newer
-/// connection (at once while it has sent no request, gracefully once it sits idle), or is shut
-/// down with the listener.
+/// Serves one connection until it ends, misses its first-request deadline, sits with no request
+/// in flight for the idle deadline (closed gracefully), is evicted by a newer connection (at once
+/// while it has sent no request, gracefully once it sits idle), or is shut down with the listener.
 async fn connection<Io, Info>(
     io: Io,
     info: Info,
     app: axum::Router,
     builder: Arc<Builder<TokioExecutor>>,
-    first_request: Duration,
+    limits: ConnLimits,
     slot: Slot,
     stop: CancellationToken,
 ) where
@@ -180,8 +179,12 @@ async fn connection<Io, Info>(
     });
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
+    let first_request = limits.first_request;
     let first = tokio::time::sleep(first_request);
     tokio::pin!(first);
+    // Looked at when it fires: the connection may have been busy meanwhile.
+    let idle = tokio::time::sleep(limits.idle_close);
+    tokio::pin!(idle);
     let mut awaiting_first = true;
     let mut stopping = false;
     loop {
@@ -201,6 +204,22 @@ async fn connection<Io, Info>(
                     return;
                 }
                 awaiting_first = false;
+            }
+            () = &mut idle, if !stopping => {
+                match slot.idle_for() {
+                    Some(quiet) if quiet >= limits.idle_close => {
+                        tracing::debug!(
+                            "closing a connection with no request for {} ms",
+                            quiet.as_millis()
+                        );
+                        stopping = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                    quiet => {
+                        let left = limits.idle_close.saturating_sub(quiet.unwrap_or_default());
+                        idle.as_mut().reset(tokio::time::Instant::now() + left);
+                    }
+                }
             }
             () = slot.evicted(), if !stopping => {
                 if !slot.is_proven() {

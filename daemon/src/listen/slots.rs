@@ -199,6 +199,13 @@ impl Slot {
         self.activity.is_proven()
     }
 
+    /// How long the connection has had no request in flight; `None` while one is.
+    pub fn idle_for(&self) -> Option<std::time::Duration> {
+        let since = self.activity.idle_since()?;
+        let now = u64::try_from(self.activity.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        Some(std::time::Duration::from_millis(now.saturating_sub(since)))
+    }
+
     /// Resolves when a newer connection evicted this one.
     pub async fn evicted(&self) {
         self.evict.cancelled().await;

@@ -243,3 +243,65 @@ async fn silent_and_partial_connections_are_closed_by_their_deadlines() {
         assert!(took < Duration::from_secs(2), "{what}: {took:?}");
     }
 }
+
+/// An HTTP/2 client on `addr` whose connection task answers pings; resolves when the hub closes
+/// the connection.
+async fn h2_client(
+    addr: SocketAddr,
+) -> (
+    h2::client::SendRequest<bytes::Bytes>,
+    tokio::task::JoinHandle<()>,
+) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (send, connection) = h2::client::handshake(tcp).await.unwrap();
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    (send, driver)
+}
+
+async fn h2_get(
+    send: &mut h2::client::SendRequest<bytes::Bytes>,
+    path: &str,
+) -> h2::client::ResponseFuture {
+    let request = http::Request::get(format!("http://127.0.0.1{path}"))
+        .body(())
+        .unwrap();
+    let ready = send.clone().ready().await.unwrap();
+    *send = ready;
+    let (response, _) = send.send_request(request, true).unwrap();
+    response
+}
+
+#[tokio::test]
+async fn an_idle_http2_connection_is_closed_though_it_answers_pings_and_a_busy_one_stays() {
+    // Pings every 150 ms are answered by both clients; only the idle deadline can close one.
+    let limits = ConnLimits {
+        keepalive_interval: Duration::from_millis(150),
+        idle_close: Duration::from_millis(600),
+        ..ConnLimits::default()
+    };
+    let (addr, _stop) = serve_app(limits).await;
+
+    let (mut idle, idle_driver) = h2_client(addr).await;
+    let response = h2_get(&mut idle, "/health").await.await.unwrap();
+    assert_eq!(response.status(), 200);
+    let started = Instant::now();
+
+    let (mut busy, busy_driver) = h2_client(addr).await;
+    let _waiting = h2_get(&mut busy, "/wait").await;
+
+    tokio::time::timeout(Duration::from_secs(5), idle_driver)
+        .await
+        .expect("the idle connection is closed")
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(500), "closed after {took:?}");
+    assert!(took < Duration::from_millis(2500), "closed after {took:?}");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        !busy_driver.is_finished(),
+        "a connection with a stream open stays"
+    );
+    busy_driver.abort();
+}
