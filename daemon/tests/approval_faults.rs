@@ -297,6 +297,7 @@ async fn trial(s: Scenario, why: String) {
                 Act::Decide(who, answer) => {
                     let outcome = core
                         .decide(&approval, answer, &attachment)
+                        .await
                         .map_err(|e: CoreError| e.to_string());
                     Some(Answer {
                         who,

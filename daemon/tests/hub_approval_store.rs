@@ -1,7 +1,8 @@
 //! An approved decision that the store cannot record issues no permit: through the in-process hub
 //! core over a file store that refuses to append `approved` approval events (a full disk at the
 //! wrong moment), the tool does not run, the model is told why, the stored question ends as an
-//! error, and a restart finds nothing left pending.
+//! error, the DecideApproval answer and the live `ApprovalResolved` say the same (never
+//! "approved"), and a restart finds nothing left pending.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -144,8 +145,10 @@ async fn an_approval_the_store_cannot_record_runs_no_tool() {
                     ApprovalAnswer::Approve,
                     turn.attachment_id()
                 )
+                .await
                 .unwrap(),
-                DecideOutcome::Applied(ApprovalOutcome::Approved)
+                DecideOutcome::Applied(ApprovalOutcome::Error),
+                "the decision reports what the record says"
             );
         }
         let ended = matches!(event.kind, EventKind::TurnEnded(_));
@@ -154,6 +157,14 @@ async fn an_approval_the_store_cannot_record_runs_no_tool() {
             break;
         }
     }
+    let resolved: Vec<ApprovalOutcome> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ApprovalResolved { resolution, .. } => Some(*resolution),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(resolved, vec![ApprovalOutcome::Error], "one truth, live");
     let call = events
         .iter()
         .find_map(|e| match &e.kind {

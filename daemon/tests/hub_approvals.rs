@@ -28,6 +28,7 @@ async fn a_queued_turn_neither_keeps_nor_decides_the_running_turns_approval() {
     let refused = f
         .core
         .decide(&approval, ApprovalAnswer::Approve, turn_b.attachment_id())
+        .await
         .unwrap_err();
     assert!(
         matches!(refused, CoreError::FailedPrecondition(_)),
@@ -75,6 +76,7 @@ async fn a_subscriber_attached_while_an_approval_is_pending_may_decide_it() {
                 ApprovalAnswer::Approve,
                 &watcher.snapshot().attachment_id
             )
+            .await
             .unwrap(),
         DecideOutcome::Applied(ApprovalOutcome::Approved)
     );
@@ -132,6 +134,7 @@ async fn a_session_is_noted_in_the_scan_mark_before_an_approval_is_asked_in_it()
     assert_eq!(marked()["asked_in"], serde_json::json!([id]));
     f.core
         .decide(&approval, ApprovalAnswer::Reject, turn.attachment_id())
+        .await
         .unwrap();
     let events = drain(&mut turn).await;
     assert!(matches!(

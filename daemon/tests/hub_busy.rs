@@ -67,6 +67,7 @@ async fn changes_of_the_agent_are_refused_at_once_while_a_turn_waits_for_an_appr
         let attachment = stream.attachment_id().to_owned();
         f.core
             .decide(&approval, ApprovalAnswer::Reject, &attachment)
+            .await
             .unwrap();
         drain(&mut stream).await;
         let switched = f.core.switch_role(&id, "fast").await.unwrap();

@@ -279,6 +279,7 @@ async fn a_tier_2_mcp_call_asks_with_effect_and_exact_arguments_every_time() {
         );
         f.core
             .decide(&info.request.approval_id, answer, turn.attachment_id())
+            .await
             .unwrap();
         let events = drain(&mut turn).await;
         let calls = tool_calls(&events);

@@ -301,12 +301,14 @@ async fn an_approval_expired_by_restart_answers_expired_after_any_number_of_rest
         let attachment = stream.snapshot().attachment_id.clone();
         assert_eq!(
             core.decide("apr-0", ApprovalAnswer::Approve, &attachment)
+                .await
                 .unwrap(),
             DecideOutcome::Expired(ApprovalOutcome::ExpiredByRestart),
             "restart {restart}"
         );
         assert_eq!(
             core.decide("apr-never", ApprovalAnswer::Approve, &attachment)
+                .await
                 .unwrap(),
             DecideOutcome::NotFound
         );

@@ -97,6 +97,7 @@ async fn a_tier_two_routine_is_approved_in_its_session_then_fires_exempt() {
     );
     f.core
         .decide(&approval, ApprovalAnswer::Reject, &attachment)
+        .await
         .unwrap();
     let refused = adding.await.unwrap().unwrap_err();
     assert!(
@@ -114,6 +115,7 @@ async fn a_tier_two_routine_is_approved_in_its_session_then_fires_exempt() {
     let (approval, _) = question(&mut watcher).await;
     f.core
         .decide(&approval, ApprovalAnswer::Approve, &attachment)
+        .await
         .unwrap();
     let view = adding.await.unwrap().unwrap();
     assert_eq!(
@@ -137,6 +139,7 @@ async fn a_tier_two_routine_is_approved_in_its_session_then_fires_exempt() {
     assert!(effect.contains("every 1m"), "{effect}");
     f.core
         .decide(&approval, ApprovalAnswer::Reject, &attachment)
+        .await
         .unwrap();
     assert!(replacing.await.unwrap().is_err());
     let kept = f.core.list_routines().unwrap().remove(0);
@@ -165,6 +168,7 @@ async fn a_tier_two_routine_is_approved_in_its_session_then_fires_exempt() {
     assert!(effect.starts_with("Demo: simulates"), "{effect}");
     f.core
         .decide(&approval, ApprovalAnswer::Approve, &attachment)
+        .await
         .unwrap();
     let run = running.await.unwrap().unwrap();
     assert!(run.result.as_ref().unwrap().succeeded, "{run:?}");
@@ -269,6 +273,7 @@ async fn the_model_proposes_a_routine_and_the_owner_approves_it_in_the_turn() {
     let approval = support::hub::until_approval(&mut turn).await;
     f.core
         .decide(&approval, ApprovalAnswer::Approve, turn.attachment_id())
+        .await
         .unwrap();
     let events = support::hub::drain(&mut turn).await;
     assert_eq!(
@@ -329,6 +334,7 @@ async fn a_prompt_routine_the_model_proposes_is_asked_and_refused_when_rejected(
     );
     f.core
         .decide(&approval, ApprovalAnswer::Reject, turn.attachment_id())
+        .await
         .unwrap();
     support::hub::drain(&mut turn).await;
     assert!(
@@ -339,6 +345,7 @@ async fn a_prompt_routine_the_model_proposes_is_asked_and_refused_when_rejected(
     let approval = support::hub::until_approval(&mut turn).await;
     f.core
         .decide(&approval, ApprovalAnswer::Approve, turn.attachment_id())
+        .await
         .unwrap();
     support::hub::drain(&mut turn).await;
     let routine = f.core.list_routines().unwrap().remove(0);
@@ -587,6 +594,7 @@ async fn a_prompt_routines_question_is_held_for_the_owner_and_ends_at_its_deadli
     let approval = pending_in(&f, "routine-lamp", Some(&approval)).await;
     f.core
         .decide(&approval, ApprovalAnswer::Approve, &attachment)
+        .await
         .unwrap();
     let firing = ended_firing(&f, "lamp", second).await;
     assert_eq!(

@@ -247,6 +247,7 @@ async fn approvals_left_pending_by_a_dead_hub_expire_on_start() {
                     ApprovalAnswer::Approve,
                     &watcher.snapshot().attachment_id
                 )
+                .await
                 .unwrap(),
             DecideOutcome::Expired(ApprovalOutcome::ExpiredByRestart)
         );

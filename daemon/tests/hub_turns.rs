@@ -110,7 +110,7 @@ async fn an_attached_client_approves_and_rejects() {
         );
         let attachment = stream.attachment_id().to_owned();
         assert_eq!(
-            f.core.decide(&approval, answer, &attachment).unwrap(),
+            f.core.decide(&approval, answer, &attachment).await.unwrap(),
             DecideOutcome::Applied(if ran {
                 ApprovalOutcome::Approved
             } else {
@@ -120,6 +120,7 @@ async fn an_attached_client_approves_and_rejects() {
         assert_eq!(
             f.core
                 .decide(&approval, ApprovalAnswer::Approve, &attachment)
+                .await
                 .unwrap(),
             DecideOutcome::AlreadyDecided(if ran {
                 ApprovalOutcome::Approved
@@ -173,15 +174,17 @@ async fn decisions_from_another_channel_or_no_attachment_do_not_count() {
             ApprovalAnswer::Approve,
             &telegram.snapshot().attachment_id,
         )
+        .await
         .unwrap_err();
     assert!(matches!(wrong, CoreError::FailedPrecondition(_)), "{wrong}");
     assert!(matches!(
         f.core
-            .decide(&approval, ApprovalAnswer::Approve, "att-forged"),
+            .decide(&approval, ApprovalAnswer::Approve, "att-forged")
+            .await,
         Err(CoreError::FailedPrecondition(_))
     ));
     assert!(matches!(
-        f.core.decide(&approval, ApprovalAnswer::Approve, ""),
+        f.core.decide(&approval, ApprovalAnswer::Approve, "").await,
         Err(CoreError::InvalidArgument(_))
     ));
     assert_eq!(
@@ -191,6 +194,7 @@ async fn decisions_from_another_channel_or_no_attachment_do_not_count() {
                 ApprovalAnswer::Approve,
                 stream.attachment_id()
             )
+            .await
             .unwrap(),
         DecideOutcome::NotFound
     );
@@ -442,7 +446,9 @@ async fn lagged_turn_with_a_pending_approval(f: &Fixture, id: &str) -> (String, 
     );
     assert!(
         matches!(
-            f.core.decide(&approval, ApprovalAnswer::Approve, &cut_off),
+            f.core
+                .decide(&approval, ApprovalAnswer::Approve, &cut_off)
+                .await,
             Err(CoreError::CutOff(_))
         ),
         "a cut-off attachment no longer decides"
@@ -472,6 +478,7 @@ async fn a_cut_off_client_that_resubscribes_within_the_grace_keeps_its_approval(
     assert_eq!(
         f.core
             .decide(&approval, ApprovalAnswer::Approve, &attachment)
+            .await
             .unwrap(),
         DecideOutcome::Applied(ApprovalOutcome::Approved)
     );

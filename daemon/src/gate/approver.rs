@@ -41,6 +41,14 @@ pub trait Approver: Send + Sync {
         let _ = request;
         proposed
     }
+
+    /// The gate wrote the `approved` record of a question this approver approved (`Approved`),
+    /// or could not and refused the call (`Error`). Called once for each approved question, right
+    /// after the write; an approver that reports decisions reports this one as that. The default
+    /// does nothing.
+    fn recorded(&self, request: &ApprovalRequest, outcome: ApprovalOutcome) {
+        let _ = (request, outcome);
+    }
 }
 
 /// Rejects every request: the approver when a channel passes none.

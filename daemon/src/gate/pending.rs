@@ -8,7 +8,8 @@
 //! a time; the wait ends on a decision, the timeout (gate's, else approver's) or the cancellation
 //! token; a timeout, cancel or failure is settled with the approver ([`super::Approver::conclude`])
 //! and the decision it names is the one recorded and acted on; only an explicit `Approved` that was
-//! durably recorded ([`super::EventSink::record`]) yields a permit; a pending approval dropped
+//! durably recorded ([`super::EventSink::record`]) yields a permit, and the approver is told what
+//! became of that record ([`super::Approver::recorded`]) before the permit exists; a pending approval dropped
 //! without being waited on is settled as `cancelled`, so every question gets exactly one decided
 //! event.
 
@@ -163,12 +164,18 @@ impl PendingApproval {
             }));
             // Best effort: the question ends as an error rather than staying `pending`.
             self.emit_decided(ApprovalOutcome::Error, Some(duration_ms));
+            self.gate
+                .approver
+                .recorded(&self.request, ApprovalOutcome::Error);
             return Verdict::Refused(Refusal {
                 call,
                 tier: Some(self.request.tier),
                 reason: RefusalReason::NotRecorded,
             });
         }
+        self.gate
+            .approver
+            .recorded(&self.request, ApprovalOutcome::Approved);
         self.log_decided(decision);
         Verdict::Allowed(Permit {
             tool: Arc::clone(&self.tool),

@@ -290,13 +290,15 @@ pub fn list_pending(
 
 /// `DecideApproval`: a person's answer, from proto to the hub (`HubCore::decide`, where the
 /// registry chooses the winner) and the outcome back.
-pub fn decide(
+pub async fn decide(
     core: &HubCore,
     request: &pb::DecideApprovalRequest,
 ) -> Result<pb::DecideApprovalResponse, Status> {
     let answer = approval_answer(request.decision)
         .ok_or_else(|| invalid("decision must be APPROVED or REJECTED"))?;
-    let outcome = core.decide(&request.approval_id, answer, &request.attachment_id)?;
+    let outcome = core
+        .decide(&request.approval_id, answer, &request.attachment_id)
+        .await?;
     let (outcome, resolution) = match outcome {
         DecideOutcome::Applied(r) => (pb::DecideOutcome::Applied, Some(r)),
         DecideOutcome::AlreadyDecided(r) => (pb::DecideOutcome::AlreadyDecided, Some(r)),

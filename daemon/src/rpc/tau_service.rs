@@ -152,7 +152,9 @@ impl pb::tau_server::Tau for TauApi {
         &self,
         request: Request<pb::DecideApprovalRequest>,
     ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
-        calls::decide(self.core()?, request.get_ref()).map(Response::new)
+        calls::decide(self.core()?, request.get_ref())
+            .await
+            .map(Response::new)
     }
 
     async fn list_tools(

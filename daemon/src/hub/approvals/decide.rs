@@ -32,7 +32,7 @@ use tokio::sync::oneshot;
 use tracing::info;
 
 use super::readiness::{ApprovalReadiness, FLUSH_WAIT, TurnSlot};
-use super::{ApprovalRegistry, State};
+use super::{ApprovalRegistry, Confirming, State};
 use crate::gate::{ApprovalAnswer, ApprovalOutcome, ApprovalRequest, Approver, ApproverError};
 use crate::hub::bus::EventBus;
 use crate::hub::core::HubCore;
@@ -40,9 +40,13 @@ use crate::hub::error::CoreError;
 use crate::hub::event::{EventKind, PendingInfo, now_rfc3339};
 use crate::hub::limits::{MAX_REF_ID_LEN, check_len};
 
+/// The longest a decision waits to report an approval the gate is recording (a store write).
+pub const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl HubCore {
-    /// A person's decision, from the client holding `attachment_id`.
-    pub fn decide(
+    /// A person's decision, from the client holding `attachment_id`. An approval is reported as
+    /// the gate recorded it (`Error` when its record failed and the tool did not run).
+    pub async fn decide(
         &self,
         approval_id: &str,
         answer: ApprovalAnswer,
@@ -64,10 +68,20 @@ impl HubCore {
             .registry()
             .decide(approval_id, answer, attachment_id)
             .map_err(CoreError::from)?;
-        if outcome != DecideOutcome::NotFound {
-            return Ok(outcome);
+        let recorded =
+            |outcome: Option<ApprovalOutcome>| outcome.unwrap_or(ApprovalOutcome::Approved);
+        match outcome {
+            DecideOutcome::NotFound => Ok(self.stored_outcome(approval_id, attachment_id)),
+            DecideOutcome::Applied(ApprovalOutcome::Approved) => Ok(DecideOutcome::Applied(
+                recorded(self.registry().recorded(approval_id, RECORD_WAIT).await),
+            )),
+            DecideOutcome::AlreadyDecided(ApprovalOutcome::Approved) => {
+                Ok(DecideOutcome::settled(Some(recorded(
+                    self.registry().recorded(approval_id, RECORD_WAIT).await,
+                ))))
+            }
+            outcome => Ok(outcome),
         }
-        Ok(self.stored_outcome(approval_id, attachment_id))
     }
 }
 
@@ -83,17 +97,13 @@ impl ApprovalRegistry {
             let state = self.lock();
             match state.pending.get(approval_id) {
                 Some(entry) => Arc::clone(&entry.bus),
-                None => {
-                    return Ok(DecideOutcome::settled(
-                        state.resolved.get(approval_id).copied(),
-                    ));
-                }
+                None => return Ok(DecideOutcome::settled(state.ended(approval_id))),
             }
         };
         bus.publish_with(|_| {
             let mut state = self.lock();
             let Some(entry) = state.pending.get(approval_id) else {
-                let outcome = DecideOutcome::settled(state.resolved.get(approval_id).copied());
+                let outcome = DecideOutcome::settled(state.ended(approval_id));
                 return (None, Ok(outcome));
             };
             let Some(attached) = state.attachments.get(attachment_id) else {
@@ -138,15 +148,50 @@ impl ApprovalRegistry {
             let state = self.lock();
             match state.pending.get(approval_id) {
                 Some(entry) => Arc::clone(&entry.bus),
-                None => return state.resolved.get(approval_id).copied(),
+                None => return state.ended(approval_id),
             }
         };
         bus.publish_with(|_| {
             let mut state = self.lock();
             let event = state.resolve(approval_id, outcome, None);
-            let winner = state.resolved.get(approval_id).copied();
+            let winner = state.ended(approval_id);
             (event, winner)
         })
+    }
+
+    /// The gate recorded an approved decision (`Approved`) or could not (`Error`): the approval
+    /// ends as that, announced now (`ApprovalResolved`) and told to the decisions waiting on it.
+    pub fn confirm(&self, approval_id: &str, recorded: ApprovalOutcome) {
+        let bus = {
+            let state = self.lock();
+            match state.confirming.get(approval_id) {
+                Some(entry) => Arc::clone(&entry.bus),
+                None => return,
+            }
+        };
+        bus.publish_with(|_| (self.lock().announce(approval_id, recorded), ()));
+    }
+
+    /// How approval `approval_id` ended once its record is written: at once when it is not being
+    /// recorded, else when the gate confirms it (at most `wait`, then as approved).
+    pub async fn recorded(
+        &self,
+        approval_id: &str,
+        wait: std::time::Duration,
+    ) -> Option<ApprovalOutcome> {
+        let receiver = {
+            let mut state = self.lock();
+            let Some(entry) = state.confirming.get_mut(approval_id) else {
+                return state.ended(approval_id);
+            };
+            let (sender, receiver) = oneshot::channel();
+            entry.waiters.push(sender);
+            receiver
+        };
+        match tokio::time::timeout(wait, receiver).await {
+            Ok(Ok(outcome)) => Some(outcome),
+            _ => self.resolution_of(approval_id),
+        }
     }
 }
 
@@ -161,11 +206,54 @@ impl State {
     ) -> Option<(Option<String>, EventKind)> {
         let mut entry = self.pending.remove(approval_id)?;
         if let Some(responder) = entry.responder.take() {
-            // An error only means the waiter is gone already.
-            let _ = responder.send(outcome);
+            match responder.send(outcome) {
+                // Announced once the gate has recorded it (`announce`).
+                Ok(()) if outcome.is_approved() => {
+                    self.confirming.insert(
+                        approval_id.to_owned(),
+                        Confirming {
+                            info: entry.info,
+                            bus: entry.bus,
+                            decided_by: decided_by.map(str::to_owned),
+                            waiters: Vec::new(),
+                        },
+                    );
+                    return None;
+                }
+                // An error only means the waiter is gone already.
+                Ok(()) | Err(_) => {}
+            }
         }
+        self.ended_as(approval_id, entry.info, outcome, decided_by)
+    }
+
+    /// Ends an approval being recorded as `recorded`; the `ApprovalResolved` event to publish.
+    fn announce(
+        &mut self,
+        approval_id: &str,
+        recorded: ApprovalOutcome,
+    ) -> Option<(Option<String>, EventKind)> {
+        let entry = self.confirming.remove(approval_id)?;
+        for waiter in entry.waiters {
+            let _ = waiter.send(recorded);
+        }
+        self.ended_as(
+            approval_id,
+            entry.info,
+            recorded,
+            entry.decided_by.as_deref(),
+        )
+    }
+
+    /// Remembers how an approval ended, logs it and makes its `ApprovalResolved` event.
+    fn ended_as(
+        &mut self,
+        approval_id: &str,
+        info: PendingInfo,
+        outcome: ApprovalOutcome,
+        decided_by: Option<&str>,
+    ) -> Option<(Option<String>, EventKind)> {
         self.remember(approval_id, outcome);
-        let info = entry.info;
         info!(
             approval_id = %info.request.approval_id,
             session_id = %info.request.session_id,
@@ -306,6 +394,11 @@ impl Approver for ClientApprover {
             }
         };
         Ok(outcome.as_recorded_by_gate())
+    }
+
+    /// The gate wrote (or failed to write) the approved record: the approval is announced as that.
+    fn recorded(&self, request: &ApprovalRequest, outcome: ApprovalOutcome) {
+        self.registry.confirm(&request.approval_id, outcome);
     }
 
     /// The gate stopped waiting with `proposed`: settles the approval as a timeout, a rejection or

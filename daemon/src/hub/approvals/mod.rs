@@ -40,6 +40,9 @@
 //!   (a decision, a closed channel, the gate's timeout or a cancel, see
 //!   [`ApprovalRegistry::settle`]); its waiter gets that resolution, every later resolution learns
 //!   it (`AlreadyDecided` or `Expired`) for as long as the id is remembered.
+//! - An approval is announced (`ApprovalResolved`, remembered, the DecideApproval answer) as what
+//!   the gate recorded: a person's approval waits, decided but unannounced, until the gate's
+//!   `approved` record is durable; if that record fails, the approval ends as `Error` everywhere.
 //! - A waiter that goes away without settling (its task was dropped) resolves its approval as
 //!   `Cancelled`, so nothing stays pending without a waiter.
 //! - Live attachments are bounded per session and overall ([`AttachLimits`]); one more is refused.
@@ -119,9 +122,21 @@ impl AttachmentEntry {
     }
 }
 
+/// An approval a person approved whose `approved` record the gate is writing: decided, and not
+/// announced until the record is durable or has failed ([`ApprovalRegistry::confirm`]), so every
+/// report of it says what the record says.
+struct Confirming {
+    info: PendingInfo,
+    bus: Arc<EventBus>,
+    decided_by: Option<String>,
+    /// Decisions waiting to report how it ended (bounded by the calls in flight).
+    waiters: Vec<oneshot::Sender<ApprovalOutcome>>,
+}
+
 #[derive(Default)]
 struct State {
     pending: HashMap<String, PendingEntry>,
+    confirming: HashMap<String, Confirming>,
     asked: u64,
     resolved: HashMap<String, ApprovalOutcome>,
     resolved_order: VecDeque<String>,
@@ -133,6 +148,15 @@ struct State {
 }
 
 impl State {
+    /// How an approval ended, as far as this hub knows: remembered, or approved and being
+    /// recorded.
+    fn ended(&self, approval_id: &str) -> Option<ApprovalOutcome> {
+        if self.confirming.contains_key(approval_id) {
+            return Some(ApprovalOutcome::Approved);
+        }
+        self.resolved.get(approval_id).copied()
+    }
+
     fn remember(&mut self, approval_id: &str, resolution: ApprovalOutcome) {
         if self.resolved.len() == REMEMBERED_RESOLUTIONS
             && let Some(oldest) = self.resolved_order.pop_front()
@@ -327,9 +351,10 @@ impl ApprovalRegistry {
         self.lock().pending.len()
     }
 
-    /// How an approval ended, if it did and is remembered.
+    /// How an approval ended, if it did and is remembered (an approval being recorded counts as
+    /// approved).
     pub fn resolution_of(&self, approval_id: &str) -> Option<ApprovalOutcome> {
-        self.lock().resolved.get(approval_id).copied()
+        self.lock().ended(approval_id)
     }
 
     /// The session a live attachment is on.

@@ -2,6 +2,8 @@
 //! channels, the first resolution winning, expiry, attachment limits.
 
 use super::*;
+use std::time::Duration;
+
 use crate::gate::ApprovalAnswer;
 
 fn info(id: &str, session: &str, channel: &str) -> PendingInfo {
@@ -124,7 +126,47 @@ async fn an_attached_client_decides_once() {
         Ok(DecideOutcome::NotFound)
     );
     assert_eq!(registry.pending_count(), 0);
+    assert_eq!(
+        kinds(&bus),
+        vec!["approval_requested"],
+        "announced once the gate has recorded it"
+    );
+    registry.confirm("a1", ApprovalOutcome::Approved);
     assert_eq!(kinds(&bus), vec!["approval_requested", "resolved:approved"]);
+}
+
+/// An approval whose `approved` record fails ends as `Error` in every report: the event, the
+/// decision waiting on it, and every later decision.
+#[tokio::test]
+async fn an_approval_the_gate_could_not_record_ends_as_an_error_everywhere() {
+    let registry = ApprovalRegistry::new();
+    let bus = Arc::new(EventBus::new("s1"));
+    let terminal = registry.attach(&bus, "terminal").unwrap();
+    let mut ticket = registry.register(&bus, info("a1", "s1", "terminal"));
+    assert_eq!(
+        registry.decide("a1", ApprovalAnswer::Approve, terminal.id()),
+        Ok(DecideOutcome::Applied(ApprovalOutcome::Approved))
+    );
+    let waiting = {
+        let registry = Arc::clone(&registry);
+        tokio::spawn(async move { registry.recorded("a1", Duration::from_secs(10)).await })
+    };
+    assert_eq!(ticket.wait().await, ApprovalOutcome::Approved);
+    tokio::task::yield_now().await;
+    registry.confirm("a1", ApprovalOutcome::Error);
+    assert_eq!(waiting.await.unwrap(), Some(ApprovalOutcome::Error));
+    assert_eq!(registry.resolution_of("a1"), Some(ApprovalOutcome::Error));
+    assert_eq!(
+        registry.decide("a1", ApprovalAnswer::Approve, terminal.id()),
+        Ok(DecideOutcome::Expired(ApprovalOutcome::Error))
+    );
+    assert_eq!(kinds(&bus), vec!["approval_requested", "resolved:error"]);
+    registry.confirm("a1", ApprovalOutcome::Approved);
+    assert_eq!(
+        kinds(&bus),
+        vec!["approval_requested", "resolved:error"],
+        "a second confirmation changes nothing"
+    );
 }
 
 #[tokio::test]
@@ -317,6 +359,7 @@ async fn the_first_resolution_wins_and_every_later_one_learns_it() {
         "a cancel after the decision learns the decision"
     );
     assert_eq!(ticket.wait().await, ApprovalOutcome::Approved);
+    registry.confirm("a1", ApprovalOutcome::Approved);
     let _ticket = registry.register(&bus, info("a2", "s1", "terminal"));
     assert_eq!(
         registry.settle("a2", ApprovalOutcome::Timeout),
