@@ -5,10 +5,15 @@
 //!    events (`crate::hub::restart`).
 //! 2. [`ApprovalRegistry::decide`] refuses a decision from an attachment that may not decide it.
 //! 3. `State::resolve` chooses the winner: it sends the outcome to the waiting ticket, remembers
-//!    it and returns the `ApprovalResolved` event the bus publishes.
+//!    it and returns the `ApprovalResolved` event the bus publishes; an approval instead waits,
+//!    decided and unannounced, for step 5.
 //! 4. [`PendingTicket::wait`] wakes [`ClientApprover::decide`], which hands the outcome to the gate
 //!    (`crate::gate::PendingApproval`, which records an approval and makes the permit). A gate that
 //!    stops waiting first settles with [`ClientApprover::conclude`] → [`ApprovalRegistry::settle`].
+//! 5. The gate writes the `approved` record and tells [`ClientApprover::recorded`] what became of
+//!    it; [`ApprovalRegistry::confirm`] announces the approval as that (`approved`, or `error`
+//!    when the write failed and the tool does not run), and the DecideApproval call waiting in
+//!    [`HubCore::decide`] answers it.
 //!
 //! Invariants:
 //! - The registry chooses the winner, under its lock inside the session bus's `publish_with`: the
