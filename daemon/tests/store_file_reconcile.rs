@@ -23,6 +23,7 @@ use taud::store::{
 use support::store::{session_with_agent, user_message};
 
 const INDEX: &str = ".sessions-index.jsonl";
+const CLEAN_STOP: &str = ".clean-stop";
 
 fn open(dir: &Path) -> FileSessionStore {
     FileSessionStore::open(dir.join("sessions"), Durability::Full).unwrap()
@@ -50,7 +51,14 @@ fn crashed_after_the_message_file(dir: &Path, stored: u64) -> (String, PathBuf) 
     store.flush_session(&id).unwrap();
     fs::write(session_dir.join("session.json"), session_json).unwrap();
     fs::write(dir.join("sessions").join(INDEX), index).unwrap();
+    drop(store);
+    crashed(dir);
     (id, session_dir)
+}
+
+/// Takes away the clean-stop mark the closing store left: a crash leaves none.
+fn crashed(dir: &Path) {
+    fs::remove_file(dir.join("sessions").join(CLEAN_STOP)).unwrap();
 }
 
 fn stored_count(session_dir: &Path) -> u64 {
@@ -315,6 +323,7 @@ fn a_first_listing_of_many_sessions_reconciles_each() {
         ids.push(id);
     }
     drop(fast);
+    crashed(dir.path());
     // Every seventh session forgets its message, as a kill before session.json would leave it.
     for id in ids.iter().step_by(7) {
         let session_dir = dir.path().join("sessions").join(id);
@@ -334,4 +343,46 @@ fn a_first_listing_of_many_sessions_reconciles_each() {
         assert_eq!(stored_count(&session_dir), 1, "{id}");
         assert!(!session_dir.join(".meta.json.0a1b2c3d.tmp").exists());
     }
+}
+
+/// After a clean stop the first listing trusts the index and surveys no session (what a crash
+/// needs, 1-2 s for 10,000 sessions); the mark is gone once read, so a crash of this process is
+/// surveyed again; a session used is still reconciled with its files.
+#[test]
+fn a_clean_stop_spares_the_next_listing_its_survey_and_only_that_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let id = session_with_agent(&store);
+    for n in 0..2 {
+        store
+            .create_message(&id, DEFAULT_AGENT_ID, &user_message(n, "kept"))
+            .unwrap();
+    }
+    drop(store);
+    let mark = dir.path().join("sessions").join(CLEAN_STOP);
+    let written: Value = serde_json::from_slice(&fs::read(&mark).unwrap()).unwrap();
+    assert_eq!(written["v"], 1, "{written}");
+    // A change no clean stop would leave, to see whether the listing looks at the files.
+    let session_dir = dir.path().join("sessions").join(&id);
+    fs::remove_file(session_dir.join("agents/tau/messages/000001.json")).unwrap();
+
+    let trusting = open(dir.path());
+    assert!(!mark.exists(), "the mark is taken at open");
+    assert_eq!(listed_count(&trusting, &id), 2, "the index is trusted");
+    assert_eq!(
+        trusting.session_info(&id).unwrap().unwrap().message_count,
+        1
+    );
+    assert_eq!(
+        listed_count(&trusting, &id),
+        1,
+        "a session used is reconciled"
+    );
+    std::mem::forget(trusting);
+
+    // That process crashed: no mark, so the next listing surveys again.
+    fs::remove_file(session_dir.join("agents/tau/messages/000000.json")).unwrap();
+    assert!(!mark.exists());
+    let surveying = open(dir.path());
+    assert_eq!(listed_count(&surveying, &id), 0);
 }

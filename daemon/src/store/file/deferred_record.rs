@@ -6,7 +6,8 @@
 //! Invariants: the deferred lock is never held while another lock of the store is taken; a
 //! deferred record leaves memory only once what was written equals it (an append during a flush
 //! keeps it for the next); one flush per session runs at a time (its `flushing` mark); a store
-//! that closes writes what it still defers; a crash before a flush leaves `session.json` behind
+//! that closes writes what it still defers, and marks a clean stop when nothing is left
+//! (`clean_stop`); a crash before a flush leaves `session.json` behind
 //! its message files, which the next reconciliation sets to the same values.
 
 use std::collections::HashMap;
@@ -82,15 +83,24 @@ impl FileBackend {
 /// reconciles.
 impl Drop for FileBackend {
     fn drop(&mut self) {
+        let mut clean = true;
         for id in self.journaled_sessions() {
             if let Err(err) = self.close_journal(&id) {
+                clean = false;
                 tracing::warn!(session_id = %id, %err, "cannot empty a session's journal on close");
             }
         }
         let ids: Vec<String> = self.lock_deferred().keys().cloned().collect();
         for id in ids {
             if let Err(err) = self.flush_deferred(&id) {
+                clean = false;
                 tracing::warn!(session_id = %id, %err, "cannot write a session's record on close");
+            }
+        }
+        // Only a store with nothing left to replay or write may tell the next one so.
+        if clean && self.journaled_sessions().is_empty() && self.lock_deferred().is_empty() {
+            if let Err(err) = self.mark_clean_stop() {
+                tracing::warn!(%err, "cannot mark the session store as stopped cleanly; the next start surveys every session");
             }
         }
     }

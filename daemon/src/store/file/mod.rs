@@ -39,6 +39,7 @@
 //! it is seen complete or not at all.
 
 mod batch;
+mod clean_stop;
 mod deferred_record;
 mod fsutil;
 mod index;
@@ -106,6 +107,9 @@ pub struct FileBackend {
     /// Message ids that journals set aside still hold, found by reconciliations: never given to
     /// a new message. Taken last: no other lock of the store is taken while it is held.
     reserved: Mutex<journal::ReservedIds>,
+    /// The last process closed the store cleanly ([`clean_stop`]): the first listing trusts the
+    /// index instead of surveying every session.
+    stopped_cleanly: bool,
 }
 
 impl CheckedStore<FileBackend> {
@@ -123,10 +127,13 @@ impl CheckedStore<FileBackend> {
 impl FileBackend {
     fn open(root: PathBuf, durability: Durability) -> Result<Self, SessionError> {
         make_root(&root)?;
-        let removed = reconcile::remove_temps(&root, &|record| record == INDEX_FILE)?;
+        let removed = reconcile::remove_temps(&root, &|record| {
+            record == INDEX_FILE || record == clean_stop::CLEAN_STOP_FILE
+        })?;
         if removed > 0 {
             tracing::info!(root = %root.display(), removed, "removed stale temporary files of the session index");
         }
+        let stopped_cleanly = clean_stop::take_clean_stop(&root, durability)?;
         Ok(Self {
             index: Mutex::new(ListingIndex::new(&root, durability)),
             deferred: Mutex::new(HashMap::new()),
@@ -134,6 +141,7 @@ impl FileBackend {
             paged_by_id: Mutex::new(HashSet::new()),
             journals: Mutex::new(HashMap::new()),
             reserved: Mutex::new(HashMap::new()),
+            stopped_cleanly,
             root,
             durability,
         })

@@ -2,7 +2,8 @@
 //! are removed, and a `session.json` (and listing index entry) that stayed behind the session's
 //! message files is brought in line with them. Each session is reconciled once per process, when
 //! it is first read, listed or written; the first listing of a process reconciles every session
-//! (and cleans the directories of creations a crash interrupted).
+//! unless the last process stopped cleanly (`clean_stop`), and cleans the directories of
+//! creations a crash interrupted.
 //!
 //! Invariants:
 //! - The message files are the truth: a session's message count is the number of canonical message
@@ -417,8 +418,9 @@ impl FileBackend {
                 }
             }
         }
+        // After a clean stop the index is true: each session is still reconciled when first used.
         let pending: Vec<usize> = (0..sessions.len())
-            .filter(|&i| !reconciled.contains(&sessions[i].session_id))
+            .filter(|&i| !self.stopped_cleanly && !reconciled.contains(&sessions[i].session_id))
             .collect();
         let surveys = parallel_map(&pending, &|&i: &usize| {
             let id = &sessions[i].session_id;
