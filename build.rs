@@ -7,6 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protos = [
         "proto/tau/v1/tau.proto",
         "proto/tau/v1/status.proto",
+        "proto/tau/v1/tiers.proto",
         "proto/tau/v1/sessions.proto",
         "proto/tau/v1/turns.proto",
         "proto/tau/v1/events.proto",

@@ -44,3 +44,4 @@ pub mod installation;
 pub mod mcp_names;
 pub mod model_endpoints;
 pub mod paths;
+pub mod tiers;

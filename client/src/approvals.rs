@@ -225,7 +225,7 @@ async fn decide(mut client: HubClient, id: &str, asking: Option<Lang>) -> Result
         lang,
         &ApprovalPrompt {
             tool: &crate::chat::render::sanitize(&shown.tool),
-            tier: 2,
+            tier: tau_api::tiers::asked_tier(shown.tier),
             arguments: &shown.arguments,
             effect: &crate::chat::render::sanitize(&shown.effect),
         },
@@ -306,7 +306,7 @@ mod tests {
             session_id: "routine-lamp".into(),
             channel: "telegram".into(),
             tool: "demo_physical_action".into(),
-            tier: 2,
+            tier: pb::Tier::Physical as i32,
             arguments: r#"{"action": "lamp off"}"#.into(),
             effect: "Demo: moves nothing.".into(),
             asked_at: "2026-12-05T10:00:00Z".into(),

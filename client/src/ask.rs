@@ -283,7 +283,7 @@ impl AskFront<'_> {
             lang,
             &ApprovalPrompt {
                 tool: &approval.tool,
-                tier: u8::try_from(approval.tier).unwrap_or(2),
+                tier: tau_api::tiers::asked_tier(approval.tier),
                 arguments: &approval.arguments,
                 effect: &approval.effect,
             },

@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 use tau_api::proto::v1::{self as pb, session_event::Kind};
+use tau_api::tiers::tier_number;
 
 /// The `accepted` message of StartTurn.
 pub fn accepted(accepted: &pb::TurnAccepted) -> Value {
@@ -67,7 +68,7 @@ fn kind(kind: &Kind) -> Value {
             "type": "tool_call",
             "tool_use_id": c.tool_use_id,
             "tool": c.tool,
-            "tier": tier_name(c.tier),
+            "tier": tier_number(c.tier),
             "status": tool_status_name(c.status),
             "approval": c.approval,
             "result_summary": c.result_summary,
@@ -125,7 +126,7 @@ pub fn pending(approval: Option<&pb::PendingApproval>) -> Value {
             "turn_id": a.turn_id,
             "channel": a.channel,
             "tool": a.tool,
-            "tier": a.tier,
+            "tier": tier_number(a.tier),
             "arguments": a.arguments,
             "effect": a.effect,
             "tool_use_id": a.tool_use_id,
@@ -133,15 +134,6 @@ pub fn pending(approval: Option<&pb::PendingApproval>) -> Value {
             "deadline": a.deadline,
         })
     })
-}
-
-fn tier_name(tier: i32) -> &'static str {
-    match pb::Tier::try_from(tier) {
-        Ok(pb::Tier::Read) => "read",
-        Ok(pb::Tier::DigitalWrite) => "digital_write",
-        Ok(pb::Tier::Physical) => "physical",
-        Ok(pb::Tier::Unspecified) | Err(_) => "unknown",
-    }
 }
 
 fn tool_status_name(status: i32) -> &'static str {
@@ -192,7 +184,10 @@ mod tests {
         let v = event(&e);
         assert_eq!(v["type"], "tool_call");
         assert_eq!(v["seq"], 7);
-        assert_eq!(v["tier"], "physical");
+        assert_eq!(
+            v["tier"], 2,
+            "the tier people read, as stored events say it"
+        );
         assert_eq!(v["status"], "refused");
         assert_eq!(v["turn_id"], "t");
         let none = event(&pb::SessionEvent::default());
@@ -215,7 +210,7 @@ mod tests {
             kind: Some(Kind::ApprovalRequested(pb::ApprovalRequested {
                 approval: Some(pb::PendingApproval {
                     approval_id: "a".into(),
-                    tier: 2,
+                    tier: pb::Tier::Physical as i32,
                     ..Default::default()
                 }),
             })),

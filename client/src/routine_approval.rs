@@ -285,7 +285,7 @@ impl Question {
             lang,
             &ApprovalPrompt {
                 tool: &question.tool,
-                tier: u8::try_from(question.tier).unwrap_or(2),
+                tier: tau_api::tiers::asked_tier(question.tier),
                 arguments: &question.arguments,
                 effect: &question.effect,
             },

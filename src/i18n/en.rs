@@ -27,6 +27,7 @@ pub(super) const EN: &[(&str, &str)] = &[
     ),
     ("approval.button_approve", "Approve once"),
     ("approval.button_reject", "Reject"),
+    ("approval.decided_elsewhere", "= {tool}: decided elsewhere"),
     (
         "approval.disconnected",
         "Disconnected from the hub; approving is off until the connection is back.",

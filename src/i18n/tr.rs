@@ -24,6 +24,10 @@ pub(super) const TR: &[(&str, &str)] = &[
     ("approval.button_approve", "Bir kez onayla"),
     ("approval.button_reject", "Reddet"),
     (
+        "approval.decided_elsewhere",
+        "= {tool}: başka bir yerde karara bağlandı",
+    ),
+    (
         "approval.disconnected",
         "Merkezle bağlantı koptu; bağlantı geri gelene kadar onay verilemez.",
     ),

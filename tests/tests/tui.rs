@@ -165,13 +165,18 @@ fn the_approval_card_ignores_early_keys_and_pastes_and_enter_rejects() {
     assert!(approvals(&env).is_empty(), "an early y decided something");
     screen.see("Tab switch");
     screen.type_text("y").unwrap();
-    screen.see(&format!("✓ {TOOL}: approved"));
+    screen.see(&format!("✓ {TOOL}: approved · tier 2"));
+    // Typed right after the decision: every key is the composer's, none dismisses the card.
+    screen.type_text("hello there").unwrap();
     screen.see("Done. Simulated");
+    // The live line names the tier people read (2), not the wire enum's number.
+    screen.see(&format!("✓ {TOOL} · tier 2 · success"));
     wait_until(Duration::from_secs(10), "the approval stored", || {
         approvals(&env) == ["approved"]
     })
     .unwrap();
-    screen.key("Escape").unwrap();
+    screen.key("Enter").unwrap();
+    screen.see("You said: \"hello there\"");
 
     // A bracketed paste containing `y` and Enter never approves; then Enter (focus on Reject)
     // rejects, and the refusal reaches the reply.
@@ -186,8 +191,7 @@ fn the_approval_card_ignores_early_keys_and_pastes_and_enter_rejects() {
     assert_eq!(approvals(&env), ["approved"], "the paste decided something");
     screen.see("Tab switch");
     screen.key("Enter").unwrap();
-    screen.see(&format!("✗ {TOOL}: not approved"));
-    screen.key("Escape").unwrap();
+    screen.see(&format!("✗ {TOOL}: not approved · tier 2"));
     screen.see("the action was not approved");
     wait_until(Duration::from_secs(10), "the rejection stored", || {
         approvals(&env) == ["approved", "rejected"]
@@ -218,8 +222,8 @@ fn the_approval_card_ignores_early_keys_and_pastes_and_enter_rejects() {
     assert!(stored.contains(&session), "{session:?} not in {stored:?}");
     screen.type_text(&format!("/resume {session}")).unwrap();
     screen.key("Enter").unwrap();
-    screen.see(&format!("✓ {TOOL} · tier"));
-    screen.see(&format!("✗ {TOOL} · tier"));
+    screen.see(&format!("✓ {TOOL} · tier 2"));
+    screen.see(&format!("✗ {TOOL} · tier 2"));
     // The TUI's resident memory, for the record (`--nocapture` shows it).
     let pid = screen
         .tmux(&["display-message", "-p", "-t", "t", "#{pane_pid}"])

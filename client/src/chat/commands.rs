@@ -9,6 +9,7 @@
 use tau_api::commands::{command_hint, find_command, help_text, split_command};
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
+use tau_api::tiers::tier_number;
 
 use super::render;
 use super::sessions;
@@ -124,16 +125,6 @@ fn lang(chat: &mut Chat, argument: &str) {
             );
             chat.printer.red(&text);
         }
-    }
-}
-
-/// The number a person reads for a wire tier (`TIER_READ` → 0 …); `None` when unspecified.
-pub fn tier_number(tier: i32) -> Option<u8> {
-    match pb::Tier::try_from(tier).ok()? {
-        pb::Tier::Read => Some(0),
-        pb::Tier::DigitalWrite => Some(1),
-        pb::Tier::Physical => Some(2),
-        pb::Tier::Unspecified => None,
     }
 }
 
@@ -255,18 +246,4 @@ pub fn role_line(chat: &Chat, role: &pb::ModelRole) -> String {
             ("model_id", &render::one_line(&role.model_id, 80)),
         ],
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wire_tiers_read_as_numbers() {
-        assert_eq!(tier_number(pb::Tier::Read as i32), Some(0));
-        assert_eq!(tier_number(pb::Tier::DigitalWrite as i32), Some(1));
-        assert_eq!(tier_number(pb::Tier::Physical as i32), Some(2));
-        assert_eq!(tier_number(pb::Tier::Unspecified as i32), None);
-        assert_eq!(tier_number(42), None);
-    }
 }

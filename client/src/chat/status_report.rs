@@ -10,11 +10,12 @@ use tau_api::proto::v1 as pb;
 
 use std::time::Duration;
 
-use super::commands::{role_line, tier_number};
+use super::commands::role_line;
 use super::render;
 use super::state::Chat;
 use crate::hub_link::control_http::{Probe, probe};
 use crate::relay::call::{CallError, call};
+use tau_api::tiers::tier_number;
 
 /// How long the control API's `/health` may take to answer (the `tau doctor` probe).
 const PROBE_DEADLINE: Duration = Duration::from_secs(1);

@@ -240,7 +240,7 @@ async fn prompt(chat: &mut Chat, approval: &pb::PendingApproval) -> Answer {
         chat.lang,
         &ApprovalPrompt {
             tool: &render::sanitize(&approval.tool),
-            tier: u8::try_from(approval.tier).unwrap_or(2),
+            tier: tau_api::tiers::asked_tier(approval.tier),
             arguments: &render::sanitize(&approval.arguments),
             effect: &render::sanitize(&approval.effect),
         },

@@ -166,7 +166,7 @@ impl App {
                     let line = format!(
                         "? {} (tier {}) [{}]",
                         render::one_line(&approval.tool, 60),
-                        approval.tier,
+                        tau_api::tiers::tier_text(approval.tier),
                         render::one_line(&approval.channel, 20)
                     );
                     self.note(&line, false);
@@ -218,7 +218,7 @@ impl App {
             "{} {} · tier {} · {} · {} · {} ms",
             if ok { "✓" } else { "✗" },
             render::one_line(&call.tool, 60),
-            call.tier,
+            tau_api::tiers::tier_text(call.tier),
             status,
             render::one_line(&call.approval, 20),
             call.duration_ms
@@ -247,15 +247,22 @@ impl App {
         self.card = Some(Card::new(approval));
     }
 
-    /// Sets the open card's verdict and records it in the events pane.
+    /// Sets the open card's verdict. `Sending` keeps the card up (taking no keys) until the hub
+    /// answers; any other verdict folds the card into the conversation as one line (verdict, tool,
+    /// tier) and the events pane, and closes it, so the next key is the composer's.
     pub fn verdict(&mut self, verdict: Verdict) {
-        let Some(card) = &mut self.card else { return };
-        card.verdict = Some(verdict);
-        let tool = render::one_line(&card.approval.tool, 60);
-        if verdict != Verdict::Sending {
-            let text = super::card_view::verdict_text(&self.messages, self.lang, verdict, &tool);
-            self.note(&text, verdict != Verdict::Approved);
+        if verdict == Verdict::Sending {
+            if let Some(card) = &mut self.card {
+                card.verdict = Some(verdict);
+            }
+            return;
         }
+        let Some(card) = self.card.take() else { return };
+        let tool = render::one_line(&card.approval.tool, 60);
+        let text = super::card_view::verdict_text(&self.messages, self.lang, verdict, &tool);
+        let tier = tau_api::tiers::tier_text(card.approval.tier);
+        self.say(Who::Notice, &format!("{text} · tier {tier}"));
+        self.note(&text, verdict != Verdict::Approved);
     }
 }
 

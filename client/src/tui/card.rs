@@ -8,7 +8,9 @@
 //! - Focus starts on Reject: Enter activates the focused button, so a stray Enter rejects. Esc
 //!   and Ctrl-C reject at any time, armed or not.
 //! - A paste never decides anything; only key presses count (repeats and releases are ignored).
-//! - Once a decision is taken the card takes no more keys; it then shows the hub's verdict.
+//! - Once a decision is taken the card takes no more keys: it shows "Sending…" until the hub's
+//!   verdict, which folds it into the conversation as a line (`App::verdict`); every key after a
+//!   decision is the composer's.
 
 use std::time::{Duration, Instant};
 
@@ -143,7 +145,7 @@ mod tests {
         let mut card = Card::new(pb::PendingApproval {
             approval_id: "apr-1".into(),
             tool: "shell".into(),
-            tier: 2,
+            tier: pb::Tier::Physical as i32,
             ..Default::default()
         });
         let t0 = Instant::now();

@@ -26,7 +26,7 @@ pub fn verdict_text(messages: &Messages, lang: Lang, verdict: Verdict, tool: &st
         Verdict::Rejected => "approval.rejected",
         Verdict::Expired => "approval.expired",
         Verdict::TimedOut => "approval.timed_out",
-        Verdict::DecidedElsewhere => "approval.already_decided",
+        Verdict::DecidedElsewhere => "approval.decided_elsewhere",
     };
     messages.t_or_key(key, lang, &[("tool", &tool)])
 }
@@ -60,7 +60,7 @@ pub fn draw(
 ) {
     let t = |key: &str| messages.t_or_key(key, lang, &[]);
     let approval = &card.approval;
-    let tier = u8::try_from(approval.tier).unwrap_or(2);
+    let tier = tau_api::tiers::asked_tier(approval.tier);
     let area = card_area(area);
     frame.render_widget(Clear, area);
     let title = messages.t_or_key("approval.title", lang, &[("tier", &tier)]);

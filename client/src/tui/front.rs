@@ -42,9 +42,6 @@ impl Tui {
                 if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
                     return Key::Interrupt;
                 }
-                if self.app.dismiss_verdict(key) {
-                    return Key::Nothing;
-                }
                 if key.modifiers.contains(KeyModifiers::ALT)
                     && let Some(id) = self.app.neighbour(key.code)
                 {

@@ -6,7 +6,7 @@
 //! Invariants:
 //! - Only the hub's snapshot and live requests fill the queue (never the stored events of a
 //!   replay), and only with approvals of this TUI's channel; one resolved anywhere leaves it, and
-//!   an open card whose approval is resolved elsewhere shows so and takes no key.
+//!   an open card whose approval is resolved elsewhere folds into the conversation as a line.
 //! - A card opened from the queue behaves like any other ([`super::card`]): it arms only after it
 //!   was drawn and left alone for the arming delay, and its focus starts on Reject.
 //! - When the watch loses its stream, an undecided card closes and the queue empties (the
@@ -14,7 +14,7 @@
 
 use std::time::Instant;
 
-use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::Event;
 use tau_api::proto::v1::{self as pb, session_event::Kind};
 
 use super::app::App;
@@ -107,21 +107,6 @@ impl App {
         self.waiting.clear();
     }
 
-    /// Closes a card that shows its verdict: the next key does that and nothing else, except that
-    /// Esc and a character typed right after it, which arrive together as `Alt-<character>`, close
-    /// it and type the character. Whether a card was closed.
-    pub fn dismiss_verdict(&mut self, key: KeyEvent) -> bool {
-        if self.card.as_ref().is_none_or(|card| card.verdict.is_none()) {
-            return false;
-        }
-        self.card = None;
-        if key.modifiers == KeyModifiers::ALT && matches!(key.code, KeyCode::Char(_)) {
-            self.composer
-                .key(KeyEvent::new(key.code, KeyModifiers::NONE));
-        }
-        true
-    }
-
     /// Hands a terminal event to the open undecided card.
     pub fn card_event(&mut self, event: &Event, now: Instant) -> CardInput {
         let Some(card) = self.card.as_mut().filter(|card| card.verdict.is_none()) else {
@@ -147,6 +132,7 @@ impl App {
 mod tests {
     use std::time::Duration;
 
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
     use tau_api::i18n::Messages;
@@ -161,7 +147,7 @@ mod tests {
         pb::PendingApproval {
             approval_id: id.into(),
             tool: "demo_physical_action".into(),
-            tier: 2,
+            tier: pb::Tier::Physical as i32,
             arguments: "{\"action\":\"on\"}".into(),
             effect: "Turns the lamp on.".into(),
             channel: channel.into(),
@@ -281,9 +267,10 @@ mod tests {
             CardInput::NoCard,
             "a decided card takes no key"
         );
-        assert!(!app.next_card(), "the verdict stays until dismissed");
-        app.card = None;
-        assert!(app.next_card());
+        assert!(
+            app.next_card(),
+            "the verdict folded the card away: the next one opens"
+        );
         let card = app.card.as_ref().unwrap();
         assert_eq!(card.approval.approval_id, "apr-2");
         assert!(!card.armed(t0 + Duration::from_secs(60)), "not drawn yet");
@@ -316,10 +303,12 @@ mod tests {
         app.watched(&resolved("apr-2"), "terminal");
         assert!(app.waiting.is_empty());
         app.watched(&resolved("apr-1"), "terminal");
-        assert_eq!(
-            app.card.as_ref().unwrap().verdict,
-            Some(Verdict::DecidedElsewhere)
+        assert!(
+            app.card.is_none(),
+            "decided elsewhere: folded into the conversation"
         );
+        let line = &app.conversation.back().unwrap().text;
+        assert!(line.contains("decided elsewhere"), "{line}");
     }
 
     #[test]
@@ -346,24 +335,30 @@ mod tests {
     }
 
     #[test]
-    fn the_key_after_a_verdict_closes_it_and_an_esc_merged_with_a_character_types_it() {
+    fn a_decided_card_folds_away_and_takes_no_key() {
         let mut app = App::new(Messages::builtin(), Lang::En);
-        assert!(!app.dismiss_verdict(KeyEvent::new(KeyCode::Char('a'), KeyModifiers::NONE)));
-        for (key, typed) in [
-            (KeyEvent::new(KeyCode::Char('x'), KeyModifiers::NONE), ""),
-            (KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE), ""),
-            (KeyEvent::new(KeyCode::Char('t'), KeyModifiers::ALT), "t"),
+        for verdict in [
+            Verdict::Approved,
+            Verdict::Rejected,
+            Verdict::DecidedElsewhere,
         ] {
-            app.composer.text.clear();
             app.open_card(pending("apr-1", "terminal"));
-            assert!(
-                !app.dismiss_verdict(key),
-                "an undecided card is not dismissed"
+            app.verdict(Verdict::Sending);
+            assert!(app.card.is_some(), "shown until the hub answers");
+            let t = Instant::now();
+            assert_eq!(
+                app.card_event(&key(KeyCode::Char('y')), t),
+                CardInput::NoCard
             );
-            app.verdict(Verdict::Rejected);
-            assert!(app.dismiss_verdict(key));
-            assert!(app.card.is_none());
-            assert_eq!(app.composer.text, typed, "{key:?}");
+            app.verdict(verdict);
+            assert!(app.card.is_none(), "{verdict:?}");
+            assert_eq!(
+                app.card_event(&key(KeyCode::Char('h')), t),
+                CardInput::NoCard
+            );
+            let line = app.conversation.back().unwrap().text.clone();
+            assert!(line.contains("demo_physical_action"), "{line}");
+            assert!(line.ends_with("· tier 2"), "{line}");
         }
     }
 }

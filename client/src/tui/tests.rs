@@ -31,7 +31,7 @@ fn approval() -> pb::PendingApproval {
     pb::PendingApproval {
         approval_id: "apr-1".into(),
         tool: "demo_physical_action".into(),
-        tier: 2,
+        tier: pb::Tier::Physical as i32,
         arguments: "{\"action\":\"on\",\"device\":\"lamp\x1b[2J\"}".into(),
         effect: "Turns the lamp on.".into(),
         channel: "terminal".into(),
@@ -148,12 +148,17 @@ fn the_card_shows_every_outcome_in_both_languages() {
             assert!(!expected.starts_with("approval."), "{expected}");
             let shown = text(&render(&app, 100, 30, t0 + Duration::from_secs(5)));
             assert!(shown.contains(&expected), "{lang:?} {verdict:?}:\n{shown}");
-            if verdict != Verdict::Sending {
-                assert_eq!(
-                    app.events.back().map(|e| e.text.as_str()),
-                    Some(expected.as_str())
-                );
+            if verdict == Verdict::Sending {
+                assert!(app.card.is_some(), "the card waits for the hub's answer");
+                continue;
             }
+            assert!(app.card.is_none(), "a decided card folds away");
+            assert_eq!(
+                app.events.back().map(|e| e.text.as_str()),
+                Some(expected.as_str())
+            );
+            let folded = app.conversation.back().map(|e| e.text.clone());
+            assert_eq!(folded, Some(format!("{expected} · tier 2")), "{lang:?}");
         }
     }
 }
@@ -203,7 +208,7 @@ fn the_events_pane_shows_tool_calls_with_tier_status_approval_and_duration() {
     let mut app = app(Lang::En);
     app.apply(&event(Kind::ToolCall(pb::ToolCallFinished {
         tool: "demo_physical_action".into(),
-        tier: 2,
+        tier: pb::Tier::Physical as i32,
         status: pb::ToolCallStatus::Success as i32,
         approval: "approved".into(),
         duration_ms: 12,

@@ -124,7 +124,7 @@ pub fn pending(info: PendingInfo) -> pb::PendingApproval {
         held,
     } = info;
     pb::PendingApproval {
-        tier: u32::from(request.tier.number()),
+        tier: tier(Some(request.tier)) as i32,
         arguments: request.formatted_arguments(),
         approval_id: request.approval_id,
         session_id: request.session_id,
