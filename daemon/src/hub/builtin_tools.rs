@@ -61,34 +61,6 @@ impl BuiltinTools {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sessions_share_the_tool_objects_and_get_the_hub_catalog() {
-        let mcp = McpManager::new(Vec::new());
-        let builtin = BuiltinTools::new(None);
-        let disabled = vec!["demo_physical_action".to_owned()];
-        let a = builtin.catalog(&disabled, &mcp).unwrap();
-        let b = builtin.catalog(&disabled, &mcp).unwrap();
-        let made = crate::mcp::hub_catalog(Arc::new(SystemClock), &disabled, &mcp).unwrap();
-        assert_eq!(a.names(), made.names());
-        assert_eq!(a.names(), ["current_time"]);
-        let (Some(x), Some(y)) = (a.get("current_time"), b.get("current_time")) else {
-            panic!("current_time is in both catalogs");
-        };
-        assert!(
-            Arc::ptr_eq(x.tool(), y.tool()),
-            "one tool object for every session"
-        );
-        assert_eq!(
-            builtin.catalog(&[], &mcp).unwrap().names(),
-            ["current_time", "demo_physical_action"]
-        );
-    }
-}
-
 /// The tools an agent may call, as `ListTools` shows them: the catalog a session would get now,
 /// then the MCP tools not offered and why.
 pub(crate) fn tool_summaries(
@@ -121,5 +93,33 @@ pub(crate) fn tool_summaries(
             warn!("cannot list the tools: {error}");
             Vec::new()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_share_the_tool_objects_and_get_the_hub_catalog() {
+        let mcp = McpManager::new(Vec::new());
+        let builtin = BuiltinTools::new(None);
+        let disabled = vec!["demo_physical_action".to_owned()];
+        let a = builtin.catalog(&disabled, &mcp).unwrap();
+        let b = builtin.catalog(&disabled, &mcp).unwrap();
+        let made = crate::mcp::hub_catalog(Arc::new(SystemClock), &disabled, &mcp).unwrap();
+        assert_eq!(a.names(), made.names());
+        assert_eq!(a.names(), ["current_time"]);
+        let (Some(x), Some(y)) = (a.get("current_time"), b.get("current_time")) else {
+            panic!("current_time is in both catalogs");
+        };
+        assert!(
+            Arc::ptr_eq(x.tool(), y.tool()),
+            "one tool object for every session"
+        );
+        assert_eq!(
+            builtin.catalog(&[], &mcp).unwrap().names(),
+            ["current_time", "demo_physical_action"]
+        );
     }
 }

@@ -98,10 +98,12 @@ impl Drop for FileBackend {
             }
         }
         // Only a store with nothing left to replay or write may tell the next one so.
-        if clean && self.journaled_sessions().is_empty() && self.lock_deferred().is_empty() {
-            if let Err(err) = self.mark_clean_stop() {
-                tracing::warn!(%err, "cannot mark the session store as stopped cleanly; the next start surveys every session");
-            }
+        if clean
+            && self.journaled_sessions().is_empty()
+            && self.lock_deferred().is_empty()
+            && let Err(err) = self.mark_clean_stop()
+        {
+            tracing::warn!(%err, "cannot mark the session store as stopped cleanly; the next start surveys every session");
         }
     }
 }
