@@ -4,7 +4,7 @@
 //! Invariants:
 //! - [`SLASH_COMMANDS`] is the one list of commands; canonical names are English and are the only
 //!   names any hint or help text shows.
-//! - Turkish aliases resolve forever but never appear in hints.
+//! - Aliases (Turkish names, `/exit`) resolve forever but never appear in hints.
 //! - A typed name is matched by full Unicode case folding (Python's `str.casefold`), after
 //!   canonical normalization, with one Turkish addition: the dot that folding leaves on a
 //!   capital `İ` is dropped, so `/YARDIM`, `/yardım`, `/YARDİM` and `/Yardim` all resolve.
@@ -25,7 +25,7 @@ pub struct SlashCommand {
     pub usage: &'static str,
     /// The message key of its one-line help text.
     pub help_key: &'static str,
-    /// Other names that resolve to it (Turkish); never shown in hints or help.
+    /// Other names that resolve to it (Turkish, and `exit`); never shown in hints or help.
     pub aliases: &'static [&'static str],
 }
 
@@ -96,6 +96,12 @@ pub const SLASH_COMMANDS: &[SlashCommand] = &[
         usage: "/lang [en | tr]",
         help_key: "command.lang.help",
         aliases: &["dil"],
+    },
+    SlashCommand {
+        name: "quit",
+        usage: "/quit",
+        help_key: "command.quit.help",
+        aliases: &["exit", "çık", "cik", "çıkış", "cikis"],
     },
 ];
 
@@ -192,6 +198,9 @@ mod tests {
     fn resolves_turkish_aliases() {
         assert_eq!(resolve_command("/Devam 2"), Some(("resume", "2")));
         assert_eq!(resolve_command("/yardım"), Some(("help", "")));
+        assert_eq!(resolve_command("/quit"), Some(("quit", "")));
+        assert_eq!(resolve_command("/EXIT"), Some(("quit", "")));
+        assert_eq!(resolve_command("/Çık"), Some(("quit", "")));
         assert_eq!(resolve_command("/yardim"), Some(("help", "")));
         assert_eq!(resolve_command("/araçlar"), Some(("tools", "")));
         assert_eq!(resolve_command("/araclar"), Some(("tools", "")));
@@ -265,7 +274,7 @@ mod tests {
     fn hint_lists_canonical_names_only() {
         assert_eq!(
             command_hint(),
-            "/help, /tools, /sessions, /resume, /new, /session, /clear, /status, /model, /compact, /lang"
+            "/help, /tools, /sessions, /resume, /new, /session, /clear, /status, /model, /compact, /lang, /quit"
         );
         let hint = command_hint();
         let hint_names: Vec<&str> = hint

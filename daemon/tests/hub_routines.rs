@@ -59,6 +59,11 @@ async fn question(watcher: &mut EventStream) -> (String, String) {
     }
 }
 
+/// Decides `approval` as a client holding `attachment` would; the decision must count.
+async fn decide(f: &Fixture, approval: &str, answer: ApprovalAnswer, attachment: &str) {
+    f.core.decide(approval, answer, attachment).await.unwrap();
+}
+
 async fn ended_firing(f: &Fixture, name: &str, number: u64) -> taud::routine::Firing {
     let deadline = tokio::time::Instant::now() + DEADLINE * 3; // a firing may wait out a held question first
     loop {
@@ -95,10 +100,7 @@ async fn a_tier_two_routine_is_approved_in_its_session_then_fires_exempt() {
         effect.contains("Routine \"lamp-off\" (cron 0 23 * * *"),
         "{effect}"
     );
-    f.core
-        .decide(&approval, ApprovalAnswer::Reject, &attachment)
-        .await
-        .unwrap();
+    decide(&f, &approval, ApprovalAnswer::Reject, &attachment).await;
     let refused = adding.await.unwrap().unwrap_err();
     assert!(
         matches!(refused, CoreError::FailedPrecondition(_)),
@@ -113,10 +115,7 @@ async fn a_tier_two_routine_is_approved_in_its_session_then_fires_exempt() {
         async move { core.add_routine(request).await }
     });
     let (approval, _) = question(&mut watcher).await;
-    f.core
-        .decide(&approval, ApprovalAnswer::Approve, &attachment)
-        .await
-        .unwrap();
+    decide(&f, &approval, ApprovalAnswer::Approve, &attachment).await;
     let view = adding.await.unwrap().unwrap();
     assert_eq!(
         view.routine
@@ -137,10 +136,7 @@ async fn a_tier_two_routine_is_approved_in_its_session_then_fires_exempt() {
     });
     let (approval, effect) = question(&mut watcher).await;
     assert!(effect.contains("every 1m"), "{effect}");
-    f.core
-        .decide(&approval, ApprovalAnswer::Reject, &attachment)
-        .await
-        .unwrap();
+    decide(&f, &approval, ApprovalAnswer::Reject, &attachment).await;
     assert!(replacing.await.unwrap().is_err());
     let kept = f.core.list_routines().unwrap().remove(0);
     assert_eq!(kept.schedule_text, "cron 0 23 * * *");
@@ -166,10 +162,7 @@ async fn a_tier_two_routine_is_approved_in_its_session_then_fires_exempt() {
         tokio::spawn(async move { core.run_routine("lamp-off", &session, "terminal").await });
     let (approval, effect) = question(&mut watcher).await;
     assert!(effect.starts_with("Demo: simulates"), "{effect}");
-    f.core
-        .decide(&approval, ApprovalAnswer::Approve, &attachment)
-        .await
-        .unwrap();
+    decide(&f, &approval, ApprovalAnswer::Approve, &attachment).await;
     let run = running.await.unwrap().unwrap();
     assert!(run.result.as_ref().unwrap().succeeded, "{run:?}");
     let firing = ended_firing(&f, "lamp-off", run.firing).await;
@@ -271,10 +264,7 @@ async fn the_model_proposes_a_routine_and_the_owner_approves_it_in_the_turn() {
         .turn(&id, "switch the desk lamp off every night", "terminal")
         .await;
     let approval = support::hub::until_approval(&mut turn).await;
-    f.core
-        .decide(&approval, ApprovalAnswer::Approve, turn.attachment_id())
-        .await
-        .unwrap();
+    decide(&f, &approval, ApprovalAnswer::Approve, turn.attachment_id()).await;
     let events = support::hub::drain(&mut turn).await;
     assert_eq!(
         support::hub::ended_text(&events),
@@ -332,10 +322,7 @@ async fn a_prompt_routine_the_model_proposes_is_asked_and_refused_when_rejected(
         "{}",
         pending[0].request.effect
     );
-    f.core
-        .decide(&approval, ApprovalAnswer::Reject, turn.attachment_id())
-        .await
-        .unwrap();
+    decide(&f, &approval, ApprovalAnswer::Reject, turn.attachment_id()).await;
     support::hub::drain(&mut turn).await;
     assert!(
         f.core.list_routines().unwrap().is_empty(),
@@ -343,10 +330,7 @@ async fn a_prompt_routine_the_model_proposes_is_asked_and_refused_when_rejected(
     );
     let mut turn = f.turn(&id, "keep searching", "terminal").await;
     let approval = support::hub::until_approval(&mut turn).await;
-    f.core
-        .decide(&approval, ApprovalAnswer::Approve, turn.attachment_id())
-        .await
-        .unwrap();
+    decide(&f, &approval, ApprovalAnswer::Approve, turn.attachment_id()).await;
     support::hub::drain(&mut turn).await;
     let routine = f.core.list_routines().unwrap().remove(0);
     assert_eq!(routine.routine.created_by, Creator::Model);
@@ -592,10 +576,7 @@ async fn a_prompt_routines_question_is_held_for_the_owner_and_ends_at_its_deadli
     let owner = subscribe_when_there(&f, "routine-lamp", "terminal").await;
     let attachment = owner.snapshot().attachment_id.clone();
     let approval = pending_in(&f, "routine-lamp", Some(&approval)).await;
-    f.core
-        .decide(&approval, ApprovalAnswer::Approve, &attachment)
-        .await
-        .unwrap();
+    decide(&f, &approval, ApprovalAnswer::Approve, &attachment).await;
     let firing = ended_firing(&f, "lamp", second).await;
     assert_eq!(
         firing.outcome,

@@ -137,6 +137,7 @@ pub(super) const EN: &[(&str, &str)] = &[
     ),
     ("command.new.help", "Start a new session."),
     ("command.no_argument", "{command} takes no argument."),
+    ("command.quit.help", "Leave (Ctrl-D does too)."),
     (
         "command.resume.help",
         "Resume the latest session, the n-th of the list, or a session by id.",

@@ -130,6 +130,7 @@ pub(super) const TR: &[(&str, &str)] = &[
     ),
     ("command.new.help", "Yeni bir oturum başlatır."),
     ("command.no_argument", "{command} argüman almaz."),
+    ("command.quit.help", "Çıkar (Ctrl-D de çıkarır)."),
     (
         "command.resume.help",
         "En son oturuma, listedeki n'inci oturuma ya da kimliği verilen oturuma devam eder.",

@@ -27,11 +27,19 @@ fn ready(chat: &mut PtySession) -> anyhow::Result<String> {
 }
 
 /// Ctrl-D at the prompt: the chat says goodbye and exits 0.
-fn quit(mut chat: PtySession) -> anyhow::Result<()> {
-    // Ctrl-D once the input prompt is back (an end-of-file typed before the line editor took the
+fn quit(chat: PtySession) -> anyhow::Result<()> {
+    leave(chat, None)
+}
+
+/// Leaves with Ctrl-D (`None`) or by typing `command` (`/quit`); says goodbye and exits 0.
+fn leave(mut chat: PtySession, command: Option<&str>) -> anyhow::Result<()> {
+    // Once the input prompt is back (an end-of-file typed before the line editor took the
     // terminal would be lost, as on any terminal).
     see(&mut chat, "> ")?;
-    chat.send_control('d')?;
+    match command {
+        Some(line) => chat.send_line(line).map(drop)?,
+        None => chat.send_control('d')?,
+    }
     see(&mut chat, "Goodbye.")?;
     chat.exp_eof()?;
     let status = chat.process_mut().wait()?;
@@ -215,7 +223,7 @@ fn resume_shows_the_history() {
     see(&mut chat, "> hello there, remember the blue door").unwrap();
     chat.send_line("/session").unwrap();
     see(&mut chat, &format!("Id: {first}")).unwrap();
-    quit(chat).unwrap();
+    leave(chat, Some("/quit")).unwrap();
 
     // By id, at start: `--resume ID` and `--session ID`.
     for option in ["--resume", "--session"] {
@@ -223,7 +231,7 @@ fn resume_shows_the_history() {
         see(&mut chat, &format!("Resumed session {first}")).unwrap();
         see(&mut chat, "> hello there, remember the blue door").unwrap();
         assert_eq!(ready(&mut chat).unwrap(), first, "{option}");
-        quit(chat).unwrap();
+        leave(chat, Some("/exit")).unwrap();
     }
 }
 

@@ -21,16 +21,16 @@ use crate::relay::call::{CallError, call};
 /// ANSI: clear the screen and move the cursor home.
 const CLEAR_SCREEN: &str = "\x1b[2J\x1b[H";
 
-/// Handles one typed line: a slash command, or a message for tau.
-pub async fn handle_line(chat: &mut Chat, line: &str) {
+/// Handles one typed line: a slash command, or a message for tau. `false`: `/quit`, leave.
+pub async fn handle_line(chat: &mut Chat, line: &str) -> bool {
     if line.trim().is_empty() {
-        return;
+        return true;
     }
     // A Ctrl-C pressed before this line was typed is not meant for it.
     chat.interrupts.forget_earlier();
     let Some((name, argument)) = split_command(line) else {
         turn::run_turn(chat, line.trim()).await;
-        return;
+        return true;
     };
     let Some(command) = find_command(name) else {
         let command = format!("/{}", render::one_line(name, 40));
@@ -39,14 +39,14 @@ pub async fn handle_line(chat: &mut Chat, line: &str) {
             &[("command", &command), ("hint", &command_hint())],
         );
         chat.printer.red(&text);
-        return;
+        return true;
     };
     let takes_argument = matches!(command.name, "resume" | "model" | "compact" | "lang");
     if !takes_argument && !argument.is_empty() {
         let name = format!("/{}", command.name);
         let text = chat.t("command.no_argument", &[("command", &name)]);
         chat.printer.red(&text);
-        return;
+        return true;
     }
     match command.name {
         "help" => help(chat),
@@ -60,12 +60,14 @@ pub async fn handle_line(chat: &mut Chat, line: &str) {
         "model" => model(chat, argument).await,
         "compact" => sessions::compact(chat, argument).await,
         "lang" => lang(chat, argument),
+        "quit" => return false,
         other => {
             let name = format!("/{other}");
             let text = chat.t("command.unavailable", &[("command", &name)]);
             chat.printer.red(&text);
         }
     }
+    true
 }
 
 /// The ready banner: version, profile, session, and the command hint.

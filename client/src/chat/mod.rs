@@ -200,7 +200,11 @@ pub fn run(args: &ChatArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         match editor.read(PROMPT)? {
             Input::Line(line) => {
                 editor.remember(&line);
-                runtime.block_on(commands::handle_line(&mut chat, &line));
+                if !runtime.block_on(commands::handle_line(&mut chat, &line)) {
+                    let text = chat.t("chat.goodbye", &[]);
+                    chat.printer.dim(&text);
+                    return Ok(ExitCode::SUCCESS);
+                }
             }
             Input::Interrupted | Input::Eof => {
                 let text = chat.t("chat.goodbye", &[]);

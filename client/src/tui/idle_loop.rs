@@ -18,7 +18,7 @@ use super::card::Verdict;
 use super::front::{FRAME, Key, verdict_of};
 use super::pending_cards::CardInput;
 use super::session_watch::Watched;
-use super::{QUIT, Tui, history_file};
+use super::{Tui, history_file};
 use crate::chat::commands;
 use crate::chat::state::CHANNEL;
 use crate::relay::call::call;
@@ -160,10 +160,8 @@ impl Tui {
             self.turn(line.trim()).await;
             return true;
         };
-        if QUIT.contains(&name.to_lowercase().as_str()) {
-            return false;
-        }
         match find_command(name).map(|command| command.name) {
+            Some("quit") => return false,
             Some("clear") => self.app.conversation.clear(),
             _ => {
                 commands::handle_line(&mut self.chat, line).await;

@@ -52,9 +52,6 @@ use crate::cli::Context;
 use crate::relay::call::{CallError, call};
 use crate::relay::{Outcome, Relay};
 
-/// The commands that leave the TUI (not in the shared table: `tau chat` leaves with Ctrl-D).
-const QUIT: [&str; 4] = ["quit", "exit", "çık", "cik"];
-
 /// Options of `tau tui`.
 #[derive(Debug, Args)]
 pub struct TuiArgs {
