@@ -329,10 +329,10 @@ async fn over_long_texts_roles_and_ids_are_refused_naming_the_field_and_limit() 
     };
 
     let err = client
-        .start_turn(turn(&id, &"t".repeat(256 * 1024 + 1), "terminal"))
+        .start_turn(turn(&id, &"t".repeat(100_001), "terminal"))
         .await
         .unwrap_err();
-    refused(err, "text", "262144");
+    refused(err, "text", "100000 characters");
     let err = client
         .compact_session(pb::CompactSessionRequest {
             session_id: id.clone(),

@@ -3,7 +3,7 @@
 //! (and its limit), before anything is touched. See ARCHITECTURE.md, "hub/".
 //!
 //! Invariants: byte limits are what the hub holds in memory and the wire carries (a user text is
-//! also bounded in characters); an empty value is within every length limit (callers decide what
+//! bounded in characters, which bounds its bytes); an empty value is within every length limit (callers decide what
 //! empty means, except where a check here says); session ids are plain names the store accepts;
 //! channels are short plain names, and an empty one is [`DEFAULT_CHANNEL`].
 
@@ -16,9 +16,8 @@ pub const DEFAULT_CHANNEL: &str = "api";
 pub const MAX_CHANNEL_LEN: usize = 64;
 /// The longest idempotency key, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 128;
-/// The longest user text of a turn, in bytes.
-pub const MAX_TEXT_BYTES: usize = 256 * 1024;
-/// The longest user text, in characters.
+/// The longest user text of a turn, in characters (Unicode scalar values): the one text limit,
+/// stated in `turns.proto` and the README. It bounds the bytes too (at most four per character).
 pub const MAX_TEXT_CHARS: usize = 100_000;
 /// The longest compaction focus, in bytes.
 pub const MAX_FOCUS_BYTES: usize = 4 * 1024;
@@ -70,14 +69,13 @@ pub fn check_session_id(session_id: &str) -> Result<(), CoreError> {
     validate_id(IdKind::Session, session_id).map_err(CoreError::from)
 }
 
-/// A turn's user text: not blank, at most [`MAX_TEXT_BYTES`] bytes and [`MAX_TEXT_CHARS`]
-/// characters.
+/// A turn's user text: not blank, at most [`MAX_TEXT_CHARS`] characters.
 pub fn check_text(text: &str) -> Result<(), CoreError> {
     if text.trim().is_empty() {
         return Err(CoreError::InvalidArgument("text is empty".to_owned()));
     }
-    check_len("text", text, MAX_TEXT_BYTES)?;
-    if text.chars().count() > MAX_TEXT_CHARS {
+    // Counted only up to one past the limit, so a huge text costs no more than a long one.
+    if text.chars().take(MAX_TEXT_CHARS + 1).count() > MAX_TEXT_CHARS {
         return Err(CoreError::InvalidArgument(format!(
             "text is longer than {MAX_TEXT_CHARS} characters"
         )));
@@ -138,15 +136,16 @@ mod tests {
     }
 
     #[test]
-    fn texts_are_not_blank_and_bounded_in_bytes_and_characters() {
+    fn texts_are_not_blank_and_bounded_in_characters() {
         assert_eq!(
             check_text(" \n").unwrap_err(),
             CoreError::InvalidArgument("text is empty".into())
         );
         assert!(check_text(&"a".repeat(MAX_TEXT_CHARS)).is_ok());
         assert!(check_text(&"a".repeat(MAX_TEXT_CHARS + 1)).is_err());
-        // Fewer characters than the limit, more bytes.
-        assert!(check_text(&"€".repeat(MAX_TEXT_BYTES / 3 + 1)).is_err());
+        // Characters, not bytes: three bytes each, at the limit, pass.
+        assert!(check_text(&"€".repeat(MAX_TEXT_CHARS)).is_ok());
+        assert!(check_text(&"€".repeat(MAX_TEXT_CHARS + 1)).is_err());
     }
 
     #[test]
