@@ -1,5 +1,5 @@
 //! `tau ask "…"`: one turn from the command line over the hub's Unix socket. It starts nothing: when
-//! no hub answers it exits 69 with a hint to run `tau hub run`.
+//! no hub answers it exits 69 with a hint to run `tau hub start`.
 //!
 //! The reply (the turn's last assistant text) goes to stdout; `--json` prints the turn's events as
 //! JSON lines instead. `--session ID` continues a session, otherwise a new one is opened.
@@ -127,7 +127,7 @@ impl Ask {
         let mut client = match hub_link::connect(&HubAddress::Unix(socket.to_path_buf())).await {
             Ok(client) => client,
             Err(not_running) => {
-                eprintln!("tau ask: {not_running}. Start one with `tau hub run`.");
+                eprintln!("tau ask: {not_running}. Start one with `tau hub start`.");
                 return Ok(ExitCode::from(EXIT_NO_HUB));
             }
         };

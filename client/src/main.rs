@@ -14,6 +14,7 @@ mod event_json;
 mod feed;
 mod http_get;
 mod hub_link;
+mod hub_start;
 mod hubctl;
 mod init;
 mod logs;
@@ -95,6 +96,9 @@ fn parse_command_line() -> Cli {
 /// `tau hub …`: needs the installation's paths, not a valid `tau.toml`, so that a hub can be
 /// inspected and stopped even while its configuration is broken.
 fn run_hub(command: &hubctl::HubCommand, ctx: &cli::Context) -> anyhow::Result<ExitCode> {
+    if let hubctl::HubCommand::Start { timeout, json } = command {
+        return hub_start::run(*timeout, *json, ctx);
+    }
     let located = tau_api::installation::Located::discover(
         environment::snapshot(ctx),
         &environment::current_dir()?,

@@ -60,7 +60,7 @@ pub fn run(args: &UsageArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let usage = match usage {
         Ok(usage) => usage,
         Err(not_running) => {
-            eprintln!("tau usage: {not_running}. Start one with `tau hub run`.");
+            eprintln!("tau usage: {not_running}. Start one with `tau hub start`.");
             return Ok(ExitCode::from(EXIT_NO_HUB));
         }
     };

@@ -191,7 +191,7 @@ pub(super) const EN: &[(&str, &str)] = &[
     ("hub.down", "no answer on {url}"),
     (
         "hub.not_running",
-        "No hub answers. Start one with `tau hub run`, or run `tau chat` without --no-start.",
+        "No hub answers. Start one with `tau hub start`, or run `tau chat` without --no-start.",
     ),
     ("hub.reconnected", "Reconnected to the hub."),
     ("hub.start_failed", "Could not start the hub: {reason}"),

@@ -181,7 +181,7 @@ pub(super) const TR: &[(&str, &str)] = &[
     ("hub.down", "{url} adresinde yanıt yok"),
     (
         "hub.not_running",
-        "Yanıt veren bir merkez yok. `tau hub run` ile başlatın ya da `tau chat` komutunu --no-start olmadan çalıştırın.",
+        "Yanıt veren bir merkez yok. `tau hub start` ile başlatın ya da `tau chat` komutunu --no-start olmadan çalıştırın.",
     ),
     ("hub.reconnected", "Merkeze yeniden bağlanıldı."),
     ("hub.start_failed", "Merkez başlatılamadı: {reason}"),

@@ -40,7 +40,7 @@ fn without_a_hub_it_starts_nothing_and_says_how_to() {
     let out = ask(&sandbox, free_port(), &["hello"]);
     assert_eq!(out.status.code(), Some(69), "{}", text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("tau hub run"),
+        text(&out.stderr).contains("tau hub start"),
         "{}",
         text(&out.stderr)
     );

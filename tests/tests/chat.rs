@@ -63,7 +63,7 @@ fn no_start_without_a_hub_exits_non_zero_with_its_hint() {
     assert_eq!(output.status.code(), Some(69), "{output:?}");
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert!(stderr.contains("No hub answers"), "{stderr}");
-    assert!(stderr.contains("tau hub run"), "{stderr}");
+    assert!(stderr.contains("tau hub start"), "{stderr}");
     assert!(!env.socket().exists());
 }
 

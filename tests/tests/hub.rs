@@ -1,4 +1,5 @@
-//! `tau hub run | status | stop` through the real `tau` binary, which execs the real `taud`.
+//! `tau hub run | start | status | stop` through the real `tau` binary, which execs (or, for `start`,
+//! spawns) the real `taud`.
 
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used)]
@@ -103,4 +104,53 @@ fn run_status_stop_round_trip() {
         !sandbox.data_dir().join("hub/taud.sock").exists(),
         "the socket is removed on a clean stop"
     );
+}
+
+/// `tau hub start` starts the hub in the background and returns once it answers; a second start
+/// finds it running; `tau ask` then talks to it; `tau hub stop` ends it.
+#[test]
+fn start_runs_the_hub_in_the_background_until_stopped() {
+    let sandbox = Sandbox::new().unwrap();
+    let port = free_port();
+    let start = || {
+        let output = sandbox
+            .command("tau")
+            .unwrap()
+            .env("TAU_HUB_PORT", port.to_string())
+            .args(["hub", "start", "--json"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let first = start();
+    assert_eq!(first["started"], true, "{first}");
+    let (code, json) = status(&sandbox, port);
+    assert_eq!(code, Some(0), "{json}");
+    assert_eq!(json["pid"], first["pid"], "{json} {first}");
+    let again = start();
+    assert_eq!(again["started"], false, "{again}");
+
+    let ask = sandbox
+        .command("tau")
+        .unwrap()
+        .env("TAU_HUB_PORT", port.to_string())
+        .args(["ask", "hello"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(ask.status.success(), "{ask:?}");
+    assert!(String::from_utf8_lossy(&ask.stdout).contains("You said"));
+
+    let stop = sandbox
+        .command("tau")
+        .unwrap()
+        .env("TAU_HUB_PORT", port.to_string())
+        .args(["hub", "stop"])
+        .output()
+        .unwrap();
+    assert!(stop.status.success(), "{stop:?}");
+    let (_, json) = status(&sandbox, port);
+    assert_eq!(json["running"], false, "{json}");
 }

@@ -118,7 +118,7 @@ fn without_a_hub_usage_says_how_to_start_one() {
     assert_eq!(out.status.code(), Some(69), "{out:?}");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.starts_with("tau usage: ") && stderr.contains("tau hub run"),
+        stderr.starts_with("tau usage: ") && stderr.contains("tau hub start"),
         "{stderr}"
     );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");

@@ -14,7 +14,7 @@
 //! prompt), at the prompt it quits; Ctrl-D at the prompt quits; every one-shot hub call has a
 //! deadline ([`crate::relay::call`]).
 
-mod attach;
+pub(crate) mod attach;
 pub(crate) mod commands;
 mod editor;
 mod history;
@@ -149,7 +149,7 @@ fn hub_address(args: &ChatArgs, installation: &Installation) -> HubAddress {
 
 /// How to start a hub when none answers: `taud` next to `tau` or on PATH, its output appended to
 /// `<logs>/taud.out`, the global options exported to it.
-fn start_options(ctx: &Context, installation: &Installation) -> StartOptions {
+pub(crate) fn start_options(ctx: &Context, installation: &Installation) -> StartOptions {
     let path_var = installation.env.get("PATH").map(std::ffi::OsStr::new);
     StartOptions {
         taud: crate::hubctl::find_taud(environment::exe_dir().as_deref(), path_var),

@@ -335,9 +335,7 @@ fn hub_check(port: u16, token_file: &Path) -> (Check, Result<Vec<HubServiceRepor
         }
         hub::Probe::NotRunning => Check::ok(
             "hub",
-            format!(
-                "no hub on 127.0.0.1:{port} (tau chat starts one; `tau hub run` runs it in the foreground)"
-            ),
+            format!("no hub on 127.0.0.1:{port} (`tau hub start` starts one, as tau chat does)"),
         ),
         hub::Probe::Unexpected(why) => Check::warn(
             "hub",

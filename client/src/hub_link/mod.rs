@@ -93,7 +93,7 @@ pub async fn connect_or_report(
     match tokio::time::timeout(deadline, connect(address)).await {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(not_running)) => {
-            eprintln!("{command}: {not_running}. Start one with `tau hub run`.");
+            eprintln!("{command}: {not_running}. Start one with `tau hub start`.");
             Err(std::process::ExitCode::from(EXIT_NO_HUB))
         }
         Err(_) => {

@@ -33,6 +33,15 @@ use stop::Stopped;
 pub enum HubCommand {
     /// Run the hub in the foreground (Ctrl-C or `tau hub stop` stops it).
     Run,
+    /// Start the hub in the background and wait until it answers (nothing to do when one does).
+    Start {
+        /// Give up waiting after this many seconds (at most 600).
+        #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+        timeout: u64,
+        /// Print JSON for scripts: started, pid, socket, log.
+        #[arg(long)]
+        json: bool,
+    },
     /// Is the hub running? pid, heartbeat, last crash and the launchd/systemd state.
     Status {
         /// Print JSON for scripts.
@@ -197,6 +206,8 @@ pub fn run_with(
 ) -> anyhow::Result<ExitCode> {
     match cmd {
         HubCommand::Run => run_foreground(ctx),
+        // Started by `crate::hub_start`, which needs the chat's attach; never routed here.
+        HubCommand::Start { .. } => anyhow::bail!("tau hub start is run by the client's main"),
         HubCommand::Status { json } => show_status(ctx, json, out),
         HubCommand::Stop { timeout } => {
             let stopped = stop::stop(
