@@ -75,4 +75,4 @@ pub use sessions::{
 pub use setup::CoreSetup;
 pub use spend_usage::{MAX_USAGE_DAYS, USAGE_TIME_ZONE};
 pub use streams::{EventStream, Snapshot, TurnStream};
-pub use turns::Accepted;
+pub use turns::{Accepted, shown_arguments};

@@ -1,5 +1,6 @@
-//! The bodies of the `tau.v1.Tau` session, turn, event, approval and catalog calls: check the
-//! request's shape, call the [`HubCore`], translate the answer (or its error) back.
+//! The bodies of the `tau.v1.Tau` session, turn, event, approval and catalog calls: read the
+//! request (`from_proto`), call the [`HubCore`], write the answer (`to_proto`) or its error
+//! (`errors`).
 //!
 //! Invariants: no business logic here (the core decides); every error leaves as a status built in
 //! `errors`; a streaming call's stream ends after its turn's end, when the client goes, or with the
@@ -13,11 +14,9 @@ use tau_api::proto::v1 as pb;
 use tonic::Status;
 
 use super::errors;
-use super::wire;
-use crate::hub::{
-    ApprovalAnswer, CoreError, DecideOutcome, EventStream, HubCore, MessageSelection, StartTurn,
-    TurnStream,
-};
+use super::from_proto;
+use super::to_proto as wire;
+use crate::hub::{CoreError, EventStream, HubCore, TurnStream};
 
 /// A server stream of `T`.
 pub type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
@@ -52,14 +51,7 @@ pub async fn get_session(
     core: &HubCore,
     request: pb::GetSessionRequest,
 ) -> Result<pb::GetSessionResponse, Status> {
-    let selection = match request.page {
-        Some(page) => MessageSelection::Page {
-            size: usize::try_from(page.size).unwrap_or(usize::MAX),
-            before: page.before_index,
-        },
-        None if request.include_messages => MessageSelection::All,
-        None => MessageSelection::None,
-    };
+    let selection = from_proto::message_selection(request.page, request.include_messages);
     let detail = core
         .get_session_with(&request.session_id, selection)
         .await?;
@@ -82,7 +74,7 @@ pub async fn open_session(
     core: &HubCore,
     request: pb::OpenSessionRequest,
 ) -> Result<pb::OpenSessionResponse, Status> {
-    let target = wire::open_target(request.target).ok_or_else(|| {
+    let target = from_proto::open_target(request.target).ok_or_else(|| {
         invalid("name the session to open: new_session, session_id, index or most_recent")
     })?;
     let opened = core
@@ -136,17 +128,7 @@ pub async fn read_events(
 ) -> Result<pb::ReadEventsResponse, Status> {
     let events = core.read_events(&request.session_id).await?;
     Ok(pb::ReadEventsResponse {
-        events: events
-            .into_iter()
-            .map(|event| pb::StoredEvent {
-                r#type: event
-                    .get("type")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                json: event.to_string(),
-            })
-            .collect(),
+        events: events.iter().map(wire::stored_event).collect(),
     })
 }
 
@@ -154,14 +136,7 @@ pub async fn start_turn(
     core: &HubCore,
     request: pb::StartTurnRequest,
 ) -> Result<BoxStream<pb::StartTurnResponse>, Status> {
-    let stream = core
-        .start_turn(StartTurn {
-            session_id: request.session_id,
-            text: request.text,
-            channel: request.channel,
-            idempotency_key: request.idempotency_key,
-        })
-        .await?;
+    let stream = core.start_turn(from_proto::start_turn(request)).await?;
     let accepted = {
         let a = stream.accepted();
         pb::TurnAccepted {
@@ -294,31 +269,12 @@ pub async fn decide(
     core: &HubCore,
     request: &pb::DecideApprovalRequest,
 ) -> Result<pb::DecideApprovalResponse, Status> {
-    let answer = approval_answer(request.decision)
+    let answer = from_proto::approval_answer(request.decision)
         .ok_or_else(|| invalid("decision must be APPROVED or REJECTED"))?;
     let outcome = core
         .decide(&request.approval_id, answer, &request.attachment_id)
         .await?;
-    let (outcome, resolution) = match outcome {
-        DecideOutcome::Applied(r) => (pb::DecideOutcome::Applied, Some(r)),
-        DecideOutcome::AlreadyDecided(r) => (pb::DecideOutcome::AlreadyDecided, Some(r)),
-        DecideOutcome::Expired(r) => (pb::DecideOutcome::Expired, Some(r)),
-        DecideOutcome::NotFound => (pb::DecideOutcome::NotFound, None),
-    };
-    Ok(pb::DecideApprovalResponse {
-        outcome: outcome as i32,
-        resolution: resolution.map_or(pb::ApprovalResolution::Unspecified, wire::resolution) as i32,
-    })
-}
-
-/// A decision's answer; `None` for UNSPECIFIED or an unknown value (never guessed).
-fn approval_answer(decision: i32) -> Option<ApprovalAnswer> {
-    match pb::ApprovalDecision::try_from(decision) {
-        Ok(pb::ApprovalDecision::Approved) => Some(ApprovalAnswer::Approve),
-        Ok(pb::ApprovalDecision::Rejected) => Some(ApprovalAnswer::Reject),
-        Ok(pb::ApprovalDecision::TimedOut) => Some(ApprovalAnswer::TimedOut),
-        Ok(pb::ApprovalDecision::Unspecified) | Err(_) => None,
-    }
+    Ok(wire::decide_response(outcome))
 }
 
 pub fn list_tools(core: &HubCore) -> pb::ListToolsResponse {
@@ -379,7 +335,7 @@ pub fn status_extras(core: &HubCore, response: &mut pb::GetStatusResponse) {
     response.routines = routines
         .routines
         .iter()
-        .map(super::routine_calls::routine)
+        .map(wire::routines::routine)
         .collect();
 }
 
@@ -396,28 +352,5 @@ pub fn get_usage(core: &HubCore, days: u32) -> pb::GetUsageResponse {
     pb::GetUsageResponse {
         days: core.usage(days).into_iter().map(wire::usage_day).collect(),
         time_zone: crate::hub::USAGE_TIME_ZONE.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_approved_rejected_or_timed_out_is_an_answer() {
-        assert_eq!(
-            approval_answer(pb::ApprovalDecision::Approved as i32),
-            Some(ApprovalAnswer::Approve)
-        );
-        assert_eq!(
-            approval_answer(pb::ApprovalDecision::Rejected as i32),
-            Some(ApprovalAnswer::Reject)
-        );
-        assert_eq!(
-            approval_answer(pb::ApprovalDecision::TimedOut as i32),
-            Some(ApprovalAnswer::TimedOut)
-        );
-        assert_eq!(approval_answer(0), None);
-        assert_eq!(approval_answer(42), None);
     }
 }

@@ -1,113 +1,14 @@
-//! The routine calls of `tau.v1.Tau`: requests checked and moved into the hub's domain, answers
-//! translated to `routines.proto`.
+//! The routine calls of `tau.v1.Tau`: each request read by `super::from_proto`, the hub asked,
+//! the answer written by `super::to_proto::routines`.
 //!
-//! Invariants: translation only; arguments that are not a JSON object and unknown `catch_up`
-//! words are INVALID_ARGUMENT before the hub is asked; times go out as RFC 3339 in UTC.
+//! Invariant: no translation and no business logic here.
 
-use jiff::Timestamp;
-use serde_json::Value;
 use tau_api::proto::v1 as pb;
 use tonic::Status;
 
-use crate::hub::{AddRoutine, HubCore};
-use crate::routine::{CatchUp, Creator, Firing, RoutineAction, RoutineView};
-
-fn text(instant: Option<Timestamp>) -> String {
-    instant.map(|t| t.to_string()).unwrap_or_default()
-}
-
-pub fn firing(firing: &Firing) -> pb::RoutineFiring {
-    pb::RoutineFiring {
-        number: firing.number,
-        scheduled: text(firing.scheduled),
-        started_at: firing.started_at.to_string(),
-        ended_at: text(firing.ended_at),
-        cause: firing.cause.as_str().to_owned(),
-        outcome: firing.outcome.as_str().to_owned(),
-        detail: firing.detail.clone(),
-    }
-}
-
-pub fn routine(view: &RoutineView) -> pb::Routine {
-    let routine = &view.routine;
-    let action = match &routine.action {
-        RoutineAction::Prompt {
-            text,
-            approval_channel,
-        } => pb::routine::Action::Prompt(pb::RoutinePromptAction {
-            text: text.clone(),
-            approval_channel: approval_channel.clone(),
-        }),
-        RoutineAction::Tool { tool, arguments } => {
-            pb::routine::Action::Tool(pb::RoutineToolAction {
-                tool: tool.clone(),
-                arguments_json: arguments.to_string(),
-            })
-        }
-    };
-    pb::Routine {
-        name: routine.name.clone(),
-        schedule: view.schedule_text.clone(),
-        action: Some(action),
-        catch_up: routine.catch_up.as_str().to_owned(),
-        paused: routine.paused,
-        created_at: routine.created_at.to_string(),
-        next_firing: text(view.next_firing),
-        approval_id: routine
-            .approval
-            .as_ref()
-            .map(|a| a.approval_id.clone())
-            .unwrap_or_default(),
-        approval_channel: routine
-            .approval
-            .as_ref()
-            .map(|a| a.channel.clone())
-            .unwrap_or_default(),
-        last_firing: routine.history.back().map(firing),
-        session_id: routine.session_id(),
-        created_by: routine.created_by.as_str().to_owned(),
-    }
-}
-
-fn action(
-    prompt: Option<pb::RoutinePromptAction>,
-    tool: Option<pb::RoutineToolAction>,
-) -> Result<RoutineAction, Status> {
-    match (prompt, tool) {
-        (Some(prompt), None) => Ok(RoutineAction::Prompt {
-            text: prompt.text,
-            approval_channel: prompt.approval_channel,
-        }),
-        (None, Some(tool)) => {
-            let arguments: Value = if tool.arguments_json.trim().is_empty() {
-                Value::Object(serde_json::Map::new())
-            } else {
-                serde_json::from_str(&tool.arguments_json).map_err(|e| {
-                    Status::invalid_argument(format!(
-                        "arguments_json: not JSON ({e}); expected a JSON object"
-                    ))
-                })?
-            };
-            Ok(RoutineAction::Tool {
-                tool: tool.tool,
-                arguments,
-            })
-        }
-        _ => Err(Status::invalid_argument(
-            "a routine needs an action: a prompt or a tool call",
-        )),
-    }
-}
-
-fn catch_up(word: &str) -> Result<CatchUp, Status> {
-    match word {
-        "" | "run_once" => Ok(CatchUp::RunOnce),
-        "skip" => Ok(CatchUp::Skip),
-        other => Err(Status::invalid_argument(format!(
-            "catch_up {other:?}: expected run_once or skip"
-        ))),
-    }
-}
+use super::from_proto;
+use super::to_proto::routines::{firing, routine};
+use crate::hub::HubCore;
 
 pub fn list(core: &HubCore) -> Result<pb::ListRoutinesResponse, Status> {
     Ok(pb::ListRoutinesResponse {
@@ -119,24 +20,7 @@ pub async fn add(
     core: &HubCore,
     request: pb::AddRoutineRequest,
 ) -> Result<pb::AddRoutineResponse, Status> {
-    let (prompt, tool) = match request.action {
-        Some(pb::add_routine_request::Action::Prompt(p)) => (Some(p), None),
-        Some(pb::add_routine_request::Action::Tool(t)) => (None, Some(t)),
-        None => (None, None),
-    };
-    let add = AddRoutine {
-        name: request.name,
-        cron: request.cron,
-        every: request.every,
-        at: request.at,
-        action: action(prompt, tool)?,
-        catch_up: catch_up(&request.catch_up)?,
-        replace: request.replace,
-        session_id: request.session_id,
-        channel: request.channel,
-        created_by: Creator::Owner,
-    };
-    let view = core.add_routine(add).await?;
+    let view = core.add_routine(from_proto::add_routine(request)?).await?;
     Ok(pb::AddRoutineResponse {
         routine: Some(routine(&view)),
     })

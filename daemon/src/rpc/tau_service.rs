@@ -9,8 +9,8 @@ use tau_api::proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
 use super::calls::{self, BoxStream};
-use super::convert;
 use super::routine_calls;
+use super::to_proto;
 use crate::host::Hub;
 use crate::hub::HubCore;
 
@@ -38,9 +38,9 @@ impl pb::tau_server::Tau for TauApi {
         &self,
         _request: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
-        let mut response = convert::status(self.hub.status());
-        response.services = convert::services(self.hub.service_reports());
-        response.channels = convert::channels(&self.hub);
+        let mut response = to_proto::hub_status::status(self.hub.status());
+        response.services = to_proto::hub_status::services(self.hub.service_reports());
+        response.channels = to_proto::hub_status::channels(&self.hub);
         if let Ok(core) = &self.core {
             calls::status_extras(core, &mut response);
         }

@@ -1,16 +1,19 @@
-//! Domain → proto translations for sessions, events, approvals and the catalog (the hub core's
-//! types into `tau_api::proto::v1`), and the proto → domain open target. (A decision's answer is
-//! read where the call is, `calls::decide`.)
+//! Domain → proto, every answer the hub gives: sessions, messages, events, approvals, decisions
+//! and the catalog here; the hub's status in [`hub_status`], routines in [`routines`]. The other
+//! direction is `super::from_proto`.
 //!
-//! Invariants: pure functions; an enum value the client sent that has no domain meaning is
-//! refused as `INVALID_ARGUMENT` by the caller, never guessed.
+//! Invariants: pure functions of the hub's public types (`crate::hub`'s re-exports, never its
+//! sub-modules); a tier always leaves as `pb::Tier`.
+
+pub mod hub_status;
+pub mod routines;
 
 use tau_api::proto::v1 as pb;
 
 use crate::gate::{ApprovalOutcome, CallApproval, ToolCallStatus};
 use crate::hub::{
-    EventKind, OpenTarget, PendingInfo, SessionEvent, SessionSummary, Snapshot, ToolSummary,
-    TurnInfo, turns::shown_arguments,
+    DecideOutcome, EventKind, PendingInfo, SessionEvent, SessionSummary, Snapshot, ToolSummary,
+    TurnInfo, shown_arguments,
 };
 use crate::message::{ContentBlock, Message, Role, ToolResultContent, ToolResultStatus};
 use crate::tool::Tier;
@@ -287,15 +290,29 @@ pub fn mcp_server(server: crate::mcp::ServerStatus) -> pb::McpServer {
     }
 }
 
-/// The session an OpenSession request names; `None` when it names none.
-pub fn open_target(target: Option<pb::open_session_request::Target>) -> Option<OpenTarget> {
-    use pb::open_session_request::Target;
-    match target? {
-        Target::NewSession(true) => Some(OpenTarget::New),
-        Target::SessionId(id) => Some(OpenTarget::Id(id)),
-        Target::Index(n) => Some(OpenTarget::Index(n)),
-        Target::MostRecent(true) => Some(OpenTarget::MostRecent),
-        Target::NewSession(false) | Target::MostRecent(false) => None,
+/// A decision's answer: whether it counted and how the approval ended.
+pub fn decide_response(outcome: DecideOutcome) -> pb::DecideApprovalResponse {
+    let (outcome, resolution) = match outcome {
+        DecideOutcome::Applied(r) => (pb::DecideOutcome::Applied, Some(r)),
+        DecideOutcome::AlreadyDecided(r) => (pb::DecideOutcome::AlreadyDecided, Some(r)),
+        DecideOutcome::Expired(r) => (pb::DecideOutcome::Expired, Some(r)),
+        DecideOutcome::NotFound => (pb::DecideOutcome::NotFound, None),
+    };
+    pb::DecideApprovalResponse {
+        outcome: outcome as i32,
+        resolution: resolution.map_or(pb::ApprovalResolution::Unspecified, self::resolution) as i32,
+    }
+}
+
+/// A stored agent event (a JSON object) as `ReadEvents` carries it: its type, and the whole.
+pub fn stored_event(event: &serde_json::Value) -> pb::StoredEvent {
+    pb::StoredEvent {
+        r#type: event
+            .get("type")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        json: event.to_string(),
     }
 }
 
@@ -361,13 +378,6 @@ mod tests {
         for outcome in ApprovalOutcome::ALL {
             assert_ne!(resolution(outcome), pb::ApprovalResolution::Unspecified);
         }
-        use pb::open_session_request::Target;
-        assert_eq!(open_target(Some(Target::NewSession(false))), None);
-        assert_eq!(open_target(None), None);
-        assert_eq!(
-            open_target(Some(Target::Index(2))),
-            Some(OpenTarget::Index(2))
-        );
     }
 
     #[test]
