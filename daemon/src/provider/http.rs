@@ -1,7 +1,8 @@
 //! The HTTP layer shared by the providers: the reqwest client (rustls with the `ring` provider and
 //! the platform's certificate roots, configured per client, never process-wide), proxies from the
 //! explicit environment, retry hints from response headers, error bodies, and the adaptor that
-//! turns a response body into an attempt's event stream through a [`FrameDecoder`].
+//! turns a response body into an attempt's event stream through a [`FrameDecoder`]; every HTTP
+//! provider opens its call through [`open_stream`] (or [`stream_or_refused`]).
 //!
 //! Invariants: no total timeout on a streaming call (a connect timeout and an idle read timeout
 //! instead); an error body is read only up to [`MAX_ERROR_BODY`] bytes; a connection lost or a
@@ -113,6 +114,50 @@ fn hint_from_secs(secs: f64) -> Option<Duration> {
     }
     let wait = Duration::try_from_secs_f64(secs).unwrap_or(MAX_RETRY_HINT);
     Some(wait.min(MAX_RETRY_HINT))
+}
+
+/// A response that was not a success, read once: what a provider's error mapping needs.
+#[derive(Debug)]
+pub struct Refused {
+    /// The HTTP status.
+    pub status: u16,
+    /// Its headers (provider-specific hints: `x-should-retry`, `x-amzn-errortype`, the date).
+    pub headers: HeaderMap,
+    /// The body, at most [`MAX_ERROR_BODY`] bytes, as (lossy) text.
+    pub body: String,
+    /// The retry hint of its headers ([`retry_after`]).
+    pub retry_after: Option<Duration>,
+}
+
+/// Sends `request`: a success becomes the attempt's stream through the decoder `decoder` makes;
+/// anything else is read into a [`Refused`] for the provider to map. A failure to send is a
+/// [`transport_failure`]. The one way every HTTP provider opens a streamed call.
+pub async fn open_stream<D: FrameDecoder>(
+    request: reqwest::RequestBuilder,
+    decoder: impl FnOnce() -> D,
+) -> Result<Result<AttemptStream, Refused>, Failure> {
+    let response = request.send().await.map_err(|e| transport_failure(&e))?;
+    Ok(stream_or_refused(response, decoder).await)
+}
+
+/// [`open_stream`] for a response already received (a provider that sends in its own way).
+pub async fn stream_or_refused<D: FrameDecoder>(
+    response: reqwest::Response,
+    decoder: impl FnOnce() -> D,
+) -> Result<AttemptStream, Refused> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(decode_body(response, decoder()));
+    }
+    let headers = response.headers().clone();
+    let retry_after = retry_after(&headers);
+    let body = error_body(response).await;
+    Err(Refused {
+        status: status.as_u16(),
+        headers,
+        body,
+        retry_after,
+    })
 }
 
 /// Reads up to [`MAX_ERROR_BODY`] bytes of an error response as (lossy) text.

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 
 use super::cache::CachePlan;
 use super::credentials::AnthropicAuth;
-use super::http::{decode_body, error_body, retry_after, transport_failure};
+use super::http::open_stream;
 use super::retry::{AttemptStream, Failure, Transport};
 use crate::model::ModelRequest;
 
@@ -80,17 +80,12 @@ impl Transport for AnthropicTransport {
             AnthropicAuth::ApiKey(key) => builder.header("x-api-key", key.expose()),
             AnthropicAuth::Bearer(token) => builder.bearer_auth(token.expose()),
         };
-        let response = builder.send().await.map_err(|e| transport_failure(&e))?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(decode_body(
-                response,
-                messages_decoder::AnthropicDecoder::new(),
-            ));
-        }
-        let hint = retry_after(response.headers());
-        let should_retry = response
-            .headers()
+        let refused = match open_stream(builder, messages_decoder::AnthropicDecoder::new).await? {
+            Ok(stream) => return Ok(stream),
+            Err(refused) => refused,
+        };
+        let should_retry = refused
+            .headers
             .get("x-should-retry")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| match v {
@@ -98,11 +93,10 @@ impl Transport for AnthropicTransport {
                 "false" => Some(false),
                 _ => None,
             });
-        let body = error_body(response).await;
         Err(messages_error::http_failure(
-            status.as_u16(),
-            &body,
-            hint,
+            refused.status,
+            &refused.body,
+            refused.retry_after,
             should_retry,
         ))
     }

@@ -26,7 +26,7 @@ use tracing::warn;
 
 use super::cache::CachePlan;
 use super::credentials::{BedrockAuth, BedrockCredentials};
-use super::http::{decode_body, error_body, retry_after, transport_failure};
+use super::http::{stream_or_refused, transport_failure};
 use super::retry::{AttemptStream, Failure, Transport};
 use crate::clock::{Clock, SystemClock};
 use crate::model::{ModelError, ModelRequest};
@@ -147,28 +147,25 @@ impl Transport for BedrockTransport {
         let mut resigned = false;
         loop {
             let response = self.send(&body, self.clock.now()).await?;
-            let status = response.status();
-            if status.is_success() {
-                return Ok(decode_body(
-                    response,
-                    converse_decoder::BedrockDecoder::new(),
-                ));
-            }
-            let headers = response.headers();
-            let hint = retry_after(headers);
-            let error_type = headers
+            let refused =
+                match stream_or_refused(response, converse_decoder::BedrockDecoder::new).await {
+                    Ok(stream) => return Ok(stream),
+                    Err(refused) => refused,
+                };
+            let status = refused.status;
+            let error_type = refused
+                .headers
                 .get("x-amzn-errortype")
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
-            let offset = skew::offset_from(headers, self.clock.now());
-            let text = error_body(response).await;
-            let (code, message) = converse_error::error_parts(error_type.as_deref(), &text);
-            if !(signed && skew::is_skew(status.as_u16(), &code, &message)) {
+            let offset = skew::offset_from(&refused.headers, self.clock.now());
+            let (code, message) = converse_error::error_parts(error_type.as_deref(), &refused.body);
+            if !(signed && skew::is_skew(status, &code, &message)) {
                 return Err(converse_error::error_failure(
                     &code,
                     &message,
-                    Some(status.as_u16()),
-                    hint,
+                    Some(status),
+                    refused.retry_after,
                 ));
             }
             match offset {
@@ -182,12 +179,7 @@ impl Transport for BedrockTransport {
                     resigned = true;
                 }
                 offset => {
-                    return Err(Failure::fatal(skew::error(
-                        offset,
-                        status.as_u16(),
-                        &code,
-                        &message,
-                    )));
+                    return Err(Failure::fatal(skew::error(offset, status, &code, &message)));
                 }
             }
         }

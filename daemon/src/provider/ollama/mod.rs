@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use tau_api::config::ModelTuning;
 
 use super::compat::{self, Family};
-use super::http::{decode_body, error_body, retry_after, transport_failure};
+use super::http::open_stream;
 use super::retry::{AttemptStream, Failure, Transport};
 use crate::model::ModelRequest;
 
@@ -68,27 +68,20 @@ impl Transport for OllamaTransport {
     async fn open(&self, request: &ModelRequest) -> Result<AttemptStream, Failure> {
         let s = &self.settings;
         let body = chat_body::body(request, &s.model_id, s.max_tokens, &s.tuning);
-        let response = self
+        let request = self
             .client
             .post(&self.url)
             .header("accept", "application/x-ndjson")
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| transport_failure(&e))?;
-        let status = response.status();
-        if status.is_success() {
-            let decoder = chat_chunk::OllamaDecoder::new(&s.model_id, call_id_prefix());
-            return Ok(decode_body(response, decoder));
-        }
-        let hint = retry_after(response.headers());
-        let body = error_body(response).await;
-        Err(compat::http_failure(
-            Family::Ollama,
-            &s.model_id,
-            status.as_u16(),
-            &body,
-            hint,
-        ))
+            .json(&body);
+        let decoder = || chat_chunk::OllamaDecoder::new(&s.model_id, call_id_prefix());
+        open_stream(request, decoder).await?.map_err(|refused| {
+            compat::http_failure(
+                Family::Ollama,
+                &s.model_id,
+                refused.status,
+                &refused.body,
+                refused.retry_after,
+            )
+        })
     }
 }

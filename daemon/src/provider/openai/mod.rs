@@ -17,7 +17,7 @@ use tau_api::credentials::Secret;
 use tau_api::model_endpoints::is_public_openai;
 
 use super::compat::{self, Family};
-use super::http::{decode_body, error_body, retry_after, transport_failure};
+use super::http::open_stream;
 use super::retry::{AttemptStream, Failure, Transport};
 use crate::model::ModelRequest;
 
@@ -80,22 +80,15 @@ impl Transport for OpenAiTransport {
         if let Some(key) = &s.api_key {
             builder = builder.bearer_auth(key.expose());
         }
-        let response = builder.send().await.map_err(|e| transport_failure(&e))?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(decode_body(
-                response,
-                completion_chunk::OpenAiDecoder::new(&s.model_id),
-            ));
-        }
-        let hint = retry_after(response.headers());
-        let body = error_body(response).await;
-        Err(compat::http_failure(
-            Family::OpenAi,
-            &s.model_id,
-            status.as_u16(),
-            &body,
-            hint,
-        ))
+        let decoder = || completion_chunk::OpenAiDecoder::new(&s.model_id);
+        open_stream(builder, decoder).await?.map_err(|refused| {
+            compat::http_failure(
+                Family::OpenAi,
+                &s.model_id,
+                refused.status,
+                &refused.body,
+                refused.retry_after,
+            )
+        })
     }
 }
