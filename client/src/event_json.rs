@@ -136,28 +136,8 @@ pub fn pending(approval: Option<&pb::PendingApproval>) -> Value {
     })
 }
 
-fn tool_status_name(status: i32) -> &'static str {
-    match pb::ToolCallStatus::try_from(status) {
-        Ok(pb::ToolCallStatus::Success) => "success",
-        Ok(pb::ToolCallStatus::Error) => "error",
-        Ok(pb::ToolCallStatus::Refused) => "refused",
-        Ok(pb::ToolCallStatus::Cancelled) => "cancelled",
-        Ok(pb::ToolCallStatus::Unspecified) | Err(_) => "unknown",
-    }
-}
-
-/// The lower-case name of an approval resolution.
-pub fn resolution_name(resolution: i32) -> &'static str {
-    match pb::ApprovalResolution::try_from(resolution) {
-        Ok(pb::ApprovalResolution::Approved) => "approved",
-        Ok(pb::ApprovalResolution::Rejected) => "rejected",
-        Ok(pb::ApprovalResolution::Timeout) => "timeout",
-        Ok(pb::ApprovalResolution::Cancelled) => "cancelled",
-        Ok(pb::ApprovalResolution::ChannelClosed) => "channel_closed",
-        Ok(pb::ApprovalResolution::ExpiredByRestart) => "expired_by_restart",
-        Ok(pb::ApprovalResolution::Unspecified) | Err(_) => "unknown",
-    }
-}
+pub use crate::present::resolution_name;
+use crate::present::tool_status_name;
 
 #[cfg(test)]
 mod tests {

@@ -9,12 +9,12 @@
 //! that anchor (written by an older hub) or placed among the messages not shown is left out,
 //! and any other event kind is skipped.
 
-use serde_json::Value;
 use tau_api::i18n::Messages;
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
 
 use super::render::{self, Limits, Printer, one_line, sanitize};
+use crate::stored_event::{Stored, read_stored};
 
 /// The refusal text the model reads when a call was not approved (fixed English, from the gate).
 const REFUSAL_PREFIX: &str = "The user did not approve this action";
@@ -47,15 +47,32 @@ pub fn turn_marks(messages: &Messages, lang: Lang, events: &[pb::StoredEvent]) -
     events
         .iter()
         .filter_map(|event| {
-            let record: Value = serde_json::from_str(&event.json).ok()?;
-            let before = record.get("before_message")?.as_u64()?;
-            let text = |key: &str| record.get(key).and_then(Value::as_str).unwrap_or_default();
-            let line = match event.r#type.as_str() {
-                "turn_stopped" => stop_line(messages, lang, &record, text("stop_reason"))?,
-                "turn_repaired" => messages.t_or_key(
-                    "history.repaired",
-                    lang,
-                    &[("notice", &sanitize(text("notice")))],
+            let (before, line) = match read_stored(event) {
+                Stored::TurnStopped {
+                    stop_reason,
+                    notice,
+                    model_calls,
+                    before_message,
+                } => (
+                    before_message?,
+                    stop_line(
+                        messages,
+                        lang,
+                        stop_reason.as_deref().unwrap_or_default(),
+                        notice.as_deref().unwrap_or_default(),
+                        model_calls,
+                    )?,
+                ),
+                Stored::TurnRepaired {
+                    notice,
+                    before_message,
+                } => (
+                    before_message?,
+                    messages.t_or_key(
+                        "history.repaired",
+                        lang,
+                        &[("notice", &sanitize(notice.as_deref().unwrap_or_default()))],
+                    ),
                 ),
                 _ => return None,
             };
@@ -67,15 +84,16 @@ pub fn turn_marks(messages: &Messages, lang: Lang, events: &[pb::StoredEvent]) -
 /// The line of a stored stop: the notice the chat showed live, in the UI language (the limit a
 /// stopped turn hit is its model call count); a token budget's stored notice names the budget
 /// the turn had, which today's configuration may not.
-fn stop_line(messages: &Messages, lang: Lang, record: &Value, reason: &str) -> Option<String> {
-    let notice = record
-        .get("notice")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+fn stop_line(
+    messages: &Messages,
+    lang: Lang,
+    reason: &str,
+    notice: &str,
+    model_calls: Option<u64>,
+) -> Option<String> {
     let text = if reason == "limit_total_tokens" && !notice.is_empty() {
         sanitize(notice)
     } else {
-        let model_calls = record.get("model_calls").and_then(Value::as_u64);
         let end = pb::TurnEnded {
             stop_reason: reason.to_owned(),
             notice: notice.to_owned(),

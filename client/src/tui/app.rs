@@ -157,28 +157,13 @@ impl App {
                 let text = self.t("tool.progress", &[("tool", &tool), ("progress", &report)]);
                 self.status.progress = Some(render::one_line(&text, 80));
             }
-            Kind::ToolCall(call) => {
-                self.status.progress = None;
-                self.tool_call(call);
-            }
-            Kind::ApprovalRequested(requested) => {
-                if let Some(approval) = &requested.approval {
-                    let line = format!(
-                        "? {} (tier {}) [{}]",
-                        render::one_line(&approval.tool, 60),
-                        tau_api::tiers::tier_text(approval.tier),
-                        render::one_line(&approval.channel, 20)
-                    );
-                    self.note(&line, false);
+            Kind::ToolCall(_) | Kind::ApprovalRequested(_) | Kind::ApprovalResolved(_) => {
+                if matches!(kind, Kind::ToolCall(_)) {
+                    self.status.progress = None;
                 }
-            }
-            Kind::ApprovalResolved(resolved) => {
-                let line = format!(
-                    "= {}: {}",
-                    render::one_line(&resolved.tool, 60),
-                    crate::event_json::resolution_name(resolved.resolution)
-                );
-                self.note(&line, false);
+                if let Some((line, error)) = crate::present::live_line(kind) {
+                    self.note(&line, error);
+                }
             }
             Kind::OutputDiscarded(_) => {
                 self.streaming = Some(String::new());
@@ -206,24 +191,6 @@ impl App {
             }
             Kind::TurnQueued(_) | Kind::TurnStarted(_) | Kind::ReasoningDelta(_) => {}
         }
-    }
-
-    fn tool_call(&mut self, call: &pb::ToolCallFinished) {
-        let ok = call.status == pb::ToolCallStatus::Success as i32;
-        let status = pb::ToolCallStatus::try_from(call.status)
-            .map_or("unknown", |status| status.as_str_name())
-            .trim_start_matches("TOOL_CALL_STATUS_")
-            .to_lowercase();
-        let line = format!(
-            "{} {} · tier {} · {} · {} · {} ms",
-            if ok { "✓" } else { "✗" },
-            render::one_line(&call.tool, 60),
-            tau_api::tiers::tier_text(call.tier),
-            status,
-            render::one_line(&call.approval, 20),
-            call.duration_ms
-        );
-        self.note(&line, !ok);
     }
 
     /// The session above (`Up`) or below (`Down`) the current one in the sidebar.

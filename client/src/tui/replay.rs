@@ -5,52 +5,15 @@
 //! opens the card (only a live request on this TUI's channel does); any field missing or of an
 //! unexpected type shows as `?` rather than failing the replay.
 
-use serde_json::Value;
 use tau_api::proto::v1 as pb;
 
 use super::app::App;
 use crate::chat::render;
 
-/// A JSON value for one line: strings as they are, numbers and the rest as JSON, `?` when absent.
-fn field(record: &Value, key: &str) -> String {
-    match &record[key] {
-        Value::Null => "?".to_owned(),
-        Value::String(text) => render::one_line(text, 60),
-        other => render::one_line(&other.to_string(), 60),
-    }
-}
-
-/// The events-pane line of one stored event, and whether it reads as an error.
+/// The events-pane line of one stored event, and whether it reads as an error: the same line
+/// its live event had (`crate::present`).
 pub fn line(event: &pb::StoredEvent) -> (String, bool) {
-    let record: Value = serde_json::from_str(&event.json).unwrap_or(Value::Null);
-    match event.r#type.as_str() {
-        "tool_call" => {
-            let status = field(&record, "status");
-            let ok = status == "success";
-            let line = format!(
-                "{} {} · tier {} · {} · {} · {} ms",
-                if ok { "✓" } else { "✗" },
-                field(&record, "tool"),
-                field(&record, "tier"),
-                status,
-                field(&record, "approval"),
-                field(&record, "duration_ms"),
-            );
-            (line, !ok)
-        }
-        "approval" => {
-            let line = format!("= {}: {}", field(&record, "tool"), field(&record, "status"));
-            (line, false)
-        }
-        "error" => (format!("! {}", field(&record, "message")), true),
-        "turn_stopped" => {
-            let reason = field(&record, "stop_reason");
-            let line = format!("■ stopped: {reason} · {}", field(&record, "notice"));
-            (line, reason == "error")
-        }
-        "turn_repaired" => (format!("↺ repaired: {}", field(&record, "notice")), false),
-        other => (render::one_line(other, 60), false),
-    }
+    crate::present::stored_line(&crate::present::read_stored(event))
 }
 
 impl App {
