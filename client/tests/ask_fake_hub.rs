@@ -71,7 +71,7 @@ fn approval_requested(seq: u64) -> pb::SessionEvent {
         turn_id: "turn-1".into(),
         channel: "cli".into(),
         tool: "demo_physical_action".into(),
-        tier: 2,
+        tier: pb::Tier::Physical as i32,
         ..Default::default()
     };
     event(

@@ -61,7 +61,7 @@ fn lamp(id: &str) -> pb::PendingApproval {
         approval_id: id.into(),
         channel: "terminal".into(),
         tool: "demo_physical_action".into(),
-        tier: 2,
+        tier: pb::Tier::Physical as i32,
         arguments: "{\"action\": \"turn on the desk lamp\"}".into(),
         effect: "Demo: simulates a physical action; no real device moves.".into(),
         ..Default::default()
@@ -93,8 +93,9 @@ fn an_approval_pending_on_attach_opens_the_card_and_is_decided_with_the_snapshot
     assert_eq!(decision.attachment_id, "watch-att-3");
     assert_eq!(decision.decision, pb::ApprovalDecision::Approved as i32);
 
-    // The second waited behind it: a key dismisses the verdict, then its card opens unarmed,
-    // focus on Reject, so Enter (once armed) rejects.
+    // The second waited behind it: the verdict folds into the conversation and its card opens
+    // unarmed, focus on Reject, so a key typed at once does nothing and Enter (once armed)
+    // rejects.
     std::thread::sleep(Duration::from_millis(300));
     tui.send("x").unwrap();
     tui.flush().unwrap();
@@ -151,9 +152,9 @@ fn a_lost_stream_shows_in_the_status_line_and_is_resubscribed_with_back_off() {
     );
     assert_eq!(decision.decision, pb::ApprovalDecision::Rejected as i32);
 
-    // A line sent is kept for the next run; `/quit` leaves at once.
+    // A line sent is kept for the next run; `/quit` leaves at once. No key is needed to dismiss
+    // the verdict: it folded into the conversation.
     std::thread::sleep(Duration::from_millis(300));
-    tui.send("x").unwrap();
     tui.send("/help\r").unwrap();
     tui.flush().unwrap();
     let file = root.path().join("data/tui_history");
@@ -259,10 +260,9 @@ fn a_snapshot_older_than_the_turn_just_relayed_is_asked_again_and_opens_no_card(
             })),
         }))
         .unwrap();
-    // No card took the keys (once the turn's verdict is dismissed): the line reaches the
-    // composer.
+    // No card took the keys (the turn's verdict folded away): the line reaches the composer
+    // whole.
     std::thread::sleep(Duration::from_millis(300));
-    tui.send("x").unwrap();
     tui.send("/help\r").unwrap();
     tui.flush().unwrap();
     let file = root.path().join("data/tui_history");
