@@ -52,6 +52,23 @@ fn tau_version_reports_both_binaries() {
     let text = String::from_utf8(output.stdout).unwrap();
     assert!(text.contains(&format!("tau  {version}")), "{text}");
     assert!(text.contains(&format!("taud {version}")), "{text}");
+
+    // The answer is kept for this very binary: a later `tau version` reads it instead of
+    // starting taud (a planted version shows that the cache, not taud, answered).
+    let cache = sandbox.data_dir().join("cache/taud-version.json");
+    let mut cached: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
+    assert_eq!(cached["version"], version, "{cached}");
+    cached["version"] = "9.9.9-cached".into();
+    std::fs::write(&cache, cached.to_string()).unwrap();
+    let output = sandbox
+        .command("tau")
+        .unwrap()
+        .args(["version", "--json"])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["taud"], "9.9.9-cached");
 }
 
 #[test]
