@@ -1,7 +1,7 @@
 //! The [`Model`] trait every provider implements, and the normalized stream it yields.
 //!
-//! A provider translates its wire protocol (Bedrock ConverseStream, Anthropic Messages SSE, Ollama,
-//! the fake model) into [`ModelEvent`]s keyed by content-block index; [`MessageAssembler`] turns them
+//! A provider translates its wire protocol (Bedrock ConverseStream, Anthropic Messages SSE, Ollama's
+//! NDJSON chat, OpenAI-compatible chat completions SSE, the fake model) into [`ModelEvent`]s keyed by content-block index; [`MessageAssembler`] turns them
 //! into one assistant [`Message`] in one place.
 //!
 //! Invariants: a request carries the system prompt as blocks, the history without metadata, and the

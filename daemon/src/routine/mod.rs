@@ -2,14 +2,14 @@
 //!
 //! A routine has a name, a schedule (`schedule.rs`: a cron expression from `cron_expr.rs`, an
 //! interval or a one-off, always read in Europe/Istanbul) and an action (`routine_record.rs`: a
-//! prompt run as a turn on the routine's own session, on channel `routine`, or one fixed tool
-//! call). `routine_file.rs` keeps them in `<data_dir>/routines.json` (versioned, atomic);
+//! prompt run as a turn on the routine's own session, on its `approval_channel`, or one fixed
+//! tool call). `routine_file.rs` keeps them in `<data_dir>/routines.json` (versioned, atomic);
 //! `firing_plan.rs` decides what fires on a wake (once per routine, catch-up, clock jumps);
 //! `routine_engine.rs` is the API and the loop on the injectable clock; `routine_gate.rs` is how
 //! a tier-2 tool routine is registered (one approval, asked by the gate) and fired (exempt through
 //! the gate's exemption mechanism for exactly the approved tool and arguments).
 //!
-//! Imports `clock`, `tool`, `gate`. Invariants: an instant never fires twice, even across a kill
+//! Imports `message`, `clock`, `tool`, `gate`. Invariants: an instant never fires twice, even across a kill
 //! (claims are saved before actions start); a clock jump fires at most once per routine; a tier-2
 //! tool routine fires without a prompt only while its stored approval covers its exact action; the
 //! exemption is the gate's, so a firing is checked and recorded like any call.

@@ -31,8 +31,8 @@ pub const ROUTINE_CHANNEL: &str = "routine";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RoutineAction {
-    /// A turn on the routine's own session, on channel `routine`; its tier-2 calls are asked on
-    /// `approval_channel`.
+    /// A turn on the routine's own session, run on `approval_channel`, where its tier-2 calls are
+    /// asked (held for the owner: see the hub's unattended turns).
     Prompt {
         text: String,
         approval_channel: String,
