@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use super::approvals::{self, ApprovalRegistry, ApprovalWatch, DecideOutcome};
-use super::builtin_tools::BuiltinTools;
+use super::builtin_tools::{BuiltinTools, tool_summaries};
 use super::core_state::CoreState;
 use super::error::CoreError;
 use super::event::PendingInfo;
@@ -283,7 +283,12 @@ impl HubCore {
 
     /// The tools an agent may call.
     pub fn tools(&self) -> Vec<ToolSummary> {
-        routine_api::tools(&self.inner)
+        let parts = self.inner.parts();
+        tool_summaries(
+            &parts.options.disabled_tools,
+            &parts.mcp,
+            parts.routine_proposer.as_ref(),
+        )
     }
 
     /// Tokens and cost per role for the last `days` days (today included, at most

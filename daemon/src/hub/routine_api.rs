@@ -72,8 +72,8 @@ pub struct RoutineStatus {
     pub missing_tools: Vec<(String, String)>,
 }
 
-/// The tools an agent may call, as `ListTools` shows them.
-pub(super) fn tools(state: &CoreState) -> Vec<ToolSummary> {
+/// The tools an agent may call, as `ListTools` shows them (for a routine's tier).
+fn tools(state: &CoreState) -> Vec<ToolSummary> {
     let parts = state.parts();
     tool_summaries(
         &parts.options.disabled_tools,
