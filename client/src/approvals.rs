@@ -16,7 +16,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt};
 use tau_api::installation::Installation;
@@ -25,7 +24,8 @@ use tau_api::proto::v1::{self as pb, subscribe_response};
 use tonic::Streaming;
 
 use crate::approve;
-use crate::cli::Context;
+use crate::cli::{ApprovalsArgs, ApprovalsCommand};
+use crate::context::Context;
 use crate::environment;
 use crate::hub_link::{self, HubAddress, HubClient};
 use crate::routine_approval::{Answered, ask_while_open, within};
@@ -34,31 +34,6 @@ use crate::routine_approval::{Answered, ask_while_open, within};
 const CALL_DEADLINE: Duration = Duration::from_secs(10);
 /// The longest `decide` waits for the person (the question's own deadline usually ends it sooner).
 pub const DECIDE_WAIT: Duration = Duration::from_secs(15 * 60);
-
-/// `tau approvals`.
-#[derive(Debug, Clone, Args)]
-pub struct ApprovalsArgs {
-    #[command(subcommand)]
-    pub command: Option<ApprovalsCommand>,
-    /// Print JSON for scripts.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `tau approvals …`.
-#[derive(Debug, Clone, Subcommand)]
-pub enum ApprovalsCommand {
-    /// Show one pending question in this terminal and answer it (y approves; anything else
-    /// rejects).
-    Decide(DecideArgs),
-}
-
-/// Options of `tau approvals decide`.
-#[derive(Debug, Clone, Args)]
-pub struct DecideArgs {
-    /// The approval's id, as `tau approvals` lists it.
-    pub id: String,
-}
 
 /// Runs `tau approvals …`.
 pub fn run(args: &ApprovalsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {

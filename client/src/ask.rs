@@ -22,40 +22,20 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Args;
 use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt, is_approval_answer};
 use tau_api::installation::Installation;
 use tau_api::lang::Lang;
 use tau_api::proto::v1::{self as pb, open_session_request::Target, session_event::Kind};
 
 use crate::approve;
-use crate::cli::Context;
+use crate::cli::{AskArgs, CLI_CHANNEL};
+use crate::context::Context;
 use crate::environment;
 use crate::event_json;
 use crate::feed::FeedError;
 use crate::hub_link::{self, EXIT_NO_HUB, HubAddress};
 use crate::relay::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
 use crate::relay::{Answer, Front, Outcome, Relay};
-
-/// The channel `tau ask` speaks for.
-pub const CHANNEL: &str = "cli";
-
-/// Options of `tau ask`.
-#[derive(Debug, Args)]
-pub struct AskArgs {
-    /// What to ask (the words are joined with spaces).
-    #[arg(required = true, value_name = "TEXT")]
-    pub text: Vec<String>,
-    /// Print the turn's events as JSON lines instead of the reply.
-    #[arg(long)]
-    pub json: bool,
-    /// Continue this session instead of opening a new one.
-    #[arg(long, value_name = "ID")]
-    pub session: Option<String>,
-    /// Ask on the terminal before each tier-2 action (without it they are rejected).
-    #[arg(long)]
-    pub approve: bool,
-}
 
 /// Runs `tau ask`.
 pub fn run(args: &AskArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
@@ -137,7 +117,7 @@ impl Ask {
         };
         let request = client.open_session(pb::OpenSessionRequest {
             target: Some(target),
-            channel: CHANNEL.to_owned(),
+            channel: CLI_CHANNEL.to_owned(),
             ..Default::default()
         });
         let opened = within(self.deadline, request)
@@ -149,7 +129,7 @@ impl Ask {
         let request = client.start_turn(pb::StartTurnRequest {
             session_id: session_id.clone(),
             text: self.text.clone(),
-            channel: CHANNEL.to_owned(),
+            channel: CLI_CHANNEL.to_owned(),
             idempotency_key: idempotency_key(),
         });
         let stream = within(self.deadline, request)
@@ -163,7 +143,7 @@ impl Ask {
         let outcome = Relay::new(
             client,
             &session_id,
-            CHANNEL,
+            CLI_CHANNEL,
             stream,
             &mut front,
             self.deadline,

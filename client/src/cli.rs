@@ -1,8 +1,10 @@
-//! The command line of `tau`: global options, subcommands and the context every command receives.
+//! The command line of `tau`: global options, subcommands and the options of every subcommand
+//! (the `*Args` and `*Command` types, parsed by clap), and the [`Context`] the global options make
+//! for every command ([`Cli::context`]).
 //!
-//! Global options that change behaviour of what `tau` starts (`--lang`, `--profile`) are not written
-//! into this process's environment; they are carried in [`Context`] and passed to child processes
-//! (`taud`) explicitly, so nothing mutates global state.
+//! Invariants: parsing reads no environment variable (no option takes a default from it) and
+//! imports no other module of `tau` but `context` and the three whose options still live beside
+//! their code (`chat::ChatArgs`, `tui::TuiArgs`, `hubctl::HubCommand`, which chat imports).
 
 // The doc comments here are also clap's help texts, read in a terminal: `<home>/.env` is meant
 // literally there, not as an HTML tag.
@@ -10,9 +12,10 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::Command as ProcessCommand;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::context::Context;
 
 /// tau: a personal agent hub that never touches the physical world without your approval.
 #[derive(Debug, Parser)]
@@ -29,6 +32,32 @@ pub struct Cli {
     pub verbose: bool,
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// The context every command receives, from the global options.
+    pub fn context(&self) -> Context {
+        let mut child_env = Vec::new();
+        if let Some(lang) = self.lang {
+            let value = match lang {
+                LangArg::En => "en",
+                LangArg::Tr => "tr",
+            };
+            child_env.push(("TAU_LANG", OsString::from(value)));
+        }
+        if let Some(profile) = self.profile {
+            let value = match profile {
+                ProfileArg::Home => "home",
+                ProfileArg::Travel => "travel",
+                ProfileArg::Sport => "sport",
+            };
+            child_env.push(("TAU_PROFILE", OsString::from(value)));
+        }
+        Context {
+            verbose: self.verbose,
+            child_env,
+        }
+    }
 }
 
 /// The subcommands of `tau`.
@@ -55,24 +84,24 @@ pub enum Command {
     /// Print the versions of tau and taud.
     Version(VersionArgs),
     /// Ask the running hub one thing: one turn, the reply on stdout.
-    Ask(crate::ask::AskArgs),
+    Ask(AskArgs),
     /// List MCP tool servers and their tools; print suggested tiers for a server.
     #[command(subcommand)]
-    Mcp(crate::mcp::McpCommand),
+    Mcp(McpCommand),
     /// The Telegram channel: pair its owner, see its state.
     #[command(subcommand)]
-    Telegram(crate::telegram::TelegramCommand),
+    Telegram(TelegramCommand),
     /// Routines: tau acting on a schedule (list, add, rm, pause, resume, run, log).
     #[command(subcommand)]
-    Routine(crate::routine::RoutineCommand),
+    Routine(RoutineCommand),
     /// The tier-2 questions pending across sessions; `decide ID` answers one in this terminal.
-    Approvals(crate::approvals::ApprovalsArgs),
+    Approvals(ApprovalsArgs),
     /// Print a shell completion script for bash, zsh or fish.
     Completions(CompletionsArgs),
     /// Print the manual page of tau (roff, for man).
     Man,
     /// Print tokens and cost per model role per day (Europe/Istanbul days).
-    Usage(crate::usage::UsageArgs),
+    Usage(UsageArgs),
     /// A plugin command: `tau NAME ARGS…` runs the executable `tau-NAME` on PATH.
     #[command(external_subcommand)]
     Plugin(Vec<OsString>),
@@ -169,43 +198,208 @@ pub enum ProfileArg {
     Sport,
 }
 
-/// What every command receives: the global options, and the environment to hand to children.
-#[derive(Debug, Clone)]
-pub struct Context {
-    pub verbose: bool,
-    /// Variables exported to processes tau starts (TAU_LANG, TAU_PROFILE).
-    pub child_env: Vec<(&'static str, OsString)>,
+/// The channel the one-shot commands speak for (`tau ask`, and `tau routine add` and `run` by
+/// default).
+pub const CLI_CHANNEL: &str = "cli";
+
+/// Options of `tau ask`.
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// What to ask (the words are joined with spaces).
+    #[arg(required = true, value_name = "TEXT")]
+    pub text: Vec<String>,
+    /// Print the turn's events as JSON lines instead of the reply.
+    #[arg(long)]
+    pub json: bool,
+    /// Continue this session instead of opening a new one.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Ask on the terminal before each tier-2 action (without it they are rejected).
+    #[arg(long)]
+    pub approve: bool,
 }
 
-impl Context {
-    /// Builds the context from the parsed command line.
-    pub fn from_cli(cli: &Cli) -> Self {
-        let mut child_env = Vec::new();
-        if let Some(lang) = cli.lang {
-            let value = match lang {
-                LangArg::En => "en",
-                LangArg::Tr => "tr",
-            };
-            child_env.push(("TAU_LANG", OsString::from(value)));
-        }
-        if let Some(profile) = cli.profile {
-            let value = match profile {
-                ProfileArg::Home => "home",
-                ProfileArg::Travel => "travel",
-                ProfileArg::Sport => "sport",
-            };
-            child_env.push(("TAU_PROFILE", OsString::from(value)));
-        }
-        Self {
-            verbose: cli.verbose,
-            child_env,
-        }
-    }
+/// `tau approvals`.
+#[derive(Debug, Clone, Args)]
+pub struct ApprovalsArgs {
+    #[command(subcommand)]
+    pub command: Option<ApprovalsCommand>,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
 
-    /// Applies the exported variables to a child process about to be started.
-    pub fn export_to(&self, command: &mut ProcessCommand) {
-        for (key, value) in &self.child_env {
-            command.env(key, value);
-        }
-    }
+/// `tau approvals …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ApprovalsCommand {
+    /// Show one pending question in this terminal and answer it (y approves; anything else
+    /// rejects).
+    Decide(DecideArgs),
+}
+
+/// Options of `tau approvals decide`.
+#[derive(Debug, Clone, Args)]
+pub struct DecideArgs {
+    /// The approval's id, as `tau approvals` lists it.
+    pub id: String,
+}
+
+/// `tau mcp …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum McpCommand {
+    /// List the MCP servers of tau.toml and their tools, with what the running hub says.
+    List(McpListArgs),
+    /// Print a TOML block of a server's tools with suggested tiers, to review and paste into
+    /// tau.toml (nothing is written). Needs a running hub that started the server.
+    Tiers(McpTiersArgs),
+}
+
+/// Options of `tau mcp list`.
+#[derive(Debug, Clone, Args)]
+pub struct McpListArgs {
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `tau mcp tiers`.
+#[derive(Debug, Clone, Args)]
+pub struct McpTiersArgs {
+    /// The server's key in `[mcp.servers.<key>]`.
+    pub server: String,
+}
+
+/// `tau routine …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum RoutineCommand {
+    /// List the routines with their schedule, next firing and last outcome.
+    List(RoutineListArgs),
+    /// Add a routine (a tier-2 tool action is asked here first: answer y to register it).
+    Add(RoutineAddArgs),
+    /// Remove a routine (no approval needed).
+    Rm(RoutineNameArgs),
+    /// Pause a routine: it does not fire until resumed.
+    Pause(RoutineNameArgs),
+    /// Resume a routine; what it missed while paused does not fire.
+    Resume(RoutineNameArgs),
+    /// Fire a routine now, outside its schedule (a tier-2 tool routine is asked here first, every
+    /// time: answer y to run it).
+    Run(RoutineRunArgs),
+    /// Show a routine's firings and their outcomes.
+    Log(RoutineNameArgs),
+}
+
+/// `--json`.
+#[derive(Debug, Clone, Args)]
+pub struct RoutineListArgs {
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A routine's name and `--json`.
+#[derive(Debug, Clone, Args)]
+pub struct RoutineNameArgs {
+    /// The routine's name.
+    pub name: String,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `tau routine run`.
+#[derive(Debug, Clone, Args)]
+pub struct RoutineRunArgs {
+    /// The routine's name.
+    pub name: String,
+    /// The session a tier-2 run is asked in (default: a new one).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// The channel this command speaks for (a tier-2 run is asked on it).
+    #[arg(long, default_value = CLI_CHANNEL)]
+    pub channel: String,
+    /// Print JSON for scripts (a tier-2 routine is then refused: nobody can be asked).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What happens to a firing missed while the hub was down.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CatchUpArg {
+    /// Fire once at start.
+    RunOnce,
+    /// Record it as skipped.
+    Skip,
+}
+
+/// Options of `tau routine add`.
+#[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("schedule").required(true).args(["cron", "every", "at"])))]
+#[command(group(clap::ArgGroup::new("action").required(true).args(["prompt", "tool"])))]
+pub struct RoutineAddArgs {
+    /// The routine's name: 1-64 characters of a-z, 0-9, - and _.
+    pub name: String,
+    /// A cron expression in Europe/Istanbul time, e.g. "0 7 * * 1-5".
+    #[arg(long)]
+    pub cron: Option<String>,
+    /// An interval, e.g. 90m, 2h, 1d (at least 1m).
+    #[arg(long)]
+    pub every: Option<String>,
+    /// Once, at a local time: "YYYY-MM-DD HH:MM" (Europe/Istanbul).
+    #[arg(long)]
+    pub at: Option<String>,
+    /// A prompt run as a turn on the routine's own session.
+    #[arg(long)]
+    pub prompt: Option<String>,
+    /// One fixed tool call: the tool's name (see `--args`).
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// The tool's arguments as a JSON object.
+    #[arg(long = "args", default_value = "{}", requires = "tool")]
+    pub arguments: String,
+    /// What happens to a firing missed while the hub was down.
+    #[arg(long, value_enum, default_value = "run-once")]
+    pub catch_up: CatchUpArg,
+    /// Replace a routine of the same name (a changed action is asked again).
+    #[arg(long)]
+    pub replace: bool,
+    /// The session a tool routine is registered from (default: a new one); its tier-2
+    /// registration question is asked here, in this terminal.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// The channel this command speaks for (the registration question is asked on it).
+    #[arg(long, default_value = CLI_CHANNEL)]
+    pub channel: String,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `tau telegram …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum TelegramCommand {
+    /// Print a one-time code (valid 10 minutes); send `/start <code>` to the bot in a private chat
+    /// to become its owner.
+    Pair,
+    /// Show the channel's owner, session and the state the running hub reports.
+    Status(TelegramStatusArgs),
+}
+
+/// Options of `tau telegram status`.
+#[derive(Debug, Clone, Args)]
+pub struct TelegramStatusArgs {
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `tau usage`.
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// How many days back, today included (1 to 400).
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=400))]
+    pub days: u32,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
 }

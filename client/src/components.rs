@@ -21,7 +21,8 @@ use tau_api::components::{
 use tau_api::config::{KnownNames, PLANNED_PROVIDERS};
 use tau_api::installation::Installation;
 
-use crate::cli::{ComponentsArgs, Context};
+use crate::cli::ComponentsArgs;
+use crate::context::Context;
 use crate::environment;
 use crate::hub_link::control_http::{self as hub, HubServices};
 use crate::plugin_commands::{self, Plugin};

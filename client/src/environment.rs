@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use tau_api::env::Env;
 
-use crate::cli::Context;
+use crate::context::Context;
 
 /// The process environment plus the variables the global options export.
 pub fn snapshot(ctx: &Context) -> Env {

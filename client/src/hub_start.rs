@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use tau_api::installation::Installation;
 
 use crate::chat::attach::{self, AttachError};
-use crate::cli::Context;
+use crate::context::Context;
 use crate::environment;
 use crate::hub_link::{EXIT_NO_HUB, HubAddress};
 

@@ -30,7 +30,8 @@ use tau_api::env::Env;
 use tau_api::lang::Lang;
 use tau_api::paths::{self, CONFIG_FILE_NAME, ENV_FILE_NAME};
 
-use crate::cli::{Context, InitArgs, LangArg, ProfileArg, ProviderArg};
+use crate::cli::{InitArgs, LangArg, ProfileArg, ProviderArg};
+use crate::context::Context;
 use crate::environment;
 use crate::shipped_files;
 

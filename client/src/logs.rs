@@ -15,7 +15,8 @@ use std::path::Path;
 use tau_api::installation::{Installation, Located};
 use tau_api::logging::{LogFormat, LoggingGuard, configure_logging, configure_logging_as};
 
-use crate::cli::{Command, Context};
+use crate::cli::Command;
+use crate::context::Context;
 use crate::environment;
 
 /// Sets up the logging `command` uses; the guard must live until the command ends.

@@ -8,6 +8,7 @@ mod ask;
 mod chat;
 mod cli;
 mod components;
+mod context;
 mod doctor;
 mod environment;
 mod event_json;
@@ -41,7 +42,7 @@ use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = parse_command_line();
-    let ctx = cli::Context::from_cli(&cli);
+    let ctx = cli.context();
     // chat and ask also log to <TAU_DATA_DIR>/logs/tau.log; the other commands to stderr only.
     let _logging = logs::start(&cli.command, &ctx);
     let result = match &cli.command {
@@ -97,7 +98,7 @@ fn parse_command_line() -> Cli {
 
 /// `tau hub …`: needs the installation's paths, not a valid `tau.toml`, so that a hub can be
 /// inspected and stopped even while its configuration is broken.
-fn run_hub(command: &hubctl::HubCommand, ctx: &cli::Context) -> anyhow::Result<ExitCode> {
+fn run_hub(command: &hubctl::HubCommand, ctx: &context::Context) -> anyhow::Result<ExitCode> {
     if let hubctl::HubCommand::Start { timeout, json } = command {
         return hub_start::run(*timeout, *json, ctx);
     }

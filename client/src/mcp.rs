@@ -11,41 +11,16 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use tau_api::config::McpConfig;
 use tau_api::installation::Installation;
 
-use crate::cli::Context;
+use crate::cli::McpCommand;
+use crate::context::Context;
 use crate::environment;
 use crate::hub_link::control_http as hub;
 
 const HUB_DEADLINE: Duration = Duration::from_secs(2);
-
-/// `tau mcp …`.
-#[derive(Debug, Clone, Subcommand)]
-pub enum McpCommand {
-    /// List the MCP servers of tau.toml and their tools, with what the running hub says.
-    List(McpListArgs),
-    /// Print a TOML block of a server's tools with suggested tiers, to review and paste into
-    /// tau.toml (nothing is written). Needs a running hub that started the server.
-    Tiers(McpTiersArgs),
-}
-
-/// Options of `tau mcp list`.
-#[derive(Debug, Clone, Args)]
-pub struct McpListArgs {
-    /// Print JSON for scripts.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Options of `tau mcp tiers`.
-#[derive(Debug, Clone, Args)]
-pub struct McpTiersArgs {
-    /// The server's key in `[mcp.servers.<key>]`.
-    pub server: String,
-}
 
 /// Runs `tau mcp …`.
 pub fn run(command: &McpCommand, ctx: &Context) -> anyhow::Result<ExitCode> {

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 use tau_api::env::Env;
 
-use crate::cli::Context;
+use crate::context::Context;
 use crate::environment;
 
 /// What every plugin executable's file name starts with.

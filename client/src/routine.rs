@@ -12,12 +12,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 use tau_api::installation::Installation;
 use tau_api::proto::v1 as pb;
 
-use crate::cli::Context;
+use crate::cli::{CatchUpArg, RoutineAddArgs, RoutineCommand};
+use crate::context::Context;
 use crate::environment;
 use crate::hub_link::{self, HubAddress, HubClient};
 use crate::routine_approval::{self, within as call};
@@ -25,112 +25,6 @@ use crate::routine_approval::{self, within as call};
 /// How long a routine call may take.
 const CALL_DEADLINE: Duration = Duration::from_secs(10);
 const TIME_ZONE: &str = "Europe/Istanbul";
-
-/// `tau routine …`.
-#[derive(Debug, Clone, Subcommand)]
-pub enum RoutineCommand {
-    /// List the routines with their schedule, next firing and last outcome.
-    List(JsonArgs),
-    /// Add a routine (a tier-2 tool action is asked here first: answer y to register it).
-    Add(AddArgs),
-    /// Remove a routine (no approval needed).
-    Rm(NameArgs),
-    /// Pause a routine: it does not fire until resumed.
-    Pause(NameArgs),
-    /// Resume a routine; what it missed while paused does not fire.
-    Resume(NameArgs),
-    /// Fire a routine now, outside its schedule (a tier-2 tool routine is asked here first, every
-    /// time: answer y to run it).
-    Run(RunArgs),
-    /// Show a routine's firings and their outcomes.
-    Log(NameArgs),
-}
-
-/// `--json`.
-#[derive(Debug, Clone, Args)]
-pub struct JsonArgs {
-    /// Print JSON for scripts.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// A routine's name and `--json`.
-#[derive(Debug, Clone, Args)]
-pub struct NameArgs {
-    /// The routine's name.
-    pub name: String,
-    /// Print JSON for scripts.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Options of `tau routine run`.
-#[derive(Debug, Clone, Args)]
-pub struct RunArgs {
-    /// The routine's name.
-    pub name: String,
-    /// The session a tier-2 run is asked in (default: a new one).
-    #[arg(long)]
-    pub session: Option<String>,
-    /// The channel this command speaks for (a tier-2 run is asked on it).
-    #[arg(long, default_value = crate::ask::CHANNEL)]
-    pub channel: String,
-    /// Print JSON for scripts (a tier-2 routine is then refused: nobody can be asked).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// What happens to a firing missed while the hub was down.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum CatchUpArg {
-    /// Fire once at start.
-    RunOnce,
-    /// Record it as skipped.
-    Skip,
-}
-
-/// Options of `tau routine add`.
-#[derive(Debug, Clone, Args)]
-#[command(group(clap::ArgGroup::new("schedule").required(true).args(["cron", "every", "at"])))]
-#[command(group(clap::ArgGroup::new("action").required(true).args(["prompt", "tool"])))]
-pub struct AddArgs {
-    /// The routine's name: 1-64 characters of a-z, 0-9, - and _.
-    pub name: String,
-    /// A cron expression in Europe/Istanbul time, e.g. "0 7 * * 1-5".
-    #[arg(long)]
-    pub cron: Option<String>,
-    /// An interval, e.g. 90m, 2h, 1d (at least 1m).
-    #[arg(long)]
-    pub every: Option<String>,
-    /// Once, at a local time: "YYYY-MM-DD HH:MM" (Europe/Istanbul).
-    #[arg(long)]
-    pub at: Option<String>,
-    /// A prompt run as a turn on the routine's own session.
-    #[arg(long)]
-    pub prompt: Option<String>,
-    /// One fixed tool call: the tool's name (see `--args`).
-    #[arg(long)]
-    pub tool: Option<String>,
-    /// The tool's arguments as a JSON object.
-    #[arg(long = "args", default_value = "{}", requires = "tool")]
-    pub arguments: String,
-    /// What happens to a firing missed while the hub was down.
-    #[arg(long, value_enum, default_value = "run-once")]
-    pub catch_up: CatchUpArg,
-    /// Replace a routine of the same name (a changed action is asked again).
-    #[arg(long)]
-    pub replace: bool,
-    /// The session a tool routine is registered from (default: a new one); its tier-2
-    /// registration question is asked here, in this terminal.
-    #[arg(long)]
-    pub session: Option<String>,
-    /// The channel this command speaks for (the registration question is asked on it).
-    #[arg(long, default_value = crate::ask::CHANNEL)]
-    pub channel: String,
-    /// Print JSON for scripts.
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// Runs `tau routine …`.
 pub fn run(command: &RoutineCommand, ctx: &Context) -> anyhow::Result<ExitCode> {
@@ -318,7 +212,7 @@ async fn calls_tier_two(client: &mut HubClient, name: &str) -> Result<bool, Stri
         .any(|t| t.name == action.tool && t.tier == pb::Tier::Physical as i32))
 }
 
-fn add_request(args: &AddArgs) -> Result<pb::AddRoutineRequest, String> {
+fn add_request(args: &RoutineAddArgs) -> Result<pb::AddRoutineRequest, String> {
     let action = match (&args.prompt, &args.tool) {
         (Some(text), None) => pb::add_routine_request::Action::Prompt(pb::RoutinePromptAction {
             text: text.clone(),
@@ -475,7 +369,7 @@ mod tests {
 
     #[test]
     fn tool_arguments_must_be_an_object() {
-        let args = AddArgs {
+        let args = RoutineAddArgs {
             name: "lamp".into(),
             cron: Some("0 23 * * *".into()),
             every: None,
@@ -490,7 +384,7 @@ mod tests {
             json: false,
         };
         assert!(add_request(&args).unwrap_err().contains("JSON object"));
-        let ok = AddArgs {
+        let ok = RoutineAddArgs {
             arguments: r#"{"action":"lamp off"}"#.into(),
             ..args
         };

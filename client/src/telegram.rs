@@ -8,7 +8,6 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
 use serde_json::json;
 use tau_api::config::{TELEGRAM_COMPONENT, TELEGRAM_TOKEN_VAR, TelegramConfig};
 use tau_api::installation::Installation;
@@ -16,29 +15,12 @@ use tau_telegram::state::{
     PAIRING_TTL_SECONDS, StatePaths, issue_pairing_code, read_owner, read_session,
 };
 
-use crate::cli::Context;
+use crate::cli::TelegramCommand;
+use crate::context::Context;
 use crate::environment;
 use crate::hub_link::control_http as hub;
 
 const HUB_DEADLINE: Duration = Duration::from_secs(2);
-
-/// `tau telegram …`.
-#[derive(Debug, Clone, Subcommand)]
-pub enum TelegramCommand {
-    /// Print a one-time code (valid 10 minutes); send `/start <code>` to the bot in a private chat
-    /// to become its owner.
-    Pair,
-    /// Show the channel's owner, session and the state the running hub reports.
-    Status(TelegramStatusArgs),
-}
-
-/// Options of `tau telegram status`.
-#[derive(Debug, Clone, Args)]
-pub struct TelegramStatusArgs {
-    /// Print JSON for scripts.
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// Runs `tau telegram …`.
 pub fn run(command: &TelegramCommand, ctx: &Context) -> anyhow::Result<ExitCode> {

@@ -7,26 +7,15 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::Args;
 use serde_json::{Value, json};
 use tau_api::installation::Installation;
 use tau_api::proto::v1 as pb;
 
-use crate::cli::Context;
+use crate::cli::UsageArgs;
+use crate::context::Context;
 use crate::environment;
 use crate::hub_link::{self, EXIT_NO_HUB, HubAddress};
 use crate::relay::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
-
-/// Options of `tau usage`.
-#[derive(Debug, Args)]
-pub struct UsageArgs {
-    /// How many days back, today included (1 to 400).
-    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=400))]
-    pub days: u32,
-    /// Print JSON for scripts.
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// Runs `tau usage`.
 pub fn run(args: &UsageArgs, ctx: &Context) -> anyhow::Result<ExitCode> {

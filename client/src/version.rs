@@ -11,7 +11,8 @@ use std::process::{Command, ExitCode, Stdio};
 
 use serde::Serialize;
 
-use crate::cli::{Context, VersionArgs};
+use crate::cli::VersionArgs;
+use crate::context::Context;
 use crate::environment;
 
 #[derive(Debug, Serialize)]

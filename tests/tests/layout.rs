@@ -2,18 +2,23 @@
 //! map" and "Rules that never bend"): each room of `taud` imports only the rooms below it, so no two
 //! rooms import each other; no two modules of a crate share a name; no source file is longer than
 //! 600 lines; no function of the chat client or the relay is longer than 80 lines; the client never
-//! links the daemon; ARCHITECTURE.md names only paths and items that exist and says what each room
-//! may import as the table below does, and README.md stays short (module `map`, in
-//! `layout_cases/`).
+//! links the daemon; no two sibling modules of any crate import each other, directly or through
+//! others (module `sibling_cycles`); ARCHITECTURE.md names only paths and items that exist and says
+//! what each room may import as the table below does, and README.md stays short (module `map`);
+//! both modules are in `layout_cases/`.
 //!
-//! Only non-test code is read for imports: `tests.rs` files and the `#[cfg(test)] mod …` block at
-//! the end of a file are left out, and so are comments.
+//! Only non-test code is read for imports: `tests.rs` files and every `#[cfg(test)]` item (the
+//! test module, wherever it is, and test-only `use`s and functions) are left out, and so are
+//! comments.
 
 #![allow(clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+
+#[path = "layout_cases/sibling_cycles.rs"]
+mod sibling_cycles;
 
 /// The rooms of `taud` and the rooms each may import (non-test code). `testing` is compiled only
 /// for tests and benchmarks, so no room may import it.
@@ -93,17 +98,73 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The code of a file without its comments and without the trailing `#[cfg(test)]` module.
+/// The code of a file without its comment lines and without its `#[cfg(test)]` items (the test
+/// module, wherever it is, and any test-only `use`, `fn` or `impl`).
 fn production_code(text: &str) -> String {
-    let cut = text
-        .find("#[cfg(test)]\nmod ")
-        .or_else(|| text.find("#[cfg(test)]\npub(crate) mod "))
-        .unwrap_or(text.len());
-    text[..cut]
+    let code = text
         .lines()
         .filter(|line| !line.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        rest = &rest[at + "#[cfg(test)]".len()..];
+        rest = &rest[item_end(rest)..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the item at the start of `code` (after any attributes) ends: after its `;` or after the
+/// brace that closes its body, whichever comes first. Braces in string (raw ones too) and
+/// character literals are skipped.
+fn item_end(code: &str) -> usize {
+    let bytes = code.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'r' if i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_') => {
+                let hashes = bytes[i + 1..].iter().take_while(|b| **b == b'#').count();
+                if bytes.get(i + 1 + hashes) == Some(&b'"') {
+                    let close: Vec<u8> = std::iter::once(b'"')
+                        .chain(std::iter::repeat_n(b'#', hashes))
+                        .collect();
+                    let body = i + 2 + hashes;
+                    i = bytes[body..]
+                        .windows(close.len())
+                        .position(|w| w == close.as_slice())
+                        .map_or(bytes.len(), |at| body + at + close.len() - 1);
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'\'' if bytes.get(i + 2) == Some(&b'\'') => i += 2,
+            b'\'' if bytes.get(i + 1) == Some(&b'\\') => {
+                i += 2;
+                while i < bytes.len() && bytes[i] != b'\'' {
+                    i += 1;
+                }
+            }
+            b'[' | b'(' | b'{' => depth += 1,
+            b']' | b')' | b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 && bytes[i] == b'}' {
+                    return i + 1;
+                }
+            }
+            b';' if depth == 0 => return i + 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    bytes.len()
 }
 
 /// The rooms named after `crate::` in `code`, including those inside `crate::{a, b::c}`.
@@ -263,6 +324,9 @@ fn the_import_reader_sees_grouped_and_plain_paths() {
     assert_eq!(found, ["agent", "clock", "gate", "store", "tool"]);
     let code = "//! see crate::hub\nfn f() {}\n#[cfg(test)]\nmod tests { use crate::testing::X; }";
     assert!(crate_imports(&production_code(code)).is_empty());
+    let code = "#[cfg(test)]\nuse crate::a::X;\n#[cfg(test)]\n#[path = \"t.rs\"]\nmod t;\n#[cfg(test)]\nmod tests {\n    fn f() { let s = \"}\"; let c = '{'; let r = r#\"}\"\"#; }\n}\nfn g(x: &crate::b::Y) {}\n#[cfg(test)]\nfn h() { crate::c::z(); }";
+    let found: Vec<String> = crate_imports(&production_code(code)).into_iter().collect();
+    assert_eq!(found, ["b"]);
 }
 
 fn module_names(src: &Path) -> BTreeMap<String, Vec<String>> {

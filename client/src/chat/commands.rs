@@ -14,7 +14,7 @@ use tau_api::tiers::tier_number;
 use super::render;
 use super::sessions;
 use super::state::Chat;
-use super::status_report;
+use super::status_report::{self, role_line};
 use super::turn;
 use crate::relay::call::{CallError, call};
 
@@ -236,16 +236,4 @@ async fn model(chat: &mut Chat, argument: &str) {
         }
         Err(error) => chat.report(&error),
     }
-}
-
-/// `role → provider, model_id`.
-pub fn role_line(chat: &Chat, role: &pb::ModelRole) -> String {
-    chat.t(
-        "model.line",
-        &[
-            ("role", &render::one_line(&role.name, 40)),
-            ("provider", &render::one_line(&role.provider, 40)),
-            ("model_id", &render::one_line(&role.model_id, 80)),
-        ],
-    )
 }

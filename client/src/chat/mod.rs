@@ -41,7 +41,7 @@ use self::editor::{Input, LineEditor};
 use self::render::{Limits, Printer};
 use self::state::{Chat, LocalInfo};
 use self::style::Style;
-use crate::cli::Context;
+use crate::context::Context;
 use crate::environment;
 use crate::hub_link::{EXIT_NO_HUB, HubAddress};
 use crate::relay::call::{self, CallError};

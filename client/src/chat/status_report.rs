@@ -1,5 +1,6 @@
 //! `/status` in `tau chat`: the profile (the hub's, as `GetStatus` says), the session, the model
-//! role and its provider, the context window, the tools, the UI language, the versions and whether the hub answers.
+//! role and its provider, the context window, the tools, the UI language, the versions and whether
+//! the hub answers; and a model role's line, which `/model` shows too ([`role_line`]).
 //!
 //! Invariants: information only; a question the hub refuses shows `unknown` and never stops the
 //! chat, while a hub that does not answer within the deadline, or Ctrl-C, ends `/status` with one
@@ -10,7 +11,6 @@ use tau_api::proto::v1 as pb;
 
 use std::time::Duration;
 
-use super::commands::role_line;
 use super::render;
 use super::state::Chat;
 use crate::hub_link::control_http::{Probe, probe};
@@ -286,4 +286,16 @@ fn spend_line(chat: &Chat, usage: &pb::GetUsageResponse) -> String {
     } else {
         parts.join(", ")
     }
+}
+
+/// `role → provider, model_id`.
+pub fn role_line(chat: &Chat, role: &pb::ModelRole) -> String {
+    chat.t(
+        "model.line",
+        &[
+            ("role", &render::one_line(&role.name, 40)),
+            ("provider", &render::one_line(&role.provider, 40)),
+            ("model_id", &render::one_line(&role.model_id, 80)),
+        ],
+    )
 }

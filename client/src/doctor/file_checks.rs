@@ -14,7 +14,7 @@ use tau_api::config::Config;
 use tau_api::dotenv::{Dotenv, DotenvProblem};
 use tau_api::paths::Paths;
 
-use super::report::Check;
+use super::report::{Check, shell_quote};
 use crate::shipped_files;
 
 /// The session store: its backend and the directory it lives in (for sqlite, its database file).
@@ -315,20 +315,6 @@ pub fn permissions(paths: &Paths) -> Vec<Check> {
     checks
 }
 
-/// `path` as one shell word: as is when it only has safe characters, else single-quoted.
-pub(super) fn shell_quote(path: &Path) -> String {
-    let text = path.display().to_string();
-    let safe = !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c));
-    if safe {
-        text
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,11 +325,5 @@ mod tests {
         assert_eq!(visible("a <!-- x --> b"), "a  b");
         assert_eq!(visible("keep <!-- never closed\nsecret"), "keep");
         assert!(!visible(shipped_files::USER_EXAMPLE).is_empty());
-    }
-
-    #[test]
-    fn quoting() {
-        assert_eq!(shell_quote(Path::new("/a/b.c")), "/a/b.c");
-        assert_eq!(shell_quote(Path::new("/a b/it's")), r"'/a b/it'\''s'");
     }
 }

@@ -38,7 +38,8 @@ use tau_api::dotenv::{self, Dotenv};
 use tau_api::env::Env;
 use tau_api::paths::{self, ENV_FILE_NAME, Paths};
 
-use crate::cli::{Context, DoctorArgs};
+use crate::cli::DoctorArgs;
+use crate::context::Context;
 use crate::environment;
 use crate::hub_link::control_http as hub;
 

@@ -1,11 +1,13 @@
 //! What `tau doctor` found: one [`Check`] per line (ok / warn / fail, a message and, when something
-//! is wrong, the fix in one line), and how the report is printed for a person and for a script.
+//! is wrong, the fix in one line, with a path in it as one shell word: [`shell_quote`]), and how
+//! the report is printed for a person and for a script.
 //!
 //! Invariants: a message or a fix is one line (newlines are flattened when a check is built); no
 //! check carries a secret's value (checks name variables only); the exit code is 1 exactly when a
 //! check failed.
 
 use std::fmt::Write as _;
+use std::path::Path;
 use std::process::ExitCode;
 
 use serde::Serialize;
@@ -191,9 +193,29 @@ impl Report {
     }
 }
 
+/// `path` as one shell word: as is when it only has safe characters, else single-quoted.
+pub(super) fn shell_quote(path: &Path) -> String {
+    let text = path.display().to_string();
+    let safe = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%".contains(c));
+    if safe {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote(Path::new("/a/b.c")), "/a/b.c");
+        assert_eq!(shell_quote(Path::new("/a b/it's")), r"'/a b/it'\''s'");
+    }
 
     #[test]
     fn text_has_one_line_per_check_and_the_next_step() {

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use tau_api::paths::Paths;
 
-use super::report::Check;
+use super::report::{Check, shell_quote};
 
 /// The first 16 bytes of every SQLite 3 database file.
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
@@ -43,16 +43,11 @@ pub fn sqlite(paths: &Paths) -> Check {
             "sessions",
             format!("{shown} is open to group or others (mode {mode:04o})"),
         )
-        .fix(format!(
-            "chmod 600 {}",
-            super::file_checks::shell_quote(&file)
-        ));
+        .fix(format!("chmod 600 {}", shell_quote(&file)));
     }
     match header(&file) {
-        Err(e) => Check::fail("sessions", format!("cannot read {shown}: {e}")).fix(format!(
-            "chmod 600 {}",
-            super::file_checks::shell_quote(&file)
-        )),
+        Err(e) => Check::fail("sessions", format!("cannot read {shown}: {e}"))
+            .fix(format!("chmod 600 {}", shell_quote(&file))),
         // SQLite treats an empty file as an empty database.
         Ok(None) => Check::ok("sessions", format!("sqlite store at {shown} (empty)")),
         Ok(Some(bytes)) if &bytes == SQLITE_HEADER => {

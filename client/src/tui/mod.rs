@@ -48,7 +48,7 @@ use self::session_watch::SessionWatch;
 use self::theme::Theme;
 use crate::chat::ChatArgs;
 use crate::chat::state::{CHANNEL, Chat};
-use crate::cli::Context;
+use crate::context::Context;
 use crate::relay::call::{CallError, call};
 use crate::relay::{Outcome, Relay};
 

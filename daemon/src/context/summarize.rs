@@ -34,7 +34,8 @@
 
 use std::ops::Range;
 
-use crate::context::compaction::{CompactionError, SEED_ACKNOWLEDGEMENT};
+use crate::context::compaction::SEED_ACKNOWLEDGEMENT;
+use crate::context::compaction_error::CompactionError;
 use crate::context::sliding::{is_clean_start, sliding_window_start, sliding_window_start_in_tail};
 use crate::context::summary_call::{SummaryCall, summarize};
 use crate::message::Message;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::compaction::CompactionError;
+use crate::context::compaction_error::CompactionError;
 use crate::message::{
     ContentBlock, Message, Role, SystemContentBlock, ToolResultContent, ToolResultStatus,
 };

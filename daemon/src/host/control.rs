@@ -24,8 +24,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
-use super::handle::Hub;
-use super::service::{HubService, ServiceError};
+use super::handle::{Hub, HubService, ServiceError};
 use super::settings::OptionsError;
 use super::token;
 use crate::listen::{self, Protocols};

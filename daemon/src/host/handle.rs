@@ -1,13 +1,19 @@
 //! [`Hub`]: the shared handle every hub service gets: identity and clock, status and its sources,
-//! the dynamic route table, the gRPC mount and the list of started services.
+//! the dynamic route table, the gRPC mount and the list of started services; and [`HubService`],
+//! the contract of a long-lived part of the hub (started with this handle, stopped in reverse
+//! order), with its [`ServiceError`].
 //!
 //! Invariants: cheap to clone (one `Arc`); every lock is a short std lock that is never held
 //! across an `.await`; [`Hub::find_service`] sees only services that have started and are not yet
-//! stopping.
+//! stopping; a service that fails to start is logged and skipped, and the hub runs on; what it
+//! added to the hub (routes, status sources) before failing is taken back.
 
+use std::any::Any;
+use std::io;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
+use async_trait::async_trait;
 use axum::http::Method;
 use serde_json::{Map, Value};
 use tau_api::components::HubServiceReport;
@@ -15,9 +21,52 @@ use tau_api::hub_files::{CrashReport, HubPaths};
 
 use super::files::now_rfc3339;
 use super::routes::{RouteError, RouteHandler, RouteKey, RouteTable};
-use super::service::HubService;
 use super::settings::HubOptions;
 use super::snapshot::{HubStatus, StatusSource};
+
+/// A service could not be built, started or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// A route it wanted is taken.
+    #[error(transparent)]
+    Route(#[from] RouteError),
+    /// An I/O failure (binding a port or a socket, reading a file).
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The cause.
+        source: io::Error,
+    },
+    /// Anything else, in one line.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ServiceError {
+    /// An I/O error with what was being done.
+    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
+        Self::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// A long-lived part of the hub.
+///
+/// `start` may add routes ([`Hub::add_route`]) and status sources ([`Hub::add_status_source`]);
+/// it must clean up anything else it took (a bound port) before returning an error. `stop` is
+/// called once, in reverse start order, under the hub's stop deadline; it should return promptly.
+#[async_trait]
+pub trait HubService: Any + Send + Sync {
+    /// The service's name, as listed in `[components.hub] services`.
+    fn name(&self) -> &str;
+    /// Starts the service.
+    async fn start(&self, hub: &Hub) -> Result<(), ServiceError>;
+    /// Stops the service.
+    async fn stop(&self) -> Result<(), ServiceError>;
+}
 
 type Gauge<T> = Arc<dyn Fn() -> T + Send + Sync>;
 

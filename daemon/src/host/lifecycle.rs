@@ -15,9 +15,9 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::crash::{self, CrashError};
 use super::files::remove_if_exists;
-use super::handle::Hub;
+use super::handle::{Hub, HubService};
 use super::lock::HubLock;
-use super::service::{BuildOutcome, HubService, ServiceRegistry};
+use super::service::{BuildOutcome, ServiceRegistry};
 use super::settings::HubOptions;
 use super::state::{self, StateError};
 use tau_api::components::HubServiceReport;

@@ -23,11 +23,11 @@ pub mod telegram_channel;
 pub mod token;
 
 pub use control::{CONTROL_API, ControlApi};
-pub use handle::{GrpcMounted, Hub};
+pub use handle::{GrpcMounted, Hub, HubService, ServiceError};
 pub use lifecycle::{HubError, STOP_DEADLINE, StopRequest, run, stop_on_signals};
 pub use lock::{HubLock, LockError};
 pub use routes::{RouteError, RouteHandler};
-pub use service::{BuildOutcome, HubService, ServiceError, ServiceFactory, ServiceRegistry};
+pub use service::{BuildOutcome, ServiceFactory, ServiceRegistry};
 pub use settings::{DEFAULT_CONTROL_PORT, DEFAULT_HEARTBEAT, HubOptions, OptionsError};
 pub use snapshot::HubStatus;
 pub use telegram_channel::{

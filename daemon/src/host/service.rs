@@ -1,64 +1,16 @@
-//! Hub services: long-lived parts of the hub (the control API, the gRPC server, later channels)
-//! started in order after the crash check and stopped in reverse.
+//! The registry of hub services: which long-lived parts of the hub (the control API, the gRPC
+//! server, the Telegram channel) are built from the hub options, in start order. The
+//! [`HubService`] contract itself lives with the [`Hub`] handle it is started with.
 //!
-//! Invariants: a service that fails to build or to start is logged and skipped, and the hub runs
-//! on; what it added to the hub (routes, status sources) before failing is taken back; only
-//! started services can be found ([`super::Hub::find_service`]).
+//! Invariants: a service that fails to build is logged and skipped, and the hub runs on, with a
+//! report saying why; an enabled name nobody registered is warned about once.
 
-use std::any::Any;
-use std::io;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use tau_api::components::HubServiceReport;
 
-use super::handle::Hub;
-use super::routes::RouteError;
+use super::handle::{HubService, ServiceError};
 use super::settings::HubOptions;
-
-/// A service could not be built, started or stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum ServiceError {
-    /// A route it wanted is taken.
-    #[error(transparent)]
-    Route(#[from] RouteError),
-    /// An I/O failure (binding a port or a socket, reading a file).
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The cause.
-        source: io::Error,
-    },
-    /// Anything else, in one line.
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl ServiceError {
-    /// An I/O error with what was being done.
-    pub fn io(context: impl Into<String>, source: io::Error) -> Self {
-        Self::Io {
-            context: context.into(),
-            source,
-        }
-    }
-}
-
-/// A long-lived part of the hub.
-///
-/// `start` may add routes ([`Hub::add_route`]) and status sources ([`Hub::add_status_source`]);
-/// it must clean up anything else it took (a bound port) before returning an error. `stop` is
-/// called once, in reverse start order, under the hub's stop deadline; it should return promptly.
-#[async_trait]
-pub trait HubService: Any + Send + Sync {
-    /// The service's name, as listed in `[components.hub] services`.
-    fn name(&self) -> &str;
-    /// Starts the service.
-    async fn start(&self, hub: &Hub) -> Result<(), ServiceError>;
-    /// Stops the service.
-    async fn stop(&self) -> Result<(), ServiceError>;
-}
 
 /// Builds a service from the hub options.
 pub type ServiceFactory =

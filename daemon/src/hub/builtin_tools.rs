@@ -2,8 +2,8 @@
 //! routines are on), made once per hub and shared by every open session's catalog. A tool's spec,
 //! with its JSON schema, is a few KiB that each open session would otherwise hold a copy of.
 //!
-//! Invariant: a session's catalog is what `crate::mcp::hub_catalog` and
-//! `routine_runner::with_routine_tool` make, in the same order (shipped tools, the MCP tools
+//! Invariant: a session's catalog is what `crate::mcp::hub_catalog` and [`with_routine_tool`]
+//! make (as `ListTools` shows them, [`tool_summaries`]), in the same order (shipped tools, the MCP tools
 //! offered now, `schedule_routine`) with the same tools disabled; only the built-in tool objects
 //! are shared.
 
@@ -65,15 +65,12 @@ impl BuiltinTools {
 /// then the MCP tools not offered and why.
 pub(crate) fn tool_summaries(
     disabled: &[String],
-    parts: &super::runtime::AgentParts,
+    mcp: &McpManager,
+    routine_proposer: Option<&Arc<dyn RoutineProposer>>,
 ) -> Vec<crate::tool::ToolSummary> {
-    match crate::mcp::hub_catalog(Arc::new(SystemClock), disabled, &parts.mcp) {
+    match crate::mcp::hub_catalog(Arc::new(SystemClock), disabled, mcp) {
         Ok(catalog) => {
-            let catalog = super::routine_runner::with_routine_tool(
-                catalog,
-                parts.routine_proposer.as_ref(),
-                disabled,
-            );
+            let catalog = with_routine_tool(catalog, routine_proposer, disabled);
             let mut tools: Vec<crate::tool::ToolSummary> = catalog
                 .entries()
                 .iter()
@@ -86,7 +83,7 @@ pub(crate) fn tool_summaries(
                     state: "ready".to_owned(),
                 })
                 .collect();
-            tools.extend(crate::mcp::not_offered(&parts.mcp));
+            tools.extend(crate::mcp::not_offered(mcp));
             tools
         }
         Err(error) => {
@@ -94,6 +91,22 @@ pub(crate) fn tool_summaries(
             Vec::new()
         }
     }
+}
+
+/// `catalog` with `schedule_routine` when routines are on (then `disabled` applied again, so the
+/// owner can still remove it).
+fn with_routine_tool(
+    mut catalog: ToolCatalog,
+    proposer: Option<&Arc<dyn RoutineProposer>>,
+    disabled: &[String],
+) -> ToolCatalog {
+    if let Some(proposer) = proposer {
+        if let Err(err) = catalog.add(Arc::new(ScheduleRoutine::new(Arc::clone(proposer)))) {
+            tracing::warn!("schedule_routine left out: {err}");
+        }
+        catalog.disable(disabled);
+    }
+    catalog
 }
 
 #[cfg(test)]

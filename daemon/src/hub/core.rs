@@ -1,96 +1,78 @@
-//! [`HubCore`]: the hub's sessions, turns, events and approvals behind one handle, as the rpc layer
-//! (and in-process callers such as benchmarks) use them.
+//! [`HubCore`]: the hub's front door. The rpc layer (and in-process callers such as benchmarks)
+//! reach sessions, turns, events, approvals and routines through this one handle; each call is a
+//! one-line delegation to the part of the hub that owns it (`sessions`, `streams`, `approvals`,
+//! `routine_api`, `builtin_tools`), which takes the core's state ([`CoreState`]) or less. No part
+//! of the hub imports this module; it builds the core, starts it and stops it.
 //!
 //! Invariants:
-//! - One [`SessionRuntime`] (one agent) per open session; sessions are opened on demand and dropped
-//!   from memory after `idle_after` without turns, attachments, subscribers or pending approvals
-//!   (their history stays in the store). Its [`EventBus`] goes with it; only its last seq is
-//!   remembered, so a reopened session's seq goes on where it was for the life of the process.
-//! - Nothing is kept for a session that does not exist: it is looked up in the store before a
-//!   bus or an agent is made for it.
+//! - One `SessionRuntime` (one agent) per open session; sessions are opened on demand
+//!   (`CoreState::runtime`) and dropped from memory after `idle_after` without turns,
+//!   attachments, subscribers or pending approvals (their history stays in the store). Its
+//!   `EventBus` goes with it; only its last seq is remembered, so a reopened session's seq goes on
+//!   where it was for the life of the process.
 //! - Seqs are numbered per process: [`HubCore::stream_id`] (random per core) names the numbering;
 //!   a resumption naming another stream is refused, never served events of another numbering.
 //! - Requests are checked before anything is touched, all by [`super::limits`] (ids, channels,
 //!   texts, idempotency keys: a session remembers at most `REMEMBERED_TURNS` turns started with one).
-//! - Open sessions are [`OpenSessions`]; the core holds it and never its parts. Opening a session
-//!   reads the store on a blocking thread with the open map held, so a session is never opened
-//!   twice.
-//! - Each session's worker is watched (`supervise`): a worker that dies takes its session out of
-//!   memory with it (its turns end with an error), so the next call opens it afresh.
+//! - Open sessions are `OpenSessions`; the core holds it and never its parts. Each session's worker
+//!   is watched (`supervise`): a worker that dies takes its session out of memory with it (its
+//!   turns end with an error), so the next call opens it afresh.
 //! - Shutdown retires every open session (its running turn cancelled, its queued turns ended,
 //!   pending approvals resolved as cancelled) and waits (bounded) for the workers to store their
 //!   turns.
 //!
 //! See ARCHITECTURE.md, "hub/" and "The path of a turn".
 
-use std::collections::VecDeque;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::warn;
 
-use super::approvals::ApprovalRegistry;
-use super::builtin_tools::BuiltinTools;
-use super::bus::EventBus;
+use super::approvals::{self, ApprovalRegistry, ApprovalWatch, DecideOutcome};
+use super::builtin_tools::{BuiltinTools, tool_summaries};
+use super::core_state::CoreState;
 use super::error::CoreError;
-use super::event::{EventKind, SessionEvent};
+use super::event::PendingInfo;
 use super::ids::new_id;
-use super::limits::{
-    check_channel, check_idempotency_key, check_ref_id, check_session_id, check_text,
-};
 use super::now_facts::hub_context_sources;
 use super::open_sessions::OpenSessions;
 use super::options::{CoreOptions, ModelFactory};
+use super::reaper;
 use super::remembered::ChannelListings;
 use super::restart::{ExpiredApproval, expire_stale_approvals};
-use super::runtime::{AgentParts, SessionRuntime};
+use super::routine_api::{self, AddRoutine, HubRoutineProposer, ManualRun, RoutineStatus};
+use super::runtime::AgentParts;
+#[cfg(test)]
+use super::runtime::SessionRuntime;
 use super::scan_mark::{ScanJournal, ScanPlan};
-use super::spend_usage::open_spend_meter;
-use super::streams::{EventStream, Snapshot, TurnStream};
-use super::turns::AcceptError;
+use super::sessions::{
+    self, Compacted, MessageSelection, OpenTarget, Opened, RoleSwitch, SessionDetail,
+    SessionSummary,
+};
+use super::spend_usage::{MAX_USAGE_DAYS, open_spend_meter};
+use super::streams::{self, EventStream, StartTurn, TurnStream};
 use crate::agent::SystemPromptSource;
 use crate::clock::SystemClock;
+use crate::gate::ApprovalAnswer;
 use crate::mcp::McpManager;
 use crate::persona::PersonaLoader;
+use crate::routine::{Firing, RoutineEngine, RoutineView};
+use crate::spend::DaySpend;
 use crate::store::SessionStore;
+use crate::tool::builtin::RoutineProposer;
 
 /// How long shutdown waits for the session workers.
 pub const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
 
-/// A turn to start.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StartTurn {
-    pub session_id: String,
-    pub text: String,
-    /// Empty: [`DEFAULT_CHANNEL`](super::limits::DEFAULT_CHANNEL).
-    pub channel: String,
-    /// Empty: no deduplication.
-    pub idempotency_key: String,
-}
-
 pub use crate::tool::ToolSummary;
-
-pub(crate) struct CoreInner {
-    parts: AgentParts,
-    /// This process's event numbering (see [`HubCore::stream_id`]).
-    stream_id: String,
-    sessions: Arc<OpenSessions>,
-    /// How many times the idle reaper has looked for idle sessions.
-    reaper_passes: Arc<AtomicU64>,
-    /// The last listing per channel, for `OpenSession.index`.
-    listings: ChannelListings,
-    ids: AtomicU64,
-    stop: CancellationToken,
-    /// The routine engine, once `start` opened it (see `routine_api.rs`).
-    routines: std::sync::OnceLock<crate::routine::RoutineEngine>,
-}
 
 /// The hub's domain core. Cheap to clone.
 #[derive(Clone)]
 pub struct HubCore {
-    inner: Arc<CoreInner>,
+    inner: Arc<CoreState>,
 }
 
 impl std::fmt::Debug for HubCore {
@@ -146,12 +128,12 @@ impl HubCore {
         let with_routines = options.routines_file.is_some();
         Ok(Self {
             inner: Arc::new_cyclic(|weak| {
-                let proposer: Option<Arc<dyn crate::tool::builtin::RoutineProposer>> =
-                    with_routines.then(|| {
-                        Arc::new(super::routine_runner::HubRoutineProposer { core: weak.clone() })
-                            as _
-                    });
-                CoreInner {
+                let proposer: Option<Arc<dyn RoutineProposer>> = with_routines.then(|| {
+                    Arc::new(HubRoutineProposer {
+                        state: weak.clone(),
+                    }) as _
+                });
+                CoreState {
                     parts: AgentParts {
                         store,
                         options,
@@ -170,7 +152,7 @@ impl HubCore {
                     listings: ChannelListings::default(),
                     ids: AtomicU64::new(0),
                     stop: CancellationToken::new(),
-                    routines: std::sync::OnceLock::new(),
+                    routines: OnceLock::new(),
                 }
             }),
         })
@@ -183,7 +165,7 @@ impl HubCore {
     pub async fn start(&self) -> Result<Vec<ExpiredApproval>, CoreError> {
         // MCP servers start in their own tasks: nothing here waits for them.
         self.inner.parts.mcp.start();
-        let store = Arc::clone(&self.inner.parts.store);
+        let store = Arc::clone(self.inner.store());
         let journal = self.inner.parts.journal.clone();
         let expired = tokio::task::spawn_blocking(move || {
             let started = jiff::Timestamp::now();
@@ -199,8 +181,8 @@ impl HubCore {
         for approval in &expired {
             self.registry().remember_expired(&approval.approval_id);
         }
-        self.start_routines();
-        super::reaper::spawn(
+        routine_api::start_routines(&self.inner);
+        reaper::spawn(
             Arc::clone(&self.inner.sessions),
             self.options().idle_after,
             self.inner.stop.clone(),
@@ -212,7 +194,7 @@ impl HubCore {
     /// Stops: cancels every turn, resolves pending approvals as cancelled, waits for the workers.
     pub async fn shutdown(&self) {
         self.inner.stop.cancel();
-        if let Some(engine) = self.inner.routines.get() {
+        if let Some(engine) = self.routines() {
             engine.shutdown();
         }
         let workers = self.inner.sessions.close_all().await;
@@ -229,36 +211,32 @@ impl HubCore {
         }
     }
 
-    /// The MCP servers (status, tools).
-    /// A core from the weak reference a routine firing holds; `None` once the hub is gone.
-    pub(crate) fn from_weak(weak: &std::sync::Weak<CoreInner>) -> Option<Self> {
+    /// A core from the weak reference a status source holds; `None` once the hub is gone.
+    pub(crate) fn from_weak(weak: &Weak<CoreState>) -> Option<Self> {
         weak.upgrade().map(|inner| Self { inner })
     }
 
-    pub(crate) fn downgrade(&self) -> std::sync::Weak<CoreInner> {
+    pub(crate) fn downgrade(&self) -> Weak<CoreState> {
         Arc::downgrade(&self.inner)
     }
 
     /// The routine engine, when routines are on and their file could be read.
-    pub fn routines(&self) -> Option<&crate::routine::RoutineEngine> {
+    pub fn routines(&self) -> Option<&RoutineEngine> {
         self.inner.routines.get()
     }
 
-    pub(crate) fn set_routines(&self, engine: crate::routine::RoutineEngine) -> bool {
-        self.inner.routines.set(engine).is_ok()
-    }
-
+    /// The MCP servers (status, tools).
     pub fn mcp(&self) -> &Arc<McpManager> {
         &self.inner.parts.mcp
     }
 
     /// The approval registry (pending approvals, attachments).
     pub fn registry(&self) -> &Arc<ApprovalRegistry> {
-        &self.inner.parts.registry
+        self.inner.registry()
     }
 
     pub fn options(&self) -> &CoreOptions {
-        &self.inner.parts.options
+        self.inner.options()
     }
 
     /// The id of this process's event numbering: every session's `seq` starts at 1 in each hub
@@ -270,32 +248,7 @@ impl HubCore {
 
     /// The session store backend's name.
     pub fn backend_name(&self) -> &str {
-        self.inner.parts.store.backend_name()
-    }
-
-    pub(crate) fn store(&self) -> &Arc<dyn SessionStore> {
-        &self.inner.parts.store
-    }
-
-    /// What building a session's agent needs.
-    pub(super) fn parts(&self) -> &AgentParts {
-        &self.inner.parts
-    }
-
-    /// A token cancelled when the hub stops (for work a call starts, such as a summary).
-    pub(super) fn stop_token(&self) -> CancellationToken {
-        self.inner.stop.child_token()
-    }
-
-    /// The remembered listings per channel.
-    pub(super) fn listings(&self) -> &ChannelListings {
-        &self.inner.listings
-    }
-
-    /// The open sessions (tests: to stand in for a session's runtime).
-    #[cfg(test)]
-    pub(super) fn open_map(&self) -> &Arc<OpenSessions> {
-        &self.inner.sessions
+        self.inner.store().backend_name()
     }
 
     /// Sessions with an agent in memory.
@@ -311,10 +264,8 @@ impl HubCore {
 
     /// Drops the agents of sessions nobody uses (their history stays in the store).
     pub async fn drop_idle(&self) {
-        self.inner
-            .sessions
-            .retire_idle(self.options().idle_after)
-            .await;
+        let idle_after = self.options().idle_after;
+        self.inner.sessions.retire_idle(idle_after).await;
     }
 
     /// Cuts the replay buffers of open sessions without a turn for `after` to
@@ -324,171 +275,108 @@ impl HubCore {
         self.inner.sessions.trim_idle(after).await;
     }
 
-    /// The tools an agent may call.
-    pub fn tools(&self) -> Vec<ToolSummary> {
-        super::builtin_tools::tool_summaries(&self.options().disabled_tools, self.parts())
-    }
-
     /// Sessions the core keeps anything for in memory: an open agent (with its bus), or the
     /// remembered last seq of one that left memory. Never more than the sessions that exist.
     pub fn sessions_tracked(&self) -> usize {
         self.inner.sessions.tracked()
     }
 
-    /// The open runtime of a session, opening it (on `pin`, else its stored role, else the default
-    /// role) when it is not in memory.
-    pub(crate) async fn runtime(
+    /// The tools an agent may call.
+    pub fn tools(&self) -> Vec<ToolSummary> {
+        let parts = self.inner.parts();
+        tool_summaries(
+            &parts.options.disabled_tools,
+            &parts.mcp,
+            parts.routine_proposer.as_ref(),
+        )
+    }
+
+    /// Tokens and cost per role for the last `days` days (today included, at most
+    /// [`MAX_USAGE_DAYS`]) that have any, oldest first.
+    pub fn usage(&self, days: u32) -> Vec<DaySpend> {
+        self.inner.parts.spend.days(days.clamp(1, MAX_USAGE_DAYS))
+    }
+
+    /// Today's spend as the `## Now` block words it (`fast 0,12 $ / 1 $`); `None` when no role
+    /// has a price.
+    pub fn budget_today(&self) -> Option<String> {
+        self.inner.parts.spend.budget_line()
+    }
+
+    // Sessions (`sessions.rs`).
+
+    /// The summary of a session; `NotFound` when it does not exist.
+    pub async fn summary(&self, session_id: &str) -> Result<SessionSummary, CoreError> {
+        sessions::summary(&self.inner, session_id).await
+    }
+
+    /// The most recent sessions with messages (default 10), newest first; remembered per channel.
+    pub async fn list_sessions(
+        &self,
+        limit: usize,
+        channel: &str,
+        exclude: Option<&str>,
+    ) -> Result<Vec<SessionSummary>, CoreError> {
+        sessions::list_sessions(&self.inner, limit, channel, exclude).await
+    }
+
+    /// A session's metadata and, when asked, all its stored messages.
+    pub async fn get_session(
         &self,
         session_id: &str,
-        pin: Option<&str>,
-    ) -> Result<Arc<SessionRuntime>, CoreError> {
-        check_session_id(session_id)?;
-        let mut open = self.inner.sessions.lock().await;
-        if let Some(runtime) = open.get(session_id) {
-            runtime.touch();
-            return Ok(runtime);
-        }
-        open.make_room()?;
-        let last_seq = open.last_seq(session_id);
-        let core = self.clone();
-        let id = session_id.to_owned();
-        let pin = pin.map(str::to_owned);
-        let runtime = tokio::task::spawn_blocking(move || {
-            // Fails for a session that does not exist, before anything is made for it.
-            let role = core.resolve_role(&id, pin.as_deref())?;
-            let options = core.options();
-            let bus = Arc::new(EventBus::continuing(
-                id.as_str(),
-                options.replay_buffer,
-                options.subscriber_lag,
-                last_seq,
-            ));
-            SessionRuntime::open(&core.inner.parts, &id, &role, bus)
-        })
-        .await
-        .map_err(|e| CoreError::Unavailable(e.to_string()))??;
-        let runtime = Arc::new(runtime);
-        let worker = tokio::spawn(super::supervise::run_watched(
-            Arc::clone(&self.inner.sessions),
-            Arc::clone(&runtime),
-        ));
-        open.insert(Arc::clone(&runtime), worker);
-        info!(session_id, role = %runtime.role(), "session opened");
-        Ok(runtime)
+        include_messages: bool,
+    ) -> Result<SessionDetail, CoreError> {
+        sessions::get_session(&self.inner, session_id, include_messages).await
     }
 
-    /// The open runtime of a session, if it is in memory.
-    pub(crate) async fn open_runtime(&self, session_id: &str) -> Option<Arc<SessionRuntime>> {
-        self.inner.sessions.get(session_id).await
+    /// A session's metadata and the stored messages `selection` names: a page reads only its
+    /// messages, the summary none.
+    pub async fn get_session_with(
+        &self,
+        session_id: &str,
+        selection: MessageSelection,
+    ) -> Result<SessionDetail, CoreError> {
+        sessions::get_session_with(&self.inner, session_id, selection).await
     }
 
-    pub(crate) fn new_turn_id(&self) -> String {
-        new_id("turn", self.inner.ids.fetch_add(1, Ordering::Relaxed))
+    /// Opens a session for turns.
+    pub async fn open_session(
+        &self,
+        target: OpenTarget,
+        role: Option<&str>,
+        channel: &str,
+        exclude: Option<&str>,
+    ) -> Result<Opened, CoreError> {
+        sessions::open_session(&self.inner, target, role, channel, exclude).await
     }
+
+    /// Rebuilds a session's agent on another role (`/model`).
+    pub async fn switch_role(&self, session_id: &str, role: &str) -> Result<RoleSwitch, CoreError> {
+        sessions::switch_role(&self.inner, session_id, role).await
+    }
+
+    /// Summarizes a session into a new one that starts from the summary (the session's own
+    /// model writes it; the old session keeps every message). Refused while a turn runs or waits;
+    /// a failed summary changes nothing.
+    pub async fn compact_session(
+        &self,
+        session_id: &str,
+        focus: &str,
+        channel: &str,
+    ) -> Result<Compacted, CoreError> {
+        sessions::compact(&self.inner, session_id, focus, channel).await
+    }
+
+    /// The stored agent events of a session, oldest first.
+    pub async fn read_events(&self, session_id: &str) -> Result<Vec<Value>, CoreError> {
+        sessions::read_events(&self.inner, session_id).await
+    }
+
+    // Turns and events (`streams.rs`).
 
     /// Starts a turn (or finds the one its idempotency key names) and streams its events.
     pub async fn start_turn(&self, request: StartTurn) -> Result<TurnStream, CoreError> {
-        self.start_turn_held(request, None).await
-    }
-
-    /// Starts a turn no client started (a routine's): its stream is nobody's attachment, so it
-    /// decides nothing, and its questions are held for `held_for` (see the approval registry).
-    pub(crate) async fn start_unattended_turn(
-        &self,
-        request: StartTurn,
-        held_for: Duration,
-    ) -> Result<TurnStream, CoreError> {
-        self.start_turn_held(request, Some(held_for)).await
-    }
-
-    async fn start_turn_held(
-        &self,
-        request: StartTurn,
-        held_for: Option<Duration>,
-    ) -> Result<TurnStream, CoreError> {
-        let channel = check_channel(&request.channel)?;
-        check_text(&request.text)?;
-        let key = check_idempotency_key(&request.idempotency_key)?;
-        let max_queued = self.options().max_queued_turns;
-        for _ in 0..2 {
-            let runtime = self.runtime(&request.session_id, None).await?;
-            // Attach first, to the turn about to be made: an approval the turn asks at once must
-            // find its stream attached.
-            let fresh_id = self.new_turn_id();
-            let attachment = match held_for {
-                Some(_) => None,
-                None => Some(
-                    self.registry()
-                        .attach_turn(&runtime.bus, &channel, &fresh_id)?,
-                ),
-            };
-            let accepted = match runtime.accept(
-                request.text.clone(),
-                channel.clone(),
-                key.clone(),
-                max_queued,
-                held_for,
-                || fresh_id.clone(),
-            ) {
-                Ok(accepted) => accepted,
-                Err(AcceptError::Closed) => continue,
-                Err(AcceptError::QueueFull(n)) => {
-                    return Err(CoreError::ResourceExhausted(format!(
-                        "{n} turns are already waiting in this session; try again when one has finished"
-                    )));
-                }
-            };
-            if accepted.turn_id != fresh_id
-                && let Some(attachment) = &attachment
-            {
-                // A repeat: the stream replays the earlier turn from its start.
-                attachment.show_turn(&accepted.turn_id);
-            }
-            let after = accepted.first_seq.saturating_sub(1);
-            let (subscription, ready) = match runtime.bus.subscribe(Some(after)) {
-                Ok(subscription) => (Some(subscription), VecDeque::new()),
-                Err(_) => self.turn_fallback(&runtime, &accepted.turn_id),
-            };
-            return Ok(TurnStream::new(
-                accepted,
-                attachment,
-                subscription,
-                ready,
-                self.inner.stop.clone(),
-            ));
-        }
-        Err(CoreError::Unavailable(
-            "the session was closing; try again".to_owned(),
-        ))
-    }
-
-    /// For a repeated turn whose events are no longer buffered: its end if it ended, else the live
-    /// events from now.
-    fn turn_fallback(
-        &self,
-        runtime: &SessionRuntime,
-        turn_id: &str,
-    ) -> (
-        Option<super::bus::Subscription>,
-        VecDeque<Arc<SessionEvent>>,
-    ) {
-        let ended = runtime
-            .lock_turns()
-            .known(turn_id)
-            .and_then(|k| k.ended.clone());
-        match ended {
-            Some((seq, at, end)) => {
-                let event = Arc::new(SessionEvent {
-                    seq,
-                    session_id: runtime.session_id.clone(),
-                    turn_id: Some(turn_id.to_owned()),
-                    at,
-                    kind: EventKind::TurnEnded(end),
-                });
-                (None, VecDeque::from([event]))
-            }
-            None => (runtime.bus.subscribe(None).ok(), VecDeque::new()),
-        }
+        streams::start_turn(&self.inner, request, None).await
     }
 
     /// Cancels a turn (`None`: the running one); returns the turn it applied to, if any.
@@ -497,29 +385,18 @@ impl HubCore {
         session_id: &str,
         turn_id: Option<&str>,
     ) -> Result<Option<String>, CoreError> {
-        check_session_id(session_id)?;
-        if let Some(turn_id) = turn_id {
-            check_ref_id("turn_id", turn_id)?;
-        }
-        match self.open_runtime(session_id).await {
-            Some(runtime) => Ok(runtime.cancel(turn_id)),
-            None => {
-                self.require_session(session_id).await?;
-                Ok(None)
-            }
-        }
+        streams::cancel_turn(&self.inner, session_id, turn_id).await
     }
 
     /// Attaches to a session on `channel`: the snapshot, then its events (see
-    /// [`EventBus::subscribe_with`] for `after_seq`).
+    /// [`super::EventBus::subscribe_with`] for `after_seq`).
     pub async fn subscribe(
         &self,
         session_id: &str,
         after_seq: Option<u64>,
         channel: &str,
     ) -> Result<EventStream, CoreError> {
-        self.subscribe_in_stream(session_id, after_seq, None, channel)
-            .await
+        streams::subscribe(&self.inner, session_id, after_seq, None, channel).await
     }
 
     /// [`HubCore::subscribe`], resuming after `after_seq` of the stream `stream_id` names (`None`:
@@ -532,47 +409,102 @@ impl HubCore {
         stream_id: Option<&str>,
         channel: &str,
     ) -> Result<EventStream, CoreError> {
-        let channel = check_channel(channel)?;
-        check_session_id(session_id)?;
-        if let Some(stream_id) = stream_id {
-            check_ref_id("stream_id", stream_id)?;
-        }
-        if let (Some(after_seq), Some(stream_id)) = (after_seq, stream_id)
-            && stream_id != self.stream_id()
-        {
-            return Err(CoreError::FailedPrecondition(format!(
-                "after_seq {after_seq} is from event stream {:?}, but this hub's stream is {:?}: the hub restarted; subscribe again without after_seq",
-                stream_id.chars().take(80).collect::<String>(),
-                self.stream_id()
-            )));
-        }
-        let runtime = self.runtime(session_id, None).await?;
-        let session = self.summary(session_id).await?;
-        let attachment = self.registry().attach(&runtime.bus, &channel)?;
-        let registry = Arc::clone(self.registry());
-        let attachment_id = attachment.id().to_owned();
-        let role = runtime.role();
-        let (snapshot, subscription) = runtime
-            .bus
-            .subscribe_with(after_seq, |last_seq| {
-                let turns = runtime.lock_turns();
-                Snapshot {
-                    session,
-                    running: turns.running.as_ref().map(|r| r.info.clone()),
-                    queued: turns.queue.iter().map(|r| r.info.clone()).collect(),
-                    pending: registry.list_pending(Some(session_id)),
-                    last_seq,
-                    attachment_id,
-                    role,
-                    stream_id: self.stream_id().to_owned(),
-                }
-            })
-            .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
-        Ok(EventStream::new(
-            snapshot,
-            attachment,
-            subscription,
-            self.inner.stop.clone(),
-        ))
+        streams::subscribe(&self.inner, session_id, after_seq, stream_id, channel).await
+    }
+
+    // Approvals (`approvals/`).
+
+    /// A person's decision, from the client holding `attachment_id`. An approval is reported as
+    /// the gate recorded it (`Error` when its record failed and the tool did not run).
+    pub async fn decide(
+        &self,
+        approval_id: &str,
+        answer: ApprovalAnswer,
+        attachment_id: &str,
+    ) -> Result<DecideOutcome, CoreError> {
+        let (registry, store) = (self.inner.registry(), self.inner.store());
+        approvals::decide_request(registry, store, approval_id, answer, attachment_id).await
+    }
+
+    /// The approvals asked on `channel` (any, when `None`), in every session: those pending now,
+    /// then each as it is asked.
+    pub fn watch_approvals(&self, channel: Option<&str>) -> Result<ApprovalWatch, CoreError> {
+        approvals::watch_channel(self.registry(), channel, self.inner.stop_token())
+    }
+
+    /// Pending approvals, oldest first; of one session when `session_id` is given.
+    pub fn list_pending(&self, session_id: Option<&str>) -> Result<Vec<PendingInfo>, CoreError> {
+        approvals::pending_of(self.registry(), session_id)
+    }
+
+    // Routines (`routine_api.rs`).
+
+    pub fn list_routines(&self) -> Result<Vec<RoutineView>, CoreError> {
+        routine_api::list_routines(&self.inner)
+    }
+
+    /// Adds (or replaces) a routine; a tier-2 tool action, or any routine the model proposes,
+    /// waits for its registration approval.
+    pub async fn add_routine(&self, request: AddRoutine) -> Result<RoutineView, CoreError> {
+        routine_api::add_routine(&self.inner, request).await
+    }
+
+    pub fn remove_routine(&self, name: &str) -> Result<(), CoreError> {
+        routine_api::remove_routine(&self.inner, name)
+    }
+
+    pub fn pause_routine(&self, name: &str, paused: bool) -> Result<RoutineView, CoreError> {
+        routine_api::pause_routine(&self.inner, name, paused)
+    }
+
+    /// Fires a routine now. A tier-2 tool routine is asked first on `session_id` and `channel`
+    /// (every time; refused without a session) and run before this returns; anything else is
+    /// started and runs on.
+    pub async fn run_routine(
+        &self,
+        name: &str,
+        session_id: &str,
+        channel: &str,
+    ) -> Result<ManualRun, CoreError> {
+        routine_api::run_routine(&self.inner, name, session_id, channel).await
+    }
+
+    pub fn routine_history(&self, name: &str) -> Result<Vec<Firing>, CoreError> {
+        routine_api::routine_history(&self.inner, name)
+    }
+
+    /// The routines as status reports show them.
+    pub fn routine_status(&self) -> RoutineStatus {
+        routine_api::routine_status(&self.inner)
+    }
+
+    // For tests inside the hub.
+
+    /// The open sessions (tests: to stand in for a session's runtime).
+    #[cfg(test)]
+    pub(super) fn open_map(&self) -> &Arc<OpenSessions> {
+        &self.inner.sessions
+    }
+
+    /// What building a session's agent needs.
+    #[cfg(test)]
+    pub(super) fn parts(&self) -> &AgentParts {
+        self.inner.parts()
+    }
+
+    /// The role a session opens on (blocking; see `CoreState::resolve_role`).
+    #[cfg(test)]
+    pub(super) fn resolve_role(
+        &self,
+        session_id: &str,
+        pin: Option<&str>,
+    ) -> Result<String, CoreError> {
+        self.inner.resolve_role(session_id, pin)
+    }
+
+    /// The open runtime of a session, if it is in memory.
+    #[cfg(test)]
+    pub(super) async fn open_runtime(&self, session_id: &str) -> Option<Arc<SessionRuntime>> {
+        self.inner.open_runtime(session_id).await
     }
 }

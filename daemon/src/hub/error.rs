@@ -2,10 +2,10 @@
 //! rpc layer maps each variant to one gRPC code in one place.
 //!
 //! Invariants: messages are one line, carry no secret, and show ids taken from a request escaped
-//! (`{:?}`); a store failure is `Unavailable` (the caller may retry), never a panic.
+//! (`{:?}`); a store failure is `Unavailable` (the caller may retry), never a panic. Imports
+//! nothing else of the hub: a refusal of another part (an approval's decision, an attachment) is
+//! turned into a `CoreError` where that refusal is defined.
 
-use super::DecideError;
-use super::approvals::AttachError;
 use crate::store::{SessionContextMismatch, SessionError};
 
 /// A hub call that failed.
@@ -41,6 +41,14 @@ impl CoreError {
     pub fn session_not_found(session_id: &str) -> Self {
         Self::NotFound(format!("session {session_id:?} not found"))
     }
+
+    /// A model role tau.toml does not define.
+    pub fn unknown_role(role: &str) -> Self {
+        Self::NotFound(format!(
+            "model role {:?} is not defined in tau.toml ([models.roles.<role>])",
+            role.chars().take(80).collect::<String>()
+        ))
+    }
 }
 
 impl From<SessionError> for CoreError {
@@ -54,25 +62,6 @@ impl From<SessionError> for CoreError {
             SessionError::ContextMismatch(mismatch) => Self::ContextMismatch(mismatch),
             SessionError::UnsupportedFormat { .. } => Self::FailedPrecondition(error.to_string()),
             other => Self::Unavailable(format!("session store: {other}")),
-        }
-    }
-}
-
-impl From<DecideError> for CoreError {
-    fn from(error: DecideError) -> Self {
-        match error {
-            DecideError::CutOff(_) => Self::CutOff(error.to_string()),
-            DecideError::NotAttached(_)
-            | DecideError::WrongChannel { .. }
-            | DecideError::NotShown { .. } => Self::FailedPrecondition(error.to_string()),
-        }
-    }
-}
-
-impl From<AttachError> for CoreError {
-    fn from(error: AttachError) -> Self {
-        match error {
-            AttachError::TooMany { .. } => Self::ResourceExhausted(error.to_string()),
         }
     }
 }
@@ -106,15 +95,5 @@ mod tests {
         assert!(mapped.to_string().contains("different [agent] context"));
         let io = SessionError::Random("no entropy".into());
         assert!(matches!(CoreError::from(io), CoreError::Unavailable(_)));
-    }
-
-    #[test]
-    fn only_a_cut_off_attachment_is_a_cut_off_refusal() {
-        let cut = CoreError::from(DecideError::CutOff("att-1".into()));
-        assert!(matches!(&cut, CoreError::CutOff(m) if m.contains("\"att-1\" was cut off")));
-        assert!(matches!(
-            CoreError::from(DecideError::NotAttached("att-1".into())),
-            CoreError::FailedPrecondition(_)
-        ));
     }
 }

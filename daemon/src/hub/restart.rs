@@ -11,10 +11,11 @@
 //! `scan_mark`), or of every stored session without a usable mark (the first start).
 //!
 //! How an approval of an earlier hub ended stays readable: [`stored_outcome`] reads it back from
-//! the session's events, and `HubCore::stored_outcome` answers a decision on it (an approval
-//! expired by restart answers `Expired` after any number of restarts, not only after the one that
-//! expired it); that read runs through `store_io` and its result is remembered, so it is read at
-//! most once per id while remembered. Statuses are read and written with the gate's approval
+//! the session's events, and a decision on it is answered from that (`approvals::decide`'s
+//! `stored_decision`: an approval expired by restart answers `Expired` after any number of
+//! restarts, not only after the one that expired it); that read runs through `store_io` and its
+//! result is remembered, so it is read at most once per id while remembered. Imports no other
+//! part of the hub but its errors, events and the scan mark. Statuses are read and written with the gate's approval
 //! vocabulary ([`ApprovalState`]).
 
 use std::collections::HashMap;
@@ -23,13 +24,11 @@ use jiff::Timestamp;
 use serde_json::Value;
 use tracing::warn;
 
-use super::approvals::DecideOutcome;
-use super::core::HubCore;
 use super::error::CoreError;
 use super::event::now_rfc3339;
 use super::scan_mark::ScanPlan;
 use crate::gate::{ApprovalOutcome, ApprovalState};
-use crate::store::{SessionStore, store_io};
+use crate::store::SessionStore;
 
 /// The status an approval expired by a restart is recorded with.
 const EXPIRED_BY_RESTART: ApprovalState = ApprovalState::Ended(ApprovalOutcome::ExpiredByRestart);
@@ -108,28 +107,6 @@ pub fn stored_outcome(events: &[Value], approval_id: &str) -> Option<ApprovalOut
             ApprovalOutcome::Error | ApprovalOutcome::Invalid | ApprovalOutcome::Cancelled,
         ))
         | None => Some(ApprovalOutcome::Cancelled),
-    }
-}
-
-impl HubCore {
-    /// For an approval this hub does not remember: how it ended according to the stored events of
-    /// the attachment's session (an earlier hub asked it), read back once and then remembered.
-    pub(super) fn stored_outcome(&self, approval_id: &str, attachment_id: &str) -> DecideOutcome {
-        let Some(session_id) = self.registry().session_of(attachment_id) else {
-            return DecideOutcome::NotFound;
-        };
-        let events = match store_io(|| self.store().read_events(&session_id)) {
-            Ok(events) => events,
-            Err(error) => {
-                warn!(%session_id, %approval_id, "cannot read the session's events to look the approval up: {error}");
-                return DecideOutcome::NotFound;
-            }
-        };
-        let Some(outcome) = stored_outcome(&events, approval_id) else {
-            return DecideOutcome::NotFound;
-        };
-        self.registry().remember_resolved(approval_id, outcome);
-        DecideOutcome::settled(Some(outcome))
     }
 }
 

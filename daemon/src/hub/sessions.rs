@@ -1,7 +1,8 @@
-//! The session operations of [`HubCore`]: list, get (the summary from the store's count, never
-//! the messages; messages all or by the page, newest first), open (new, by id, by index of the channel's
-//! last listing, most recent; with an optional role pin), switch role, compact (through
-//! `session::compact_session`), read events.
+//! The session operations `HubCore` delegates to, each a function of the core's state
+//! ([`CoreState`]): list, get (the summary from the store's count, never the messages; messages
+//! all or by the page, newest first), open (new, by id, by index of the channel's last listing,
+//! most recent; with an optional role pin), switch role, compact (through
+//! `crate::context::compact_session`), read events; and the types they answer with.
 //!
 //! Invariants: every store call runs on a blocking thread; a listing is remembered per channel for
 //! `index`; a role must be one tau.toml defines (the default role when it defines none); a session
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::core::HubCore;
+use super::core_state::CoreState;
 use super::error::CoreError;
 use super::event::EventKind;
 use super::limits::{
@@ -182,358 +183,330 @@ fn read_summary(store: &dyn SessionStore, session_id: &str) -> Result<SessionSum
     Ok(summary)
 }
 
-impl HubCore {
-    pub(crate) async fn blocking<T: Send + 'static>(
-        &self,
-        work: impl FnOnce(&dyn SessionStore) -> Result<T, CoreError> + Send + 'static,
-    ) -> Result<T, CoreError> {
-        let store = Arc::clone(self.store());
-        tokio::task::spawn_blocking(move || work(store.as_ref()))
-            .await
-            .map_err(|e| CoreError::Unavailable(e.to_string()))?
-    }
+/// The summary of a session; `NotFound` when it does not exist.
+pub(super) async fn summary(
+    state: &Arc<CoreState>,
+    session_id: &str,
+) -> Result<SessionSummary, CoreError> {
+    check_session_id(session_id)?;
+    let id = session_id.to_owned();
+    state.blocking(move |store| read_summary(store, &id)).await
+}
 
-    /// The summary of a session; `NotFound` when it does not exist.
-    pub async fn summary(&self, session_id: &str) -> Result<SessionSummary, CoreError> {
-        check_session_id(session_id)?;
-        let id = session_id.to_owned();
-        self.blocking(move |store| read_summary(store, &id)).await
-    }
-
-    /// `NotFound` unless the session exists.
-    pub(crate) async fn require_session(&self, session_id: &str) -> Result<(), CoreError> {
-        let id = session_id.to_owned();
-        self.blocking(move |store| {
+/// `NotFound` unless the session exists.
+pub(super) async fn require_session(
+    state: &Arc<CoreState>,
+    session_id: &str,
+) -> Result<(), CoreError> {
+    let id = session_id.to_owned();
+    state
+        .blocking(move |store| {
             store
                 .read_session(&id)?
                 .map(|_| ())
                 .ok_or_else(|| CoreError::session_not_found(&id))
         })
         .await
-    }
+}
 
-    /// The most recent sessions with messages (default 10), newest first; remembered per channel.
-    pub async fn list_sessions(
-        &self,
-        limit: usize,
-        channel: &str,
-        exclude: Option<&str>,
-    ) -> Result<Vec<SessionSummary>, CoreError> {
-        let channel = check_channel(channel)?;
-        check_ref_id("exclude_session_id", exclude.unwrap_or_default())?;
-        let limit = if limit == 0 {
-            RECENT_SESSIONS_LIMIT
-        } else {
-            limit
-        };
-        let exclude = exclude.filter(|e| !e.is_empty()).map(str::to_owned);
-        let listing = self
-            .blocking(move |store| {
-                let listing = recent_sessions(store, limit, exclude.as_deref())?;
-                let mut summaries = Vec::with_capacity(listing.len());
-                for entry in listing {
-                    let mut summary = SessionSummary {
-                        session_id: entry.session_id.clone(),
-                        index: u32::try_from(entry.index).unwrap_or(u32::MAX),
-                        updated_at: entry.updated_at.to_string(),
-                        message_count: entry.message_count,
-                        ..SessionSummary::default()
-                    };
-                    if let Some(session) = store.read_session(&entry.session_id)? {
-                        summary.created_at = session.created_at.to_string();
-                    }
-                    if let Some(meta) = store.read_meta(&entry.session_id)? {
-                        fill_meta(&mut summary, meta);
-                    }
-                    summaries.push(summary);
-                }
-                Ok(summaries)
-            })
-            .await?;
-        self.listings()
-            .remember(channel, listing.iter().map(|s| s.session_id.clone()));
-        Ok(listing)
-    }
-
-    /// A session's metadata and, when asked, all its stored messages.
-    pub async fn get_session(
-        &self,
-        session_id: &str,
-        include_messages: bool,
-    ) -> Result<SessionDetail, CoreError> {
-        let selection = if include_messages {
-            MessageSelection::All
-        } else {
-            MessageSelection::None
-        };
-        self.get_session_with(session_id, selection).await
-    }
-
-    /// A session's metadata and the stored messages `selection` names: a page reads only its
-    /// messages, the summary none.
-    pub async fn get_session_with(
-        &self,
-        session_id: &str,
-        selection: MessageSelection,
-    ) -> Result<SessionDetail, CoreError> {
-        check_session_id(session_id)?;
-        let id = session_id.to_owned();
-        let (summary, (messages, next_before)) = self
-            .blocking(move |store| {
-                let summary = read_summary(store, &id)?;
-                let messages = if summary.message_count > 0 {
-                    selection.read(store, &id)?
-                } else {
-                    (Vec::new(), None)
+/// The most recent sessions with messages (default 10), newest first; remembered per channel.
+pub(super) async fn list_sessions(
+    state: &Arc<CoreState>,
+    limit: usize,
+    channel: &str,
+    exclude: Option<&str>,
+) -> Result<Vec<SessionSummary>, CoreError> {
+    let channel = check_channel(channel)?;
+    check_ref_id("exclude_session_id", exclude.unwrap_or_default())?;
+    let limit = if limit == 0 {
+        RECENT_SESSIONS_LIMIT
+    } else {
+        limit
+    };
+    let exclude = exclude.filter(|e| !e.is_empty()).map(str::to_owned);
+    let listing = state
+        .blocking(move |store| {
+            let listing = recent_sessions(store, limit, exclude.as_deref())?;
+            let mut summaries = Vec::with_capacity(listing.len());
+            for entry in listing {
+                let mut summary = SessionSummary {
+                    session_id: entry.session_id.clone(),
+                    index: u32::try_from(entry.index).unwrap_or(u32::MAX),
+                    updated_at: entry.updated_at.to_string(),
+                    message_count: entry.message_count,
+                    ..SessionSummary::default()
                 };
-                Ok((summary, messages))
-            })
-            .await?;
-        let runtime = self.open_runtime(session_id).await;
-        let agent = runtime.as_ref().map(|r| r.agent().0);
-        Ok(SessionDetail {
-            summary,
-            messages,
-            next_before,
-            open: runtime.is_some(),
-            busy: runtime.as_ref().is_some_and(|r| r.lock_turns().busy()),
-            in_memory_messages: agent
-                .as_ref()
-                .map_or(0, |a| u64::try_from(a.history_len()).unwrap_or(u64::MAX)),
-            fallback_in_use: agent.as_ref().is_some_and(TauAgent::fallback_in_use),
-        })
-    }
-
-    /// The role a session opens on: the pin, else its stored role (if still defined), else the
-    /// default; recorded in its metadata (blocking).
-    pub(crate) fn resolve_role(
-        &self,
-        session_id: &str,
-        pin: Option<&str>,
-    ) -> Result<String, CoreError> {
-        let options = self.options();
-        let store = self.store();
-        store
-            .read_session(session_id)?
-            .ok_or_else(|| CoreError::session_not_found(session_id))?;
-        let mut meta = store.read_meta(session_id)?.unwrap_or_default();
-        let role = match pin {
-            Some(role) if options.knows_role(role) => role.to_owned(),
-            Some(role) => return Err(unknown_role(role)),
-            None => meta
-                .role
-                .clone()
-                .filter(|r| options.knows_role(r))
-                .unwrap_or_else(|| options.default_role.clone()),
-        };
-        if meta.role.as_deref() != Some(role.as_str()) {
-            meta.role = Some(role.clone());
-            store.write_meta(session_id, &meta)?;
-        }
-        Ok(role)
-    }
-
-    /// Opens a session for turns.
-    pub async fn open_session(
-        &self,
-        target: OpenTarget,
-        role: Option<&str>,
-        channel: &str,
-        exclude: Option<&str>,
-    ) -> Result<Opened, CoreError> {
-        let channel = check_channel(channel)?;
-        check_role(role.unwrap_or_default())?;
-        check_ref_id("exclude_session_id", exclude.unwrap_or_default())?;
-        let role = role.filter(|r| !r.is_empty());
-        if let Some(role) = role
-            && !self.options().knows_role(role)
-        {
-            return Err(unknown_role(role));
-        }
-        let exclude = exclude.filter(|e| !e.is_empty()).map(str::to_owned);
-        let (session_id, resumed) = match target {
-            OpenTarget::New => (self.create_session(&channel, role).await?, false),
-            OpenTarget::Id(id) => {
-                check_session_id(&id)?;
-                self.require_session(&id).await?;
-                (id, true)
+                if let Some(session) = store.read_session(&entry.session_id)? {
+                    summary.created_at = session.created_at.to_string();
+                }
+                if let Some(meta) = store.read_meta(&entry.session_id)? {
+                    fill_meta(&mut summary, meta);
+                }
+                summaries.push(summary);
             }
-            OpenTarget::Index(n) => (self.by_index(&channel, n).await?, true),
-            OpenTarget::MostRecent => {
-                let found = self
-                    .blocking(move |store| Ok(most_recent_session(store, exclude.as_deref())?))
-                    .await?;
-                let found = found.ok_or_else(|| {
-                    CoreError::NotFound("there is no earlier session with messages".to_owned())
-                })?;
-                (found.session_id, true)
-            }
-        };
-        let runtime = self.runtime(&session_id, role).await?;
-        if let Some(role) = role
-            && runtime.role() != role
-        {
-            self.switch_role(&session_id, role).await?;
-        }
-        let session = self.summary(&session_id).await?;
-        Ok(Opened {
-            role: runtime.role(),
-            session,
-            resumed,
+            Ok(summaries)
         })
-    }
+        .await?;
+    state
+        .listings()
+        .remember(channel, listing.iter().map(|s| s.session_id.clone()));
+    Ok(listing)
+}
 
-    async fn create_session(&self, channel: &str, role: Option<&str>) -> Result<String, CoreError> {
-        let meta = SessionMeta {
-            channel: Some(channel.to_owned()),
-            profile: Some(self.options().profile.clone()),
-            role: Some(role.map_or_else(|| self.options().default_role.clone(), str::to_owned)),
-            context: Some(self.options().context),
-            ..SessionMeta::default()
-        };
-        self.blocking(move |store| {
+/// A session's metadata and, when asked, all its stored messages.
+pub(super) async fn get_session(
+    state: &Arc<CoreState>,
+    session_id: &str,
+    include_messages: bool,
+) -> Result<SessionDetail, CoreError> {
+    let selection = if include_messages {
+        MessageSelection::All
+    } else {
+        MessageSelection::None
+    };
+    get_session_with(state, session_id, selection).await
+}
+
+/// A session's metadata and the stored messages `selection` names: a page reads only its
+/// messages, the summary none.
+pub(super) async fn get_session_with(
+    state: &Arc<CoreState>,
+    session_id: &str,
+    selection: MessageSelection,
+) -> Result<SessionDetail, CoreError> {
+    check_session_id(session_id)?;
+    let id = session_id.to_owned();
+    let (summary, (messages, next_before)) = state
+        .blocking(move |store| {
+            let summary = read_summary(store, &id)?;
+            let messages = if summary.message_count > 0 {
+                selection.read(store, &id)?
+            } else {
+                (Vec::new(), None)
+            };
+            Ok((summary, messages))
+        })
+        .await?;
+    let runtime = state.open_runtime(session_id).await;
+    let agent = runtime.as_ref().map(|r| r.agent().0);
+    Ok(SessionDetail {
+        summary,
+        messages,
+        next_before,
+        open: runtime.is_some(),
+        busy: runtime.as_ref().is_some_and(|r| r.lock_turns().busy()),
+        in_memory_messages: agent
+            .as_ref()
+            .map_or(0, |a| u64::try_from(a.history_len()).unwrap_or(u64::MAX)),
+        fallback_in_use: agent.as_ref().is_some_and(TauAgent::fallback_in_use),
+    })
+}
+
+/// Opens a session for turns.
+pub(super) async fn open_session(
+    state: &Arc<CoreState>,
+    target: OpenTarget,
+    role: Option<&str>,
+    channel: &str,
+    exclude: Option<&str>,
+) -> Result<Opened, CoreError> {
+    let channel = check_channel(channel)?;
+    check_role(role.unwrap_or_default())?;
+    check_ref_id("exclude_session_id", exclude.unwrap_or_default())?;
+    let role = role.filter(|r| !r.is_empty());
+    if let Some(role) = role
+        && !state.options().knows_role(role)
+    {
+        return Err(CoreError::unknown_role(role));
+    }
+    let exclude = exclude.filter(|e| !e.is_empty()).map(str::to_owned);
+    let (session_id, resumed) = match target {
+        OpenTarget::New => (create_session(state, &channel, role).await?, false),
+        OpenTarget::Id(id) => {
+            check_session_id(&id)?;
+            require_session(state, &id).await?;
+            (id, true)
+        }
+        OpenTarget::Index(n) => (by_index(state, &channel, n).await?, true),
+        OpenTarget::MostRecent => {
+            let found = state
+                .blocking(move |store| Ok(most_recent_session(store, exclude.as_deref())?))
+                .await?;
+            let found = found.ok_or_else(|| {
+                CoreError::NotFound("there is no earlier session with messages".to_owned())
+            })?;
+            (found.session_id, true)
+        }
+    };
+    let runtime = state.runtime(&session_id, role).await?;
+    if let Some(role) = role
+        && runtime.role() != role
+    {
+        switch_role(state, &session_id, role).await?;
+    }
+    let session = summary(state, &session_id).await?;
+    Ok(Opened {
+        role: runtime.role(),
+        session,
+        resumed,
+    })
+}
+
+async fn create_session(
+    state: &Arc<CoreState>,
+    channel: &str,
+    role: Option<&str>,
+) -> Result<String, CoreError> {
+    let meta = SessionMeta {
+        channel: Some(channel.to_owned()),
+        profile: Some(state.options().profile.clone()),
+        role: Some(role.map_or_else(|| state.options().default_role.clone(), str::to_owned)),
+        context: Some(state.options().context),
+        ..SessionMeta::default()
+    };
+    state
+        .blocking(move |store| {
             let session = create_fresh_session(store)?;
             store.write_meta(&session.session_id, &meta)?;
             Ok(session.session_id)
         })
         .await
-    }
+}
 
-    async fn by_index(&self, channel: &str, n: u32) -> Result<String, CoreError> {
-        check_listing_index(n)?;
-        let remembered = self.listings().get(channel);
-        let ids = match remembered {
-            Some(ids) => ids,
-            None => self
-                .list_sessions(0, channel, None)
-                .await?
-                .into_iter()
-                .map(|s| s.session_id)
-                .collect(),
-        };
-        let position = usize::try_from(n - 1).unwrap_or(usize::MAX);
-        ids.get(position).cloned().ok_or_else(|| {
-            CoreError::NotFound(format!(
-                "there is no session {n} in the last listing ({} sessions)",
-                ids.len()
-            ))
-        })
-    }
+async fn by_index(state: &Arc<CoreState>, channel: &str, n: u32) -> Result<String, CoreError> {
+    check_listing_index(n)?;
+    let remembered = state.listings().get(channel);
+    let ids = match remembered {
+        Some(ids) => ids,
+        None => list_sessions(state, 0, channel, None)
+            .await?
+            .into_iter()
+            .map(|s| s.session_id)
+            .collect(),
+    };
+    let position = usize::try_from(n - 1).unwrap_or(usize::MAX);
+    ids.get(position).cloned().ok_or_else(|| {
+        CoreError::NotFound(format!(
+            "there is no session {n} in the last listing ({} sessions)",
+            ids.len()
+        ))
+    })
+}
 
-    /// Rebuilds a session's agent on another role (`/model`).
-    pub async fn switch_role(&self, session_id: &str, role: &str) -> Result<RoleSwitch, CoreError> {
-        check_role(role)?;
-        if !self.options().knows_role(role) {
-            return Err(unknown_role(role));
-        }
-        let runtime = self.runtime(session_id, None).await?;
-        let _agent = runtime
-            .lock_agent_idle(
-                "a turn is running or waiting in this session; switch the role when it has finished",
-            )
-            .await?;
-        let current = runtime.role();
-        if current == role {
-            return Ok(RoleSwitch {
-                session_id: session_id.to_owned(),
-                role: role.to_owned(),
-                previous_role: current,
-            });
-        }
-        let core = self.clone();
-        let worker_runtime = Arc::clone(&runtime);
-        let wanted = role.to_owned();
-        let slot = tokio::task::spawn_blocking(move || {
-            let slot = worker_runtime.build_for_role(core.parts(), &wanted)?;
-            let store = core.store();
-            let mut meta = store
-                .read_meta(&worker_runtime.session_id)?
-                .unwrap_or_default();
-            meta.role = Some(wanted);
-            store.write_meta(&worker_runtime.session_id, &meta)?;
-            Ok::<_, CoreError>(slot)
-        })
-        .await
-        .map_err(|e| CoreError::Unavailable(e.to_string()))??;
-        let previous = runtime.replace_agent(slot);
-        runtime.bus.publish(
-            None,
-            EventKind::RoleSwitched {
-                role: role.to_owned(),
-                previous_role: previous.clone(),
-            },
-        );
-        Ok(RoleSwitch {
+/// Rebuilds a session's agent on another role (`/model`).
+pub(super) async fn switch_role(
+    state: &Arc<CoreState>,
+    session_id: &str,
+    role: &str,
+) -> Result<RoleSwitch, CoreError> {
+    check_role(role)?;
+    if !state.options().knows_role(role) {
+        return Err(CoreError::unknown_role(role));
+    }
+    let runtime = state.runtime(session_id, None).await?;
+    let _agent = runtime
+        .lock_agent_idle(
+            "a turn is running or waiting in this session; switch the role when it has finished",
+        )
+        .await?;
+    let current = runtime.role();
+    if current == role {
+        return Ok(RoleSwitch {
             session_id: session_id.to_owned(),
             role: role.to_owned(),
-            previous_role: previous,
-        })
+            previous_role: current,
+        });
     }
+    let shared = Arc::clone(state);
+    let worker_runtime = Arc::clone(&runtime);
+    let wanted = role.to_owned();
+    let slot = tokio::task::spawn_blocking(move || {
+        let slot = worker_runtime.build_for_role(shared.parts(), &wanted)?;
+        let store = shared.store();
+        let mut meta = store
+            .read_meta(&worker_runtime.session_id)?
+            .unwrap_or_default();
+        meta.role = Some(wanted);
+        store.write_meta(&worker_runtime.session_id, &meta)?;
+        Ok::<_, CoreError>(slot)
+    })
+    .await
+    .map_err(|e| CoreError::Unavailable(e.to_string()))??;
+    let previous = runtime.replace_agent(slot);
+    runtime.bus.publish(
+        None,
+        EventKind::RoleSwitched {
+            role: role.to_owned(),
+            previous_role: previous.clone(),
+        },
+    );
+    Ok(RoleSwitch {
+        session_id: session_id.to_owned(),
+        role: role.to_owned(),
+        previous_role: previous,
+    })
+}
 
-    /// Summarizes a session into a new one that starts from the summary (the session's own
-    /// model writes it; the old session keeps every message). Refused while a turn runs or waits;
-    /// a failed summary changes nothing.
-    pub async fn compact_session(
-        &self,
-        session_id: &str,
-        focus: &str,
-        channel: &str,
-    ) -> Result<Compacted, CoreError> {
-        let channel = check_channel(channel)?;
-        check_focus(focus)?;
-        let runtime = self.runtime(session_id, None).await?;
-        let _agent = runtime
-            .lock_agent_idle(
-                "a turn is running or waiting in this session; compact it when it has finished",
-            )
-            .await?;
-        let (agent, _) = runtime.agent();
-        let model = agent.model();
-        let call = SummaryCall::new(model.as_ref(), self.stop_token());
-        let mut request = CompactRequest::new(session_id, self.options().context);
-        request.focus = Some(focus.trim().to_owned()).filter(|f| !f.is_empty());
-        request.messages = Some(agent.messages_as_recorded());
-        request.meta = SessionMeta {
-            channel: Some(channel),
-            profile: Some(self.options().profile.clone()),
-            role: Some(runtime.role()),
-            ..SessionMeta::default()
-        };
-        let outcome = compact_session(Arc::clone(self.store()), &call, request)
-            .await
-            .map_err(|e| match e {
-                CompactionError::Store(store) => CoreError::from(store),
-                CompactionError::EmptyHistory => CoreError::FailedPrecondition(e.to_string()),
-                other => CoreError::Unavailable(format!(
-                    "could not compact the session: {other}; nothing changed"
-                )),
-            })?;
-        let session = self.summary(&outcome.new_session_id).await?;
-        Ok(Compacted {
-            session,
-            previous_session_id: outcome.previous_session_id,
-            summarized_messages: u64::try_from(outcome.summarized_count).unwrap_or(u64::MAX),
-            summary: outcome.summary,
-        })
-    }
+/// Summarizes a session into a new one that starts from the summary (the session's own
+/// model writes it; the old session keeps every message). Refused while a turn runs or waits;
+/// a failed summary changes nothing.
+pub(super) async fn compact(
+    state: &Arc<CoreState>,
+    session_id: &str,
+    focus: &str,
+    channel: &str,
+) -> Result<Compacted, CoreError> {
+    let channel = check_channel(channel)?;
+    check_focus(focus)?;
+    let runtime = state.runtime(session_id, None).await?;
+    let _agent = runtime
+        .lock_agent_idle(
+            "a turn is running or waiting in this session; compact it when it has finished",
+        )
+        .await?;
+    let (agent, _) = runtime.agent();
+    let model = agent.model();
+    let call = SummaryCall::new(model.as_ref(), state.stop_token());
+    let mut request = CompactRequest::new(session_id, state.options().context);
+    request.focus = Some(focus.trim().to_owned()).filter(|f| !f.is_empty());
+    request.messages = Some(agent.messages_as_recorded());
+    request.meta = SessionMeta {
+        channel: Some(channel),
+        profile: Some(state.options().profile.clone()),
+        role: Some(runtime.role()),
+        ..SessionMeta::default()
+    };
+    let outcome = compact_session(Arc::clone(state.store()), &call, request)
+        .await
+        .map_err(|e| match e {
+            CompactionError::Store(store) => CoreError::from(store),
+            CompactionError::EmptyHistory => CoreError::FailedPrecondition(e.to_string()),
+            other => CoreError::Unavailable(format!(
+                "could not compact the session: {other}; nothing changed"
+            )),
+        })?;
+    let session = summary(state, &outcome.new_session_id).await?;
+    Ok(Compacted {
+        session,
+        previous_session_id: outcome.previous_session_id,
+        summarized_messages: u64::try_from(outcome.summarized_count).unwrap_or(u64::MAX),
+        summary: outcome.summary,
+    })
+}
 
-    /// The stored agent events of a session, oldest first.
-    pub async fn read_events(&self, session_id: &str) -> Result<Vec<Value>, CoreError> {
-        check_session_id(session_id)?;
-        let id = session_id.to_owned();
-        self.blocking(move |store| {
+/// The stored agent events of a session, oldest first.
+pub(super) async fn read_events(
+    state: &Arc<CoreState>,
+    session_id: &str,
+) -> Result<Vec<Value>, CoreError> {
+    check_session_id(session_id)?;
+    let id = session_id.to_owned();
+    state
+        .blocking(move |store| {
             store
                 .read_session(&id)?
                 .ok_or_else(|| CoreError::session_not_found(&id))?;
             Ok(store.read_events(&id)?)
         })
         .await
-    }
-}
-
-fn unknown_role(role: &str) -> CoreError {
-    CoreError::NotFound(format!(
-        "model role {:?} is not defined in tau.toml ([models.roles.<role>])",
-        role.chars().take(80).collect::<String>()
-    ))
 }

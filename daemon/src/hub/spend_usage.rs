@@ -1,5 +1,6 @@
 //! The hub's spend: the meter every session's models count with (opened from
-//! [`CoreOptions::spend_ledger`]) and what `GetUsage` and `/status` read from it.
+//! [`CoreOptions::spend_ledger`]), and the bounds of what `GetUsage` and `/status` read from it
+//! (through `HubCore::usage` and `HubCore::budget_today`).
 //!
 //! Invariant: a ledger that cannot be read never stops the hub, and never resets a budget: spend
 //! is then counted in memory, the unreadable file is left as it was (logged once, naming it), and
@@ -8,10 +9,9 @@
 
 use std::sync::Arc;
 
-use super::core::HubCore;
 use super::options::CoreOptions;
 use crate::clock::SystemClock;
-use crate::spend::{DaySpend, SpendLedger, SpendMeter};
+use crate::spend::{SpendLedger, SpendMeter};
 
 /// The time zone the days of the spend ledger are in.
 pub const USAGE_TIME_ZONE: &str = crate::clock::TIME_ZONE;
@@ -38,18 +38,4 @@ pub(super) fn open_spend_meter(options: &CoreOptions) -> SpendMeter {
         },
     };
     SpendMeter::new(options.spend.clone(), ledger, Arc::new(SystemClock))
-}
-
-impl HubCore {
-    /// Tokens and cost per role for the last `days` days (today included, at most
-    /// [`MAX_USAGE_DAYS`]) that have any, oldest first.
-    pub fn usage(&self, days: u32) -> Vec<DaySpend> {
-        self.parts().spend.days(days.clamp(1, MAX_USAGE_DAYS))
-    }
-
-    /// Today's spend as the `## Now` block words it (`fast 0,12 $ / 1 $`); `None` when no role
-    /// has a price.
-    pub fn budget_today(&self) -> Option<String> {
-        self.parts().spend.budget_line()
-    }
 }

@@ -1,23 +1,34 @@
 //! What the hub core hands a client that watches a session: a [`TurnStream`] (one turn's events,
-//! from StartTurn) or an [`EventStream`] (a [`Snapshot`], then every event, from Subscribe). Each
-//! holds the client's [`Attachment`] on the session's channel for as long as it lives.
+//! from StartTurn: [`start_turn`]) or an [`EventStream`] (a [`Snapshot`], then every event, from
+//! Subscribe: [`subscribe`]). Each holds the client's [`Attachment`] on the session's channel for
+//! as long as it lives. Also cancelling a turn ([`cancel_turn`]).
 //!
-//! Invariants: a turn stream yields only its turn's events, in seq order, and ends right after its
-//! `TurnEnded`; an event stream yields every event after its snapshot without gaps, or ends with
-//! [`Lagged`]; dropping either ends the attachment (and may close the channel's approvals), except
-//! after a [`Lagged`]: then the attachment is held for [`LAG_GRACE`] (see
-//! [`Attachment::hold_after_lag`]) so the client can resubscribe before its approvals close.
+//! Invariants: a turn's stream is attached before its turn is accepted, so an approval the turn
+//! asks at once finds it attached; a turn no client started has no attachment and decides nothing;
+//! seqs are numbered per process, and a resumption naming another numbering is refused, never
+//! served events of another numbering; a turn stream yields only its turn's events, in seq order,
+//! and ends right after its `TurnEnded`; an event stream yields every event after its snapshot
+//! without gaps, or ends with [`Lagged`]; dropping either ends the attachment (and may close the
+//! channel's approvals), except after a [`Lagged`]: then the attachment is held for [`LAG_GRACE`]
+//! (see [`Attachment::hold_after_lag`]) so the client can resubscribe before its approvals close.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::approvals::{Attachment, LAG_GRACE};
 use super::bus::{Lagged, Subscription};
+use super::core_state::CoreState;
+use super::error::CoreError;
 use super::event::{EventKind, PendingInfo, SessionEvent, TurnInfo};
-use super::sessions::SessionSummary;
-use super::turns::Accepted;
+use super::limits::{
+    check_channel, check_idempotency_key, check_ref_id, check_session_id, check_text,
+};
+use super::runtime::SessionRuntime;
+use super::sessions::{SessionSummary, require_session, summary};
+use super::turns::{AcceptError, Accepted};
 
 /// One turn's events for the client that started it.
 #[derive(Debug)]
@@ -125,7 +136,7 @@ pub struct Snapshot {
     pub last_seq: u64,
     pub attachment_id: String,
     pub role: String,
-    /// The numbering `last_seq` and the events belong to ([`super::HubCore::stream_id`]).
+    /// The numbering `last_seq` and the events belong to (`HubCore::stream_id`).
     pub stream_id: String,
 }
 
@@ -172,4 +183,179 @@ impl EventStream {
         }
         next
     }
+}
+
+/// A turn to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartTurn {
+    pub session_id: String,
+    pub text: String,
+    /// Empty: [`DEFAULT_CHANNEL`](super::limits::DEFAULT_CHANNEL).
+    pub channel: String,
+    /// Empty: no deduplication.
+    pub idempotency_key: String,
+}
+
+/// Starts a turn (or finds the one its idempotency key names) and streams its events. With
+/// `held_for` it is a turn no client started (a routine's): its stream is nobody's attachment, so
+/// it decides nothing, and its questions are held for that long (see the approval registry).
+pub(super) async fn start_turn(
+    state: &Arc<CoreState>,
+    request: StartTurn,
+    held_for: Option<Duration>,
+) -> Result<TurnStream, CoreError> {
+    let channel = check_channel(&request.channel)?;
+    check_text(&request.text)?;
+    let key = check_idempotency_key(&request.idempotency_key)?;
+    let max_queued = state.options().max_queued_turns;
+    for _ in 0..2 {
+        let runtime = state.runtime(&request.session_id, None).await?;
+        // Attach first, to the turn about to be made: an approval the turn asks at once must
+        // find its stream attached.
+        let fresh_id = state.new_turn_id();
+        let attachment = match held_for {
+            Some(_) => None,
+            None => Some(
+                state
+                    .registry()
+                    .attach_turn(&runtime.bus, &channel, &fresh_id)?,
+            ),
+        };
+        let accepted = match runtime.accept(
+            request.text.clone(),
+            channel.clone(),
+            key.clone(),
+            max_queued,
+            held_for,
+            || fresh_id.clone(),
+        ) {
+            Ok(accepted) => accepted,
+            Err(AcceptError::Closed) => continue,
+            Err(AcceptError::QueueFull(n)) => {
+                return Err(CoreError::ResourceExhausted(format!(
+                    "{n} turns are already waiting in this session; try again when one has finished"
+                )));
+            }
+        };
+        if accepted.turn_id != fresh_id
+            && let Some(attachment) = &attachment
+        {
+            // A repeat: the stream replays the earlier turn from its start.
+            attachment.show_turn(&accepted.turn_id);
+        }
+        let after = accepted.first_seq.saturating_sub(1);
+        let (subscription, ready) = match runtime.bus.subscribe(Some(after)) {
+            Ok(subscription) => (Some(subscription), VecDeque::new()),
+            Err(_) => turn_fallback(&runtime, &accepted.turn_id),
+        };
+        return Ok(TurnStream::new(
+            accepted,
+            attachment,
+            subscription,
+            ready,
+            state.stop.clone(),
+        ));
+    }
+    Err(CoreError::Unavailable(
+        "the session was closing; try again".to_owned(),
+    ))
+}
+
+/// For a repeated turn whose events are no longer buffered: its end if it ended, else the live
+/// events from now.
+fn turn_fallback(
+    runtime: &SessionRuntime,
+    turn_id: &str,
+) -> (Option<Subscription>, VecDeque<Arc<SessionEvent>>) {
+    let ended = runtime
+        .lock_turns()
+        .known(turn_id)
+        .and_then(|k| k.ended.clone());
+    match ended {
+        Some((seq, at, end)) => {
+            let event = Arc::new(SessionEvent {
+                seq,
+                session_id: runtime.session_id.clone(),
+                turn_id: Some(turn_id.to_owned()),
+                at,
+                kind: EventKind::TurnEnded(end),
+            });
+            (None, VecDeque::from([event]))
+        }
+        None => (runtime.bus.subscribe(None).ok(), VecDeque::new()),
+    }
+}
+
+/// Cancels a turn (`None`: the running one); returns the turn it applied to, if any.
+pub(super) async fn cancel_turn(
+    state: &Arc<CoreState>,
+    session_id: &str,
+    turn_id: Option<&str>,
+) -> Result<Option<String>, CoreError> {
+    check_session_id(session_id)?;
+    if let Some(turn_id) = turn_id {
+        check_ref_id("turn_id", turn_id)?;
+    }
+    match state.open_runtime(session_id).await {
+        Some(runtime) => Ok(runtime.cancel(turn_id)),
+        None => {
+            require_session(state, session_id).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// Attaches to a session on `channel`: the snapshot, then its events after `after_seq` (see
+/// [`super::EventBus::subscribe_with`]) of the stream `stream_id` names (`None`: unchecked). With
+/// `after_seq` set, a stream id other than this process's is refused (`FailedPrecondition`): its
+/// seqs numbered another hub process's events.
+pub(super) async fn subscribe(
+    state: &Arc<CoreState>,
+    session_id: &str,
+    after_seq: Option<u64>,
+    stream_id: Option<&str>,
+    channel: &str,
+) -> Result<EventStream, CoreError> {
+    let channel = check_channel(channel)?;
+    check_session_id(session_id)?;
+    if let Some(stream_id) = stream_id {
+        check_ref_id("stream_id", stream_id)?;
+    }
+    if let (Some(after_seq), Some(stream_id)) = (after_seq, stream_id)
+        && stream_id != state.stream_id
+    {
+        return Err(CoreError::FailedPrecondition(format!(
+            "after_seq {after_seq} is from event stream {:?}, but this hub's stream is {:?}: the hub restarted; subscribe again without after_seq",
+            stream_id.chars().take(80).collect::<String>(),
+            state.stream_id
+        )));
+    }
+    let runtime = state.runtime(session_id, None).await?;
+    let session = summary(state, session_id).await?;
+    let attachment = state.registry().attach(&runtime.bus, &channel)?;
+    let registry = Arc::clone(state.registry());
+    let attachment_id = attachment.id().to_owned();
+    let role = runtime.role();
+    let (snapshot, subscription) = runtime
+        .bus
+        .subscribe_with(after_seq, |last_seq| {
+            let turns = runtime.lock_turns();
+            Snapshot {
+                session,
+                running: turns.running.as_ref().map(|r| r.info.clone()),
+                queued: turns.queue.iter().map(|r| r.info.clone()).collect(),
+                pending: registry.list_pending(Some(session_id)),
+                last_seq,
+                attachment_id,
+                role,
+                stream_id: state.stream_id.clone(),
+            }
+        })
+        .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
+    Ok(EventStream::new(
+        snapshot,
+        attachment,
+        subscription,
+        state.stop.clone(),
+    ))
 }

@@ -30,6 +30,7 @@ pub mod openai;
 pub mod record_stream;
 pub mod reply_mapping;
 pub mod retry;
+pub mod sse;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

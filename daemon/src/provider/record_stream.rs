@@ -1,7 +1,9 @@
 //! The feed/end loop every streaming decoder shares: a [`RecordSplitter`] cuts the body's bytes
 //! into records (SSE events, NDJSON lines, event-stream frames) and a [`RecordDecoder`] turns each
 //! record into [`ModelEvent`]s; every `RecordDecoder` is a [`FrameDecoder`] through this loop.
-//! Also the stream failures the decoders share. See ARCHITECTURE.md, `provider/`.
+//! Also the stream failures the decoders share, and the splitters of the shared framings (SSE,
+//! NDJSON); the AWS event stream's is in `bedrock::converse_decoder`. See ARCHITECTURE.md,
+//! `provider/`.
 //!
 //! Invariants: records are handled in order and none after the protocol's last event; the records
 //! a splitter delivered before it failed are handled before its failure is returned; when the
@@ -10,11 +12,10 @@
 //! decides whether that is a failure ([`RecordDecoder::unfinished`]).
 
 use crate::model::{ModelError, ModelEvent};
-use crate::provider::anthropic::sse::{SseDecoder, SseEvent};
-use crate::provider::bedrock::eventstream::{Decoder as EventStreamDecoder, Frame};
 use crate::provider::http::FrameDecoder;
 use crate::provider::ndjson::NdjsonDecoder;
 use crate::provider::retry::Failure;
+use crate::provider::sse::{SseDecoder, SseEvent};
 
 /// A failure of the stream's framing or content: fatal, retrying would read the same.
 pub fn protocol(message: impl Into<String>) -> Failure {
@@ -139,20 +140,5 @@ impl RecordSplitter for NdjsonDecoder {
 
     fn finish(&mut self, out: &mut Vec<String>) -> Result<(), Failure> {
         NdjsonDecoder::finish(self, out).map_err(|e| protocol(e.to_string()))
-    }
-}
-
-/// The AWS event stream. The frames decoded before a corrupt one are delivered first; a body cut
-/// inside a frame is a lost connection (retryable).
-impl RecordSplitter for EventStreamDecoder {
-    type Record = Frame;
-
-    fn split(&mut self, chunk: &[u8], out: &mut Vec<Frame>) -> Result<(), Failure> {
-        self.push(chunk, out).map_err(|e| protocol(e.to_string()))
-    }
-
-    fn finish(&mut self, _out: &mut Vec<Frame>) -> Result<(), Failure> {
-        EventStreamDecoder::finish(self)
-            .map_err(|e| Failure::retryable(ModelError::Unavailable(e.to_string()), None))
     }
 }

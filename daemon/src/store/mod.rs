@@ -11,13 +11,15 @@
 //! (the one implementation of that trait over the built-in backends: id validation, format
 //! versions, the rules of an update), `backend` (the narrower `StoreBackend` trait a backend
 //! implements, trusting its inputs), `records` and `meta` (what is stored), `id`, `store_error`,
-//! `context_mode` (the context-mode check on open), `resume` (listings), `registry` (backend by
-//! name), `blocking` (`store_io`), and the two backends `file` and `sqlite`. See ARCHITECTURE.md
-//! (store); this module imports only `message` from the rest of the crate.
+//! `context_mode` (the conversation manager a session was recorded under), `context_check` (the
+//! check on open), `resume` (listings), `registry` (backend by name), `blocking` (`store_io`), and
+//! the two backends `file` and `sqlite`. See ARCHITECTURE.md (store); this module imports only
+//! `message` from the rest of the crate.
 
 mod backend;
 mod blocking;
 mod checked_store;
+mod context_check;
 mod context_mode;
 mod contract;
 mod file;
@@ -31,7 +33,8 @@ mod store_error;
 
 pub(crate) use blocking::store_io;
 pub use checked_store::CheckedStore;
-pub use context_mode::{ContextMode, SessionContextMismatch, check_context, read_agent_for_mode};
+pub use context_check::{check_context, read_agent_for_mode};
+pub use context_mode::{ContextMode, SessionContextMismatch};
 pub use contract::{Durability, SessionStore, create_fresh_session, event_record};
 pub use contract::{NewSession, create_fresh_complete_session};
 pub use file::FileSessionStore;

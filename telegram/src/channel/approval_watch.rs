@@ -9,7 +9,7 @@
 //!   [`RETRY_MAX`]); the run's stop ends the watch at once, whatever it waits for;
 //! - an approval gets at most one card per run: one this run shows or is setting up (a relay's,
 //!   one re-presented at start, an earlier offer of the watch, a repeat after a lag or a
-//!   reconnect) is skipped (see [`presenting::claim`]), and a question of a turn this run's relay
+//!   reconnect) is skipped (see [`claims::claim`]), and a question of a turn this run's relay
 //!   streams is left to that relay, which shows it below the text that led to it;
 //! - a card is shown through [`presenting::re_present`] (a subscription of the approval's session
 //!   on this channel, which is shown the approval and so may decide it; it ends when the approval
@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use crate::hub_link::{HubError, unary};
 
 use super::commands::CHANNEL;
-use super::{Shared, lock, presenting};
+use super::{Shared, claims, lock, presenting};
 
 /// The pause before the watch is opened again after its stream ended or failed.
 pub const RETRY_FIRST: Duration = Duration::from_secs(1);
@@ -150,7 +150,7 @@ async fn offer(
         tracing::debug!(approval = %approval.approval_id, "telegram: its turn's relay shows it");
         return true;
     }
-    if presenting::is_presented(shared, &approval.approval_id) {
+    if claims::is_presented(shared, &approval.approval_id) {
         tracing::debug!(approval = %approval.approval_id, "telegram: the approval has its card");
         return true;
     }

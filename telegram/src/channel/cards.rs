@@ -43,7 +43,7 @@ use crate::state::{
     CardState, Presentation, Tap, callback_data, parse_callback_data, random_token,
 };
 
-use super::presenting::Claim;
+use super::claims::Claim;
 use super::{LiveCard, Shared, lock};
 
 /// Shows a card for `approval`, decidable with `attachment`, under `claim`.

@@ -10,7 +10,6 @@ use tau_api::proto::v1 as pb;
 
 use crate::hub_link::{HubError, unary};
 
-use super::inbound::send_plain;
 use super::{Shared, lock};
 
 /// The channel name every turn, listing and attachment of this channel uses.
@@ -32,7 +31,7 @@ pub(super) async fn handle(shared: &Arc<Shared>, chat: i64, text: &str) -> bool 
         tracing::warn!(error = %e, "telegram: a command failed");
         shared.texts.plain("telegram.hub_unreachable")
     });
-    send_plain(shared, chat, &text).await;
+    shared.send_plain(chat, &text).await;
     true
 }
 

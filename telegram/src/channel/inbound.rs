@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use crate::bot_api::types::{Message, Update};
-use crate::render::escape_html;
 use crate::state::{self, OwnerBinding, PairingRefusal};
 
 use super::{Shared, cards, commands, turn_relay};
@@ -50,12 +49,9 @@ async fn handle_message(shared: &Arc<Shared>, update_id: i64, message: Message) 
             "telegram: ignored a message from someone who is not the owner"
         );
         if owner.is_none() {
-            send_plain(
-                shared,
-                message.chat.id,
-                &shared.texts.plain("telegram.not_paired"),
-            )
-            .await;
+            shared
+                .send_plain(message.chat.id, &shared.texts.plain("telegram.not_paired"))
+                .await;
         }
         return;
     }
@@ -82,7 +78,9 @@ async fn pair(shared: &Arc<Shared>, message: &Message, user_id: i64, code: &str)
         .is_some_and(|o| o.user_id == user_id && o.chat_id == chat)
         && code.is_empty()
     {
-        send_plain(shared, chat, &shared.texts.plain("telegram.help")).await;
+        shared
+            .send_plain(chat, &shared.texts.plain("telegram.help"))
+            .await;
         return;
     }
     let now = jiff::Timestamp::now().as_second();
@@ -115,18 +113,7 @@ async fn pair(shared: &Arc<Shared>, message: &Message, user_id: i64, code: &str)
             "telegram.pair_refused"
         }
     };
-    send_plain(shared, chat, &shared.texts.plain(key)).await;
-}
-
-/// Sends a chrome text (escaped); a failure is logged.
-pub(super) async fn send_plain(shared: &Shared, chat: i64, text: &str) {
-    if let Err(e) = shared
-        .bot
-        .send_message(chat, &escape_html(text), None)
-        .await
-    {
-        tracing::warn!(error = %e, "telegram: sendMessage failed");
-    }
+    shared.send_plain(chat, &shared.texts.plain(key)).await;
 }
 
 #[cfg(test)]

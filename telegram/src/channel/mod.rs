@@ -17,6 +17,7 @@
 
 mod approval_watch;
 mod cards;
+mod claims;
 mod commands;
 mod inbound;
 mod poller;
@@ -36,6 +37,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::bot_api::{BotClient, BotError};
 use crate::hub_link::{self, HubClient, HubError};
+use crate::render::escape_html;
 use crate::state::{self, OwnerBinding, PresentationLog, StateError, StatePaths};
 use crate::texts::Texts;
 
@@ -109,7 +111,7 @@ struct CardBook {
     deciding: HashSet<String>,
     /// Tokens whose card is being sent: a tap can arrive before `sendMessage` returns.
     presenting: HashSet<String>,
-    /// Approvals whose card this run is setting up (see [`presenting::claim`]).
+    /// Approvals whose card this run is setting up (see [`claims::claim`]).
     claimed: HashSet<String>,
 }
 
@@ -158,6 +160,13 @@ impl Shared {
         *lock(&self.owner) = Some(owner);
         self.phase.send_replace(ChannelPhase::Running);
         Ok(())
+    }
+
+    /// Sends a chrome text (escaped) to `chat`; a failure is logged.
+    async fn send_plain(&self, chat: i64, text: &str) {
+        if let Err(e) = self.bot.send_message(chat, &escape_html(text), None).await {
+            tracing::warn!(error = %e, "telegram: sendMessage failed");
+        }
     }
 }
 

@@ -7,8 +7,9 @@
 //! - at start, before the first poll, every card an earlier run left shown is edited to
 //!   superseded (its buttons gone); only a fresh card of this run decides its approval;
 //! - an approval gets at most one card per run, whoever shows it (a turn's relay, the start's
-//!   settling, the approval watch): a card is set up under a [`Claim`] of its approval id, and
-//!   once it is sent this run's card in the log keeps a second one from being shown;
+//!   settling, the approval watch): a card is set up under a [`super::claims::Claim`] of its
+//!   approval id, and once it is sent this run's card in the log keeps a second one from being
+//!   shown;
 //! - a card shown by [`re_present`] is decided through a subscription of the approval's session on
 //!   this channel, which is shown the approval; that subscription ends when the approval does (or
 //!   the run stops), so none outlives its card's question; no card is shown for an approval its
@@ -23,47 +24,9 @@ use crate::hub_link::unary;
 use crate::state::{CardState, Presentation};
 
 use super::cards::{finish_with_body, present, resolved};
+use super::claims::claim;
 use super::commands::CHANNEL;
 use super::{Shared, lock};
-
-/// An approval this run is setting up a card for: while it lives, nobody else shows one; once
-/// dropped, the card this run logged for the approval (if any) keeps it from being shown twice.
-pub(super) struct Claim {
-    shared: Arc<Shared>,
-    approval_id: String,
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        lock(&self.shared.cards).claimed.remove(&self.approval_id);
-    }
-}
-
-/// Claims `approval_id` for a card, unless this run shows one for it already or is setting one up.
-pub(super) fn claim(shared: &Arc<Shared>, approval_id: &str) -> Option<Claim> {
-    let mut book = lock(&shared.cards);
-    if has_card(shared, &book, approval_id) || !book.claimed.insert(approval_id.to_owned()) {
-        return None;
-    }
-    Some(Claim {
-        shared: Arc::clone(shared),
-        approval_id: approval_id.to_owned(),
-    })
-}
-
-/// Whether this run shows a card for `approval_id` or is setting one up.
-pub(super) fn is_presented(shared: &Shared, approval_id: &str) -> bool {
-    let book = lock(&shared.cards);
-    book.claimed.contains(approval_id) || has_card(shared, &book, approval_id)
-}
-
-/// Whether this run sent a card for `approval_id` (shown or ended since).
-fn has_card(shared: &Shared, book: &super::CardBook, approval_id: &str) -> bool {
-    book.log
-        .cards
-        .iter()
-        .any(|c| c.approval_id == approval_id && c.epoch == shared.epoch)
-}
 
 /// At start: every card an earlier run left shown is superseded; an approval the hub still has
 /// pending on this channel gets a fresh card through a subscription of its session.

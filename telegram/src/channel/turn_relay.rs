@@ -6,7 +6,7 @@
 //! Invariants: the relay ends with the run (its attachment goes with it, so the hub closes any
 //! approval only it was shown: a closed dialog never approves); while it streams, its turn is
 //! known to the approval watch, which leaves the turn's questions to it, and it claims each
-//! question (see `presenting`) before showing the text above it, so a question gets one card; a
+//! question (see `claims`) before showing the text above it, so a question gets one card; a
 //! chatter message that cannot be sent is dropped after its retry, never an approval card (see
 //! `cards`); a chatter message waits out a 429 once, and only if its `retry_after` (capped by the
 //! client) is at most [`MAX_CHATTER_WAIT`].
@@ -22,7 +22,7 @@ use crate::hub_link::HubError;
 use crate::render::{escape_html, split_message};
 
 use super::commands::{CHANNEL, open_new};
-use super::{Shared, cards, lock, presenting};
+use super::{Shared, cards, claims, lock};
 
 /// The least time between two edits of a streaming reply.
 pub const EDIT_INTERVAL: Duration = Duration::from_secs(1);
@@ -47,7 +47,7 @@ async fn present_to_the_end(
     chat: i64,
     approval: pb::PendingApproval,
     attachment: String,
-    claim: presenting::Claim,
+    claim: claims::Claim,
 ) {
     let task_shared = Arc::clone(shared);
     let showing = shared.tasks.spawn(async move {
@@ -143,7 +143,7 @@ async fn relay_turn(
                     continue;
                 }
                 // Claimed before the flush below, so the approval watch does not show it meanwhile.
-                let Some(claim) = presenting::claim(shared, &approval.approval_id) else {
+                let Some(claim) = claims::claim(shared, &approval.approval_id) else {
                     continue;
                 };
                 // What the model said before asking goes above the card; the rest below it.

@@ -7,7 +7,8 @@
 //!   attachment only of its own turn's.
 //! - At most [`AttachLimits::per_session`] live attachments per session and
 //!   [`AttachLimits::total`] overall; one more is refused with [`AttachError::TooMany`] and changes
-//!   nothing. Held (cut-off) attachments count until their hold ends.
+//!   nothing (a `ResourceExhausted` [`CoreError`] for the caller). Held (cut-off) attachments count
+//!   until their hold ends.
 //! - Dropping the guard detaches: the attachment stops viewing, and every approval it was the last
 //!   viewer of ends as `ChannelClosed`.
 
@@ -16,6 +17,7 @@ use std::sync::atomic::Ordering;
 
 use super::{ApprovalRegistry, AttachmentEntry, Scope};
 use crate::hub::bus::EventBus;
+use crate::hub::error::CoreError;
 use crate::hub::ids::new_id;
 
 /// Live attachments allowed per session by default.
@@ -50,6 +52,14 @@ pub enum AttachError {
         limit: usize,
         scope: &'static str,
     },
+}
+
+impl From<AttachError> for CoreError {
+    fn from(error: AttachError) -> Self {
+        match error {
+            AttachError::TooMany { .. } => Self::ResourceExhausted(error.to_string()),
+        }
+    }
 }
 
 impl ApprovalRegistry {

@@ -1,8 +1,9 @@
 //! A person's decision, from `DecideApproval` to the gate's answer, in the order it happens
 //! (ARCHITECTURE.md, "The path of an approval"):
 //!
-//! 1. [`HubCore::decide`] checks the request; an id this hub never saw is looked up in the stored
-//!    events (`crate::hub::restart`).
+//! 1. [`decide_request`] (what `HubCore::decide` calls) checks the request; an id this hub never
+//!    saw is looked up in the stored events ([`stored_decision`], reading them with
+//!    `crate::hub::restart::stored_outcome`).
 //! 2. [`ApprovalRegistry::decide`] refuses a decision from an attachment that may not decide it.
 //! 3. `State::resolve` chooses the winner: it sends the outcome to the waiting ticket, remembers
 //!    it and returns the `ApprovalResolved` event the bus publishes; an approval instead waits,
@@ -13,7 +14,7 @@
 //! 5. The gate writes the `approved` record and tells [`ClientApprover::recorded`] what became of
 //!    it; [`ApprovalRegistry::confirm`] announces the approval as that (`approved`, or `error`
 //!    when the write failed and the tool does not run), and the DecideApproval call waiting in
-//!    [`HubCore::decide`] answers it.
+//!    [`decide_request`] answers it.
 //!
 //! Invariants:
 //! - The registry chooses the winner, under its lock inside the session bus's `publish_with`: the
@@ -34,60 +35,88 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio::sync::oneshot;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::readiness::{ApprovalReadiness, FLUSH_WAIT, TurnSlot};
 use super::{ApprovalRegistry, Confirming, State};
 use crate::gate::{ApprovalAnswer, ApprovalOutcome, ApprovalRequest, Approver, ApproverError};
 use crate::hub::bus::EventBus;
-use crate::hub::core::HubCore;
 use crate::hub::error::CoreError;
 use crate::hub::event::{EventKind, PendingInfo, now_rfc3339};
 use crate::hub::limits::{MAX_REF_ID_LEN, check_len};
+use crate::hub::restart::stored_outcome;
+use crate::store::{SessionStore, store_io};
 
 /// The longest a decision waits to report an approval the gate is recording (a store write).
 pub const RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-impl HubCore {
-    /// A person's decision, from the client holding `attachment_id`. An approval is reported as
-    /// the gate recorded it (`Error` when its record failed and the tool did not run).
-    pub async fn decide(
-        &self,
-        approval_id: &str,
-        answer: ApprovalAnswer,
-        attachment_id: &str,
-    ) -> Result<DecideOutcome, CoreError> {
-        if approval_id.is_empty() {
-            return Err(CoreError::InvalidArgument(
-                "approval_id is empty".to_owned(),
-            ));
-        }
-        if attachment_id.is_empty() {
-            return Err(CoreError::InvalidArgument(
-                "attachment_id is empty; a decision counts only from a client attached with Subscribe or StartTurn".to_owned(),
-            ));
-        }
-        check_len("approval_id", approval_id, MAX_REF_ID_LEN)?;
-        check_len("attachment_id", attachment_id, MAX_REF_ID_LEN)?;
-        let outcome = self
-            .registry()
-            .decide(approval_id, answer, attachment_id)
-            .map_err(CoreError::from)?;
-        let recorded =
-            |outcome: Option<ApprovalOutcome>| outcome.unwrap_or(ApprovalOutcome::Approved);
-        match outcome {
-            DecideOutcome::NotFound => Ok(self.stored_outcome(approval_id, attachment_id)),
-            DecideOutcome::Applied(ApprovalOutcome::Approved) => Ok(DecideOutcome::Applied(
-                recorded(self.registry().recorded(approval_id, RECORD_WAIT).await),
-            )),
-            DecideOutcome::AlreadyDecided(ApprovalOutcome::Approved) => {
-                Ok(DecideOutcome::settled(Some(recorded(
-                    self.registry().recorded(approval_id, RECORD_WAIT).await,
-                ))))
-            }
-            outcome => Ok(outcome),
-        }
+/// A person's decision, from the client holding `attachment_id`, checked before anything is
+/// touched. An approval is reported as the gate recorded it (`Error` when its record failed and
+/// the tool did not run); an id this hub does not remember is looked up in the stored events of
+/// the attachment's session ([`stored_decision`]).
+pub async fn decide_request(
+    registry: &ApprovalRegistry,
+    store: &Arc<dyn SessionStore>,
+    approval_id: &str,
+    answer: ApprovalAnswer,
+    attachment_id: &str,
+) -> Result<DecideOutcome, CoreError> {
+    if approval_id.is_empty() {
+        return Err(CoreError::InvalidArgument(
+            "approval_id is empty".to_owned(),
+        ));
     }
+    if attachment_id.is_empty() {
+        return Err(CoreError::InvalidArgument(
+            "attachment_id is empty; a decision counts only from a client attached with Subscribe or StartTurn".to_owned(),
+        ));
+    }
+    check_len("approval_id", approval_id, MAX_REF_ID_LEN)?;
+    check_len("attachment_id", attachment_id, MAX_REF_ID_LEN)?;
+    let outcome = registry
+        .decide(approval_id, answer, attachment_id)
+        .map_err(CoreError::from)?;
+    let recorded = |outcome: Option<ApprovalOutcome>| outcome.unwrap_or(ApprovalOutcome::Approved);
+    match outcome {
+        DecideOutcome::NotFound => Ok(stored_decision(
+            registry,
+            store.as_ref(),
+            approval_id,
+            attachment_id,
+        )),
+        DecideOutcome::Applied(ApprovalOutcome::Approved) => Ok(DecideOutcome::Applied(recorded(
+            registry.recorded(approval_id, RECORD_WAIT).await,
+        ))),
+        DecideOutcome::AlreadyDecided(ApprovalOutcome::Approved) => Ok(DecideOutcome::settled(
+            Some(recorded(registry.recorded(approval_id, RECORD_WAIT).await)),
+        )),
+        outcome => Ok(outcome),
+    }
+}
+
+/// For an approval this hub does not remember: how it ended according to the stored events of
+/// the attachment's session (an earlier hub asked it), read back once and then remembered.
+fn stored_decision(
+    registry: &ApprovalRegistry,
+    store: &dyn SessionStore,
+    approval_id: &str,
+    attachment_id: &str,
+) -> DecideOutcome {
+    let Some(session_id) = registry.session_of(attachment_id) else {
+        return DecideOutcome::NotFound;
+    };
+    let events = match store_io(|| store.read_events(&session_id)) {
+        Ok(events) => events,
+        Err(error) => {
+            warn!(%session_id, %approval_id, "cannot read the session's events to look the approval up: {error}");
+            return DecideOutcome::NotFound;
+        }
+    };
+    let Some(outcome) = stored_outcome(&events, approval_id) else {
+        return DecideOutcome::NotFound;
+    };
+    registry.remember_resolved(approval_id, outcome);
+    DecideOutcome::settled(Some(outcome))
 }
 
 impl ApprovalRegistry {
@@ -479,4 +508,15 @@ pub enum DecideError {
         approval_id: String,
         attachment_id: String,
     },
+}
+
+impl From<DecideError> for CoreError {
+    fn from(error: DecideError) -> Self {
+        match error {
+            DecideError::CutOff(_) => Self::CutOff(error.to_string()),
+            DecideError::NotAttached(_)
+            | DecideError::WrongChannel { .. }
+            | DecideError::NotShown { .. } => Self::FailedPrecondition(error.to_string()),
+        }
+    }
 }

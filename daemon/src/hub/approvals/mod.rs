@@ -5,7 +5,7 @@
 //!
 //! This file holds the registry's bookkeeping (registering a question, listing, remembering how
 //! one ended). The rest, one concern a file:
-//! - [`decide`]: the path of a decision, in order: `HubCore::decide`, [`ApprovalRegistry::decide`],
+//! - [`decide`]: the path of a decision, in order: [`decide_request`], [`ApprovalRegistry::decide`],
 //!   the winner, [`PendingTicket`] and [`ClientApprover`], the gate's approver in the hub;
 //! - [`readiness`]: when a question may be asked (recorded, and the turn's events published);
 //! - [`attach`], [`grace`]: the attachments, and the hold of one cut off for lagging.
@@ -67,10 +67,12 @@ pub mod grace;
 pub mod readiness;
 pub mod watch;
 pub use attach::{AttachError, AttachLimits, Attachment};
-pub use decide::{ClientApprover, DecideError, DecideOutcome, HUB_APPROVER, PendingTicket};
+pub use decide::{
+    ClientApprover, DecideError, DecideOutcome, HUB_APPROVER, PendingTicket, decide_request,
+};
 pub use grace::LAG_GRACE;
 pub use readiness::{ApprovalReadiness, FLUSH_WAIT, TurnSlot};
-pub use watch::ApprovalWatch;
+pub use watch::{ApprovalWatch, pending_of, watch_channel};
 
 /// How many resolved approval ids are remembered for late decisions.
 pub const REMEMBERED_RESOLUTIONS: usize = 4096;

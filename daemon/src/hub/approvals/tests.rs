@@ -5,6 +5,7 @@ use super::*;
 use std::time::Duration;
 
 use crate::gate::ApprovalAnswer;
+use crate::hub::error::CoreError;
 
 fn info(id: &str, session: &str, channel: &str) -> PendingInfo {
     PendingInfo {
@@ -421,4 +422,14 @@ async fn attachments_are_bounded_per_session_and_overall() {
     drop(a);
     assert_eq!(registry.attachments_on("s1"), 1);
     assert!(registry.attach(&s1, "terminal").is_ok(), "room again");
+}
+
+#[test]
+fn only_a_cut_off_attachment_is_a_cut_off_refusal() {
+    let cut = CoreError::from(DecideError::CutOff("att-1".into()));
+    assert!(matches!(&cut, CoreError::CutOff(m) if m.contains("\"att-1\" was cut off")));
+    assert!(matches!(
+        CoreError::from(DecideError::NotAttached("att-1".into())),
+        CoreError::FailedPrecondition(_)
+    ));
 }

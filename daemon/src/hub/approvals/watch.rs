@@ -1,6 +1,7 @@
-//! What is pending, for clients that are not on the session: `ListPendingApprovals` and
-//! [`ApprovalWatch`] (`WatchApprovals`: the approvals pending on a channel, then each one as it is
-//! asked). Telegram shows a card for a routine's question this way, and `tau approvals` lists them.
+//! What is pending, for clients that are not on the session: `ListPendingApprovals`
+//! ([`pending_of`]) and `WatchApprovals` ([`watch_channel`]: an [`ApprovalWatch`], the approvals
+//! pending on a channel, then each one as it is asked). Telegram shows a card for a routine's
+//! question this way, and `tau approvals` lists them.
 //!
 //! Invariants: a watch's first listing and its stream of new questions come from one registry
 //! lock, so nothing asked in between is missed; the stream is bounded ([`super::WATCH_BUFFER`]) and
@@ -13,30 +14,30 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::ApprovalRegistry;
-use crate::hub::core::HubCore;
 use crate::hub::error::CoreError;
 use crate::hub::event::PendingInfo;
 use crate::hub::limits::{check_channel, check_session_id};
 
-impl HubCore {
-    /// The approvals asked on `channel` (any, when `None`), in every session: those pending now,
-    /// then each as it is asked.
-    pub fn watch_approvals(&self, channel: Option<&str>) -> Result<ApprovalWatch, CoreError> {
-        let channel = channel.map(check_channel).transpose()?;
-        Ok(ApprovalWatch::new(
-            channel,
-            Arc::clone(self.registry()),
-            self.stop_token(),
-        ))
-    }
+/// The approvals asked on `channel` (any, when `None`), in every session: those pending now,
+/// then each as it is asked, until `stop`.
+pub fn watch_channel(
+    registry: &Arc<ApprovalRegistry>,
+    channel: Option<&str>,
+    stop: CancellationToken,
+) -> Result<ApprovalWatch, CoreError> {
+    let channel = channel.map(check_channel).transpose()?;
+    Ok(ApprovalWatch::new(channel, Arc::clone(registry), stop))
+}
 
-    /// Pending approvals, oldest first; of one session when `session_id` is given.
-    pub fn list_pending(&self, session_id: Option<&str>) -> Result<Vec<PendingInfo>, CoreError> {
-        if let Some(id) = session_id {
-            check_session_id(id)?;
-        }
-        Ok(self.registry().list_pending(session_id))
+/// Pending approvals, oldest first; of one session when `session_id` is given (checked first).
+pub fn pending_of(
+    registry: &ApprovalRegistry,
+    session_id: Option<&str>,
+) -> Result<Vec<PendingInfo>, CoreError> {
+    if let Some(id) = session_id {
+        check_session_id(id)?;
     }
+    Ok(registry.list_pending(session_id))
 }
 
 /// The approvals asked on one channel (or any): those pending when it began, then each one as it

@@ -13,12 +13,12 @@
 use std::collections::HashMap;
 
 use super::messages_error::{api_failure, stop_reason};
-use super::sse::{SseDecoder, SseEvent};
 use super::stream_event::{BlockDelta, ContentBlock, StreamEvent, WireUsage};
 use crate::model::{ModelError, ModelEvent, ReasoningDelta, StopReason};
 use crate::provider::record_stream::{RecordDecoder, ended_early, protocol};
 use crate::provider::reply_mapping::{tool_input, usage_with_total};
 use crate::provider::retry::Failure;
+use crate::provider::sse::{SseDecoder, SseEvent};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BlockKind {

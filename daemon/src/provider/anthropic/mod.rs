@@ -9,7 +9,6 @@
 pub mod messages_body;
 pub mod messages_decoder;
 pub mod messages_error;
-pub mod sse;
 pub mod stream_event;
 
 use async_trait::async_trait;

@@ -1,4 +1,5 @@
-//! ConverseStream frames → [`ModelEvent`]s. See ARCHITECTURE.md, `provider/`.
+//! ConverseStream frames → [`ModelEvent`]s, and the AWS event stream as the [`RecordSplitter`] of
+//! that body. See ARCHITECTURE.md, `provider/`.
 //!
 //! Invariants: state is keyed by `contentBlockIndex` (text blocks usually have no start event);
 //! each event frame is one typed [`ConverseEvent`]; `messageStop` yields `MessageStop`, the
@@ -11,10 +12,25 @@ use super::converse_error::{error_failure, stop_reason};
 use super::converse_event::{BlockDelta, BlockStart, ConverseEvent, ExceptionBody, Metadata};
 use super::eventstream::{Decoder, Frame};
 use crate::message::{Metrics, Usage};
-use crate::model::{ModelEvent, ReasoningDelta};
-use crate::provider::record_stream::{RecordDecoder, ended_early, protocol};
+use crate::model::{ModelError, ModelEvent, ReasoningDelta};
+use crate::provider::record_stream::{RecordDecoder, RecordSplitter, ended_early, protocol};
 use crate::provider::reply_mapping::tool_input;
 use crate::provider::retry::Failure;
+
+/// The AWS event stream. The frames decoded before a corrupt one are delivered first; a body cut
+/// inside a frame is a lost connection (retryable).
+impl RecordSplitter for Decoder {
+    type Record = Frame;
+
+    fn split(&mut self, chunk: &[u8], out: &mut Vec<Frame>) -> Result<(), Failure> {
+        self.push(chunk, out).map_err(|e| protocol(e.to_string()))
+    }
+
+    fn finish(&mut self, _out: &mut Vec<Frame>) -> Result<(), Failure> {
+        Decoder::finish(self)
+            .map_err(|e| Failure::retryable(ModelError::Unavailable(e.to_string()), None))
+    }
+}
 
 /// Decodes one response body.
 #[derive(Debug, Default)]

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::scripted::FakeReply;
+use super::reply::FakeReply;
 use crate::message::{ContentBlock, Message, Role, ToolResultContent, ToolResultStatus};
 use crate::model::ModelRequest;
 use crate::tool::builtin::{CurrentTime, DemoPhysicalAction};

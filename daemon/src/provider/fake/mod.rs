@@ -6,6 +6,8 @@
 //! it for months.
 
 mod demo;
+mod reply;
 mod scripted;
 
-pub use scripted::{FakeModel, FakeReply};
+pub use reply::FakeReply;
+pub use scripted::FakeModel;

@@ -16,12 +16,12 @@ use tracing::warn;
 
 use crate::message::Usage;
 use crate::model::{ModelEvent, StopReason};
-use crate::provider::anthropic::sse::{SseDecoder, SseEvent};
 use crate::provider::chat_blocks::ChatBlocks;
 use crate::provider::compat::{self, ApiError, Family};
 use crate::provider::record_stream::{RecordDecoder, cut_off, ended_early, protocol};
 use crate::provider::reply_mapping::{tool_input, unknown_stop_reason, usage_with_total};
 use crate::provider::retry::Failure;
+use crate::provider::sse::{SseDecoder, SseEvent};
 
 /// One `data:` record.
 #[derive(Debug, Deserialize)]

@@ -3,7 +3,9 @@
 //! message files and `events.jsonl` lines are written later without a sync ("materialized"), and
 //! synced at a checkpoint that then empties the journal (at a flush once the journal holds 512
 //! batches, is 30 s old or has [`CHECKPOINT_UNSYNCED`] paths to sync, and when the session closes). A turn so pays one append per step
-//! instead of a synced file creation per message plus a directory sync.
+//! instead of a synced file creation per message plus a directory sync. The line format and the
+//! replay are in `journal_replay.rs`; a checkpoint's last step (sync, then empty) in
+//! `checkpoint.rs`.
 //!
 //! ```text
 //! {"v":2,"events_len":1234,"events":[…],"crc":"1c291ca3"}                            an event alone
@@ -45,25 +47,21 @@
 //!   deferred, reserved and index locks, never after them.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use nix::fcntl::OFlag;
 use serde_json::Value;
 
-use super::fsutil::{TempFile, read_into, sync_dir};
+use super::checkpoint::{empty_journal, sync_paths};
+use super::fsutil::{TempFile, read_into};
 use super::journal_replay::*;
-use super::layout::{EVENTS_FILE, message_file_name};
+use super::layout::{EVENTS_FILE, JOURNAL_FILE, message_file_name};
 use super::{FileBackend, jsonl, to_json};
 use crate::store::contract::Durability;
 use crate::store::records::SessionMessage;
 use crate::store::store_error::SessionError;
 
-/// The journal's name in a session directory.
-pub(super) const JOURNAL_FILE: &str = "journal.jsonl";
 /// A journal with this many batches is checkpointed at the next flush.
 pub(super) const CHECKPOINT_LINES: usize = 512;
 /// A journal this old is checkpointed at the next flush: by then the kernel has written most of
@@ -398,65 +396,3 @@ impl FileBackend {
 
 /// Message ids a journal set aside still holds, by session and agent (see [`kept_ids`]).
 pub(super) type ReservedIds = HashMap<String, HashMap<String, BTreeSet<u64>>>;
-
-/// Syncs every path in `paths` (files and directories); on Linux one `syncfs` does it all,
-/// unless the kernel (or a sandbox) refuses the call.
-pub(super) fn sync_paths<'a>(
-    session_dir: &Path,
-    paths: impl ExactSizeIterator<Item = &'a PathBuf>,
-    durability: Durability,
-) -> Result<(), SessionError> {
-    if durability == Durability::NoSync || paths.len() == 0 {
-        return Ok(());
-    }
-    #[cfg(target_os = "linux")]
-    {
-        let dir =
-            std::fs::File::open(session_dir).map_err(|err| SessionError::io(session_dir, err))?;
-        match nix::unistd::syncfs(&dir) {
-            Ok(()) => return Ok(()),
-            Err(nix::errno::Errno::ENOSYS | nix::errno::Errno::EPERM) => {}
-            Err(err) => return Err(SessionError::io(session_dir, std::io::Error::from(err))),
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = session_dir;
-    for path in paths {
-        let file = std::fs::File::open(path).map_err(|err| SessionError::io(path, err))?;
-        file.sync_all().map_err(|err| SessionError::io(path, err))?;
-    }
-    Ok(())
-}
-
-/// Empties the session's journal, or removes it with `remove` (a checkpoint's or a replay's last
-/// step).
-pub(super) fn empty_journal(
-    session_dir: &Path,
-    remove: bool,
-    durability: Durability,
-) -> Result<(), SessionError> {
-    let path = session_dir.join(JOURNAL_FILE);
-    if remove {
-        return match std::fs::remove_file(&path) {
-            Ok(()) => sync_dir(session_dir, durability),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(err) => Err(SessionError::io(&path, err)),
-        };
-    }
-    let file = match OpenOptions::new()
-        .write(true)
-        .custom_flags(OFlag::O_NOFOLLOW.bits())
-        .open(&path)
-    {
-        Ok(file) => file,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(err) => return Err(SessionError::io(&path, err)),
-    };
-    file.set_len(0)
-        .map_err(|err| SessionError::io(&path, err))?;
-    if durability == Durability::Full {
-        file.sync_data()
-            .map_err(|err| SessionError::io(&path, err))?;
-    }
-    Ok(())
-}

@@ -12,9 +12,9 @@ use nix::fcntl::OFlag;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::checkpoint::{empty_journal, sync_paths};
 use super::fsutil::{TempFile, existing_dir, open_read, read_into, read_json, sync_dir};
-use super::journal::*;
-use super::layout::{AGENTS_DIR, EVENTS_FILE, MESSAGES_DIR, message_file_name};
+use super::layout::{AGENTS_DIR, EVENTS_FILE, JOURNAL_FILE, MESSAGES_DIR, message_file_name};
 use super::{jsonl, to_json};
 use crate::store::contract::Durability;
 use crate::store::records::SessionMessage;

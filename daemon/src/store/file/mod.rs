@@ -39,6 +39,7 @@
 //! it is seen complete or not at all.
 
 mod batch;
+mod checkpoint;
 mod clean_stop;
 mod deferred_record;
 mod fsutil;

@@ -1,4 +1,5 @@
-//! A server-sent events splitter: bytes in any split → `(event, data)` records.
+//! A server-sent events splitter (the framing of the Anthropic Messages and OpenAI-compatible
+//! streams): bytes in any split → `(event, data)` records.
 //!
 //! Invariants: lines end at `\n`, `\r\n` or `\r` (also when a `\r\n` pair is split between two
 //! chunks); a record ends at a blank line; several `data:` lines join with `\n`; comment lines
