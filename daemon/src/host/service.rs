@@ -1,6 +1,6 @@
 //! The registry of hub services: which long-lived parts of the hub (the control API, the gRPC
 //! server, the Telegram channel) are built from the hub options, in start order. The
-//! [`HubService`] contract itself lives with the [`Hub`] handle it is started with.
+//! [`HubService`] contract itself lives with the [`Hub`](super::handle::Hub) handle it is started with.
 //!
 //! Invariants: a service that fails to build is logged and skipped, and the hub runs on, with a
 //! report saying why; an enabled name nobody registered is warned about once.
