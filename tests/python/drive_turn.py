@@ -37,6 +37,9 @@ def main(proto_dir: str, socket: str) -> None:
     turns = importlib.import_module("tau.v1.turns_pb2")
     approvals = importlib.import_module("tau.v1.approvals_pb2")
     events = importlib.import_module("tau.v1.events_pb2")
+    tiers = importlib.import_module("tau.v1.tiers_pb2")
+    # The one tier encoding (tiers.proto): the enum's number is the tier people read, plus one.
+    tier_number = {tiers.TIER_READ: 0, tiers.TIER_DIGITAL_WRITE: 1, tiers.TIER_PHYSICAL: 2}
 
     # grpcio sends the socket path as :authority, which the hub's HTTP/2 stack refuses.
     channel = grpc.insecure_channel(
@@ -71,6 +74,7 @@ def main(proto_dir: str, socket: str) -> None:
         if kind == "approval_requested":
             approval = event.approval_requested.approval
             assert approval.tool == "demo_physical_action", approval
+            assert tier_number[approval.tier] == 2, approval
             decision = stub.DecideApproval(
                 approvals.DecideApprovalRequest(
                     approval_id=approval.approval_id,
@@ -88,6 +92,7 @@ def main(proto_dir: str, socket: str) -> None:
     assert call is not None and call.tool == "demo_physical_action", call
     assert call.status == events.TOOL_CALL_STATUS_SUCCESS, call
     assert call.approval == "approved", call
+    assert tier_number[call.tier] == 2, call
     assert ended is not None and ended.stop_reason == "end_turn", ended
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), seqs
     pending = stub.ListPendingApprovals(approvals.ListPendingApprovalsRequest(), timeout=10)
