@@ -73,16 +73,25 @@ fn run_status_stop_round_trip() {
         "tau hub run execs taud in place: {json}"
     );
 
-    // `tau components` reads the hub's services from its /status, sending the hub token.
-    let components = sandbox
-        .command("tau")
-        .unwrap()
-        .env("TAU_HUB_PORT", port.to_string())
-        .args(["components", "--json"])
-        .output()
-        .unwrap();
-    let components: serde_json::Value = serde_json::from_slice(&components.stdout).unwrap();
-    assert_eq!(components["hub"]["answered"], true, "{components}");
+    // `tau components` reads the hub's services from its /status, sending the hub token. A hub
+    // counts as running once it holds its lock, a moment before its control API listens: ask
+    // until it answers.
+    let started = Instant::now();
+    loop {
+        let components = sandbox
+            .command("tau")
+            .unwrap()
+            .env("TAU_HUB_PORT", port.to_string())
+            .args(["components", "--json"])
+            .output()
+            .unwrap();
+        let components: serde_json::Value = serde_json::from_slice(&components.stdout).unwrap();
+        if components["hub"]["answered"] == true {
+            break;
+        }
+        assert!(started.elapsed() < DEADLINE, "{components}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     let stop = sandbox
         .command("tau")
