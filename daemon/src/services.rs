@@ -2,16 +2,20 @@
 //! the gRPC server (the Unix socket, and gRPC on the control API's port), then the channels that
 //! are clients of it (Telegram).
 //!
+//! The hub's session service is assembled here ([`start_core`]: the `HubCore` and what the hub's
+//! status reports of it), and handed to the gRPC service that serves it.
+//!
 //! Invariant: the control API starts first, so gRPC over TCP is reachable as soon as gRPC starts;
 //! a channel starts after gRPC (its socket exists) and stops before it.
 
 use std::sync::Arc;
 
+use crate::host::Hub;
 use crate::host::{
     CONTROL_API, ControlApi, ServiceRegistry, TELEGRAM_SERVICE, TelegramChannelService,
     TelegramLaunch,
 };
-use crate::hub::CoreSetup;
+use crate::hub::{CoreSetup, HubCore};
 use crate::rpc::{GRPC, GrpcService};
 
 /// A registry with the built-in services.
@@ -27,10 +31,50 @@ pub fn builtin_services() -> ServiceRegistry {
 pub fn builtin_services_with_core(setup: CoreSetup) -> ServiceRegistry {
     let mut registry = ServiceRegistry::new();
     registry.register(CONTROL_API, |_| Ok(Arc::new(ControlApi::new())));
-    registry.register(GRPC, move |_| {
-        Ok(Arc::new(GrpcService::with_core(setup.clone())))
-    });
+    registry.register(GRPC, move |_| Ok(Arc::new(grpc_service(setup.clone()))));
     registry
+}
+
+/// The gRPC service serving the session service started from `setup` (see [`start_core`]).
+pub fn grpc_service(setup: CoreSetup) -> GrpcService {
+    GrpcService::with_core_starter(Arc::new(move |hub| {
+        Box::pin(start_core(setup.clone(), hub))
+    }))
+}
+
+/// Assembles the hub's session service: starts the [`HubCore`] from `setup` and gives `hub`'s
+/// status what it reports of it (pending approvals, MCP servers, routines). On failure the reason,
+/// logged, which the API then reports.
+pub async fn start_core(setup: CoreSetup, hub: Hub) -> Result<HubCore, String> {
+    match setup.start().await {
+        Ok(core) => {
+            let registry = Arc::clone(core.registry());
+            hub.set_approvals_pending_source(move || {
+                u32::try_from(registry.pending_count()).unwrap_or(u32::MAX)
+            });
+            // Weak: the hub's status sources outlive a core whose start failed or that stopped,
+            // and a strong handle here would keep the whole core alive.
+            if !core.mcp().is_empty() {
+                let mcp = core.downgrade();
+                hub.add_status_source(move || {
+                    HubCore::from_weak(&mcp)
+                        .map(|core| core.mcp_status())
+                        .unwrap_or_default()
+                });
+            }
+            let routines = core.downgrade();
+            hub.add_status_source(move || {
+                HubCore::from_weak(&routines)
+                    .map(|core| core.routine_status().to_json())
+                    .unwrap_or_default()
+            });
+            Ok(core)
+        }
+        Err(e) => {
+            tracing::error!("the session service did not start: {e}");
+            Err(e.to_string())
+        }
+    }
 }
 
 /// Adds the Telegram channel (after gRPC, so the socket it connects to exists). It runs only when

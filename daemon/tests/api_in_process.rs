@@ -54,7 +54,7 @@ fn service(setup: &Setup) -> GrpcService {
         support::hub::options(),
     );
     core.factory = Arc::clone(&setup.factory);
-    GrpcService::with_core(core)
+    taud::services::grpc_service(core)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,7 +127,8 @@ async fn a_subscriber_that_falls_behind_gets_resource_exhausted_with_the_resume_
     let mut options = support::hub::options();
     options.subscriber_lag = 2;
     let core = support::hub::setup(&setup.tmp.path().join("store"), "file", &model, options);
-    let service = GrpcService::with_core(core).with_socket_uid(nix::unistd::geteuid().as_raw());
+    let service =
+        taud::services::grpc_service(core).with_socket_uid(nix::unistd::geteuid().as_raw());
     service.start(&setup.hub).await.unwrap();
     let mut client = TauClient::new(support::process::uds_channel(&setup.hub.paths().socket).await);
     let id = support::api::new_session(&mut client, "terminal").await;

@@ -246,7 +246,8 @@ async fn fixture(backend: &'static str) -> Fixture {
     let store = tmp.path().join("store");
     let model = Arc::new(FakeModel::demo());
     let core = support::hub::setup(&store, backend, &model, support::hub::options());
-    let service = GrpcService::with_core(core).with_socket_uid(nix::unistd::geteuid().as_raw());
+    let service =
+        taud::services::grpc_service(core).with_socket_uid(nix::unistd::geteuid().as_raw());
     service.start(&hub).await.unwrap();
     let client = TauClient::new(support::process::uds_channel(&hub.paths().socket).await);
     let mut fixture = Fixture {

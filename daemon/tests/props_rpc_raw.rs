@@ -132,7 +132,8 @@ async fn fixture() -> Fixture {
     let store = tmp.path().join("store");
     let model = Arc::new(FakeModel::demo());
     let core = support::hub::setup(&store, "file", &model, support::hub::options());
-    let service = GrpcService::with_core(core).with_socket_uid(nix::unistd::geteuid().as_raw());
+    let service =
+        taud::services::grpc_service(core).with_socket_uid(nix::unistd::geteuid().as_raw());
     service.start(&hub).await.unwrap();
     let channel = support::process::uds_channel(&hub.paths().socket).await;
     let mut client = TauClient::new(channel.clone());

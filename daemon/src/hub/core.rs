@@ -473,6 +473,11 @@ impl HubCore {
         routine_api::routine_history(&self.inner, name)
     }
 
+    /// The MCP servers as `/status` shows them.
+    pub fn mcp_status(&self) -> serde_json::Map<String, serde_json::Value> {
+        crate::mcp::status_json(self.mcp())
+    }
+
     /// The routines as status reports show them.
     pub fn routine_status(&self) -> RoutineStatus {
         routine_api::routine_status(&self.inner)

@@ -3,8 +3,9 @@
 //! TCP port (bearer token only). The socket's connections get the hub's deadlines and cap
 //! ([`crate::listen`], HTTP/2 only).
 //!
-//! It also starts the session service (the [`HubCore`]) when it has a [`CoreSetup`]; a session
-//! service that fails to start is logged, status still answers and the other calls say why.
+//! It also starts the session service (the [`HubCore`]) with the [`CoreStarter`] it was given (the
+//! hub is assembled in `crate::services`); a session service that fails to start is logged,
+//! status still answers and the other calls say why.
 //!
 //! Invariants: both transports serve the same routes, each behind its own check; a start that
 //! fails after the session service started stops it again (its reaper and store are released); on
@@ -16,6 +17,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use tau_api::proto::v1 as pb;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -27,7 +29,7 @@ use super::deadline;
 use super::tau_service::TauApi;
 use super::uds;
 use crate::host::{Hub, HubService, ServiceError, token};
-use crate::hub::{CoreSetup, HubCore};
+use crate::hub::HubCore;
 use crate::listen::{self, Protocols};
 
 /// The gRPC service's name.
@@ -41,11 +43,17 @@ struct Running {
     task: JoinHandle<()>,
 }
 
+/// Starts the session service a gRPC service serves, for the hub it starts in; on failure the
+/// reason, which the API then reports. The hub is assembled where services are made
+/// (`crate::services::start_core`), not here: this service only serves what it is given.
+pub type CoreStarter =
+    Arc<dyn Fn(Hub) -> BoxFuture<'static, Result<HubCore, String>> + Send + Sync>;
+
 /// The gRPC hub service.
 #[derive(Default)]
 pub struct GrpcService {
     running: Mutex<Option<Running>>,
-    setup: Option<CoreSetup>,
+    starter: Option<CoreStarter>,
     /// The uid allowed on the socket; `None`: the hub's own.
     socket_uid: Option<u32>,
 }
@@ -56,12 +64,12 @@ impl GrpcService {
         Self::default()
     }
 
-    /// A gRPC service that starts the session service (sessions, turns, events, approvals) from
-    /// `setup` when it starts.
-    pub fn with_core(setup: CoreSetup) -> Self {
+    /// A gRPC service that serves the session service (sessions, turns, events, approvals)
+    /// `starter` starts when this service starts.
+    pub fn with_core_starter(starter: CoreStarter) -> Self {
         Self {
             running: Mutex::new(None),
-            setup: Some(setup),
+            starter: Some(starter),
             socket_uid: None,
         }
     }
@@ -74,35 +82,11 @@ impl GrpcService {
         self
     }
 
-    /// Starts the session service; on failure the reason (logged), which the API then reports.
+    /// Starts the session service; on failure the reason, which the API then reports.
     async fn start_core(&self, hub: &Hub) -> Result<HubCore, String> {
-        let Some(setup) = self.setup.clone() else {
-            return Err("this hub runs without a session service".to_owned());
-        };
-        match setup.start().await {
-            Ok(core) => {
-                let registry = Arc::clone(core.registry());
-                hub.set_approvals_pending_source(move || {
-                    u32::try_from(registry.pending_count()).unwrap_or(u32::MAX)
-                });
-                if !core.mcp().is_empty() {
-                    let mcp = Arc::clone(core.mcp());
-                    hub.add_status_source(move || crate::mcp::status_json(&mcp));
-                }
-                // Weak: the hub's status sources outlive a core whose start failed or that
-                // stopped, and a strong handle here would keep the whole core alive.
-                let routines = core.downgrade();
-                hub.add_status_source(move || {
-                    HubCore::from_weak(&routines)
-                        .map(|core| core.routine_status().to_json())
-                        .unwrap_or_default()
-                });
-                Ok(core)
-            }
-            Err(e) => {
-                tracing::error!("the session service did not start: {e}");
-                Err(e.to_string())
-            }
+        match &self.starter {
+            Some(starter) => starter(hub.clone()).await,
+            None => Err("this hub runs without a session service".to_owned()),
         }
     }
 }

@@ -84,7 +84,7 @@ impl TestHub {
         };
         let hub = Hub::new(options, None);
         let service =
-            GrpcService::with_core(setup).with_socket_uid(nix::unistd::geteuid().as_raw());
+            taud::services::grpc_service(setup).with_socket_uid(nix::unistd::geteuid().as_raw());
         service.start(&hub).await.unwrap();
         TestHub {
             tmp,
