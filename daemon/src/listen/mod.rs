@@ -20,6 +20,7 @@ mod tests;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::Request;
 use hyper::body::Incoming;
@@ -217,7 +218,13 @@ async fn connection<Io, Info>(
                     }
                     quiet => {
                         let left = limits.idle_close.saturating_sub(quiet.unwrap_or_default());
-                        idle.as_mut().reset(tokio::time::Instant::now() + left);
+                        // A deadline past what an instant holds waits as long as tokio's sleep
+                        // would (about 30 years), never overflows.
+                        let now = tokio::time::Instant::now();
+                        let at = now
+                            .checked_add(left)
+                            .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30));
+                        idle.as_mut().reset(at);
                     }
                 }
             }
