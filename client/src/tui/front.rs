@@ -1,4 +1,4 @@
-//! The TUI as the relay's front ([`crate::relay::Front`]): hub events update
+//! The TUI as the relay's front ([`tau_client::relay::Front`]): hub events update
 //! [`App`](super::app::App), keys typed during a turn edit the composer, Ctrl-C interrupts, and an
 //! approval opens the card and waits for a decision the card allows.
 //!
@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{Event, KeyCode, KeyEventKind, KeyModifiers};
 use tau_api::proto::v1 as pb;
+use tau_client::call::CallError;
+use tau_client::feed::FeedError;
+use tau_client::relay::{Answer, Front};
 
 use super::Tui;
 use super::app::Who;
@@ -17,9 +20,6 @@ use super::card::Verdict;
 use super::pending_cards::CardInput;
 use crate::chat::render;
 use crate::chat::state::CHANNEL;
-use crate::feed::FeedError;
-use crate::relay::call::CallError;
-use crate::relay::{Answer, Front};
 
 /// The shortest time between two frames while a reply streams (about 60 frames a second).
 pub const FRAME: Duration = Duration::from_millis(16);

@@ -18,6 +18,7 @@ use super::{production_code, repo, rust_files};
 const CRATE_SOURCES: &[&str] = &[
     "src",
     "daemon/src",
+    "client-lib/src",
     "client/src",
     "telegram/src",
     "tests/src",

@@ -1,5 +1,5 @@
-//! One-shot hub calls of the clients (`tau chat`, `tau ask`, `tau tui`): each has a deadline, and in the chat each
-//! gives way to Ctrl-C.
+//! One-shot hub calls of the clients (`tau chat`, `tau ask`, `tau tui`, the relay, the approvals
+//! calls): each has a deadline, and in the chat each gives way to Ctrl-C.
 //!
 //! Invariants:
 //! - Every unary call the chat makes goes through [`call`]: a stalled hub ends the call after its
@@ -28,14 +28,18 @@ pub const COMPACT_DEADLINE: Duration = Duration::from_secs(300);
 /// The variable that shortens or lengthens [`CALL_DEADLINE`] (whole seconds, at least 1).
 pub const DEADLINE_VAR: &str = "TAU_HUB_TIMEOUT";
 
-/// How a one-shot hub call did not give an answer.
-#[derive(Debug)]
+/// How a one-shot hub call did not give an answer (shown as one line: the hub's message, or
+/// the deadline).
+#[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// The hub answered with an error.
+    #[error("{}", .0.message())]
     Hub(tonic::Status),
     /// The hub did not answer within this deadline.
+    #[error("no answer from the hub within {0:?}")]
     TimedOut(Duration),
     /// The person pressed Ctrl-C while waiting.
+    #[error("interrupted")]
     Interrupted,
 }
 

@@ -9,9 +9,9 @@
 use std::path::{Path, PathBuf};
 
 /// The systemd user unit template.
-pub const SYSTEMD_TEMPLATE: &str = include_str!("../../../deploy/taud.service");
+pub const SYSTEMD_TEMPLATE: &str = include_str!("../../../../deploy/taud.service");
 /// The launchd agent template.
-pub const LAUNCHD_TEMPLATE: &str = include_str!("../../../deploy/dev.tau.taud.plist");
+pub const LAUNCHD_TEMPLATE: &str = include_str!("../../../../deploy/dev.tau.taud.plist");
 /// The systemd unit's name.
 pub const SYSTEMD_UNIT: &str = "taud.service";
 /// The launchd agent's label (also the plist's file stem).

@@ -1,5 +1,7 @@
-//! `tau hub …`: run the hub in the foreground (by exec'ing `taud`), show its status, stop it, and
-//! install or remove it as a per-user launchd agent (macOS) or systemd user unit (Linux).
+//! `tau hub …`: run the hub in the foreground (by exec'ing `taud`), start it in the background
+//! (`start.rs`, through `crate::hub_link::auto_start`, the way `tau chat` starts one), show its
+//! status, stop it, and install or remove it as a per-user launchd agent (macOS) or systemd user
+//! unit (Linux). Every `HubCommand` runs through [`run_with`].
 //!
 //! Invariants: the client never links the daemon: `tau hub run` execs the `taud` binary found next
 //! to `tau`, else on PATH; launchctl and systemctl are reached through [`Launchctl`] and
@@ -8,6 +10,7 @@
 mod install;
 mod probe;
 mod service_manager;
+mod start;
 mod status;
 mod stop;
 #[cfg(test)]
@@ -16,52 +19,18 @@ mod units;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Subcommand;
 use tau_api::paths::Paths;
+
+use crate::cli::HubCommand;
 
 pub use service_manager::{Launchctl, SystemLaunchctl, SystemSystemctl, Systemctl};
 pub use status::NOT_RUNNING;
 use stop::Stopped;
-
-/// `tau hub` subcommands.
-#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
-pub enum HubCommand {
-    /// Run the hub in the foreground (Ctrl-C or `tau hub stop` stops it).
-    Run,
-    /// Start the hub in the background and wait until it answers (nothing to do when one does).
-    Start {
-        /// Give up waiting after this many seconds (at most 600).
-        #[arg(long, value_name = "SECONDS", default_value_t = 30)]
-        timeout: u64,
-        /// Print JSON for scripts: started, pid, socket, log.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Is the hub running? pid, heartbeat, last crash and the launchd/systemd state.
-    Status {
-        /// Print JSON for scripts.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Stop the running hub (SIGTERM) and wait until it is gone.
-    Stop {
-        /// Give up waiting after this many seconds.
-        #[arg(long, value_name = "SECONDS", default_value_t = 15)]
-        timeout: u64,
-    },
-    /// Install the hub as a per-user service: a launchd agent (macOS) or a systemd user unit
-    /// (Linux), restarted after a crash or a kill.
-    Install,
-    /// Remove the per-user service.
-    Uninstall,
-    /// Print the systemd user unit for this installation.
-    SystemdUnit,
-}
 
 /// The operating system's service manager family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,7 +123,7 @@ impl HubContext {
 
     /// The absolute path of `taud`: next to `tau`, else the first on PATH.
     pub fn find_taud(&self) -> Option<PathBuf> {
-        find_taud(self.exe_dir.as_deref(), self.path_var.as_deref())
+        crate::hub_link::auto_start::find_taud(self.exe_dir.as_deref(), self.path_var.as_deref())
     }
 
     /// The `taud` command `tau hub run` execs.
@@ -170,25 +139,21 @@ impl HubContext {
     }
 }
 
-/// The absolute path of `taud`: in `exe_dir` (the directory of the running `tau`), else the first
-/// executable `taud` in an absolute directory of `path_var`.
-pub fn find_taud(exe_dir: Option<&Path>, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
-    let beside = exe_dir.map(|d| d.join("taud"));
-    let on_path = path_var
-        .into_iter()
-        .flat_map(std::env::split_paths)
-        .filter(|d| d.is_absolute())
-        .map(|d| d.join("taud"));
-    beside
-        .into_iter()
-        .chain(on_path)
-        .find(|p| is_executable(p))
-        .map(|p| p.canonicalize().unwrap_or(p))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+/// `tau hub …` as the command line gave it: needs the installation's paths, not a valid
+/// `tau.toml`, so that a hub can be inspected, started and stopped even while its configuration
+/// is broken.
+pub fn run_command(
+    command: &HubCommand,
+    ctx: &crate::context::Context,
+) -> anyhow::Result<ExitCode> {
+    let located = tau_api::installation::Located::discover(
+        crate::environment::snapshot(ctx),
+        &crate::environment::current_dir()?,
+    )?;
+    let mut hub_ctx = HubContext::new(located.paths, &located.env)?;
+    hub_ctx.child_env = ctx.child_env.clone();
+    hub_ctx.verbose = ctx.verbose;
+    run(command.clone(), &hub_ctx)
 }
 
 /// Runs a `tau hub` command, printing to stdout.
@@ -206,8 +171,7 @@ pub fn run_with(
 ) -> anyhow::Result<ExitCode> {
     match cmd {
         HubCommand::Run => run_foreground(ctx),
-        // Started by `crate::hub_start`, which needs the chat's attach; never routed here.
-        HubCommand::Start { .. } => anyhow::bail!("tau hub start is run by the client's main"),
+        HubCommand::Start { timeout, json } => start::start(ctx, timeout, json, out),
         HubCommand::Status { json } => show_status(ctx, json, out),
         HubCommand::Stop { timeout } => {
             let stopped = stop::stop(

@@ -52,7 +52,7 @@ pub fn run(args: &VersionArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
 /// `tau hub run` and `tau chat`).
 fn find_taud(ctx: &Context) -> Option<PathBuf> {
     let env = environment::snapshot(ctx);
-    crate::hubctl::find_taud(
+    crate::hub_link::auto_start::find_taud(
         environment::exe_dir().as_deref(),
         env.get("PATH").map(std::ffi::OsStr::new),
     )

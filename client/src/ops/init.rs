@@ -33,7 +33,7 @@ use tau_api::paths::{self, CONFIG_FILE_NAME, ENV_FILE_NAME};
 use crate::cli::{InitArgs, LangArg, ProfileArg, ProviderArg};
 use crate::context::Context;
 use crate::environment;
-use crate::shipped_files;
+use crate::ops::shipped_files;
 
 use self::files::{Written, append_line, write_file};
 use self::language::with_language;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tau_api::env::Env;
 use tau_api::model_endpoints::ollama_base_url;
 
-use crate::doctor::model_server::list_models;
+use crate::ops::doctor::model_server::list_models;
 
 /// How long the Ollama may take to list its models.
 const DEADLINE: Duration = Duration::from_secs(2);

@@ -9,8 +9,8 @@ use tau_api::proto::v1 as pb;
 use tonic::client::GrpcService;
 use tonic::codegen::{Body, Bytes, StdError};
 
-use super::call::{CallError, within};
 use super::{Front, Outcome, Relay};
+use crate::call::{CallError, within};
 use crate::feed::Reattached;
 
 /// What one attempt at sending a decision came to.
@@ -101,16 +101,11 @@ where
         approve: bool,
         attachment: &str,
     ) -> Attempt {
-        let decision = if approve {
-            pb::ApprovalDecision::Approved
-        } else {
-            pb::ApprovalDecision::Rejected
-        };
-        let request = pb::DecideApprovalRequest {
-            approval_id: approval.approval_id.clone(),
-            decision: decision as i32,
-            attachment_id: attachment.to_owned(),
-        };
+        let request = crate::approvals::request(
+            &approval.approval_id,
+            crate::approvals::decision(approve),
+            attachment,
+        );
         let mut client = self.client.clone();
         match self.call(client.decide_approval(request)).await {
             Ok(response) => Attempt::Answered(response),

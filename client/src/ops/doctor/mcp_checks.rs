@@ -111,7 +111,7 @@ fn is_executable(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::doctor::report::Status;
+    use crate::ops::doctor::report::Status;
 
     #[test]
     fn commands_are_looked_up_in_path() {

@@ -1,6 +1,7 @@
 //! `tau hub` commands against fake launchctl/systemctl and a temporary installation.
 
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use clap::Parser;
@@ -397,4 +398,26 @@ fn install_over_a_running_hub_says_how_to_hand_over_to_the_service() {
         )),
         "{out}"
     );
+}
+
+#[test]
+fn start_runs_through_the_one_auto_start_and_reports_a_hub_that_exits_at_once() {
+    let s = Setup::new();
+    let ctx = s.linux();
+    let (code, out) = run_to_string(
+        HubCommand::Start {
+            timeout: 5,
+            json: false,
+        },
+        &ctx,
+    );
+    // The fake taud exits at once without answering: no hub, said on stderr, nothing on stdout.
+    assert_eq!(
+        format!("{:?}", code.unwrap()),
+        format!("{:?}", ExitCode::from(crate::hub_link::EXIT_NO_HUB))
+    );
+    assert_eq!(out, "");
+    let log = ctx.paths.logs_dir.join("taud.out");
+    assert!(log.exists(), "the started taud's output goes to {log:?}");
+    assert_eq!(mode(&log), 0o600);
 }

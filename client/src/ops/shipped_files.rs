@@ -7,13 +7,13 @@
 //! section (tests keep all three in step).
 
 /// The repository's `persona/persona.md`.
-pub const PERSONA: &str = include_str!("../../persona/persona.md");
+pub const PERSONA: &str = include_str!("../../../persona/persona.md");
 
 /// The repository's `persona/user.example.md`.
-pub const USER_EXAMPLE: &str = include_str!("../../persona/user.example.md");
+pub const USER_EXAMPLE: &str = include_str!("../../../persona/user.example.md");
 
 /// The repository's `.env.example`, with the "L0 remote access" section.
-const ENV_EXAMPLE_FULL: &str = include_str!("../../.env.example");
+const ENV_EXAMPLE_FULL: &str = include_str!("../../../.env.example");
 
 /// The comment line that opens the section `tau init` leaves out.
 const REMOTE_SECTION_TITLE: &str = "# L0 remote access";

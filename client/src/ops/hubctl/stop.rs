@@ -96,7 +96,7 @@ pub fn stop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hubctl::probe::tests::hold_lock;
+    use crate::ops::hubctl::probe::tests::hold_lock;
     use std::sync::Mutex;
 
     fn paths(tmp: &tempfile::TempDir) -> HubPaths {

@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 use tau_api::proto::v1::{self as pb, session_event::Kind};
 use tau_api::tiers::tier_number;
 
+use super::names::{resolution_name, tool_status_name};
+
 /// The `accepted` message of StartTurn.
 pub fn accepted(accepted: &pb::TurnAccepted) -> Value {
     json!({
@@ -135,9 +137,6 @@ pub fn pending(approval: Option<&pb::PendingApproval>) -> Value {
         })
     })
 }
-
-pub use crate::present::resolution_name;
-use crate::present::tool_status_name;
 
 #[cfg(test)]
 mod tests {

@@ -1,44 +1,48 @@
-//! `tau hub start`: starts the hub in the background, as `tau chat` does when none answers, and
-//! waits until it answers a status call on its socket (or says why it did not).
+//! `tau hub start`: starts the hub in the background, as `tau chat` does when none answers (the
+//! one way: `crate::hub_link::auto_start`), and waits until it answers a status call on its socket
+//! (or says why it did not).
 //!
 //! Invariants: a hub that already answers is left alone (success, "already running"); the started
-//! `taud` is detached from this command (`crate::chat::attach`), so it outlives it; the wait has a
-//! deadline (`--timeout`, at most [`MAX_TIMEOUT_SECONDS`]).
+//! `taud` is detached from this command, so it outlives it; the wait has a deadline (`--timeout`,
+//! at most [`MAX_TIMEOUT_SECONDS`]); it needs the installation's paths only, not a valid
+//! `tau.toml` (a hub that refuses its configuration is reported with its last log line).
 
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tau_api::installation::Installation;
 
-use crate::chat::attach::{self, AttachError};
-use crate::context::Context;
-use crate::environment;
+use super::HubContext;
+use crate::hub_link::auto_start::{self, AttachError, StartOptions};
 use crate::hub_link::{EXIT_NO_HUB, HubAddress};
 
 /// The longest `--timeout` taken, in seconds.
 pub const MAX_TIMEOUT_SECONDS: u64 = 600;
 
-/// Runs `tau hub start`.
-pub fn run(timeout: u64, json: bool, ctx: &Context) -> anyhow::Result<ExitCode> {
-    let installation =
-        Installation::discover(environment::snapshot(ctx), &environment::current_dir()?)?;
-    let socket = installation.paths.hub.socket.clone();
+/// Runs `tau hub start` for the hub of `ctx`, reporting to `out`.
+pub(super) fn start(
+    ctx: &HubContext,
+    timeout: u64,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
+    let socket = ctx.paths.hub.socket.clone();
     let address = HubAddress::Unix(socket.clone());
-    let mut start = crate::chat::start_options(ctx, &installation);
-    start.deadline = Duration::from_secs(timeout.clamp(1, MAX_TIMEOUT_SECONDS));
+    let start = StartOptions {
+        taud: ctx.find_taud(),
+        log_file: ctx.paths.logs_dir.join("taud.out"),
+        child_env: ctx.child_env.clone(),
+        deadline: Duration::from_secs(timeout.clamp(1, MAX_TIMEOUT_SECONDS)),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let attached = runtime.block_on(attach::attach(&address, Some(&start)));
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    match attached {
+    match runtime.block_on(auto_start::attach(&address, Some(&start))) {
         Ok(attached) => {
             report(
-                &mut out,
+                out,
                 json,
                 attached.started,
                 &socket.display().to_string(),

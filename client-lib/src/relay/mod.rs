@@ -10,14 +10,13 @@
 //!   question's future is then dropped, which stops its reader).
 //! - Every event is handed to the front once, in order; items read while a question is open or
 //!   while a decision is retried wait in the backlog and are shown after.
-//! - Every hub call has a deadline ([`call::within`]) and gives way to the front's interrupt
+//! - Every hub call has a deadline ([`crate::call::within`]) and gives way to the front's interrupt
 //!   ([`Front::interrupted`]); a second interrupt, or one while cancelling, detaches (the hub
 //!   keeps the turn).
 //!
 //! The path: [`Relay::run`] reads and dispatches (`run.rs`); `decide.rs` sends a decision and
 //! cancels. See ARCHITECTURE.md for where this sits.
 
-pub(crate) mod call;
 mod decide;
 mod run;
 
@@ -26,7 +25,7 @@ use std::time::Duration;
 
 use tau_api::proto::v1 as pb;
 
-use self::call::CallError;
+use crate::call::CallError;
 use crate::feed::{FeedError, Item, TurnFeed};
 
 /// What a front answers to an approval.

@@ -15,7 +15,7 @@ use tau_api::dotenv::{Dotenv, DotenvProblem};
 use tau_api::paths::Paths;
 
 use super::report::{Check, shell_quote};
-use crate::shipped_files;
+use crate::ops::shipped_files;
 
 /// The session store: its backend and the directory it lives in (for sqlite, its database file).
 pub fn sessions(config: &Config, paths: &Paths) -> Check {

@@ -1,13 +1,13 @@
-//! Attaching `tau chat` to the hub: connect, and when no hub answers (and starting is allowed) start
-//! `taud` in the background and wait until it answers.
+//! Attaching to the hub (`tau chat`, `tau tui`, `tau hub start`): connect, and when no hub answers
+//! (and starting is allowed) start `taud` in the background and wait until it answers.
 //!
 //! Invariants:
-//! - A started `taud` is detached from the chat: its own process group (so Ctrl-C in the chat never
-//!   reaches it), stdin from /dev/null, stdout and stderr appended to a log file; it outlives the
-//!   chat.
+//! - A started `taud` is detached from its starter: its own process group (so Ctrl-C in the chat
+//!   never reaches it), stdin from /dev/null, stdout and stderr appended to a log file; it outlives
+//!   the command that started it.
 //! - The wait for a started hub has a deadline and ends early when the child exits for good (an
 //!   exit with "already running" keeps waiting: another hub is starting and will answer).
-//! - Only the `taud` binary the caller found (`crate::hubctl::find_taud`) is ever executed.
+//! - Only the `taud` binary the caller found ([`find_taud`]) is ever executed.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use tau_api::proto::v1 as pb;
 
-use crate::hub_link::{self, HubAddress, HubClient, NotRunning};
+use tau_client::connect::NotRunning;
+
+use super::{HubAddress, HubClient, connect};
 
 /// How long one health check may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -83,7 +85,7 @@ pub enum AttachError {
 
 /// Connects and checks that the hub answers a status call.
 pub async fn check(address: &HubAddress) -> Result<HubClient, NotRunning> {
-    let mut client = hub_link::connect(address).await?;
+    let mut client = connect(address).await?;
     let not_running = |reason: String| NotRunning {
         socket: PathBuf::from(address.describe()),
         reason,
@@ -146,7 +148,7 @@ pub async fn attach(
     }
 }
 
-/// Starts `taud` detached from the chat.
+/// Starts `taud` detached from this process.
 fn spawn(start: &StartOptions) -> Result<std::process::Child, AttachError> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     use std::os::unix::process::CommandExt;
@@ -188,7 +190,28 @@ fn spawn(start: &StartOptions) -> Result<std::process::Child, AttachError> {
 fn last_line(file: &Path) -> Option<String> {
     let text = std::fs::read_to_string(file).ok()?;
     let line = text.lines().rev().find(|line| !line.trim().is_empty())?;
-    Some(crate::chat::render::one_line(line, 300))
+    Some(tau_client::sanitize::one_line(line, 300))
+}
+
+/// The absolute path of `taud`: in `exe_dir` (the directory of the running `tau`), else the first
+/// executable `taud` in an absolute directory of `path_var`.
+pub fn find_taud(exe_dir: Option<&Path>, path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    let beside = exe_dir.map(|d| d.join("taud"));
+    let on_path = path_var
+        .into_iter()
+        .flat_map(std::env::split_paths)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join("taud"));
+    beside
+        .into_iter()
+        .chain(on_path)
+        .find(|p| is_executable(p))
+        .map(|p| p.canonicalize().unwrap_or(p))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]
