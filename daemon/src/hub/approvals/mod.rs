@@ -57,14 +57,16 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::{broadcast, oneshot};
 use tracing::info;
 
-use super::bus::EventBus;
-use super::event::{EventKind, PendingInfo};
 use crate::gate::ApprovalOutcome;
+use crate::hub::events::EventBus;
+use crate::hub::events::{EventKind, PendingInfo};
 
 pub mod attach;
 pub mod decide;
 pub mod grace;
 pub mod readiness;
+pub mod restart;
+pub mod scan_mark;
 pub mod watch;
 pub use attach::{AttachError, AttachLimits, Attachment};
 pub use decide::{
@@ -72,6 +74,8 @@ pub use decide::{
 };
 pub use grace::LAG_GRACE;
 pub use readiness::{ApprovalReadiness, FLUSH_WAIT, TurnSlot};
+pub use restart::{ExpiredApproval, expire_stale_approvals};
+pub use scan_mark::{ScanJournal, ScanPlan};
 pub use watch::{ApprovalWatch, pending_of, watch_channel};
 
 /// How many resolved approval ids are remembered for late decisions.
