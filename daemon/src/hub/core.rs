@@ -1,8 +1,9 @@
 //! [`HubCore`]: the hub's front door. The rpc layer (and in-process callers such as benchmarks)
 //! reach sessions, turns, events, approvals and routines through this one handle; each call is a
-//! one-line delegation to the part of the hub that owns it (`sessions`, `streams`, `approvals`,
-//! `routine_api`, `builtin_tools`), which takes the core's state ([`CoreState`]) or less. No part
-//! of the hub imports this module; it builds the core, starts it and stops it.
+//! one-line delegation to the sub-room of the hub that owns it ([`sessions`], [`approvals`],
+//! [`routine_ops`]; the tool list from `builtin_tools`), which takes the core's state
+//! ([`CoreState`], kept by `sessions`) or less. No sub-room imports this module; it builds the
+//! core, starts it and stops it.
 //!
 //! Invariants:
 //! - One `SessionRuntime` (one agent) per open session; sessions are opened on demand
@@ -15,7 +16,7 @@
 //! - Requests are checked before anything is touched, all by [`super::limits`] (ids, channels,
 //!   texts, idempotency keys: a session remembers at most `REMEMBERED_TURNS` turns started with one).
 //! - Open sessions are `OpenSessions`; the core holds it and never its parts. Each session's worker
-//!   is watched (`supervise`): a worker that dies takes its session out of memory with it (its
+//!   is watched (`sessions::supervise`): a worker that dies takes its session out of memory with it (its
 //!   turns end with an error), so the next call opens it afresh.
 //! - Shutdown retires every open session (its running turn cancelled, its queued turns ended,
 //!   pending approvals resolved as cancelled) and waits (bounded) for the workers to store their

@@ -14,7 +14,7 @@
 //! Invariants: a routine holds only a weak reference to the core's state, so the engine never
 //! keeps a stopped hub alive; a turn a routine starts is nobody's attachment and decides nothing;
 //! a routines file that cannot be read leaves routines off, never stops the hub.
-pub mod routine_api;
+mod routine_api;
 mod routine_runner;
 
 pub use routine_api::{AddRoutine, ManualRun, RoutineStatus};

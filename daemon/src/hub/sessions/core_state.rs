@@ -1,7 +1,9 @@
-//! [`CoreState`]: what the hub core holds, shared by its parts (sessions, turns and streams,
-//! routines) and behind the one [`HubCore`](crate::hub::HubCore) handle: what building an agent needs, the open
-//! sessions, the channels' last listings, this process's event numbering, the stop token and the
-//! routine engine; and the one way a session enters memory ([`CoreState::runtime`]).
+//! [`CoreState`]: what the hub core holds, behind the one [`HubCore`](crate::hub::HubCore) handle,
+//! and what the session calls, the turn streams and the routines (`hub/routine_ops/`) take: what
+//! building an agent needs, the open sessions, the channels' last listings, this process's event
+//! numbering, the stop token and the routine engine; and the one way a session enters memory
+//! ([`CoreState::runtime`]). It lives with the sessions because all it holds but the routine
+//! engine is theirs, and everything that takes it works on a session.
 //!
 //! Invariants:
 //! - Nothing is kept for a session that does not exist: it is looked up in the store before a
@@ -9,7 +11,7 @@
 //! - Opening a session reads the store on a blocking thread with the open map held, so a session
 //!   is never opened twice; its worker starts watched (`supervise`), so a worker that dies takes
 //!   its session out of memory with it.
-//! - The parts of the hub take a `CoreState` (or less); none of them imports `HubCore`.
+//! - The sub-rooms of the hub take a `CoreState` (or less); none of them imports `HubCore`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
