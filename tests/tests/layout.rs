@@ -5,7 +5,8 @@
 //! links the daemon; no two sibling modules of any crate import each other, directly or through
 //! others (module `sibling_cycles`); ARCHITECTURE.md names only paths and items that exist and says
 //! what each room may import as the table below does, and README.md stays short (module `map`);
-//! both modules are in `layout_cases/`.
+//! every integration test file is compiled into its crate's one test binary (module
+//! `test_binaries`); these modules are in `layout_cases/`.
 //!
 //! Only non-test code is read for imports: `tests.rs` files and every `#[cfg(test)]` item (the
 //! test module, wherever it is, and test-only `use`s and functions) are left out, and so are
@@ -64,6 +65,10 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
 /// The map test: ARCHITECTURE.md against the sources and this table.
 #[path = "layout_cases/map.rs"]
 mod map;
+
+/// Every integration test file is compiled: one binary per crate, its files declared modules.
+#[path = "layout_cases/test_binaries.rs"]
+mod test_binaries;
 
 const MAX_FILE_LINES: usize = 600;
 const MAX_FN_LINES: usize = 80;
