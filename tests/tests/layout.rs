@@ -6,7 +6,8 @@
 //! others (module `sibling_cycles`); the hub's sub-rooms import each other only downwards and none
 //! imports its front door (module `hub_parts`); ARCHITECTURE.md names only paths and items that
 //! exist and says what each room may import as the table below does, and README.md stays short
-//! (module `map`); all three modules are in `layout_cases/`.
+//! (module `map`); every integration test file is compiled into its crate's one test binary
+//! (module `test_binaries`); these modules are in `layout_cases/`.
 //!
 //! Only non-test code is read for imports: `tests.rs` files and every `#[cfg(test)]` item (the
 //! test module, wherever it is, and test-only `use`s and functions) are left out, and so are
@@ -69,6 +70,10 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
 /// The map test: ARCHITECTURE.md against the sources and this table.
 #[path = "layout_cases/map.rs"]
 mod map;
+
+/// Every integration test file is compiled: one binary per crate, its files declared modules.
+#[path = "layout_cases/test_binaries.rs"]
+mod test_binaries;
 
 const MAX_FILE_LINES: usize = 600;
 const MAX_FN_LINES: usize = 80;
