@@ -8,9 +8,7 @@
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod scripted_hub;
-}
+use crate::support;
 
 use std::time::Duration;
 

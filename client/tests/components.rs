@@ -1,9 +1,7 @@
 //! `tau components` through the real binary: every group, versions, a tool switched off, names
 //! nothing provides, `--json`, and a broken config.
 
-mod support {
-    pub mod sandbox;
-}
+use crate::support;
 
 use serde_json::Value;
 use support::sandbox::{Sandbox, configured};

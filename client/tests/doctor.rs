@@ -2,9 +2,7 @@
 //! names and the hub probe against a local listener, with the exit code and the text and `--json`
 //! output. The checks of files and permissions are in `doctor_files.rs`.
 
-mod support {
-    pub mod sandbox;
-}
+use crate::support;
 
 use support::sandbox::{SECRET, Sandbox, anthropic_config, checks, doctor, serve_once, status};
 

@@ -2,9 +2,7 @@
 //! directory or database, the persona, `user.md`, `.env` against `.env.example`, files and
 //! directories open to others, files it cannot read). The other checks are in `doctor.rs`.
 
-mod support {
-    pub mod sandbox;
-}
+use crate::support;
 
 use support::sandbox::{SECRET, Sandbox, checks, doctor, status};
 

@@ -1,9 +1,7 @@
 //! `tau init` through the real binary: what it writes, what it never overwrites, how it picks the
 //! provider and the language, and `--profile`.
 
-mod support {
-    pub mod sandbox;
-}
+use crate::support;
 
 use std::path::Path;
 

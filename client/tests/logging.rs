@@ -2,9 +2,7 @@
 //! records to `<TAU_DATA_DIR>/logs/tau.log`; `.env` problems and unknown `tau.toml` tables are
 //! told once, on stderr, by ask and components, and only as a check line by doctor.
 
-mod support {
-    pub mod sandbox;
-}
+use crate::support;
 
 use support::sandbox::{Sandbox, checks, doctor};
 

@@ -2,9 +2,7 @@
 //! `tau hello …` with its arguments, stdin and exit code, is listed by `tau --help` and
 //! `tau components`, never shadows a built-in, and a name that is a path is never looked up.
 
-mod support {
-    pub mod sandbox;
-}
+use crate::support;
 
 use std::io::Write as _;
 use std::process::Stdio;

@@ -1,9 +1,7 @@
 //! `tau completions SHELL` and `tau man` through the real binary: a script for each of bash, zsh
 //! and fish that knows the subcommands, and a manual page naming tau and its subcommands.
 
-mod support {
-    pub mod sandbox;
-}
+use crate::support;
 
 use support::sandbox::Sandbox;
 

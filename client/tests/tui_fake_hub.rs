@@ -7,11 +7,7 @@
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    // Shared by the client tests; this one uses part of it.
-    #![allow(dead_code)]
-    pub mod scripted_hub;
-}
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

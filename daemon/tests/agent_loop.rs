@@ -2,9 +2,7 @@
 //! ordering and sequential execution when a tier-2 tool is registered. The repair of a dangling
 //! history is in `agent_repair.rs`.
 
-mod support {
-    pub mod agent;
-}
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

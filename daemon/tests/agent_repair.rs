@@ -2,9 +2,7 @@
 //! answer, a toolUse without its result, a failed model call) and the notice the model reads next
 //! time, kept while a turn is busy and taken over by a rebuilt agent.
 
-mod support {
-    pub mod agent;
-}
+use crate::support;
 
 use std::sync::Arc;
 

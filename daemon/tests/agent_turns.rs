@@ -2,9 +2,7 @@
 //! odd model output (unknown tool, broken input, max_tokens), throttling, a caller that goes away,
 //! and the fake model's offline demo with the shipped tools.
 
-mod support {
-    pub mod agent;
-}
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

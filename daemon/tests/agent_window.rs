@@ -4,9 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod agent;
-}
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

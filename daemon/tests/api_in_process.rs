@@ -6,11 +6,7 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod api;
-    pub mod hub;
-    pub mod process;
-}
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;

@@ -5,10 +5,7 @@
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod api;
-    pub mod process;
-}
+use crate::support;
 
 use support::api::*;
 use support::process::{self as common, Install, tcp_channel, with_token};

@@ -6,10 +6,7 @@
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod api;
-    pub mod process;
-}
+use crate::support;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;

@@ -2,10 +2,7 @@
 //! stop, crash reports, the JSON control API, gRPC over the Unix socket and TCP, file modes, and a
 //! failing service that the hub survives.
 
-mod support {
-    pub mod api;
-    pub mod process;
-}
+use crate::support;
 use support::process as common;
 
 use std::os::unix::fs::PermissionsExt;

@@ -5,9 +5,7 @@
 // Test services outside #[test] functions: a poisoned lock must fail the test loudly.
 #![allow(clippy::unwrap_used)]
 
-mod support {
-    pub mod process;
-}
+use crate::support;
 use support::process as common;
 
 use std::sync::{Arc, Mutex};

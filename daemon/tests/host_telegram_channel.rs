@@ -6,9 +6,7 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod process;
-}
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

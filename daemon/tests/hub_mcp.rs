@@ -8,10 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod hub;
-    pub mod mcp;
-}
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod hub;
-}
+use crate::support;
 
 use support::hub::{drain, fixture};
 use taud::message::SystemContentBlock;

@@ -6,9 +6,7 @@
 // Test and benchmark code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod hub;
-}
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -6,9 +6,7 @@
 //! report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod hub;
-}
+use crate::support;
 
 use std::time::Duration;
 

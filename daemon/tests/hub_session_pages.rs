@@ -5,9 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod hub;
-}
+use crate::support;
 
 use support::hub::*;
 use taud::hub::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MessageSelection, SessionDetail};

@@ -6,9 +6,7 @@
 //! turn, 70 KiB per tool turn); the bound below leaves room for allocator noise and caches that
 //! fill up once, and none for that.
 
-mod support {
-    pub mod soak;
-}
+use crate::support;
 
 use support::soak::{SoakHub, SoakPlan};
 

@@ -6,10 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod hub;
-    pub mod window;
-}
+use crate::support;
 
 use std::sync::Arc;
 

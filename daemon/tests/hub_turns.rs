@@ -4,9 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod hub;
-}
+use crate::support;
 
 use std::time::Duration;
 

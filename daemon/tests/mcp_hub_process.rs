@@ -5,11 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod api;
-    pub mod mcp;
-    pub mod process;
-}
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,13 +1,11 @@
 //! The `otel` feature: the real `taud`, with `OTEL_EXPORTER_OTLP_ENDPOINT` naming a fake OTLP
 //! HTTP collector on 127.0.0.1, exports a turn's spans there, carrying `tau.session_id`.
-//! Run: `cargo test -p taud --features otel --test otel_export`.
+//! Run: `cargo test -p taud --features otel --test all otel_export::`.
 
 #![cfg(feature = "otel")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod soak;
-}
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

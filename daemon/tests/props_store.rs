@@ -11,9 +11,7 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod props;
-}
+use crate::support;
 
 use jiff::Timestamp;
 use proptest::prelude::*;

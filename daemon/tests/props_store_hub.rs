@@ -9,10 +9,7 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod hub;
-    pub mod props;
-}
+use crate::support;
 
 use std::future::Future;
 use std::sync::Arc;

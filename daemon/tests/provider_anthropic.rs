@@ -2,9 +2,7 @@
 //! bodies split at awkward points, the exact request bodies, errors after 200, throttling, retries
 //! and credentials.
 
-mod support {
-    pub mod provider;
-}
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

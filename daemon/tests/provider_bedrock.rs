@@ -2,9 +2,7 @@
 //! split inside preludes and between headers and payloads, SigV4 and bearer authentication, the
 //! exact request bodies, exception frames, throttling, a corrupted CRC and the fallback.
 
-mod support {
-    pub mod provider;
-}
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

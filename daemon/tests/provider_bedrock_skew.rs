@@ -4,9 +4,7 @@
 //! header): one re-signed retry with the server's clock, the offset kept for later calls, a clear
 //! error when it does not help, and no retry for other 403s.
 
-mod support {
-    pub mod provider;
-}
+use crate::support;
 
 use std::sync::Arc;
 

@@ -3,9 +3,7 @@
 //! bodies with the role's tuning, a tool turn through the agent with a tier-2 approval, every
 //! error path, retries, and a cloud role falling back to the local one.
 
-mod support {
-    pub mod provider;
-}
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

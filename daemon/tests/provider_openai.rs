@@ -3,9 +3,7 @@
 //! over many deltas, the exact request bodies, a tool turn through the agent with a tier-2
 //! approval, every error path, retries, and the key rules.
 
-mod support {
-    pub mod provider;
-}
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

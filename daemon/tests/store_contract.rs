@@ -1,13 +1,11 @@
 //! The `SessionStore` contract, run against every built-in backend: each case in `cases` is a
 //! generic function over an opened store, instantiated once per backend by `contract_suite!`.
-//! (The crash test is its own binary, `store_crash.rs`, since it re-executes itself.)
+//! (The crash test is a binary of its own, `store_crash.rs`, since it re-executes itself.)
 
 // Test and benchmark code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod store;
-}
+use crate::support;
 
 use serde_json::json;
 use support::store::{Harness, assistant_message, tree, user_message};

@@ -8,9 +8,7 @@
 // Test and benchmark code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod store;
-}
+use crate::support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -7,11 +7,7 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod fake_bot;
-    pub mod hub;
-    pub mod logs;
-}
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,10 +5,7 @@
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support {
-    pub mod fake_bot;
-    pub mod hub;
-}
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 

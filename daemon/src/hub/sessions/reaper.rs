@@ -19,7 +19,7 @@ use super::open_sessions::{OpenSessions, TRIM_IDLE_AFTER};
 
 /// Starts the reaper of `sessions`, looking every `idle_after / 2` (10 ms to 60 s) while any is
 /// open and counting its looks in `passes`; it ends when `stop` is cancelled.
-pub(super) fn spawn(
+pub(in crate::hub) fn spawn_reaper(
     sessions: Arc<OpenSessions>,
     idle_after: Duration,
     stop: CancellationToken,

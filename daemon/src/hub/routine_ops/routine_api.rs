@@ -15,13 +15,13 @@ use async_trait::async_trait;
 
 use tracing::{info, warn};
 
-use super::builtin_tools::tool_summaries;
-use super::core_state::CoreState;
-use super::error::CoreError;
-use super::limits::{check_channel, check_session_id};
 use super::routine_runner::HubRoutineRunner;
 use crate::clock::SystemClock;
 use crate::gate::{CallContext, TierGate};
+use crate::hub::builtin_tools::tool_summaries;
+use crate::hub::error::CoreError;
+use crate::hub::limits::{check_channel, check_session_id};
+use crate::hub::sessions::CoreState;
 use crate::mcp::hub_catalog;
 use crate::routine::{
     CatchUp, Creator, Firing, FiringResult, Routine, RoutineAction, RoutineEngine, RoutineError,
@@ -99,7 +99,7 @@ fn routine_error(err: RoutineError) -> CoreError {
 }
 
 /// Opens the routines file and starts the firing loop (called by `start`).
-pub(super) fn start_routines(state: &Arc<CoreState>) {
+pub(in crate::hub) fn start_routines(state: &Arc<CoreState>) {
     let Some(path) = state.options().routines_file.clone() else {
         return;
     };
@@ -129,13 +129,13 @@ fn engine(state: &CoreState) -> Result<&RoutineEngine, CoreError> {
     })
 }
 
-pub(super) fn list_routines(state: &CoreState) -> Result<Vec<RoutineView>, CoreError> {
+pub(in crate::hub) fn list_routines(state: &CoreState) -> Result<Vec<RoutineView>, CoreError> {
     Ok(engine(state)?.list())
 }
 
 /// Adds (or replaces) a routine; a tier-2 tool action, or any routine the model proposes,
 /// waits for its registration approval.
-pub(super) async fn add_routine(
+pub(in crate::hub) async fn add_routine(
     state: &Arc<CoreState>,
     request: AddRoutine,
 ) -> Result<RoutineView, CoreError> {
@@ -242,12 +242,12 @@ fn routine_schedule(engine: &RoutineEngine, request: &AddRoutine) -> Result<Sche
     schedule.map_err(|e| CoreError::InvalidArgument(e.to_string()))
 }
 
-pub(super) fn remove_routine(state: &CoreState, name: &str) -> Result<(), CoreError> {
+pub(in crate::hub) fn remove_routine(state: &CoreState, name: &str) -> Result<(), CoreError> {
     let engine = engine(state)?;
     store_io(|| engine.remove(name)).map_err(routine_error)
 }
 
-pub(super) fn pause_routine(
+pub(in crate::hub) fn pause_routine(
     state: &CoreState,
     name: &str,
     paused: bool,
@@ -259,7 +259,7 @@ pub(super) fn pause_routine(
 /// Fires a routine now. A tier-2 tool routine is asked first on `session_id` and `channel`
 /// (every time; refused without a session) and run before this returns; anything else is
 /// started and runs on.
-pub(super) async fn run_routine(
+pub(in crate::hub) async fn run_routine(
     state: &Arc<CoreState>,
     name: &str,
     session_id: &str,
@@ -294,12 +294,15 @@ pub(super) async fn run_routine(
     Ok(ManualRun { firing, result })
 }
 
-pub(super) fn routine_history(state: &CoreState, name: &str) -> Result<Vec<Firing>, CoreError> {
+pub(in crate::hub) fn routine_history(
+    state: &CoreState,
+    name: &str,
+) -> Result<Vec<Firing>, CoreError> {
     engine(state)?.history(name).map_err(routine_error)
 }
 
 /// The routines as status reports show them.
-pub(super) fn routine_status(state: &CoreState) -> RoutineStatus {
+pub(in crate::hub) fn routine_status(state: &CoreState) -> RoutineStatus {
     let Ok(engine) = engine(state) else {
         return RoutineStatus {
             enabled: false,

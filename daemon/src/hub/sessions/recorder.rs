@@ -28,12 +28,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::Value;
 use tracing::warn;
 
-use super::approvals::{ApprovalReadiness, TurnSlot};
-use super::bus::EventBus;
-use super::event::EventKind;
-use super::scan_mark::ScanJournal;
 use crate::agent::{HistoryError, HistoryObserver};
 use crate::gate::{AgentEvent, ApprovalState, EventSink, SinkError, ToolCallEvent};
+use crate::hub::approvals::ScanJournal;
+use crate::hub::approvals::{ApprovalReadiness, TurnSlot};
+use crate::hub::events::EventBus;
+use crate::hub::events::EventKind;
 use crate::message::Message;
 use crate::store::store_io;
 use crate::store::{DEFAULT_AGENT_ID, SessionError, SessionMessage, SessionStore, now_utc};

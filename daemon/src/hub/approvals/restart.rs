@@ -24,10 +24,10 @@ use jiff::Timestamp;
 use serde_json::Value;
 use tracing::warn;
 
-use super::error::CoreError;
-use super::event::now_rfc3339;
 use super::scan_mark::ScanPlan;
 use crate::gate::{ApprovalOutcome, ApprovalState};
+use crate::hub::error::CoreError;
+use crate::hub::events::now_rfc3339;
 use crate::store::SessionStore;
 
 /// The status an approval expired by a restart is recorded with.

@@ -1,6 +1,7 @@
 //! What happens in a session, as the hub tells its clients: [`SessionEvent`] (one numbered event)
 //! and its [`EventKind`]s, plus the small value types they carry ([`TurnInfo`], [`PendingInfo`]);
-//! how an approval ended is the gate's [`ApprovalOutcome`].
+//! how an approval ended is the gate's [`ApprovalOutcome`]; a `tool_call`'s arguments as a person
+//! reads them ([`shown_arguments`]).
 //!
 //! Invariants: these are domain types (no tonic, no prost); an event is immutable once published
 //! (the bus shares it as `Arc<SessionEvent>`); `seq` is assigned by the session's bus only.
@@ -8,7 +9,9 @@
 use std::time::Duration;
 
 use crate::agent::TurnEnd;
-use crate::gate::{ApprovalOutcome, ApprovalRequest, ErrorEvent, ToolCallEvent};
+use crate::gate::{
+    ApprovalOutcome, ApprovalRequest, ErrorEvent, ToolCallEvent, format_approval_arguments,
+};
 use crate::tool::ToolProgress;
 
 /// One event of a session, numbered by the session's bus.
@@ -225,6 +228,14 @@ pub struct PendingInfo {
 /// Now, as RFC 3339 UTC text.
 pub fn now_rfc3339() -> String {
     jiff::Timestamp::now().to_string()
+}
+
+/// The arguments of a `tool_call` record as shown to a person.
+pub fn shown_arguments(record: &ToolCallEvent) -> String {
+    if record.arguments.is_null() {
+        return String::new();
+    }
+    format_approval_arguments(&record.arguments)
 }
 
 #[cfg(test)]

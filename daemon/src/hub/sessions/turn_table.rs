@@ -1,6 +1,7 @@
 //! [`TurnTable`]: the turns of one open session as data: the running turn, the queue, and the
 //! turns started with an idempotency key, bounded by [`REMEMBERED_TURNS`] and
-//! [`REMEMBERED_END_TEXT_BYTES`]. The worker that runs them is in `super::turns`.
+//! [`REMEMBERED_END_TEXT_BYTES`]. They are accepted and handed out by `super::turn_queue` and run
+//! by `super::worker`.
 //!
 //! Invariants: at most [`REMEMBERED_TURNS`] keyed turns are remembered, the oldest forgotten
 //! first with its key; their ends' text stays within [`REMEMBERED_END_TEXT_BYTES`], the newest
@@ -11,8 +12,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::event::{TurnInfo, now_rfc3339};
 use crate::agent::TurnEnd;
+use crate::hub::events::{TurnInfo, now_rfc3339};
 
 /// Turns started with an idempotency key that a session remembers (what a repeated StartTurn
 /// finds: the turn, where its events start, how it ended), the oldest forgotten first. Turns

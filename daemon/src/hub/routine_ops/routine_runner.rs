@@ -20,12 +20,12 @@ use std::sync::{Arc, Weak};
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use super::core_state::CoreState;
-use super::error::CoreError;
-use super::event::EventKind;
-use super::streams::{StartTurn, start_turn};
 use crate::agent::TurnEnd;
 use crate::gate::{ApprovalOutcome, CallContext};
+use crate::hub::error::CoreError;
+use crate::hub::events::EventKind;
+use crate::hub::sessions::CoreState;
+use crate::hub::sessions::{StartTurn, start_turn};
 use crate::model::StopReason;
 use crate::routine::{
     DueFiring, FiringResult, ROUTINE_CHANNEL, Routine, RoutineAction, RoutineRunner,

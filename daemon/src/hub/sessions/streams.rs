@@ -18,17 +18,17 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::approvals::{Attachment, LAG_GRACE};
-use super::bus::{Lagged, Subscription};
 use super::core_state::CoreState;
-use super::error::CoreError;
-use super::event::{EventKind, PendingInfo, SessionEvent, TurnInfo};
-use super::limits::{
+use super::runtime::SessionRuntime;
+use super::session_api::{SessionSummary, require_session, summary};
+use super::turn_queue::{AcceptError, Accepted};
+use crate::hub::approvals::{Attachment, LAG_GRACE};
+use crate::hub::error::CoreError;
+use crate::hub::events::{EventKind, PendingInfo, SessionEvent, TurnInfo};
+use crate::hub::events::{Lagged, Subscription};
+use crate::hub::limits::{
     check_channel, check_idempotency_key, check_ref_id, check_session_id, check_text,
 };
-use super::runtime::SessionRuntime;
-use super::sessions::{SessionSummary, require_session, summary};
-use super::turns::{AcceptError, Accepted};
 
 /// One turn's events for the client that started it.
 #[derive(Debug)]
@@ -190,7 +190,7 @@ impl EventStream {
 pub struct StartTurn {
     pub session_id: String,
     pub text: String,
-    /// Empty: [`DEFAULT_CHANNEL`](super::limits::DEFAULT_CHANNEL).
+    /// Empty: [`DEFAULT_CHANNEL`](crate::hub::limits::DEFAULT_CHANNEL).
     pub channel: String,
     /// Empty: no deduplication.
     pub idempotency_key: String,
@@ -199,7 +199,7 @@ pub struct StartTurn {
 /// Starts a turn (or finds the one its idempotency key names) and streams its events. With
 /// `held_for` it is a turn no client started (a routine's): its stream is nobody's attachment, so
 /// it decides nothing, and its questions are held for that long (see the approval registry).
-pub(super) async fn start_turn(
+pub(in crate::hub) async fn start_turn(
     state: &Arc<CoreState>,
     request: StartTurn,
     held_for: Option<Duration>,
@@ -221,7 +221,7 @@ pub(super) async fn start_turn(
                     .attach_turn(&runtime.bus, &channel, &fresh_id)?,
             ),
         };
-        let accepted = match runtime.accept(
+        let accepted = match runtime.turns.accept(
             request.text.clone(),
             channel.clone(),
             key.clone(),
@@ -229,7 +229,10 @@ pub(super) async fn start_turn(
             held_for,
             || fresh_id.clone(),
         ) {
-            Ok(accepted) => accepted,
+            Ok(accepted) => {
+                runtime.touch();
+                accepted
+            }
             Err(AcceptError::Closed) => continue,
             Err(AcceptError::QueueFull(n)) => {
                 return Err(CoreError::ResourceExhausted(format!(
@@ -268,7 +271,8 @@ fn turn_fallback(
     turn_id: &str,
 ) -> (Option<Subscription>, VecDeque<Arc<SessionEvent>>) {
     let ended = runtime
-        .lock_turns()
+        .turns
+        .lock()
         .known(turn_id)
         .and_then(|k| k.ended.clone());
     match ended {
@@ -287,7 +291,7 @@ fn turn_fallback(
 }
 
 /// Cancels a turn (`None`: the running one); returns the turn it applied to, if any.
-pub(super) async fn cancel_turn(
+pub(in crate::hub) async fn cancel_turn(
     state: &Arc<CoreState>,
     session_id: &str,
     turn_id: Option<&str>,
@@ -297,7 +301,7 @@ pub(super) async fn cancel_turn(
         check_ref_id("turn_id", turn_id)?;
     }
     match state.open_runtime(session_id).await {
-        Some(runtime) => Ok(runtime.cancel(turn_id)),
+        Some(runtime) => Ok(runtime.turns.cancel(turn_id)),
         None => {
             require_session(state, session_id).await?;
             Ok(None)
@@ -306,10 +310,10 @@ pub(super) async fn cancel_turn(
 }
 
 /// Attaches to a session on `channel`: the snapshot, then its events after `after_seq` (see
-/// [`super::EventBus::subscribe_with`]) of the stream `stream_id` names (`None`: unchecked). With
+/// [`EventBus::subscribe_with`](crate::hub::EventBus::subscribe_with)) of the stream `stream_id` names (`None`: unchecked). With
 /// `after_seq` set, a stream id other than this process's is refused (`FailedPrecondition`): its
 /// seqs numbered another hub process's events.
-pub(super) async fn subscribe(
+pub(in crate::hub) async fn subscribe(
     state: &Arc<CoreState>,
     session_id: &str,
     after_seq: Option<u64>,
@@ -339,7 +343,7 @@ pub(super) async fn subscribe(
     let (snapshot, subscription) = runtime
         .bus
         .subscribe_with(after_seq, |last_seq| {
-            let turns = runtime.lock_turns();
+            let turns = runtime.turns.lock();
             Snapshot {
                 session,
                 running: turns.running.as_ref().map(|r| r.info.clone()),

@@ -1,7 +1,9 @@
-//! [`CoreState`]: what the hub core holds, shared by its parts (sessions, turns and streams,
-//! routines) and behind the one [`super::HubCore`] handle: what building an agent needs, the open
-//! sessions, the channels' last listings, this process's event numbering, the stop token and the
-//! routine engine; and the one way a session enters memory ([`CoreState::runtime`]).
+//! [`CoreState`]: what the hub core holds, behind the one [`HubCore`](crate::hub::HubCore) handle,
+//! and what the session calls, the turn streams and the routines (`hub/routine_ops/`) take: what
+//! building an agent needs, the open sessions, the channels' last listings, this process's event
+//! numbering, the stop token and the routine engine; and the one way a session enters memory
+//! ([`CoreState::runtime`]). It lives with the sessions because all it holds but the routine
+//! engine is theirs, and everything that takes it works on a session.
 //!
 //! Invariants:
 //! - Nothing is kept for a session that does not exist: it is looked up in the store before a
@@ -9,7 +11,7 @@
 //! - Opening a session reads the store on a blocking thread with the open map held, so a session
 //!   is never opened twice; its worker starts watched (`supervise`), so a worker that dies takes
 //!   its session out of memory with it.
-//! - The parts of the hub take a `CoreState` (or less); none of them imports `HubCore`.
+//! - The sub-rooms of the hub take a `CoreState` (or less); none of them imports `HubCore`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -17,69 +19,70 @@ use std::sync::{Arc, OnceLock};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use super::approvals::ApprovalRegistry;
-use super::bus::EventBus;
-use super::error::CoreError;
-use super::ids::new_id;
-use super::limits::check_session_id;
+use super::agent_build::AgentParts;
 use super::open_sessions::OpenSessions;
-use super::options::CoreOptions;
 use super::remembered::ChannelListings;
-use super::runtime::{AgentParts, SessionRuntime};
+use super::runtime::SessionRuntime;
 use super::supervise::run_watched;
+use crate::hub::approvals::ApprovalRegistry;
+use crate::hub::error::CoreError;
+use crate::hub::events::EventBus;
+use crate::hub::ids::new_id;
+use crate::hub::limits::check_session_id;
+use crate::hub::options::CoreOptions;
 use crate::routine::RoutineEngine;
 use crate::store::SessionStore;
 
 /// The hub core's state.
 pub(crate) struct CoreState {
-    pub(super) parts: AgentParts,
+    pub(in crate::hub) parts: AgentParts,
     /// This process's event numbering (see `HubCore::stream_id`).
-    pub(super) stream_id: String,
-    pub(super) sessions: Arc<OpenSessions>,
+    pub(in crate::hub) stream_id: String,
+    pub(in crate::hub) sessions: Arc<OpenSessions>,
     /// How many times the idle reaper has looked for idle sessions.
-    pub(super) reaper_passes: Arc<AtomicU64>,
+    pub(in crate::hub) reaper_passes: Arc<AtomicU64>,
     /// The last listing per channel, for `OpenSession.index`.
-    pub(super) listings: ChannelListings,
-    pub(super) ids: AtomicU64,
-    pub(super) stop: CancellationToken,
-    /// The routine engine, once `start` opened it (see `routine_api.rs`).
-    pub(super) routines: OnceLock<RoutineEngine>,
+    pub(in crate::hub) listings: ChannelListings,
+    pub(in crate::hub) ids: AtomicU64,
+    pub(in crate::hub) stop: CancellationToken,
+    /// The routine engine, once `start` opened it (see `hub/routine_ops/`).
+    pub(in crate::hub) routines: OnceLock<RoutineEngine>,
 }
 
 impl CoreState {
     /// What building a session's agent needs.
-    pub(super) fn parts(&self) -> &AgentParts {
+    pub(in crate::hub) fn parts(&self) -> &AgentParts {
         &self.parts
     }
 
-    pub(super) fn options(&self) -> &CoreOptions {
+    pub(in crate::hub) fn options(&self) -> &CoreOptions {
         &self.parts.options
     }
 
-    pub(super) fn registry(&self) -> &Arc<ApprovalRegistry> {
+    pub(in crate::hub) fn registry(&self) -> &Arc<ApprovalRegistry> {
         &self.parts.registry
     }
 
-    pub(super) fn store(&self) -> &Arc<dyn SessionStore> {
+    pub(in crate::hub) fn store(&self) -> &Arc<dyn SessionStore> {
         &self.parts.store
     }
 
     /// The remembered listings per channel.
-    pub(super) fn listings(&self) -> &ChannelListings {
+    pub(in crate::hub) fn listings(&self) -> &ChannelListings {
         &self.listings
     }
 
     /// A token cancelled when the hub stops (for work a call starts, such as a summary).
-    pub(super) fn stop_token(&self) -> CancellationToken {
+    pub(in crate::hub) fn stop_token(&self) -> CancellationToken {
         self.stop.child_token()
     }
 
-    pub(super) fn new_turn_id(&self) -> String {
+    pub(in crate::hub) fn new_turn_id(&self) -> String {
         new_id("turn", self.ids.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Runs `work` on the store on a blocking thread.
-    pub(super) async fn blocking<T: Send + 'static>(
+    pub(in crate::hub) async fn blocking<T: Send + 'static>(
         &self,
         work: impl FnOnce(&dyn SessionStore) -> Result<T, CoreError> + Send + 'static,
     ) -> Result<T, CoreError> {

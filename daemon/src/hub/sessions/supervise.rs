@@ -20,7 +20,7 @@ use tracing::error;
 
 use super::open_sessions::OpenSessions;
 use super::runtime::SessionRuntime;
-use super::turns::run_worker;
+use super::worker::run_worker;
 
 /// Runs the worker of `runtime`, retiring the session when the worker dies.
 pub(super) async fn run_watched(sessions: Arc<OpenSessions>, runtime: Arc<SessionRuntime>) {
@@ -50,8 +50,9 @@ async fn watch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hub::{CoreOptions, CoreSetup, EventKind, HubCore, OpenTarget, SharedModelFactory};
-    use crate::hub::{StartTurn, runtime::SessionRuntime};
+    use crate::hub::{
+        CoreOptions, CoreSetup, EventKind, HubCore, OpenTarget, SharedModelFactory, StartTurn,
+    };
     use crate::store::{Durability, SessionBackends, SessionStoreConfig};
     use crate::testing::{FakeModel, FakeReply};
     use tau_api::config::RoleConfig;
@@ -170,7 +171,7 @@ mod tests {
         let runtime = core.open_map().lock().await.remove(&id).unwrap();
         runtime.stop.cancel();
         watch(core.open_map(), &runtime, async {}).await;
-        assert!(!runtime.lock_turns().closed, "left alone");
+        assert!(!runtime.turns.lock().closed, "left alone");
         core.shutdown().await;
     }
 }

@@ -29,11 +29,11 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::info;
 
-use super::approvals::ApprovalRegistry;
-use super::bus::IDLE_REPLAY_BYTES;
-use super::error::CoreError;
 use super::remembered::Remembered;
 use super::runtime::SessionRuntime;
+use crate::hub::approvals::ApprovalRegistry;
+use crate::hub::error::CoreError;
+use crate::hub::events::IDLE_REPLAY_BYTES;
 
 /// Sessions whose last seq is remembered after they leave memory.
 pub const REMEMBERED_SEQS: usize = 4096;
@@ -131,7 +131,7 @@ impl OpenSessions {
         for entry in entries.values() {
             let runtime = &entry.runtime;
             // The turn table's lock is let go before the bus's is taken (bus first, always).
-            let busy = runtime.lock_turns().busy();
+            let busy = runtime.turns.lock().busy();
             if !busy && runtime.idle_for() >= after {
                 runtime.bus.trim_to(IDLE_REPLAY_BYTES);
             }
@@ -208,19 +208,19 @@ impl OpenSessions {
         let current = is_current(entries, runtime);
         let turns_ended = match why {
             Retire::Idle => {
-                if !runtime.close_if_idle() {
+                if !runtime.turns.close_if_idle() {
                     return None;
                 }
                 0
             }
             Retire::WorkerDied => {
-                let ended = runtime.fail_all();
+                let ended = runtime.turns.fail_all();
                 runtime.turn_slot.set(None);
                 ended
             }
             Retire::HubStopping => {
-                runtime.close_to_turns();
-                runtime.cancel(None);
+                runtime.turns.close_to_turns();
+                runtime.turns.cancel(None);
                 0
             }
         };

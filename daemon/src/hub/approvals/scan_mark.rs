@@ -202,7 +202,7 @@ fn remove_stale_temp_files(path: &Path) {
 mod tests {
     use super::*;
 
-    const V1_FIXTURE: &str = include_str!("../../tests/fixtures/approval-scan-v1.json");
+    const V1_FIXTURE: &str = include_str!("../../../tests/fixtures/approval-scan-v1.json");
 
     #[test]
     fn an_old_v1_mark_still_reads_as_a_time_with_the_margin_for_its_backend_only() {

@@ -14,13 +14,13 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::core_state::CoreState;
-use super::error::CoreError;
-use super::event::EventKind;
-use super::limits::{
-    check_channel, check_focus, check_listing_index, check_ref_id, check_role, check_session_id,
-};
 use crate::agent::TauAgent;
 use crate::context::{CompactRequest, CompactionError, SummaryCall, compact_session};
+use crate::hub::error::CoreError;
+use crate::hub::events::EventKind;
+use crate::hub::limits::{
+    check_channel, check_focus, check_listing_index, check_ref_id, check_role, check_session_id,
+};
 use crate::message::Message;
 use crate::store::{
     DEFAULT_AGENT_ID, RECENT_SESSIONS_LIMIT, SessionMessage, SessionMeta, SessionStore,
@@ -184,7 +184,7 @@ fn read_summary(store: &dyn SessionStore, session_id: &str) -> Result<SessionSum
 }
 
 /// The summary of a session; `NotFound` when it does not exist.
-pub(super) async fn summary(
+pub(in crate::hub) async fn summary(
     state: &Arc<CoreState>,
     session_id: &str,
 ) -> Result<SessionSummary, CoreError> {
@@ -194,7 +194,7 @@ pub(super) async fn summary(
 }
 
 /// `NotFound` unless the session exists.
-pub(super) async fn require_session(
+pub(in crate::hub) async fn require_session(
     state: &Arc<CoreState>,
     session_id: &str,
 ) -> Result<(), CoreError> {
@@ -210,7 +210,7 @@ pub(super) async fn require_session(
 }
 
 /// The most recent sessions with messages (default 10), newest first; remembered per channel.
-pub(super) async fn list_sessions(
+pub(in crate::hub) async fn list_sessions(
     state: &Arc<CoreState>,
     limit: usize,
     channel: &str,
@@ -254,7 +254,7 @@ pub(super) async fn list_sessions(
 }
 
 /// A session's metadata and, when asked, all its stored messages.
-pub(super) async fn get_session(
+pub(in crate::hub) async fn get_session(
     state: &Arc<CoreState>,
     session_id: &str,
     include_messages: bool,
@@ -269,7 +269,7 @@ pub(super) async fn get_session(
 
 /// A session's metadata and the stored messages `selection` names: a page reads only its
 /// messages, the summary none.
-pub(super) async fn get_session_with(
+pub(in crate::hub) async fn get_session_with(
     state: &Arc<CoreState>,
     session_id: &str,
     selection: MessageSelection,
@@ -294,7 +294,7 @@ pub(super) async fn get_session_with(
         messages,
         next_before,
         open: runtime.is_some(),
-        busy: runtime.as_ref().is_some_and(|r| r.lock_turns().busy()),
+        busy: runtime.as_ref().is_some_and(|r| r.turns.lock().busy()),
         in_memory_messages: agent
             .as_ref()
             .map_or(0, |a| u64::try_from(a.history_len()).unwrap_or(u64::MAX)),
@@ -303,7 +303,7 @@ pub(super) async fn get_session_with(
 }
 
 /// Opens a session for turns.
-pub(super) async fn open_session(
+pub(in crate::hub) async fn open_session(
     state: &Arc<CoreState>,
     target: OpenTarget,
     role: Option<&str>,
@@ -394,7 +394,7 @@ async fn by_index(state: &Arc<CoreState>, channel: &str, n: u32) -> Result<Strin
 }
 
 /// Rebuilds a session's agent on another role (`/model`).
-pub(super) async fn switch_role(
+pub(in crate::hub) async fn switch_role(
     state: &Arc<CoreState>,
     session_id: &str,
     role: &str,
@@ -450,7 +450,7 @@ pub(super) async fn switch_role(
 /// Summarizes a session into a new one that starts from the summary (the session's own
 /// model writes it; the old session keeps every message). Refused while a turn runs or waits;
 /// a failed summary changes nothing.
-pub(super) async fn compact(
+pub(in crate::hub) async fn compact(
     state: &Arc<CoreState>,
     session_id: &str,
     focus: &str,
@@ -495,7 +495,7 @@ pub(super) async fn compact(
 }
 
 /// The stored agent events of a session, oldest first.
-pub(super) async fn read_events(
+pub(in crate::hub) async fn read_events(
     state: &Arc<CoreState>,
     session_id: &str,
 ) -> Result<Vec<Value>, CoreError> {

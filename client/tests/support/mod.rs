@@ -1,0 +1,5 @@
+//! Helpers shared by the test modules of `all.rs`; each module uses a part of them.
+#![allow(dead_code)]
+
+pub mod sandbox;
+pub mod scripted_hub;

@@ -1,0 +1,14 @@
+//! Helpers shared by taud's test binaries (`all.rs`, `props.rs`) and, through `#[path]`, by its
+//! benchmarks. Each binary uses a part of them.
+#![allow(dead_code)]
+
+pub mod agent;
+pub mod api;
+pub mod hub;
+pub mod mcp;
+pub mod process;
+pub mod props;
+pub mod provider;
+pub mod soak;
+pub mod store;
+pub mod window;
