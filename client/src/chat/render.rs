@@ -1,10 +1,12 @@
-//! What `tau chat` prints: streamed reply text, chrome lines, and the pure mappings from the hub's
-//! events (tool calls, stop reasons) to the lines a person reads (stored messages: `history.rs`).
+//! What `tau chat` prints: streamed reply text, chrome lines, and the presenter's lines
+//! ([`Printer::presented`]: an event's line is `tau_client::present`'s, the one `tau tui` shows;
+//! stored messages: `history.rs`).
 //!
 //! Invariants:
-//! - Text that came from a model, a tool or a hub message is printed through [`sanitize`]: no
-//!   escape sequence, other control character (apart from newline and tab), bidirectional
-//!   control or invisible character reaches the terminal unescaped.
+//! - Text that came from a model, a tool or a hub message is printed through [`sanitize`]
+//!   (`tau_client::sanitize`, re-exported here): no escape sequence, other control character
+//!   (apart from newline and tab), bidirectional control or invisible character reaches the
+//!   terminal unescaped.
 //! - A chrome line never starts in the middle of streamed text: [`Printer`] ends the open line
 //!   first.
 //! - Every text of the chrome comes from the message table in the chat's current language.
