@@ -37,6 +37,36 @@ pub fn decision(approve: bool) -> pb::ApprovalDecision {
     }
 }
 
+/// What the hub said of a decision sent from here, read once from its `DecideApprovalResponse`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decided {
+    /// This decision won: the approval ended as sent (`approved` or not).
+    Applied { approved: bool },
+    /// Another decision, a timeout or a cancel came first; `resolution` is how it ended
+    /// (`crate::present::resolution_name`).
+    AlreadyDecided { resolution: &'static str },
+    /// The approval had ended (its turn or hub is gone) before the decision arrived.
+    Expired { resolution: &'static str },
+    /// The hub knows no approval with this id (or answered with an outcome this client does not
+    /// know).
+    NotFound,
+}
+
+impl Decided {
+    /// The hub's `response` to a decision that approved (`approve`) or not.
+    pub fn of(approve: bool, response: &pb::DecideApprovalResponse) -> Self {
+        let resolution = crate::present::resolution_name(response.resolution);
+        match pb::DecideOutcome::try_from(response.outcome) {
+            Ok(pb::DecideOutcome::Applied) => Decided::Applied { approved: approve },
+            Ok(pb::DecideOutcome::AlreadyDecided) => Decided::AlreadyDecided { resolution },
+            Ok(pb::DecideOutcome::Expired) => Decided::Expired { resolution },
+            Ok(pb::DecideOutcome::NotFound | pb::DecideOutcome::Unspecified) | Err(_) => {
+                Decided::NotFound
+            }
+        }
+    }
+}
+
 /// Sends `decision` on `approval_id` with `attachment_id`, within `deadline`.
 pub async fn decide<C>(
     client: &mut TauClient<C>,
@@ -87,6 +117,42 @@ mod tests {
         assert_eq!(yes.attachment_id, "att-1");
         let no = request("apr-1", decision(false), "att-1");
         assert_eq!(no.decision, pb::ApprovalDecision::Rejected as i32);
+    }
+
+    #[test]
+    fn the_hub_s_answer_is_read_once_into_what_became_of_the_decision() {
+        let answer = |outcome: pb::DecideOutcome, resolution: pb::ApprovalResolution| {
+            pb::DecideApprovalResponse {
+                outcome: outcome as i32,
+                resolution: resolution as i32,
+            }
+        };
+        use pb::{ApprovalResolution as R, DecideOutcome as O};
+        assert_eq!(
+            Decided::of(true, &answer(O::Applied, R::Approved)),
+            Decided::Applied { approved: true }
+        );
+        assert_eq!(
+            Decided::of(false, &answer(O::Applied, R::Rejected)),
+            Decided::Applied { approved: false }
+        );
+        assert_eq!(
+            Decided::of(true, &answer(O::AlreadyDecided, R::Timeout)),
+            Decided::AlreadyDecided {
+                resolution: "timeout"
+            }
+        );
+        assert_eq!(
+            Decided::of(true, &answer(O::Expired, R::Cancelled)),
+            Decided::Expired {
+                resolution: "cancelled"
+            }
+        );
+        assert_eq!(
+            Decided::of(true, &answer(O::Unspecified, R::Approved)),
+            Decided::NotFound,
+            "an outcome not known is never read as applied"
+        );
     }
 
     #[tokio::test]

@@ -26,6 +26,7 @@ use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt, is_approva
 use tau_api::installation::Installation;
 use tau_api::lang::Lang;
 use tau_api::proto::v1::{self as pb, open_session_request::Target, session_event::Kind};
+use tau_client::approvals::Decided;
 use tau_client::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
 use tau_client::feed::FeedError;
 use tau_client::present::json as event_json;
@@ -226,7 +227,7 @@ impl Front for AskFront<'_> {
     fn cancel_failed(&mut self, _: &CallError) {}
 
     fn decided(&mut self, _: &pb::PendingApproval, _: bool, response: &pb::DecideApprovalResponse) {
-        let applied = response.outcome == pb::DecideOutcome::Applied as i32;
+        let applied = matches!(Decided::of(true, response), Decided::Applied { .. });
         if !applied && !self.ask.json {
             eprintln!(
                 "(the approval was already {}; the decision changed nothing)",

@@ -16,6 +16,7 @@
 
 use tau_api::i18n::{ApprovalPrompt, format_approval_prompt, is_approval_answer};
 use tau_api::proto::v1::{self as pb, session_event::Kind};
+use tau_client::approvals::Decided;
 use tau_client::call::{CallError, call};
 use tau_client::feed::FeedError;
 use tau_client::present::Presenter;
@@ -245,23 +246,23 @@ fn decided(
     response: &pb::DecideApprovalResponse,
 ) {
     let tool = render::one_line(&approval.tool, 80);
-    match pb::DecideOutcome::try_from(response.outcome) {
-        Ok(pb::DecideOutcome::Applied) if approve => {
+    match Decided::of(approve, response) {
+        Decided::Applied { approved: true } => {
             let text = chat.t("approval.approved", &[("tool", &tool)]);
             let text = chat.printer.style().green(&text);
             chat.printer.line(&text);
         }
         // A rejection shows as `✗ <tool>: not approved` when the hub reports the refused call.
-        Ok(pb::DecideOutcome::Applied) => {}
-        Ok(pb::DecideOutcome::AlreadyDecided) => {
+        Decided::Applied { approved: false } => {}
+        Decided::AlreadyDecided { .. } => {
             let text = chat.t("approval.already_decided", &[]);
             chat.printer.dim(&text);
         }
-        Ok(pb::DecideOutcome::Expired) => {
+        Decided::Expired { .. } => {
             let text = chat.t("approval.expired", &[("tool", &tool)]);
             chat.printer.red(&text);
         }
-        Ok(pb::DecideOutcome::NotFound | pb::DecideOutcome::Unspecified) | Err(_) => {
+        Decided::NotFound => {
             let text = chat.t("approval.not_found", &[]);
             chat.printer.dim(&text);
         }
