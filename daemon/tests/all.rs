@@ -1,7 +1,8 @@
 //! taud's integration tests, in one binary so the daemon is linked once: each module below was its
 //! own binary and keeps its own `//!` saying what it covers. Three binaries stay apart because they
-//! touch the whole process: `props.rs` counts every panic in its process, `panic_hook.rs` installs
-//! the crash hook, and `store_crash.rs` re-executes itself and kills the child.
+//! touch the whole process: `props.rs` counts every panic in its process, `process_wide.rs`
+//! installs the crash hook and a scoped tracing subscriber, and `store_crash.rs` re-executes itself
+//! and kills the child.
 
 // Test code: a failed unwrap is a failed run, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -40,7 +41,6 @@ mod hub_soak;
 mod hub_spend;
 mod hub_stop_events;
 mod hub_summarize_memory;
-mod hub_trace_spans;
 mod hub_turns;
 mod hub_window;
 mod mcp_hub_process;

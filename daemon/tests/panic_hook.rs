@@ -1,5 +1,5 @@
-//! The panic hook writes `crash.json` naming the panic, for the next start's crash report. (Its
-//! own test binary: the hook is process-wide.)
+//! The panic hook writes `crash.json` naming the panic, for the next start's crash report. (In
+//! `process_wide.rs`: the hook is process-wide.)
 
 use tau_api::hub_files::CrashNote;
 

@@ -10,7 +10,7 @@ use super::repo;
 
 /// The crates with integration tests, and the binaries besides `all` each may list.
 const CRATES: &[(&str, &[&str])] = &[
-    ("daemon", &["props", "panic_hook", "store_crash"]),
+    ("daemon", &["props", "process_wide", "store_crash"]),
     ("client", &[]),
     ("telegram", &[]),
     ("tests", &[]),
