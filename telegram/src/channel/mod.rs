@@ -16,6 +16,7 @@
 //! - no lock is held across an `.await`.
 
 mod approval_watch;
+mod card_deadline;
 mod cards;
 mod claims;
 mod commands;
