@@ -409,3 +409,48 @@ async fn a_retry_after_too_large_for_any_clock_times_the_card_out_at_its_deadlin
         "the card's task did not die: {logs}"
     );
 }
+
+/// The owner pinned in `tau.toml` is two ids: the user whose messages and taps count, and the chat
+/// the channel talks in (here a group, whose id is not the user's). The owner's message there
+/// starts a turn, the card goes there, and only the owner's tap there decides it; neither the
+/// owner's private chat nor a stranger in the group counts, and the pinned chat is never left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_owner_chat_is_where_cards_go_and_only_the_owners_tap_there_decides() {
+    const GROUP: i64 = -100_555;
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text("The lamp is on.")]).await;
+    let mut config = config(&bot);
+    config.owner_user_id = Some(OWNER);
+    config.owner_chat_id = Some(GROUP);
+    let channel = start_channel(&hub, config);
+    bot.push_text(OWNER, OWNER, "private", "turn on the lamp");
+    bot.push_text(STRANGER, GROUP, "group", "turn on the lamp");
+    bot.push_text(OWNER, GROUP, "group", "turn on the lamp");
+    let card = bot.wait_for_card("demo_physical_action").await;
+    assert_eq!(card.chat_id, GROUP, "the card is in the pinned chat");
+    let approve = button(&card, "a");
+    let date = 1_700_000_001;
+    bot.push_tap(STRANGER, GROUP, card.message_id, date, &approve);
+    bot.push_tap(OWNER, OWNER, card.message_id, date, &approve);
+    bot.wait_for("two answers", |b| (answers(b).len() == 2).then_some(()))
+        .await;
+    assert!(
+        answers(&bot).iter().all(|a| a == "Not valid."),
+        "{:?}",
+        answers(&bot)
+    );
+    assert_eq!(hub.pending().await.len(), 1, "nothing reached the hub");
+    bot.push_tap(OWNER, GROUP, card.message_id, date, &approve);
+    let reply = bot.wait_for_text("The lamp is on.").await;
+    assert_eq!(reply.chat_id, GROUP);
+    let session = session_of(&hub).await;
+    assert_eq!(hub.tools_run(&session).await.len(), 1, "one turn, run once");
+    assert!(
+        bot.requests("leaveChat").is_empty(),
+        "the pinned chat is never left"
+    );
+    for body in bot.requests("sendMessage") {
+        assert_eq!(body["chat_id"], GROUP, "{body}");
+    }
+    channel.stop().await.unwrap();
+}

@@ -260,14 +260,12 @@ fn check_tap(shared: &Shared, tap: &CallbackQuery) -> Option<(Presentation, Tap)
     let Some(owner) = shared.owner() else {
         return refuse("not paired");
     };
-    if tap.from.id != owner.user_id {
-        return refuse("not the owner");
-    }
     let Some(message) = tap.message.as_ref() else {
         return refuse("no message");
     };
-    if message.chat.id != owner.chat_id {
-        return refuse("not the owner's chat");
+    // The owner's user id (whose decision counts), in the owner's chat (where cards are sent).
+    if !owner.is_owner(tap.from.id, message.chat.id) {
+        return refuse("not the owner, or not the owner's chat");
     }
     if message.date == 0 {
         return refuse("inaccessible message");
