@@ -37,13 +37,16 @@ const KEYS: &str =
 pub struct TelegramConfig {
     /// The Bot API base URL, without a trailing `/`.
     pub api_base: String,
-    /// How long a card waits for a tap before the approval is rejected.
+    /// How long a card waits for a tap before the approval is rejected, when the hub gives the
+    /// question no deadline of its own (a routine's card lives until the hub's deadline).
     pub approval_timeout_seconds: u64,
     /// How long one `getUpdates` call waits for an update.
     pub poll_timeout_seconds: u64,
     /// The owner's numeric user id, when pinned in the file instead of paired.
     pub owner_user_id: Option<i64>,
-    /// The owner's private chat id, when pinned in the file instead of paired.
+    /// The chat the channel talks in, when pinned in the file instead of paired: the owner's
+    /// private chat (whose id equals `owner_user_id`) or a group, where only the owner's messages
+    /// and taps count.
     pub owner_chat_id: Option<i64>,
 }
 

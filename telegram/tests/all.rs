@@ -9,3 +9,4 @@ mod support;
 mod channel_approvals;
 mod channel_conversation;
 mod channel_polling;
+mod channel_routines;

@@ -1,8 +1,7 @@
 //! Approval cards against the fake Bot API and the real hub: the owner's tap decides once, every
 //! other tap is refused before the hub, an unanswered card times out as rejected, a card that
 //! cannot be sent (whatever a 429 asks) times out at its deadline, a card from before a restart
-//! never approves, and a routine's question on channel `telegram` reaches the owner as a card
-//! (approved, it runs; unanswered, it times out at the hub's deadline and the next firing goes on).
+//! never approves. A routine's question is `channel_routines`'.
 
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -13,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::fake_bot::{Failure, FakeBot, OWNER, STRANGER, Sent, button};
-use support::hub::{RunningChannel, TestHub, config, next_asked, session_of, start_channel};
+use support::hub::{RunningChannel, TestHub, config, session_of, start_channel};
 use support::logs::Captured;
 use tau_api::config::TelegramConfig;
 use taud::testing::FakeReply;
@@ -411,172 +410,47 @@ async fn a_retry_after_too_large_for_any_clock_times_the_card_out_at_its_deadlin
     );
 }
 
-/// A hub with routines on, whose routine questions are held for `hold`, the owner paired, and the
-/// channel running.
-async fn routine_channel(
-    replies: Vec<FakeReply>,
-    hold: Duration,
-) -> (FakeBot, TestHub, RunningChannel) {
-    let bot = FakeBot::start().await;
-    let hub = TestHub::start_with_routines(replies, hold).await;
-    hub.pair_owner();
-    let channel = start_channel(&hub, config(&bot));
-    hub.add_prompt_routine("lamp", "Turn on the lamp.", "telegram")
-        .await;
-    (bot, hub, channel)
-}
-
+/// The owner pinned in `tau.toml` is two ids: the user whose messages and taps count, and the chat
+/// the channel talks in (here a group, whose id is not the user's). The owner's message there
+/// starts a turn, the card goes there, and only the owner's tap there decides it; neither the
+/// owner's private chat nor a stranger in the group counts, and the pinned chat is never left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_routines_question_reaches_the_owner_as_a_card_and_the_approve_runs_it() {
-    let (bot, hub, channel) = routine_channel(
-        vec![lamp(), FakeReply::text("The lamp is on.")],
-        Duration::from_secs(60),
-    )
-    .await;
-    let firing = hub.run_routine("lamp").await;
+async fn a_pinned_owner_chat_is_where_cards_go_and_only_the_owners_tap_there_decides() {
+    const GROUP: i64 = -100_555;
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![lamp(), FakeReply::text("The lamp is on.")]).await;
+    let mut config = config(&bot);
+    config.owner_user_id = Some(OWNER);
+    config.owner_chat_id = Some(GROUP);
+    let channel = start_channel(&hub, config);
+    bot.push_text(OWNER, OWNER, "private", "turn on the lamp");
+    bot.push_text(STRANGER, GROUP, "group", "turn on the lamp");
+    bot.push_text(OWNER, GROUP, "group", "turn on the lamp");
     let card = bot.wait_for_card("demo_physical_action").await;
-    assert_eq!(card.chat_id, OWNER, "the card is in the owner's chat");
-    let pending = hub.pending().await;
-    assert_eq!(pending.len(), 1, "{pending:?}");
-    let asked = &pending[0];
-    assert_eq!(asked.session_id, "routine-lamp");
-    assert_eq!(asked.channel, "telegram");
-    assert!(asked.held, "asked by a turn nobody attached started");
-    assert!(!asked.effect.is_empty());
-    assert!(
-        card.text
-            .contains(&tau_telegram::render::escape_html(&asked.effect)),
-        "the card shows the effect: {}",
-        card.text
-    );
-    assert!(
-        card.text.contains("&lt;lamp&gt;"),
-        "the card shows the escaped arguments: {}",
-        card.text
-    );
-    owner_taps(&bot, &card, "a");
-    let edited = bot
-        .wait_for("the card edited to approved", |b| {
-            let m = b.message(card.message_id);
-            m.keyboard.is_none().then_some(m)
-        })
+    assert_eq!(card.chat_id, GROUP, "the card is in the pinned chat");
+    let approve = button(&card, "a");
+    let date = 1_700_000_001;
+    bot.push_tap(STRANGER, GROUP, card.message_id, date, &approve);
+    bot.push_tap(OWNER, OWNER, card.message_id, date, &approve);
+    bot.wait_for("two answers", |b| (answers(b).len() == 2).then_some(()))
         .await;
     assert!(
-        edited.text.starts_with("<b>✅ Approved</b>"),
-        "{}",
-        edited.text
+        answers(&bot).iter().all(|a| a == "Not valid."),
+        "{:?}",
+        answers(&bot)
     );
-    let ended = hub.ended_firing("lamp", firing).await;
-    assert_eq!(ended.outcome, "succeeded", "{}", ended.detail);
-    assert_eq!(ended.detail, "The lamp is on.");
-    assert_eq!(hub.tools_run("routine-lamp").await.len(), 1, "the tool ran");
-    let approvals = hub.stored("routine-lamp", "approval").await;
+    assert_eq!(hub.pending().await.len(), 1, "nothing reached the hub");
+    bot.push_tap(OWNER, GROUP, card.message_id, date, &approve);
+    let reply = bot.wait_for_text("The lamp is on.").await;
+    assert_eq!(reply.chat_id, GROUP);
+    let session = session_of(&hub).await;
+    assert_eq!(hub.tools_run(&session).await.len(), 1, "one turn, run once");
     assert!(
-        approvals.iter().any(|a| a.contains("\"approved\"")),
-        "{approvals:?}"
+        bot.requests("leaveChat").is_empty(),
+        "the pinned chat is never left"
     );
-    assert_eq!(bot.cards_sent(), 1, "one card for one question");
-    channel.stop().await.unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unanswered_routine_question_times_out_at_its_deadline_and_the_next_firing_goes_on() {
-    let (bot, hub, channel) = routine_channel(
-        vec![
-            lamp(),
-            FakeReply::text("It was not approved."),
-            lamp(),
-            FakeReply::text("Not approved either."),
-        ],
-        Duration::from_secs(2),
-    )
-    .await;
-    let mut asked = hub.watch_approvals("telegram").await;
-    let first = hub.run_routine("lamp").await;
-    let second = hub.run_routine("lamp").await;
-    let question = next_asked(&mut asked).await;
-    let deadline: jiff::Timestamp = question.deadline.parse().unwrap();
-    // Matched by its text: a slow machine may see it only once it has timed out.
-    let card = bot.wait_for_text("demo_physical_action").await;
-    let edited = bot
-        .wait_for("the card edited to timed out", |b| {
-            let m = b.message(card.message_id);
-            m.keyboard.is_none().then_some(m)
-        })
-        .await;
-    assert!(
-        jiff::Timestamp::now().as_millisecond() >= deadline.as_millisecond() - 100,
-        "ended before its deadline {deadline}"
-    );
-    assert!(
-        edited.text.starts_with("<b>⌛ Timed out — rejected</b>"),
-        "{}",
-        edited.text
-    );
-    let ended = hub.ended_firing("lamp", first).await;
-    assert_eq!(ended.outcome, "failed", "{}", ended.detail);
-    assert!(ended.detail.starts_with("timeout:"), "{}", ended.detail);
-
-    // The firing queued behind it runs, and its own question reaches the owner too.
-    let next = next_asked(&mut asked).await;
-    assert_ne!(next.approval_id, question.approval_id);
-    assert_eq!(next.session_id, "routine-lamp");
-    bot.wait_for("the second firing's card", |b| {
-        b.sent()
-            .into_iter()
-            .find(|m| m.message_id != card.message_id && m.text.contains("demo_physical_action"))
-    })
-    .await;
-    let ended = hub.ended_firing("lamp", second).await;
-    assert!(ended.detail.starts_with("timeout:"), "{}", ended.detail);
-    let approvals = hub.stored("routine-lamp", "approval").await;
-    let timeouts = approvals
-        .iter()
-        .filter(|a| a.contains("\"timeout\""))
-        .count();
-    assert_eq!(timeouts, 2, "both recorded as timeouts: {approvals:?}");
-    assert!(
-        !approvals.iter().any(|a| a.contains("\"rejected\"")),
-        "not as a person's rejection: {approvals:?}"
-    );
-    assert!(
-        hub.tools_run("routine-lamp").await.is_empty(),
-        "nothing ran"
-    );
-    assert_eq!(bot.cards_sent(), 2, "one card per question");
-    channel.stop().await.unwrap();
-}
-
-// One thread: the capturing subscriber is this thread's default, and every task runs here.
-#[tokio::test]
-async fn with_no_owner_a_routines_question_waits_for_its_deadline_and_is_logged_once() {
-    let (captured, _guard) = Captured::start();
-    let bot = FakeBot::start().await;
-    let hub = TestHub::start_with_routines(
-        vec![
-            lamp(),
-            FakeReply::text("Not approved."),
-            lamp(),
-            FakeReply::text("Not approved either."),
-        ],
-        Duration::from_secs(1),
-    )
-    .await;
-    let channel = start_channel(&hub, config(&bot));
-    hub.add_prompt_routine("lamp", "Turn on the lamp.", "telegram")
-        .await;
-    let first = hub.run_routine("lamp").await;
-    let second = hub.run_routine("lamp").await;
-    for firing in [first, second] {
-        let ended = hub.ended_firing("lamp", firing).await;
-        assert!(ended.detail.starts_with("timeout:"), "{}", ended.detail);
+    for body in bot.requests("sendMessage") {
+        assert_eq!(body["chat_id"], GROUP, "{body}");
     }
-    assert_eq!(bot.cards_sent(), 0, "nobody to show it to");
-    let logs = captured.text();
-    let warned = logs
-        .lines()
-        .filter(|l| l.contains("WARN") && l.contains("no owner is paired"))
-        .count();
-    assert_eq!(warned, 1, "one warn line for two questions: {logs}");
     channel.stop().await.unwrap();
 }

@@ -1,7 +1,7 @@
 //! The long-poll loop against the fake Bot API: the offset is persisted, a 429's retry_after is
 //! waited out (at most the cap, however large it asks, and a stop ends the wait), a 409 stops the
 //! run and says so, a refused token stops it, and the token appears in no log line or error after
-//! a forced network failure.
+//! a forced network failure; an update id out of range is dropped, never overflowing the offset.
 
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -45,6 +45,29 @@ async fn the_offset_is_persisted_and_no_update_is_handled_twice_after_a_restart(
         bot.requests("getUpdates").last().unwrap()["offset"],
         first + 2
     );
+    channel.stop().await.unwrap();
+}
+
+/// An `update_id` from outside that is out of range (here `i64::MAX`, whose successor overflows)
+/// is dropped: the poller neither panics nor wraps its offset, and goes on with the next update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_id_out_of_range_is_dropped_without_panicking_or_wrapping_the_offset() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start(vec![]).await;
+    hub.pair_owner();
+    let channel = start_channel(&hub, config(&bot));
+    bot.owner_says("/help");
+    bot.owner_says_as(i64::MAX, "/help");
+    bot.wait_for("the help", |b| (help_replies(b) == 1).then_some(()))
+        .await;
+    let next = bot.owner_says("/help");
+    bot.wait_for("the next help", |b| (help_replies(b) == 2).then_some(()))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(help_replies(&bot), 2, "the out-of-range update was dropped");
+    let stored = tau_telegram::state::read_offset(&hub.state_paths()).unwrap();
+    assert_eq!(stored, next + 1);
+    assert!(!channel.task.is_finished(), "the poller goes on");
     channel.stop().await.unwrap();
 }
 

@@ -10,17 +10,22 @@
 //! - a token of an earlier epoch never approves: its card is edited to superseded; its Reject may
 //!   be forwarded through this epoch's card of the same approval (rejecting is always safe);
 //! - the card shows the hub's verdict, never the button pressed; every ended card loses its
-//!   buttons; an unanswered card times out at its deadline (the configured timeout or the hub's
-//!   deadline, whichever is first): the channel answers `TIMED_OUT`, which rejects the approval
-//!   and records it as a timeout, not as the owner's rejection;
+//!   buttons; a card lives as long as its question: when the hub gives the approval a deadline
+//!   (a routine's question, held for `[routines] approval_timeout`), the card shows that deadline
+//!   and stays decidable until the hub ends the question, which edits the card to the hub's
+//!   resolution (a card still shown a grace past that deadline, its resolution unheard, asks the
+//!   hub and shows its verdict: see [`super::card_deadline`]); when the hub would wait without
+//!   end, the card
+//!   times out at the configured `approval_timeout_seconds`: the channel answers `TIMED_OUT`,
+//!   which rejects the approval and records it as a timeout, not as the owner's rejection;
 //! - a card is never dropped on a 429: sending retries until the approval's deadline, each wait
 //!   the 429's `retry_after` (at most [`crate::bot_api::MAX_RETRY_AFTER`]) or 1 s after another
 //!   failure, and never past the deadline; a card not sent by then ends its approval as
 //!   `TIMED_OUT` at the deadline, unasked, with a warn line (no `retry_after`, however large,
 //!   panics the card's task or leaves the approval waiting); a stop between attempts ends the
 //!   retries and leaves the approval pending (the next start shows it afresh);
-//! - a card's deadline is computed with checked arithmetic and is never further off than the
-//!   longest configurable approval timeout;
+//! - a card's deadline (the hub's is a number from outside) is computed with checked arithmetic
+//!   and is never further off than the longest configurable approval timeout (plus the grace);
 //! - a card whose `sendMessage` went out is in the presentation log before the channel stops:
 //!   the relay and the approval watch run [`present`] in a task of its own that a stop never cuts
 //!   short mid-request, so a tap on it after a restart is recognised as stale (answered expired,
@@ -31,7 +36,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tau_api::config::APPROVAL_TIMEOUT_BOUNDS;
 use tau_api::proto::v1::{self as pb, ApprovalResolution};
 use tokio::time::Instant;
 
@@ -43,6 +47,7 @@ use crate::state::{
     CardState, Presentation, Tap, callback_data, parse_callback_data, random_token,
 };
 
+use super::card_deadline::{CardDeadline, card_deadline};
 use super::claims::Claim;
 use super::{LiveCard, Shared, lock};
 
@@ -56,7 +61,8 @@ pub(super) async fn present(
     attachment: &str,
     claim: Claim,
 ) -> bool {
-    let deadline = card_deadline(shared, approval);
+    let CardDeadline { deadline, expiry } =
+        card_deadline(shared.config.approval_timeout_seconds, &approval.deadline);
     let Ok(token) = random_token() else {
         tracing::error!("telegram: no randomness for a card token; the approval times out unasked");
         time_out_quietly(shared, &approval.approval_id, attachment).await;
@@ -138,7 +144,7 @@ pub(super) async fn present(
     shared.tasks.spawn(async move {
         tokio::select! {
             () = timer_shared.stop.cancelled() => {}
-            () = tokio::time::sleep_until(deadline) => expire(&timer_shared, &token).await,
+            () = tokio::time::sleep_until(expiry) => expire(&timer_shared, &token).await,
         }
     });
     // The card is in the log now: that, not the claim, keeps the approval from a second card.
@@ -254,14 +260,12 @@ fn check_tap(shared: &Shared, tap: &CallbackQuery) -> Option<(Presentation, Tap)
     let Some(owner) = shared.owner() else {
         return refuse("not paired");
     };
-    if tap.from.id != owner.user_id {
-        return refuse("not the owner");
-    }
     let Some(message) = tap.message.as_ref() else {
         return refuse("no message");
     };
-    if message.chat.id != owner.chat_id {
-        return refuse("not the owner's chat");
+    // The owner's user id (whose decision counts), in the owner's chat (where cards are sent).
+    if !owner.is_owner(tap.from.id, message.chat.id) {
+        return refuse("not the owner, or not the owner's chat");
     }
     if message.date == 0 {
         return refuse("inaccessible message");
@@ -306,24 +310,8 @@ async fn stale_tap(shared: &Arc<Shared>, tap: &CallbackQuery, card: &Presentatio
     finish(shared, &card.token, CardState::Superseded, &outcome).await;
 }
 
-/// The card's deadline: the configured timeout, or the hub's own deadline if sooner, never further
-/// off than the longest configurable timeout.
-fn card_deadline(shared: &Shared, approval: &pb::PendingApproval) -> Instant {
-    let longest = Duration::from_secs(APPROVAL_TIMEOUT_BOUNDS.1);
-    let configured = Duration::from_secs(shared.config.approval_timeout_seconds).min(longest);
-    let hub_left = approval.deadline.parse::<jiff::Timestamp>().ok().map(|at| {
-        let left = at
-            .as_millisecond()
-            .saturating_sub(jiff::Timestamp::now().as_millisecond());
-        Duration::from_millis(u64::try_from(left).unwrap_or(0))
-    });
-    let now = Instant::now();
-    // A deadline that cannot be represented is no reason to wait for ever: it is now.
-    now.checked_add(hub_left.map_or(configured, |left| left.min(configured)))
-        .unwrap_or(now)
-}
-
-/// The card's deadline passed: reject it (unless a tap is deciding it) and say it timed out.
+/// The card's timer: unless a tap is deciding it, end its question as timed out and show the hub's
+/// verdict (how the hub ended it, if it did first).
 async fn expire(shared: &Arc<Shared>, token: &str) {
     let live = {
         let mut book = lock(&shared.cards);
@@ -337,12 +325,21 @@ async fn expire(shared: &Arc<Shared>, token: &str) {
         book.deciding.insert(token.to_owned());
         book.live.get(token).cloned()
     };
-    if let Some(live) = live
-        && let Err(e) = send_decision(shared, &live, pb::ApprovalDecision::TimedOut).await
-    {
-        tracing::warn!(error = %e, "telegram: the card's timeout did not reach the hub");
-    }
-    let outcome = shared.texts.plain("telegram.outcome_timeout");
+    let timed_out = shared.texts.plain("telegram.outcome_timeout");
+    let outcome = match live {
+        Some(live) => match send_decision(shared, &live, pb::ApprovalDecision::TimedOut).await {
+            // The hub's verdict: a question it ended meanwhile shows how it ended.
+            Ok(response) if response.outcome() != pb::DecideOutcome::NotFound => {
+                verdict(shared, &response)
+            }
+            Ok(_) => timed_out,
+            Err(e) => {
+                tracing::warn!(error = %e, "telegram: the card's timeout did not reach the hub");
+                timed_out
+            }
+        },
+        None => timed_out,
+    };
     finish(shared, token, CardState::Ended, &outcome).await;
     lock(&shared.cards).deciding.remove(token);
 }

@@ -1,9 +1,10 @@
 //! One update in: who sent it decides whether anything reaches the hub.
 //!
 //! Invariants: before pairing, only `/start <code>` in a private chat is acted on; after it, a
-//! message counts only from the owner's user id in the owner's chat, and a group is left; a tap
-//! goes to [`super::cards::handle_tap`], which checks it in full. Ignored updates are logged at
-//! debug level with their ids only.
+//! message counts only from the owner's user id in the owner's chat (the chat pinned in
+//! `tau.toml` may be a group: there, nobody else's message counts, and nobody pairs); any other
+//! group is left; a tap goes to [`super::cards::handle_tap`], which checks it in full. Ignored
+//! updates are logged at debug level with their ids only.
 
 use std::sync::Arc;
 
@@ -25,7 +26,9 @@ async fn handle_message(shared: &Arc<Shared>, update_id: i64, message: Message) 
         return;
     };
     let text = message.text.as_deref().unwrap_or("").trim();
-    if !message.chat.is_private() {
+    let owner = shared.owner();
+    let private = message.chat.is_private();
+    if !private && owner.is_none_or(|o| o.chat_id != message.chat.id) {
         tracing::debug!(
             chat = message.chat.id,
             user = from.id,
@@ -36,19 +39,18 @@ async fn handle_message(shared: &Arc<Shared>, update_id: i64, message: Message) 
         }
         return;
     }
-    if let Some(code) = start_code(text) {
+    if private && let Some(code) = start_code(text) {
         pair(shared, &message, from.id, code).await;
         return;
     }
-    let owner = shared.owner();
-    let is_owner = owner.is_some_and(|o| o.user_id == from.id && o.chat_id == message.chat.id);
+    let is_owner = owner.is_some_and(|o| o.is_owner(from.id, message.chat.id));
     if !is_owner {
         tracing::debug!(
             chat = message.chat.id,
             user = from.id,
             "telegram: ignored a message from someone who is not the owner"
         );
-        if owner.is_none() {
+        if owner.is_none() && private {
             shared
                 .send_plain(message.chat.id, &shared.texts.plain("telegram.not_paired"))
                 .await;
@@ -73,11 +75,7 @@ fn start_code(text: &str) -> Option<&str> {
 
 async fn pair(shared: &Arc<Shared>, message: &Message, user_id: i64, code: &str) {
     let chat = message.chat.id;
-    if shared
-        .owner()
-        .is_some_and(|o| o.user_id == user_id && o.chat_id == chat)
-        && code.is_empty()
-    {
+    if shared.owner().is_some_and(|o| o.is_owner(user_id, chat)) && code.is_empty() {
         shared
             .send_plain(chat, &shared.texts.plain("telegram.help"))
             .await;

@@ -4,9 +4,12 @@
 //! refused.
 //!
 //! Invariants:
-//! - only the owner's updates reach the hub: a message must come from the owner's user id in the
-//!   owner's private chat, a tap must pass every check of [`cards`]; anything else is dropped with
-//!   a debug line naming its ids, never its text;
+//! - the owner is two ids, never one taken for the other: the user id, whose messages and taps
+//!   alone count, and the chat id, where the channel talks (paired: the private chat `/start` came
+//!   from; pinned in `tau.toml`: both keys or neither, see [`pinned_owner`]); only the owner's
+//!   updates reach the hub: a message must come from the owner's user id in the owner's chat, a
+//!   tap must pass every check of [`cards`]; anything else is dropped with a debug line naming its
+//!   ids, never its text;
 //! - the poll offset is persisted after each update, so after a restart no update is handled
 //!   twice except the one in flight (whose turn the hub deduplicates by its idempotency key);
 //! - a 409 (another poller) or a refused token ends the run with an error that says so, so the
@@ -16,6 +19,7 @@
 //! - no lock is held across an `.await`.
 
 mod approval_watch;
+mod card_deadline;
 mod cards;
 mod claims;
 mod commands;
@@ -81,14 +85,21 @@ pub enum ChannelError {
     State(#[from] StateError),
     #[error("{0}")]
     Setup(String),
+    /// Only one of `owner_user_id` and `owner_chat_id` is set: not retried.
+    #[error(
+        "owner_user_id and owner_chat_id pin the owner together: set both or neither (and run `tau telegram pair`)"
+    )]
+    HalfPinnedOwner,
 }
 
 impl ChannelError {
-    /// Whether restarting cannot help (a conflict or a refused token).
+    /// Whether restarting cannot help (a conflict, a refused token, a half-pinned owner).
     pub fn is_final(&self) -> bool {
         matches!(
             self,
-            ChannelError::Conflict(_) | ChannelError::Unauthorized(_)
+            ChannelError::Conflict(_)
+                | ChannelError::Unauthorized(_)
+                | ChannelError::HalfPinnedOwner
         )
     }
 }
@@ -181,10 +192,9 @@ pub async fn run_channel(
     let bot = BotClient::new(&options.config.api_base, &options.token)
         .map_err(|e| ChannelError::Setup(e.to_string()))?;
     let hub = hub_link::connect(&options.socket).await?;
-    let owner = match (options.config.owner_user_id, options.config.owner_chat_id) {
-        (Some(user), Some(chat)) => Some(OwnerBinding::new(user, chat, 0)),
-        (Some(user), None) => Some(OwnerBinding::new(user, user, 0)),
-        _ => state::read_owner(&options.state)?,
+    let owner = match pinned_owner(&options.config)? {
+        Some(owner) => Some(owner),
+        None => state::read_owner(&options.state)?,
     };
     let session = state::read_session(&options.state)?;
     let log = PresentationLog::load(&options.state)?;
@@ -215,6 +225,16 @@ pub async fn run_channel(
     result
 }
 
+/// The owner pinned in `tau.toml`, if any. Both ids or neither: a user id is never taken for the
+/// chat (only a private chat's id equals its user's), nor a chat id for the user.
+fn pinned_owner(config: &TelegramConfig) -> Result<Option<OwnerBinding>, ChannelError> {
+    match (config.owner_user_id, config.owner_chat_id) {
+        (Some(user), Some(chat)) => Ok(Some(OwnerBinding::new(user, chat, 0))),
+        (None, None) => Ok(None),
+        _ => Err(ChannelError::HalfPinnedOwner),
+    }
+}
+
 async fn run(shared: &Arc<Shared>) -> Result<(), ChannelError> {
     match shared.bot.delete_webhook().await {
         Ok(_) => {}
@@ -230,4 +250,39 @@ async fn run(shared: &Arc<Shared>) -> Result<(), ChannelError> {
         ChannelPhase::NotPaired
     });
     poller::poll(shared).await
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn pinned(user: Option<i64>, chat: Option<i64>) -> Result<Option<OwnerBinding>, ChannelError> {
+        pinned_owner(&TelegramConfig {
+            owner_user_id: user,
+            owner_chat_id: chat,
+            ..TelegramConfig::default()
+        })
+    }
+
+    #[test]
+    fn a_pinned_owner_is_both_ids_and_one_is_never_taken_for_the_other() {
+        let owner = pinned(Some(42), Some(-100_777)).unwrap().unwrap();
+        assert_eq!((owner.user_id, owner.chat_id), (42, -100_777));
+        assert!(owner.is_owner(42, -100_777));
+        assert!(
+            !owner.is_owner(-100_777, -100_777),
+            "the chat is not the user"
+        );
+        assert!(
+            !owner.is_owner(42, 42),
+            "the user's private chat is not the pinned chat"
+        );
+        assert_eq!(pinned(None, None).unwrap(), None, "paired instead");
+        for (user, chat) in [(Some(42), None), (None, Some(42))] {
+            let e = pinned(user, chat).unwrap_err();
+            assert!(matches!(e, ChannelError::HalfPinnedOwner), "{e}");
+            assert!(e.is_final(), "restarting cannot help");
+        }
+    }
 }

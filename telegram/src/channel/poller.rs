@@ -6,6 +6,13 @@
 //! reports itself running); a 409 or a refused token ends the loop (the caller reports it, nobody
 //! spins); other failures back off from 1 s doubling to 30 s, reset by a success; no pause is
 //! longer than [`MAX_RETRY_AFTER`], and every pause also ends as soon as the run stops.
+//!
+//! An `update_id` is a number from outside too: only one in `0..=`[`MAX_UPDATE_ID`] is handled and
+//! moves the offset (by checked arithmetic, so no id, however huge, panics the poller or wraps the
+//! offset round to a negative one, which Telegram would read as "the last updates again"); one
+//! outside it is dropped with a warn line, and a poll that brought nothing but such ids backs off
+//! like a failure, so a server that keeps sending one is never polled in a tight loop. The
+//! persisted offset is read back within the same bounds.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,11 +22,18 @@ use crate::state;
 
 use super::{ChannelError, Shared, inbound};
 
+/// The largest `update_id` the poller handles: the largest integer every JSON reader keeps exact
+/// (2^53 − 1); Telegram's ids are far below it.
+pub const MAX_UPDATE_ID: i64 = (1 << 53) - 1;
+
+/// The largest offset: one past [`MAX_UPDATE_ID`].
+const MAX_OFFSET: i64 = MAX_UPDATE_ID + 1;
+
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 pub(super) async fn poll(shared: &Arc<Shared>) -> Result<(), ChannelError> {
-    let mut offset = state::read_offset(&shared.paths)?;
+    let mut offset = state::read_offset(&shared.paths)?.clamp(0, MAX_OFFSET);
     let wait = Duration::from_secs(shared.config.poll_timeout_seconds);
     let mut backoff = FIRST_BACKOFF;
     loop {
@@ -29,20 +43,35 @@ pub(super) async fn poll(shared: &Arc<Shared>) -> Result<(), ChannelError> {
         };
         let pause = match polled {
             Ok(updates) => {
-                backoff = FIRST_BACKOFF;
+                let mut out_of_range = 0_usize;
+                let count = updates.len();
                 for update in updates {
-                    if update.update_id < offset {
-                        continue;
-                    }
-                    let id = update.update_id;
+                    let next = match admit(offset, update.update_id) {
+                        Admit::Seen => continue,
+                        Admit::OutOfRange => {
+                            out_of_range = out_of_range.saturating_add(1);
+                            tracing::warn!(
+                                update_id = update.update_id,
+                                "telegram: dropped an update whose id is out of range"
+                            );
+                            continue;
+                        }
+                        Admit::Handle { next } => next,
+                    };
                     inbound::handle(shared, update).await;
-                    offset = id + 1;
+                    offset = next;
                     state::write_offset(&shared.paths, offset)?;
                     if shared.stop.is_cancelled() {
                         return Ok(());
                     }
                 }
-                continue;
+                if count == 0 || out_of_range < count {
+                    backoff = FIRST_BACKOFF;
+                    continue;
+                }
+                let pause = backoff;
+                backoff = backoff.saturating_mul(2).min(MAX_BACKOFF);
+                pause
             }
             Err(e @ BotError::RetryAfter { .. }) => {
                 let pause = e.retry_wait().unwrap_or(FIRST_BACKOFF);
@@ -70,6 +99,52 @@ pub(super) async fn poll(shared: &Arc<Shared>) -> Result<(), ChannelError> {
     }
 }
 
+/// What the poller does with an update, given the offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admit {
+    /// Handle it; the offset becomes `next`.
+    Handle { next: i64 },
+    /// Below the offset: handled already.
+    Seen,
+    /// Negative or above [`MAX_UPDATE_ID`]: dropped.
+    OutOfRange,
+}
+
+fn admit(offset: i64, update_id: i64) -> Admit {
+    if !(0..=MAX_UPDATE_ID).contains(&update_id) {
+        return Admit::OutOfRange;
+    }
+    if update_id < offset {
+        return Admit::Seen;
+    }
+    match update_id.checked_add(1) {
+        Some(next) => Admit::Handle { next },
+        None => Admit::OutOfRange,
+    }
+}
+
 fn duration_ms(wait: Duration) -> u64 {
     u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_id_moves_the_offset_only_within_range_and_never_overflows() {
+        assert_eq!(admit(0, 1000), Admit::Handle { next: 1001 });
+        assert_eq!(admit(1001, 1000), Admit::Seen);
+        assert_eq!(admit(1001, 1001), Admit::Handle { next: 1002 });
+        assert_eq!(
+            admit(0, MAX_UPDATE_ID),
+            Admit::Handle {
+                next: MAX_UPDATE_ID + 1
+            }
+        );
+        for hostile in [MAX_UPDATE_ID + 1, i64::MAX, -1, i64::MIN] {
+            assert_eq!(admit(0, hostile), Admit::OutOfRange, "{hostile}");
+            assert_eq!(admit(1001, hostile), Admit::OutOfRange, "{hostile}");
+        }
+    }
 }

@@ -43,7 +43,9 @@ impl StatePaths {
     }
 }
 
-/// Who the bot answers: one user in one private chat.
+/// Who the bot answers: one user (whose messages and taps alone count) in one chat (where the
+/// channel talks). Two ids, never one taken for the other: a private chat's id equals its user's,
+/// any other chat's does not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwnerBinding {
     pub version: u32,
@@ -61,6 +63,12 @@ impl OwnerBinding {
             chat_id,
             bound_at,
         }
+    }
+
+    /// Whether an update from `user` in `chat` is the owner's: the owner's user id, in the owner's
+    /// chat.
+    pub fn is_owner(&self, user: i64, chat: i64) -> bool {
+        self.user_id == user && self.chat_id == chat
     }
 }
 

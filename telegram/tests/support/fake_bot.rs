@@ -111,6 +111,20 @@ impl FakeBot {
         self.push_text(OWNER, OWNER, "private", text)
     }
 
+    /// [`FakeBot::owner_says`] in an update whose id is `update_id`, as a hostile server might
+    /// number it; the ids of later updates go on as before.
+    pub fn owner_says_as(&self, update_id: i64, text: &str) {
+        let update = json!({"update_id": update_id, "message": {
+            "message_id": 80_000,
+            "date": 1_700_000_000,
+            "chat": {"id": OWNER, "type": "private"},
+            "from": {"id": OWNER, "is_bot": false, "first_name": "x"},
+            "text": text,
+        }});
+        self.inner.lock().unwrap().updates.push_back(update);
+        self.notify.notify_waiters();
+    }
+
     /// A tap by `user` on message `message_id` of `chat` with `data`; `date` 0 makes the message
     /// inaccessible.
     pub fn push_tap(&self, user: i64, chat: i64, message_id: i64, date: i64, data: &str) -> i64 {
