@@ -20,6 +20,7 @@ mod hubctl;
 mod init;
 mod logs;
 mod mcp;
+mod node;
 mod plugin_commands;
 mod present;
 mod relay;
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
         Command::Telegram(command) => telegram::run(command, &ctx),
         Command::Routine(command) => routine::run(command, &ctx),
         Command::Approvals(args) => approvals::run(args, &ctx),
+        Command::Node(command) => node::run(command, &ctx),
         Command::Tui(args) => tui::run(args, &ctx),
         Command::Completions(args) => shell_docs::run_completions(args),
         Command::Man => shell_docs::run_man(),

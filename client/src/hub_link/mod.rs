@@ -83,6 +83,15 @@ pub async fn connect(address: &HubAddress) -> Result<HubClient, NotRunning> {
     }
 }
 
+/// The `tau.v1.Nodes` service on the Unix socket `socket` (`tau node`), within
+/// [`CONNECT_TIMEOUT`].
+pub async fn connect_nodes(
+    socket: &std::path::Path,
+) -> Result<tau_api::proto::v1::nodes_client::NodesClient<Channel>, NotRunning> {
+    let channel = unix_socket::channel(socket).await?;
+    Ok(tau_api::proto::v1::nodes_client::NodesClient::new(channel))
+}
+
 /// [`connect`] for the one-shot command `command` (`tau routine`, `tau approvals`) within
 /// `deadline`; when no hub answers, prints one line saying so and gives [`EXIT_NO_HUB`].
 pub async fn connect_or_report(
