@@ -155,8 +155,18 @@ async fn dial_loop(
     }
 }
 
+/// Whether a failure (its debug text, which carries the TLS alert) says the hub refused this
+/// node's key, or presented one other than the pinned one: then only pairing again helps.
 fn refused_key(text: &str) -> bool {
-    text.contains("Certificate") || text.contains("certificate") || text.contains("not paired")
+    [
+        "AccessDenied",
+        "BadCertificate",
+        "CertificateUnknown",
+        "InvalidCertificate",
+        "not paired",
+    ]
+    .iter()
+    .any(|mark| text.contains(mark))
 }
 
 async fn link_once(
@@ -282,6 +292,7 @@ fn start_call(
     let running = Arc::clone(running);
     tokio::spawn(async move {
         let (ok, text) = run_call(tool, &call, token).await;
+        tracing::info!(tool = %call.tool, call_id, ok, "ran a call for the hub");
         running
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
