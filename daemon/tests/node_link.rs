@@ -130,6 +130,15 @@ async fn pairing_is_single_use_bound_to_both_keys_and_refuses_in_one_line() {
         .await;
     assert_eq!(wrong_side.unwrap_err().code(), Code::FailedPrecondition);
 
+    let closed = join(&mut node_nodes, listen, "pi:00000-00000-00000-00000")
+        .await
+        .unwrap_err();
+    let closed = closed.message();
+    assert!(
+        closed.contains("refused this node's key at the handshake"),
+        "{closed}"
+    );
+
     let code = code(&mut hub_nodes).await;
     let wrong = join(&mut node_nodes, listen, "pi:00000-00000-00000-00000")
         .await

@@ -40,6 +40,7 @@ pub async fn connect(
             let stream = tokio_rustls::TlsConnector::from(tls)
                 .connect(name, tcp)
                 .await?;
+            let stream = super::first_bytes::FirstBytes::read_ahead(stream).await?;
             Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
         }
     });
@@ -48,6 +49,20 @@ pub async fn connect(
         .timeout(CONNECT_DEADLINE)
         .connect_with_connector(connector)
         .await
+}
+
+/// Whether a failure (its debug text, which carries the TLS alert) says the hub refused this
+/// node's key, or presented one other than the pinned one: then only pairing again helps.
+pub(super) fn refused_key(text: &str) -> bool {
+    [
+        "AccessDenied",
+        "BadCertificate",
+        "CertificateUnknown",
+        "InvalidCertificate",
+        "not paired",
+    ]
+    .iter()
+    .any(|mark| text.contains(mark))
 }
 
 /// Pairs this node with the hub at `address` using `code`; the name the hub knows it by and the
@@ -77,9 +92,15 @@ async fn join_inner(
     let seen = Arc::new(Mutex::new(None));
     let tls =
         client_config(&identity, HubKey::Learn(Arc::clone(&seen))).map_err(|e| e.to_string())?;
-    let channel = connect(address, tls)
-        .await
-        .map_err(|e| format!("cannot reach the hub at {address}: {e}"))?;
+    let channel = connect(address, tls).await.map_err(|e| {
+        if refused_key(&format!("{e:?}")) {
+            format!(
+                "the hub at {address} refused this node's key at the handshake: it has no pairing code open; on the hub, run tau node pair {name}"
+            )
+        } else {
+            format!("cannot reach the hub at {address}: {e}")
+        }
+    })?;
     let hub_fp = seen
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -94,9 +115,7 @@ async fn join_inner(
         .await
         .map_err(|status| match status.code() {
             tonic::Code::FailedPrecondition => status.message().to_owned(),
-            _ => format!(
-                "the hub at {address} refused this node's key at the handshake: it has no pairing code open; on the hub, run tau node pair {name}"
-            ),
+            _ => format!("the hub at {address} refused pairing: {}", status.message()),
         })?
         .into_inner();
     let expected = hub_proof(&secret, identity.fingerprint(), &hub_fp);

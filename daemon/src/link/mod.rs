@@ -11,6 +11,7 @@
 //! for two; a node runs only calls that arrive on its authenticated hub link.
 
 mod admin;
+mod first_bytes;
 mod hub_side;
 mod join;
 mod node_side;

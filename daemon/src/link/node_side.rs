@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
-use super::join::connect;
+use super::join::{connect, refused_key};
 use crate::clock::SystemClock;
 use crate::host::{Hub, HubService, ServiceError};
 use crate::node::{HubKey, NodeRegistry, client_config};
@@ -153,20 +153,6 @@ async fn dial_loop(
             () = stop.cancelled() => return,
         }
     }
-}
-
-/// Whether a failure (its debug text, which carries the TLS alert) says the hub refused this
-/// node's key, or presented one other than the pinned one: then only pairing again helps.
-fn refused_key(text: &str) -> bool {
-    [
-        "AccessDenied",
-        "BadCertificate",
-        "CertificateUnknown",
-        "InvalidCertificate",
-        "not paired",
-    ]
-    .iter()
-    .any(|mark| text.contains(mark))
 }
 
 async fn link_once(
