@@ -2,7 +2,7 @@
 //! both sides authenticate. This room owns the keys (`identity.rs`), the one pairing store
 //! (`pairing_store.rs`, `nodes.json` in the hub directory), one-time codes and their proofs
 //! (`pairing_code.rs`), the TLS 1.3 configurations that pin the peer's key (`tls.rs`), the one
-//! registry every view of the nodes reads (`registry.rs` `NodeRegistry`), a live link's calls in
+//! registry every view of the nodes reads (`node_registry.rs` `NodeRegistry`), a live link's calls in
 //! flight (`link_state.rs` `LinkHandle`) and a node's tool as the hub's gate sees it
 //! (`node_tool.rs` `NodeTool`). The wire (tonic) is the `link` room's.
 //!
@@ -16,18 +16,18 @@
 
 mod identity;
 mod link_state;
+mod node_registry;
 mod node_tool;
 mod pairing_code;
 mod pairing_store;
-mod registry;
 mod tls;
 
 pub use identity::{Identity, fingerprint};
 pub use link_state::{CallEvent, LinkHandle, MAX_CALLS_IN_FLIGHT, OUTBOUND_QUEUE, Outbound};
-pub use node_tool::{NodeTool, node_distribution, node_tool_name};
+pub use node_registry::{LentToolView, NodeLender, NodeRegistry, NodeView, PeerState};
+pub use node_tool::{NodeLinks, NodeTool, ToolClaim, node_distribution, node_tool_name};
 pub use pairing_code::{CODE_LIFETIME, PairError, code_name, hub_proof, node_proof, proofs_match};
 pub use pairing_store::{PAIRING_FILE, PAIRING_VERSION, PairedHub, PairedNode, PairingFile};
-pub use registry::{LentToolView, NodeLender, NodeRegistry, NodeView, PeerState, ToolClaim};
 pub use tls::{ClientKeys, HubKey, client_config, server_config};
 
 /// A node operation failed; each displays as one line.

@@ -8,13 +8,15 @@
 //! mid-call is "outcome unknown", and nothing is retried here.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use tau_api::config::McpToolConfig;
 
-use super::link_state::CallEvent;
-use super::registry::{NodeRegistry, ToolClaim};
+use sha2::{Digest, Sha256};
+
+use super::link_state::{CallEvent, LinkHandle};
 use crate::tool::{Tier, Tool, ToolContext, ToolError, ToolOutput, ToolProgress, ToolSpec};
 
 /// Longest description the model sees of a node's tool (the node's claim, untrusted).
@@ -30,10 +32,37 @@ pub fn node_distribution(node: &str) -> String {
     format!("node:{node}")
 }
 
+/// A tool a node claims to lend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolClaim {
+    pub name: String,
+    pub description: String,
+    pub input_schema_json: String,
+}
+
+impl ToolClaim {
+    pub(super) fn digest(&self) -> String {
+        let mut h = Sha256::new();
+        for part in [&self.name, &self.description, &self.input_schema_json] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        hex::encode(h.finalize())
+    }
+}
+
+/// Where a node tool finds its node's live link (the registry).
+pub trait NodeLinks: Send + Sync {
+    /// The node's link when it is live; otherwise the line the model reads.
+    fn live_link(&self, node: &str) -> Result<LinkHandle, String>;
+    /// How long a call may go without a result or progress.
+    fn call_timeout(&self) -> Duration;
+}
+
 /// One node tool behind the gate.
 pub struct NodeTool {
     spec: ToolSpec,
-    registry: Arc<NodeRegistry>,
+    links: Arc<dyn NodeLinks>,
     node: String,
     raw: String,
     distribution: String,
@@ -42,7 +71,7 @@ pub struct NodeTool {
 impl NodeTool {
     /// The tool `claim` of `node`, with the owner's `tier`.
     pub fn new(
-        registry: Arc<NodeRegistry>,
+        links: Arc<dyn NodeLinks>,
         node: &str,
         claim: &ToolClaim,
         tier: &McpToolConfig,
@@ -68,7 +97,7 @@ impl NodeTool {
         let tier = Tier::from_number(u64::from(tier.tier)).unwrap_or(Tier::Physical);
         Self {
             spec: builder.tier(tier).build(),
-            registry,
+            links,
             node: node.to_owned(),
             raw: claim.name.clone(),
             distribution: node_distribution(node),
@@ -97,8 +126,8 @@ impl Tool for NodeTool {
             ));
         }
         let node = &self.node;
-        let link = self.registry.live_link(node).map_err(ToolError::Failed)?;
-        let timeout = self.registry.call_timeout();
+        let link = self.links.live_link(node).map_err(ToolError::Failed)?;
+        let timeout = self.links.call_timeout();
         let timeout_ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
         let Some((call_id, mut answers)) =
             link.call(&self.raw, input.to_string(), timeout_ms).await

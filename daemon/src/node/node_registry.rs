@@ -15,14 +15,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
 use tau_api::config::{NodesConfig, is_valid_server_key};
 use tokio::sync::mpsc;
 
 use super::NodeError;
 use super::identity::Identity;
 use super::link_state::{LinkHandle, Outbound};
-use super::node_tool::{NodeTool, node_tool_name};
+use super::node_tool::{NodeLinks, NodeTool, ToolClaim, node_tool_name};
 use super::pairing_code::{
     CODE_LIFETIME, PairError, code_name, hub_proof, new_code, node_proof, proofs_match,
 };
@@ -34,25 +33,6 @@ use crate::tool::Tool;
 pub const MAX_CODES: usize = 16;
 /// Tools one node may claim.
 pub const MAX_CLAIMS: usize = 64;
-
-/// A tool a node claims to lend.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolClaim {
-    pub name: String,
-    pub description: String,
-    pub input_schema_json: String,
-}
-
-impl ToolClaim {
-    fn digest(&self) -> String {
-        let mut h = Sha256::new();
-        for part in [&self.name, &self.description, &self.input_schema_json] {
-            h.update(part.as_bytes());
-            h.update([0]);
-        }
-        hex::encode(h.finalize())
-    }
-}
 
 /// Whether a peer's key is the pinned one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -477,7 +457,8 @@ impl NodeRegistry {
                     continue;
                 }
                 if let Some(tier) = self.config.tier_of(node, &claim.name) {
-                    out.push(Arc::new(NodeTool::new(Arc::clone(self), node, claim, tier)));
+                    let links = Arc::clone(self) as Arc<dyn NodeLinks>;
+                    out.push(Arc::new(NodeTool::new(links, node, claim, tier)));
                 }
             }
         }
@@ -569,8 +550,18 @@ impl ClientKeys for NodeRegistry {
 }
 
 #[cfg(test)]
-#[path = "tests_registry.rs"]
+#[path = "tests_node_registry.rs"]
 mod tests;
+
+impl NodeLinks for NodeRegistry {
+    fn live_link(&self, node: &str) -> Result<LinkHandle, String> {
+        NodeRegistry::live_link(self, node)
+    }
+
+    fn call_timeout(&self) -> Duration {
+        NodeRegistry::call_timeout(self)
+    }
+}
 
 /// The registry as the hub core's lender: the tools nodes lend, and the live nodes.
 pub struct NodeLender(pub Arc<NodeRegistry>);
