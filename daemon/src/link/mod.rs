@@ -65,10 +65,13 @@ impl NodeServices {
         ))
     }
 
-    /// Registers the service of this role: a hub's node listener, or a node's dialer.
+    /// Registers the service of this role: a hub's node listener (when `[nodes] listen` is set),
+    /// or a node's dialer.
     pub fn register(&self, services: &mut ServiceRegistry) {
         let me = self.clone();
         match self.role {
+            // Off by default: a hub accepts nodes only once `[nodes] listen` is set.
+            NodeRole::Hub if self.registry.config().listen.is_none() => {}
             NodeRole::Hub => {
                 services.register(NODE_LISTENER, move |_| {
                     Ok(Arc::new(NodeListener::new(Arc::clone(&me.registry))))
