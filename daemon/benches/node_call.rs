@@ -11,12 +11,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tau_api::proto::v1 as pb;
 use taud::host::{Hub, HubOptions, HubService};
 use taud::link::NodeListener;
 use taud::node::NodeRegistry;
 use taud::tool::builtin::{CurrentTime, SystemClock};
 use taud::tool::{ProgressReporter, Tool, ToolContext};
-use tau_api::proto::v1 as pb;
 use tokio_util::sync::CancellationToken;
 
 const WARMUP: usize = 200;
@@ -54,7 +54,9 @@ async fn time_calls(tool: &dyn Tool, iterations: usize) -> Result<Vec<Duration>,
     let mut samples = Vec::with_capacity(iterations);
     for i in 0..WARMUP + iterations {
         let started = Instant::now();
-        tool.call(json!({}), context()).await.map_err(|e| e.to_string())?;
+        tool.call(json!({}), context())
+            .await
+            .map_err(|e| e.to_string())?;
         if i >= WARMUP {
             samples.push(started.elapsed());
         }
@@ -62,7 +64,9 @@ async fn time_calls(tool: &dyn Tool, iterations: usize) -> Result<Vec<Duration>,
     Ok(samples)
 }
 
-async fn uds_nodes(socket: &Path) -> Result<pb::nodes_client::NodesClient<tonic::transport::Channel>, BoxError> {
+async fn uds_nodes(
+    socket: &Path,
+) -> Result<pb::nodes_client::NodesClient<tonic::transport::Channel>, BoxError> {
     let socket = socket.to_owned();
     let channel = tonic::transport::Endpoint::try_from("http://localhost")?
         .connect_with_connector(tower::service_fn(move |_| {
@@ -138,7 +142,10 @@ async fn main() -> Result<(), BoxError> {
             code,
         })
         .await?;
-    wait("the node's link", || (registry.live_names() == ["pi"]).then_some(())).await?;
+    wait("the node's link", || {
+        (registry.live_names() == ["pi"]).then_some(())
+    })
+    .await?;
     let remote = wait("the node's tool", || {
         registry
             .tools()
@@ -150,11 +157,25 @@ async fn main() -> Result<(), BoxError> {
 
     let mut local_samples = time_calls(&local, iterations).await?;
     let mut remote_samples = time_calls(remote.as_ref(), iterations).await?;
-    let (l50, l99) = (percentile(&mut local_samples, 0.5), percentile(&mut local_samples, 0.99));
-    let (r50, r99) = (percentile(&mut remote_samples, 0.5), percentile(&mut remote_samples, 0.99));
+    let (l50, l99) = (
+        percentile(&mut local_samples, 0.5),
+        percentile(&mut local_samples, 0.99),
+    );
+    let (r50, r99) = (
+        percentile(&mut remote_samples, 0.5),
+        percentile(&mut remote_samples, 0.99),
+    );
     println!("node call, {iterations} calls of current_time after {WARMUP} warm-up:");
-    println!("  local call:  p50 {:>8.3} ms   p99 {:>8.3} ms", l50.as_secs_f64() * 1e3, l99.as_secs_f64() * 1e3);
-    println!("  node call:   p50 {:>8.3} ms   p99 {:>8.3} ms", r50.as_secs_f64() * 1e3, r99.as_secs_f64() * 1e3);
+    println!(
+        "  local call:  p50 {:>8.3} ms   p99 {:>8.3} ms",
+        l50.as_secs_f64() * 1e3,
+        l99.as_secs_f64() * 1e3
+    );
+    println!(
+        "  node call:   p50 {:>8.3} ms   p99 {:>8.3} ms",
+        r50.as_secs_f64() * 1e3,
+        r99.as_secs_f64() * 1e3
+    );
     println!(
         "  overhead:    p50 {:>8.3} ms   (target <= 1 ms on loopback)",
         r50.saturating_sub(l50).as_secs_f64() * 1e3
