@@ -14,6 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/tau/v1/approvals.proto",
         "proto/tau/v1/catalog.proto",
         "proto/tau/v1/routines.proto",
+        "proto/tau/v1/nodes.proto",
     ];
     for proto in &protos {
         println!("cargo:rerun-if-changed={proto}");

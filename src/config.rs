@@ -44,6 +44,7 @@ mod error;
 mod known;
 mod mcp;
 mod model;
+mod nodes;
 mod parse;
 mod provider_tables;
 mod reader;
@@ -72,6 +73,10 @@ pub use model::{
     DEFAULT_SESSION_BACKEND, DEFAULT_WINDOW_SIZE, FallbackConfig, HubComponents, HubConfig,
     MAX_IDLE_SESSION_CLOSE_SECONDS, ModelsConfig, RoleConfig, RoutinesConfig, SessionsConfig,
     ToolComponents, UiConfig,
+};
+pub use nodes::{
+    DEFAULT_NODE_CALL_TIMEOUT_SECONDS, DEFAULT_NODE_HEARTBEAT_SECONDS, MAX_NODE_SECONDS,
+    NodeConfig, NodeTools, NodesConfig,
 };
 pub use provider_tables::{PROVIDER_TABLES, base_url as component_base_url};
 pub use settings::{
@@ -140,6 +145,10 @@ pub struct Config {
     pub component_settings: BTreeMap<String, toml::Table>,
     /// `[mcp]`: MCP tool servers and the owner's tier for each of their tools.
     pub mcp: McpConfig,
+    /// `[nodes]`: the node listener and the owner's tier for each tool a node lends (a hub's).
+    pub nodes: NodesConfig,
+    /// `[node]`: what this machine lends when it runs as a node.
+    pub node: NodeConfig,
     /// Prices of roles (`price` of `[models.roles.<role>]`) and their daily budgets
     /// (`[budget.<role>] daily_usd`).
     pub spend: SpendConfig,
@@ -223,6 +232,8 @@ impl Config {
             components: parsed.components,
             component_settings: parsed.component_settings,
             mcp: parsed.mcp,
+            nodes: parsed.nodes,
+            node: parsed.node,
             spend: parsed.spend,
             warnings: parsed.warnings,
             source,

@@ -96,6 +96,9 @@ pub enum Command {
     Routine(RoutineCommand),
     /// The tier-2 questions pending across sessions; `decide ID` answers one in this terminal.
     Approvals(ApprovalsArgs),
+    /// Machines that lend the hub their tools: pair, join, list, revoke.
+    #[command(subcommand)]
+    Node(crate::node::NodeCommand),
     /// Print a shell completion script for bash, zsh or fish.
     Completions(CompletionsArgs),
     /// Print the manual page of tau (roff, for man).

@@ -12,6 +12,7 @@ mod environment;
 mod http_get;
 mod hub_link;
 mod logs;
+mod node;
 mod ops;
 mod plugin_commands;
 #[cfg(test)]
@@ -46,6 +47,7 @@ fn main() -> ExitCode {
         Command::Telegram(command) => telegram::run(command, &ctx),
         Command::Routine(command) => routine::run(command, &ctx),
         Command::Approvals(args) => approvals::run(args, &ctx),
+        Command::Node(command) => node::run(command, &ctx),
         Command::Tui(args) => tui::run(args, &ctx),
         Command::Completions(args) => shell_docs::run_completions(args),
         Command::Man => shell_docs::run_man(),

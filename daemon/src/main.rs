@@ -72,7 +72,12 @@ fn main() -> ExitCode {
         return refused(exit::CONFIG);
     }
     let core_options = taud::hub::CoreOptions::from_installation(&installation);
-    if let Err(e) = core_options.check_persona() {
+    let node_role = installation.settings.role == tau_api::config::NodeRole::Node;
+    // A node runs no agent, so it needs no persona.
+    if let Err(e) = core_options
+        .check_persona()
+        .or_else(|e| if node_role { Ok(()) } else { Err(e) })
+    {
         eprintln!("taud: {e}");
         return refused(exit::CONFIG);
     }
@@ -80,9 +85,28 @@ fn main() -> ExitCode {
         eprintln!("taud: {}: {e}", installation.paths.config_file.display());
         return refused(exit::CONFIG);
     }
+    let nodes = match taud::node::NodeRegistry::open(
+        &options.paths().dir,
+        installation.config.nodes.clone(),
+    ) {
+        Ok(registry) => taud::link::NodeServices::new(
+            std::sync::Arc::new(registry),
+            installation.settings.role,
+            installation.config.node.clone(),
+        ),
+        Err(e) => {
+            eprintln!("taud: {e}");
+            return refused(exit::CONFIG);
+        }
+    };
     let services = match CoreSetup::from_installation(&installation) {
+        _ if node_role => taud::services::node_role_services(&nodes),
         Ok(setup) => {
-            let mut services = taud::services::builtin_services_with_core(setup);
+            let mut setup = setup;
+            setup.options.lenders = taud::tool::Lenders::new(std::sync::Arc::new(
+                taud::node::NodeLender(std::sync::Arc::clone(nodes.registry())),
+            ));
+            let mut services = taud::services::builtin_services_with_nodes(setup, &nodes);
             let telegram = taud::host::TelegramLaunch::from_installation(&installation);
             taud::services::register_telegram(&mut services, telegram);
             services

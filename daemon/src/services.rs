@@ -16,7 +16,8 @@ use crate::host::{
     TelegramLaunch,
 };
 use crate::hub::{CoreSetup, HubCore};
-use crate::rpc::{GRPC, GrpcService};
+use crate::link::NodeServices;
+use crate::rpc::{GRPC, GrpcService, RoutesHook};
 
 /// A registry with the built-in services.
 pub fn builtin_services() -> ServiceRegistry {
@@ -33,6 +34,39 @@ pub fn builtin_services_with_core(setup: CoreSetup) -> ServiceRegistry {
     registry.register(CONTROL_API, |_| Ok(Arc::new(ControlApi::new())));
     registry.register(GRPC, move |_| Ok(Arc::new(grpc_service(setup.clone()))));
     registry
+}
+
+/// [`builtin_services_with_core`] for a hub that also serves nodes: `tau.v1.Nodes` beside
+/// `tau.v1.Tau`, and the node listener after gRPC.
+pub fn builtin_services_with_nodes(setup: CoreSetup, nodes: &NodeServices) -> ServiceRegistry {
+    let mut registry = ServiceRegistry::new();
+    let hook = nodes_hook(nodes);
+    registry.register(CONTROL_API, |_| Ok(Arc::new(ControlApi::new())));
+    registry.register(GRPC, move |_| {
+        Ok(Arc::new(
+            grpc_service(setup.clone()).with_routes(hook.clone()),
+        ))
+    });
+    nodes.register(&mut registry);
+    registry
+}
+
+/// The services of a `taud` running as a node: no model and no agent; the control API, gRPC
+/// (status and `tau.v1.Nodes` on the local socket) and the link to its hub.
+pub fn node_role_services(nodes: &NodeServices) -> ServiceRegistry {
+    let mut registry = ServiceRegistry::new();
+    let hook = nodes_hook(nodes);
+    registry.register(CONTROL_API, |_| Ok(Arc::new(ControlApi::new())));
+    registry.register(GRPC, move |_| {
+        Ok(Arc::new(GrpcService::new().with_routes(hook.clone())))
+    });
+    nodes.register(&mut registry);
+    registry
+}
+
+fn nodes_hook(nodes: &NodeServices) -> RoutesHook {
+    let nodes = nodes.clone();
+    Arc::new(move |routes| nodes.add_routes(routes))
 }
 
 /// The gRPC service serving the session service started from `setup` (see [`start_core`]).

@@ -205,7 +205,7 @@ fn server_config(server: &Section<'_>) -> Result<McpServerConfig, ConfigError> {
     })
 }
 
-fn tool_config(tool: &Section<'_>) -> Result<McpToolConfig, ConfigError> {
+pub(crate) fn tool_config(tool: &Section<'_>) -> Result<McpToolConfig, ConfigError> {
     let expected = "0 (read), 1 (digital write) or 2 (physical, asked every time)";
     let tier = tool.int("tier", 0, 2, expected)?;
     let tier = tool.require("tier", tier, expected)?;

@@ -231,11 +231,14 @@ pub struct HubConfig {
     /// `idle_session_close`: seconds after which an open session nobody uses (no turn, client or
     /// pending approval) leaves the hub's memory; its history stays stored (default 600).
     pub idle_session_close_seconds: u64,
+    /// `role`: `"hub"` or `"node"` (TAU_ROLE overrides it); `None`: not written (a hub).
+    pub role: Option<super::settings::NodeRole>,
 }
 
 impl Default for HubConfig {
     fn default() -> Self {
         Self {
+            role: None,
             heartbeat_seconds: DEFAULT_HEARTBEAT_SECONDS,
             control_port: DEFAULT_CONTROL_PORT,
             idle_session_close_seconds: DEFAULT_IDLE_SESSION_CLOSE_SECONDS,

@@ -35,6 +35,8 @@ pub(crate) const KNOWN_TABLES: &[&str] = &[
     "component",
     "mcp",
     "budget",
+    "nodes",
+    "node",
 ];
 
 const ROLE_KEYS: &[&str] = &[
@@ -72,6 +74,8 @@ pub(crate) struct Parsed {
     pub(crate) components: ComponentsConfig,
     pub(crate) component_settings: BTreeMap<String, Table>,
     pub(crate) mcp: McpConfig,
+    pub(crate) nodes: super::nodes::NodesConfig,
+    pub(crate) node: super::nodes::NodeConfig,
     pub(crate) spend: SpendConfig,
     pub(crate) warnings: Vec<String>,
 }
@@ -96,7 +100,7 @@ pub(crate) fn parse_document(
                 file: file.to_path_buf(),
                 key: key_segment(name),
                 value: render_value(value),
-                expected: "a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [routines], [components], [component.<name>], [mcp] or [budget.<role>]".to_string(),
+                expected: "a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [routines], [components], [component.<name>], [mcp], [budget.<role>], [nodes] or [node]".to_string(),
             });
         }
         let warning = format!(
@@ -121,6 +125,8 @@ pub(crate) fn parse_document(
         components: components(&doc)?,
         component_settings: component_settings(&doc)?,
         mcp: mcp(&doc)?,
+        nodes: super::nodes::nodes(&doc)?,
+        node: super::nodes::node(&doc)?,
         spend: SpendConfig { prices, daily_usd },
         warnings,
     })
@@ -319,7 +325,12 @@ fn hub(doc: &Section<'_>) -> Result<HubConfig, ConfigError> {
     let mut out = HubConfig::default();
     let Some(hub) = doc.table(
         "hub",
-        &["heartbeat_seconds", "control_port", "idle_session_close"],
+        &[
+            "heartbeat_seconds",
+            "control_port",
+            "idle_session_close",
+            "role",
+        ],
     )?
     else {
         return Ok(out);
@@ -351,6 +362,10 @@ fn hub(doc: &Section<'_>) -> Result<HubConfig, ConfigError> {
         .ok_or_else(|| hub.invalid("idle_session_close", value, expected.to_owned()))?;
         out.idle_session_close_seconds = seconds;
     }
+    out.role = hub.choice(
+        "role",
+        &super::settings::NodeRole::ALL.map(|r| (r.as_str(), r)),
+    )?;
     Ok(out)
 }
 

@@ -91,7 +91,7 @@ impl fmt::Display for NodeRole {
 pub struct Settings {
     /// TAU_PROFILE (default home).
     pub profile: Profile,
-    /// TAU_ROLE (default hub).
+    /// TAU_ROLE, else `[hub] role` (default hub).
     pub role: NodeRole,
     /// TAU_HUB_PORT, else `[hub] control_port`.
     pub hub_port: u16,
@@ -104,7 +104,10 @@ impl Settings {
     pub fn resolve(env: &Env, config: &Config) -> Result<Self, ConfigError> {
         Ok(Self {
             profile: profile_from_env(env)?,
-            role: role_from_env(env)?,
+            role: match closed_set(env, "TAU_ROLE", &NodeRole::ALL.map(|r| (r.as_str(), r)))? {
+                Some(role) => role,
+                None => config.hub.role.unwrap_or_default(),
+            },
             hub_port: hub_port_from_env(env)?.unwrap_or(config.hub.control_port),
             lang: lang_from_env(env)?.unwrap_or(config.ui.language),
         })
@@ -211,6 +214,19 @@ mod tests {
         assert_eq!(s.lang, Lang::Tr);
         let s = Settings::resolve(&env(&[("TAU_HUB_PORT", "")]), &config(text, &env(&[]))).unwrap();
         assert_eq!(s.hub_port, 9000);
+    }
+
+    #[test]
+    fn the_role_comes_from_tau_role_over_the_file() {
+        let node = config("[hub]\nrole = \"node\"\n", &env(&[]));
+        assert_eq!(
+            Settings::resolve(&env(&[]), &node).unwrap().role,
+            NodeRole::Node
+        );
+        let as_hub = Settings::resolve(&env(&[("TAU_ROLE", "hub")]), &node).unwrap();
+        assert_eq!(as_hub.role, NodeRole::Hub);
+        let unset = Settings::resolve(&env(&[("TAU_ROLE", "")]), &node).unwrap();
+        assert_eq!(unset.role, NodeRole::Node);
     }
 
     #[test]

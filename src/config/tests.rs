@@ -112,6 +112,7 @@ nested = { a = 1 }
             heartbeat_seconds: 5,
             control_port: 9100,
             idle_session_close_seconds: 90,
+            role: None,
         }
     );
     assert_eq!(c.components.context, ["nodes"]);
@@ -489,7 +490,7 @@ fn error_texts() {
         ),
         (
             "[hub]\nport = 1\n",
-            "hub.port = 1: unknown key (expected heartbeat_seconds, control_port or idle_session_close)",
+            "hub.port = 1: unknown key (expected heartbeat_seconds, control_port, idle_session_close or role)",
         ),
         (
             "[hub]\nidle_session_close = \"10 minutes\"\n",
@@ -535,7 +536,7 @@ fn error_texts() {
         // Top level
         (
             "max_turns = 5\n",
-            "max_turns = 5: unknown key (expected a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [routines], [components], [component.<name>], [mcp] or [budget.<role>])",
+            "max_turns = 5: unknown key (expected a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [routines], [components], [component.<name>], [mcp], [budget.<role>], [nodes] or [node])",
         ),
     ];
     for (text, want) in cases {

@@ -44,6 +44,7 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
     ("mcp", &["message", "tool", "clock"]),
     ("spend", &["message", "clock", "model"]),
     ("routine", &["message", "clock", "tool", "gate"]),
+    ("node", &["message", "clock", "tool"]),
     (
         "hub",
         &[
@@ -59,7 +60,11 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
             "routine",
         ],
     ),
-    ("services", &["host", "hub", "rpc"]),
+    (
+        "link",
+        &["message", "clock", "tool", "listen", "host", "node"],
+    ),
+    ("services", &["host", "hub", "rpc", "link"]),
     (
         "testing",
         &[

@@ -18,6 +18,19 @@ pub use tau_client::connect::{HubAddress, HubClient, connect};
 /// The exit code of a command that needs a hub when none answers (EX_UNAVAILABLE).
 pub const EXIT_NO_HUB: u8 = 69;
 
+/// The `tau.v1.Nodes` service on the Unix socket `socket` (`tau node`), within
+/// [`tau_client::connect::CONNECT_TIMEOUT`].
+pub async fn connect_nodes(
+    socket: &std::path::Path,
+) -> Result<
+    tau_api::proto::v1::nodes_client::NodesClient<tonic::transport::Channel>,
+    tau_client::connect::NotRunning,
+> {
+    let channel =
+        tau_client::connect::unix_channel(socket, tau_client::connect::CONNECT_TIMEOUT).await?;
+    Ok(tau_api::proto::v1::nodes_client::NodesClient::new(channel))
+}
+
 /// [`connect`] for the one-shot command `command` (`tau routine`, `tau approvals`) within
 /// `deadline`; when no hub answers, prints one line saying so and gives [`EXIT_NO_HUB`].
 pub async fn connect_or_report(

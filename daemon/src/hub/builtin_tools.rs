@@ -14,13 +14,14 @@ use tracing::{error, warn};
 use crate::clock::SystemClock;
 use crate::mcp::McpManager;
 use crate::tool::builtin::{RoutineProposer, ScheduleRoutine, shipped};
-use crate::tool::{CatalogError, Tool, ToolCatalog};
+use crate::tool::{CatalogError, Lenders, Tool, ToolCatalog};
 
 /// The hub's built-in tools, shared by every session (cheap to clone).
 #[derive(Clone)]
 pub(crate) struct BuiltinTools {
     shipped: Arc<[Arc<dyn Tool>]>,
     schedule_routine: Option<Arc<dyn Tool>>,
+    lenders: Lenders,
 }
 
 impl BuiltinTools {
@@ -30,7 +31,19 @@ impl BuiltinTools {
             shipped: shipped(Arc::new(SystemClock)).into(),
             schedule_routine: proposer
                 .map(|p| Arc::new(ScheduleRoutine::new(Arc::clone(p))) as Arc<dyn Tool>),
+            lenders: Lenders::default(),
         }
+    }
+
+    /// These tools, with what `lenders` lend (node tools) after the MCP tools in each catalog.
+    pub(crate) fn lent(mut self, lenders: Lenders) -> Self {
+        self.lenders = lenders;
+        self
+    }
+
+    /// Whether a session's catalog can change between turns apart from MCP servers (nodes).
+    pub(crate) fn lends(&self) -> bool {
+        self.lenders.is_some()
     }
 
     /// A session's catalog: the shipped tools, the MCP tools `mcp` offers now and
@@ -48,6 +61,12 @@ impl BuiltinTools {
             let name = tool.spec().name.clone();
             if let Err(e) = catalog.add(tool) {
                 error!(tool = %name, "mcp tool left out: {e}");
+            }
+        }
+        for tool in self.lenders.tools() {
+            let name = tool.spec().name.clone();
+            if let Err(e) = catalog.add(tool) {
+                error!(tool = %name, "node tool left out: {e}");
             }
         }
         catalog.disable(disabled);

@@ -100,7 +100,7 @@ impl HubCore {
                     dir,
                     &options.profile,
                     &options.host_role,
-                    hub_context_sources(&spend),
+                    hub_context_sources(&spend, &options.lenders),
                     clock,
                 )
                 .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?,
@@ -108,11 +108,12 @@ impl HubCore {
             None => Arc::new(PersonaLoader::shipped(
                 &options.profile,
                 &options.host_role,
-                hub_context_sources(&spend),
+                hub_context_sources(&spend, &options.lenders),
                 clock,
             )),
         };
         let options_mcp = options.mcp_servers.clone();
+        let lenders = options.lenders.clone();
         let journal = options
             .approval_scan_mark
             .as_ref()
@@ -140,7 +141,7 @@ impl HubCore {
                         journal,
                         mcp: Arc::new(McpManager::new(options_mcp)),
                         spend,
-                        builtin_tools: BuiltinTools::new(proposer.as_ref()),
+                        builtin_tools: BuiltinTools::new(proposer.as_ref()).lent(lenders),
                         routine_proposer: proposer,
                     },
                     stream_id: new_id("stream", 0),

@@ -186,6 +186,8 @@ pub struct CoreOptions {
     /// `<data_dir>/routines.json`: the routines the core fires (see `crate::routine`); `None`:
     /// no routines.
     pub routines_file: Option<PathBuf>,
+    /// Tools other machines lend the hub (nodes), and which of them are live.
+    pub lenders: crate::tool::Lenders,
 }
 
 /// The approval scan mark's file, next to the sessions in the data directory.
@@ -227,6 +229,7 @@ impl Default for CoreOptions {
             mcp_servers: Vec::new(),
             spend: SpendConfig::default(),
             spend_ledger: None,
+            lenders: crate::tool::Lenders::default(),
         }
     }
 }

@@ -49,11 +49,15 @@ struct Running {
 pub type CoreStarter =
     Arc<dyn Fn(Hub) -> BoxFuture<'static, Result<HubCore, String>> + Send + Sync>;
 
+/// Adds more services to the ones served (e.g. `tau.v1.Nodes`), behind the same checks.
+pub type RoutesHook = Arc<dyn Fn(Routes) -> Routes + Send + Sync>;
+
 /// The gRPC hub service.
 #[derive(Default)]
 pub struct GrpcService {
     running: Mutex<Option<Running>>,
     starter: Option<CoreStarter>,
+    routes: Option<RoutesHook>,
     /// The uid allowed on the socket; `None`: the hub's own.
     socket_uid: Option<u32>,
 }
@@ -70,8 +74,16 @@ impl GrpcService {
         Self {
             running: Mutex::new(None),
             starter: Some(starter),
+            routes: None,
             socket_uid: None,
         }
+    }
+
+    /// This service, also serving what `hook` adds.
+    #[must_use]
+    pub fn with_routes(mut self, hook: RoutesHook) -> Self {
+        self.routes = Some(hook);
+        self
     }
 
     /// This service, letting only `uid` call over the Unix socket instead of the hub's own uid
@@ -123,15 +135,19 @@ impl HubService for GrpcService {
             .build_v1()
             .map_err(|e| failed("server reflection")(e.to_string()))?;
         let core = self.start_core(hub).await;
-        let grpc = Routes::new(pb::tau_server::TauServer::new(TauApi::new(
+        let mut routes = Routes::new(pb::tau_server::TauServer::new(TauApi::new(
             hub.clone(),
             core.clone(),
         )))
         .add_service(health_service)
-        .add_service(reflection)
-        .prepare()
-        .into_axum_router()
-        .layer(axum::middleware::from_fn(deadline::apply_grpc_timeout));
+        .add_service(reflection);
+        if let Some(hook) = &self.routes {
+            routes = hook(routes);
+        }
+        let grpc = routes
+            .prepare()
+            .into_axum_router()
+            .layer(axum::middleware::from_fn(deadline::apply_grpc_timeout));
 
         let uid = self
             .socket_uid

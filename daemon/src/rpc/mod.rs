@@ -21,4 +21,4 @@ mod tau_service;
 mod to_proto;
 pub mod uds;
 
-pub use grpc_service::{CoreStarter, GRPC, GrpcService};
+pub use grpc_service::{CoreStarter, GRPC, GrpcService, RoutesHook};

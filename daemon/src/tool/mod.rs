@@ -7,6 +7,7 @@
 pub mod builtin;
 mod call;
 mod catalog;
+mod lenders;
 mod progress;
 mod spec;
 
@@ -14,6 +15,7 @@ pub use call::{BUILTIN_DISTRIBUTION, Tool, ToolContext, ToolError, ToolOutput};
 pub use catalog::{
     CatalogEntry, CatalogError, ToolCatalog, ToolSummary, UntieredToolError, fold_name,
 };
+pub use lenders::{Lenders, ToolLender};
 pub use progress::{MAX_PROGRESS_MESSAGE, ProgressReporter, ProgressWatch, ToolProgress};
 pub use spec::{
     InputSchema, NoTier, TauAnnotation, Tier, ToolAnnotations, ToolSpec, ToolSpecBuilder,

@@ -184,17 +184,19 @@ pub(super) fn build_agent(
         .builtin_tools
         .catalog(&options.disabled_tools, &parts.mcp)
         .map_err(|e| CoreError::Unavailable(format!("tool catalog: {e}")))?;
-    let catalog_source: Option<crate::agent::CatalogSource> = (!parts.mcp.is_empty()).then(|| {
-        let mcp = Arc::clone(&parts.mcp);
-        let disabled = options.disabled_tools.clone();
-        let builtin = parts.builtin_tools.clone();
-        Arc::new(move || {
-            builtin.catalog(&disabled, &mcp).unwrap_or_else(|e| {
-                warn!("tool catalog: {e}");
-                crate::tool::ToolCatalog::new()
-            })
-        }) as crate::agent::CatalogSource
-    });
+    let lends = parts.builtin_tools.lends();
+    let catalog_source: Option<crate::agent::CatalogSource> = (!parts.mcp.is_empty() || lends)
+        .then(|| {
+            let mcp = Arc::clone(&parts.mcp);
+            let disabled = options.disabled_tools.clone();
+            let builtin = parts.builtin_tools.clone();
+            Arc::new(move || {
+                builtin.catalog(&disabled, &mcp).unwrap_or_else(|e| {
+                    warn!("tool catalog: {e}");
+                    crate::tool::ToolCatalog::new()
+                })
+            }) as crate::agent::CatalogSource
+        });
     let recorder = Arc::new(
         SessionRecorder::new(
             Arc::clone(store),

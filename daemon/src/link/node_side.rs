@@ -1,0 +1,365 @@
+//! The node's side: [`NodeDialer`], the `node_link` service of a `taud` running as a node. It
+//! dials the hub it pinned, says hello with the tools it lends (its built-ins, limited by
+//! `[node] lend`), answers the hub's heartbeats and calls, and reconnects with capped, jittered
+//! back-off.
+//!
+//! Invariants: it dials only the pinned hub and accepts only the pinned key; it runs only calls
+//! that arrive on that link, each under the deadline the hub sent and cancelled when the hub
+//! cancels it or the link drops; at most [`MAX_RUNNING`] calls run at once; a link silent for two
+//! heartbeat intervals is ended and dialled again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tau_api::config::NodeConfig;
+use tau_api::proto::v1 as pb;
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+
+use super::join::{connect, refused_key};
+use crate::clock::SystemClock;
+use crate::host::{Hub, HubService, ServiceError};
+use crate::node::{HubKey, NodeRegistry, client_config};
+use crate::tool::{ProgressReporter, Tool, ToolContext};
+
+/// The dialer service's name.
+pub const NODE_DIALER: &str = "node_link";
+/// Calls running at once on a node.
+pub const MAX_RUNNING: usize = 32;
+/// The first pause before dialling again.
+const FIRST_PAUSE: Duration = Duration::from_millis(250);
+/// The longest pause between dials.
+const LONGEST_PAUSE: Duration = Duration::from_secs(30);
+
+type Lent = Arc<BTreeMap<String, Arc<dyn Tool>>>;
+
+/// Dials the hub and keeps the link up.
+pub struct NodeDialer {
+    registry: Arc<NodeRegistry>,
+    tools: Lent,
+    wake: Arc<Notify>,
+    running: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
+}
+
+impl NodeDialer {
+    /// A dialer lending this node's built-in tools that `lend` allows.
+    pub fn new(registry: Arc<NodeRegistry>, lend: &NodeConfig, wake: Arc<Notify>) -> Self {
+        let tools = crate::tool::builtin::shipped(Arc::new(SystemClock))
+            .into_iter()
+            .filter(|t| lend.lends(&t.spec().name))
+            .map(|t| (t.spec().name.clone(), t))
+            .collect();
+        Self {
+            registry,
+            tools: Arc::new(tools),
+            wake,
+            running: Mutex::new(None),
+        }
+    }
+}
+
+#[async_trait]
+impl HubService for NodeDialer {
+    fn name(&self) -> &str {
+        NODE_DIALER
+    }
+
+    async fn start(&self, _hub: &Hub) -> Result<(), ServiceError> {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(dial_loop(
+            Arc::clone(&self.registry),
+            Arc::clone(&self.tools),
+            Arc::clone(&self.wake),
+            stop.clone(),
+        ));
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = Some((stop, task));
+        Ok(())
+    }
+
+    async fn stop(&self) -> Result<(), ServiceError> {
+        let running = self
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some((stop, task)) = running {
+            stop.cancel();
+            let abort = task.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(3), task)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The pause before dial `attempt` (0-based): doubling from [`FIRST_PAUSE`] up to
+/// [`LONGEST_PAUSE`], then ±25 % at random so many nodes do not dial in step.
+pub fn backoff(attempt: u32) -> Duration {
+    let doubled = FIRST_PAUSE.saturating_mul(1u32 << attempt.min(8));
+    let capped = doubled.min(LONGEST_PAUSE);
+    let mut byte = [0u8; 1];
+    let spread = if getrandom::fill(&mut byte).is_ok() {
+        f64::from(byte[0]) / 255.0
+    } else {
+        0.5
+    };
+    capped.mul_f64(0.75 + spread * 0.5)
+}
+
+async fn dial_loop(
+    registry: Arc<NodeRegistry>,
+    tools: Lent,
+    wake: Arc<Notify>,
+    stop: CancellationToken,
+) {
+    let mut attempt: u32 = 0;
+    loop {
+        let target = registry.hub().zip(registry.identity());
+        let Some((hub, identity)) = target else {
+            tokio::select! {
+                () = wake.notified() => continue,
+                () = stop.cancelled() => return,
+            }
+        };
+        match link_once(
+            &registry,
+            &hub.address,
+            &hub.fingerprint,
+            &identity,
+            &tools,
+            &stop,
+        )
+        .await
+        {
+            Ok(()) => attempt = 0,
+            Err(e) => {
+                tracing::warn!(hub = %hub.address, "hub link: {e}");
+                attempt = attempt.saturating_add(1);
+            }
+        }
+        registry.hub_link(Some(false));
+        tokio::select! {
+            () = tokio::time::sleep(backoff(attempt)) => {}
+            () = wake.notified() => attempt = 0,
+            () = stop.cancelled() => return,
+        }
+    }
+}
+
+async fn link_once(
+    registry: &Arc<NodeRegistry>,
+    address: &str,
+    hub_fp: &str,
+    identity: &crate::node::Identity,
+    tools: &Lent,
+    stop: &CancellationToken,
+) -> Result<(), String> {
+    use pb::hub_frame::Frame;
+    let tls =
+        client_config(identity, HubKey::Pinned(hub_fp.to_owned())).map_err(|e| e.to_string())?;
+    let channel = connect(address, tls).await.map_err(|e| {
+        let text = format!("{e:?}");
+        if refused_key(&text) {
+            registry.hub_key_changed();
+        }
+        format!("cannot reach {address}: {e}")
+    })?;
+    let heartbeat = registry.heartbeat();
+    let window = heartbeat.saturating_mul(2);
+    let (tx, rx) = mpsc::channel::<pb::NodeFrame>(crate::node::OUTBOUND_QUEUE);
+    let hello = pb::NodeHello {
+        tools: tools
+            .values()
+            .map(|t| pb::ToolClaim {
+                name: t.spec().name.clone(),
+                description: t.spec().description.clone(),
+                input_schema_json: serde_json::to_string(&t.spec().input_schema.json)
+                    .unwrap_or_default(),
+            })
+            .collect(),
+    };
+    let _ = tx.try_send(frame(pb::node_frame::Frame::Hello(hello)));
+    let mut client = pb::node_link_client::NodeLinkClient::new(channel);
+    let mut inbound = match tokio::time::timeout(window, client.link(ReceiverStream::new(rx))).await
+    {
+        Ok(Ok(response)) => response.into_inner(),
+        Ok(Err(status)) => {
+            if refused_key(&format!("{status:?}")) {
+                registry.hub_key_changed();
+            }
+            return Err(format!("the hub refused the link: {}", status.message()));
+        }
+        Err(_) => return Err("the hub did not answer".to_owned()),
+    };
+    registry.hub_link(Some(true));
+    tracing::info!(hub = %address, "hub link up");
+    let running: Arc<Mutex<HashMap<u64, CancellationToken>>> = Arc::default();
+    let mut tick = tokio::time::interval(heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let ended = loop {
+        tokio::select! {
+            () = stop.cancelled() => break Ok(()),
+            _ = tick.tick() => {
+                let _ = tx.try_send(frame(pb::node_frame::Frame::Heartbeat(pb::Heartbeat {})));
+            }
+            next = tokio::time::timeout(window, inbound.message()) => match next {
+                Ok(Ok(Some(pb::HubFrame { frame: Some(Frame::Call(call)) }))) => {
+                    registry.hub_link(None);
+                    start_call(tools, call, tx.clone(), &running);
+                }
+                Ok(Ok(Some(pb::HubFrame { frame: Some(Frame::Cancel(cancel)) }))) => {
+                    registry.hub_link(None);
+                    let token = running
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&cancel.call_id);
+                    if let Some(token) = token {
+                        token.cancel();
+                    }
+                }
+                Ok(Ok(Some(_))) => registry.hub_link(None),
+                Ok(Ok(None)) => break Ok(()),
+                Ok(Err(status)) => {
+                    if refused_key(&format!("{status:?}")) {
+                        registry.hub_key_changed();
+                    }
+                    break Err(format!("the link ended: {}", status.message()));
+                }
+                Err(_) => break Err("the hub was silent for two heartbeats".to_owned()),
+            },
+        }
+    };
+    for (_, token) in running
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .drain()
+    {
+        token.cancel();
+    }
+    tracing::info!(hub = %address, "hub link down");
+    ended
+}
+
+fn frame(frame: pb::node_frame::Frame) -> pb::NodeFrame {
+    pb::NodeFrame { frame: Some(frame) }
+}
+
+fn start_call(
+    tools: &Lent,
+    call: pb::NodeCall,
+    tx: mpsc::Sender<pb::NodeFrame>,
+    running: &Arc<Mutex<HashMap<u64, CancellationToken>>>,
+) {
+    let call_id = call.call_id;
+    let token = CancellationToken::new();
+    {
+        let mut table = running.lock().unwrap_or_else(PoisonError::into_inner);
+        if table.len() >= MAX_RUNNING {
+            let busy = result(
+                call_id,
+                false,
+                "the node is running too many calls; try again later",
+            );
+            let _ = tx.try_send(busy);
+            return;
+        }
+        table.insert(call_id, token.clone());
+    }
+    let tool = tools.get(&call.tool).cloned();
+    let running = Arc::clone(running);
+    tokio::spawn(async move {
+        let (ok, text) = run_call(tool, &call, token).await;
+        tracing::info!(tool = %call.tool, call_id, ok, "ran a call for the hub");
+        running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&call_id);
+        let _ = tx.send(result(call_id, ok, &text)).await;
+    });
+}
+
+fn result(call_id: u64, ok: bool, text: &str) -> pb::NodeFrame {
+    frame(pb::node_frame::Frame::Result(pb::CallResult {
+        call_id,
+        ok,
+        text: text.to_owned(),
+    }))
+}
+
+/// Runs one call with the node's own tool: whether it succeeded, and its output or error text.
+async fn run_call(
+    tool: Option<Arc<dyn Tool>>,
+    call: &pb::NodeCall,
+    cancel: CancellationToken,
+) -> (bool, String) {
+    let Some(tool) = tool else {
+        return (false, format!("this node does not lend {}", call.tool));
+    };
+    let input: Value = match serde_json::from_str(&call.arguments_json) {
+        Ok(value @ Value::Object(_)) => value,
+        _ => return (false, "the arguments must be a JSON object".to_owned()),
+    };
+    let ctx = ToolContext {
+        tool_use_id: format!("node-call-{}", call.call_id),
+        session_id: String::new(),
+        channel: "node".to_owned(),
+        cancel: cancel.clone(),
+        progress: ProgressReporter::disabled(),
+    };
+    let deadline = Duration::from_millis(u64::from(call.timeout_ms).clamp(1000, 3_600_000));
+    let task = tokio::spawn(async move { tool.call(input, ctx).await });
+    let abort = task.abort_handle();
+    let outcome = tokio::select! {
+        joined = task => joined,
+        () = cancel.cancelled() => {
+            abort.abort();
+            return (false, "cancelled by the hub".to_owned());
+        }
+        () = tokio::time::sleep(deadline) => {
+            abort.abort();
+            return (false, "the call ran past its deadline on the node".to_owned());
+        }
+    };
+    match outcome {
+        Ok(Ok(output)) => (
+            true,
+            output
+                .content
+                .iter()
+                .map(crate::message::ToolResultContent::as_text)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        Ok(Err(e)) => (false, e.to_string()),
+        Err(_) => (false, "the tool crashed on the node".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_a_cap_with_jitter() {
+        for attempt in 0..20 {
+            let pause = backoff(attempt);
+            let base = FIRST_PAUSE
+                .saturating_mul(1 << attempt.min(8))
+                .min(LONGEST_PAUSE);
+            assert!(
+                pause >= base.mul_f64(0.74) && pause <= base.mul_f64(1.26),
+                "{attempt}: {pause:?}"
+            );
+        }
+        assert!(backoff(30) <= LONGEST_PAUSE.mul_f64(1.26));
+    }
+}
