@@ -283,15 +283,15 @@ fn a_long_journal_is_emptied_at_a_flush_and_removed_at_close() {
     assert_eq!(event_types(&store, &id).len(), 514);
 }
 
-/// A flush checkpoints a journal whose materialized files pass 128 (`CHECKPOINT_UNSYNCED`), long
-/// before 512 batches or 30 s: the paths to sync are what a session holds in memory meanwhile.
+/// A flush checkpoints a journal whose materialized files pass 512 (`CHECKPOINT_UNSYNCED`), before
+/// 512 batches or 30 s: the paths to sync are what a session holds in memory meanwhile.
 #[test]
 fn a_journal_with_many_files_to_sync_is_emptied_at_a_flush() {
     let (dir, id, session_dir) = fixture();
     let journal = session_dir.join("journal.jsonl");
     let store = open(dir.path());
     let mut emptied_after = None;
-    for n in 2..300 {
+    for n in 2..700 {
         store
             .create_message(&id, DEFAULT_AGENT_ID, &user_message(n, "hello"))
             .unwrap();
@@ -303,10 +303,42 @@ fn a_journal_with_many_files_to_sync_is_emptied_at_a_flush() {
     }
     let messages = emptied_after.expect("the journal was emptied");
     assert!(
-        (120..=130).contains(&messages),
+        (500..=520).contains(&messages),
         "emptied after {messages} messages"
     );
     assert_eq!(texts(&store, &id).len() as u64, messages + 2);
+}
+
+/// `tidy_session`, which the hub runs after each turn beside the next one, writes what was
+/// journaled to its files without a read, and checkpoints the journal once one is due.
+#[test]
+fn a_tidy_writes_the_journaled_files_and_checkpoints_when_due() {
+    let (dir, id, session_dir) = fixture();
+    let journal = session_dir.join("journal.jsonl");
+    let store = open(dir.path());
+    store
+        .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "hello"))
+        .unwrap();
+    assert!(!message_file(&session_dir, 2).exists(), "journaled only");
+    store.tidy_session(&id).unwrap();
+    assert!(
+        message_file(&session_dir, 2).exists(),
+        "written by the tidy"
+    );
+    assert!(fs::metadata(&journal).unwrap().len() > 0, "not due yet");
+    for n in 0..511 {
+        store
+            .append_event(&id, &json!({"type": "tick", "n": n}))
+            .unwrap();
+    }
+    store.tidy_session(&id).unwrap();
+    assert_eq!(
+        fs::metadata(&journal).unwrap().len(),
+        0,
+        "512 batches: emptied"
+    );
+    assert_eq!(texts(&store, &id).len(), 3);
+    assert_eq!(event_types(&store, &id).len(), 512);
 }
 
 /// Six turns (a `turn` event, a prompt and its answer each) journaled, then a crash: the store is

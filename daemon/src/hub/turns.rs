@@ -359,8 +359,10 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     // a client reads `TurnEnded` must find it free (it is refused, not queued, while busy).
     drop(agent_guard);
     runtime.finish(&turn_id, end);
-    // The turn's messages are durable already; the session's own record follows (at most once
-    // per `session_record_interval`).
+    // The turn's messages are durable already; the store tidies what it left for later, and the
+    // session's own record follows (at most once per `session_record_interval`), both beside the
+    // next turn.
+    runtime.tidy_store();
     runtime.flush_session().await;
 }
 
