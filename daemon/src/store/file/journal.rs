@@ -74,6 +74,12 @@ pub(super) const CHECKPOINT_AGE: Duration = Duration::from_secs(30);
 /// Messages held unmaterialized before an append materializes them itself: a last resort when
 /// no tidy came for that long (each turn's tidy materializes what the turn journaled).
 pub(super) const PENDING_MAX: usize = 1024;
+/// At most this many paths are synced under the entry's lock (holding up the session's appends)
+/// at the end of a checkpoint: about what one turn materializes.
+const LOCKED_SYNC_MAX: usize = 16;
+/// Syncs without the entry's lock one checkpoint makes at most before it leaves the rest to the
+/// next one.
+const CHECKPOINT_ROUNDS: usize = 4;
 /// Files and directories materialized since the last checkpoint past which the next tidy
 /// checkpoints: each is a path the session holds in memory until then (some 60 KiB at most).
 const CHECKPOINT_UNSYNCED: usize = 512;
@@ -321,7 +327,7 @@ impl FileBackend {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         };
-        let (lines, unsynced) = {
+        let (mut lines, mut unsynced) = {
             let mut journal = lock_entry(&entry);
             self.materialize_locked(&session_dir, &mut journal)?;
             let due = journal.lines >= CHECKPOINT_LINES
@@ -334,25 +340,40 @@ impl FileBackend {
             }
             (journal.lines, std::mem::take(&mut journal.unsynced))
         };
-        // Synced without the entry's lock, so the session's next append need not wait for it.
-        if let Err(err) = sync_paths(unsynced.iter(), self.durability) {
-            lock_entry(&entry).unsynced.extend(unsynced);
-            return Err(err);
-        }
-        let mut journal = lock_entry(&entry);
-        if journal.inherited {
-            return Ok(());
-        }
-        if journal.lines != lines {
-            // Batches journaled during the sync: their records are materialized and synced now,
-            // under the lock (a few paths), so the journal empties even while turns go on.
-            self.materialize_locked(&session_dir, &mut journal)?;
-            let rest = std::mem::take(&mut journal.unsynced);
-            if let Err(err) = sync_paths(rest.iter(), self.durability) {
-                journal.unsynced.extend(rest);
+        let mut rounds = 1;
+        let mut journal = loop {
+            // Synced without the entry's lock, so the session's appends need not wait for it.
+            if let Err(err) = sync_paths(unsynced.iter(), self.durability) {
+                lock_entry(&entry).unsynced.extend(unsynced);
                 return Err(err);
             }
-        }
+            let mut journal = lock_entry(&entry);
+            if journal.inherited {
+                return Ok(());
+            }
+            if journal.lines == lines {
+                break journal;
+            }
+            // Batches journaled during the sync: their records are materialized and synced
+            // under the lock when they are few, so the journal empties even while turns go on;
+            // when many (a slow disk), in another round without it, and after the last round
+            // the next checkpoint goes on from there.
+            self.materialize_locked(&session_dir, &mut journal)?;
+            if force || journal.unsynced.len() <= LOCKED_SYNC_MAX {
+                let rest = std::mem::take(&mut journal.unsynced);
+                if let Err(err) = sync_paths(rest.iter(), self.durability) {
+                    journal.unsynced.extend(rest);
+                    return Err(err);
+                }
+                break journal;
+            }
+            if rounds == CHECKPOINT_ROUNDS {
+                return Ok(());
+            }
+            rounds += 1;
+            lines = journal.lines;
+            unsynced = std::mem::take(&mut journal.unsynced);
+        };
         empty_journal(&session_dir, remove, self.durability)?;
         journal.lines = 0;
         journal.began = None;
