@@ -71,9 +71,10 @@ pub(super) const CHECKPOINT_LINES: usize = 512;
 /// A journal this old is checkpointed at the next flush: by then the kernel has written most of
 /// what was materialized, so the syncs are cheap.
 pub(super) const CHECKPOINT_AGE: Duration = Duration::from_secs(30);
-/// Messages held unmaterialized before an append materializes them itself: a last resort when
-/// no tidy came for that long (each turn's tidy materializes what the turn journaled).
-pub(super) const PENDING_MAX: usize = 1024;
+/// Messages held unmaterialized before an append materializes them itself: only when tidies
+/// fall behind (each turn's tidy materializes what the turn journaled, but none runs while the
+/// session's tidy is in a checkpoint on a slow disk), and what bounds the memory they hold then.
+pub(super) const PENDING_MAX: usize = 64;
 /// At most this many paths are synced under the entry's lock (holding up the session's appends)
 /// at the end of a checkpoint: about what one turn materializes.
 const LOCKED_SYNC_MAX: usize = 16;
@@ -81,8 +82,9 @@ const LOCKED_SYNC_MAX: usize = 16;
 /// next one.
 const CHECKPOINT_ROUNDS: usize = 4;
 /// Files and directories materialized since the last checkpoint past which the next tidy
-/// checkpoints: each is a path the session holds in memory until then (some 60 KiB at most).
-const CHECKPOINT_UNSYNCED: usize = 512;
+/// checkpoints: each is a path the session holds in memory until then (a busy session would
+/// otherwise gather 30 s of them, some 100 KiB).
+const CHECKPOINT_UNSYNCED: usize = 128;
 
 /// A message journaled and not yet materialized: its directory and record.
 pub(super) struct PendingMessage {
