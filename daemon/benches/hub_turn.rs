@@ -11,6 +11,9 @@
 //! The socket's client runs on a current-thread runtime, as `tau chat` and `tau ask` do (a
 //! multi-thread client adds its own thread hand-offs, about 0.2 ms a turn here, to the hub's time).
 //!
+//! `table` runs every turn target instead, each with PASS or FAIL (see `hub_turn/table.rs`):
+//! `cargo bench -p taud --bench hub_turn -- table [TURNS] [file|sqlite]`.
+//!
 //! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS] [file] [sqlite] [socket] [in-process]
 //! [nosync] [stages]` (default 300 iterations, both stores, both paths; naming a store or a path
 //! runs only those). `nosync` runs the in-process stores without fsync: the hub's own cost, disk
@@ -19,6 +22,8 @@
 
 #[path = "../tests/support/soak.rs"]
 mod soak;
+#[path = "hub_turn/table.rs"]
+mod table;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -369,6 +374,10 @@ fn chosen<'a>(args: &[String], known: &[&'a str]) -> Vec<&'a str> {
 
 fn main() -> BenchResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "table") {
+        let turns = args.iter().find_map(|a| a.parse().ok()).unwrap_or(2000);
+        return table::run(turns, &chosen(&args, &["file", "sqlite"]));
+    }
     let iterations: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(300);
     let backends = chosen(&args, &["file", "sqlite"]);
     let paths = chosen(&args, &["socket", "in-process"]);

@@ -307,6 +307,38 @@ fn a_journal_with_many_files_to_sync_is_emptied_at_a_flush() {
     assert_eq!(texts(&store, &id).len() as u64, messages + 2);
 }
 
+/// `tidy_session`, which the hub runs after each turn beside the next one, writes what was
+/// journaled to its files without a read, and checkpoints the journal once one is due.
+#[test]
+fn a_tidy_writes_the_journaled_files_and_checkpoints_when_due() {
+    let (dir, id, session_dir) = fixture();
+    let journal = session_dir.join("journal.jsonl");
+    let store = open(dir.path());
+    store
+        .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "hello"))
+        .unwrap();
+    assert!(!message_file(&session_dir, 2).exists(), "journaled only");
+    store.tidy_session(&id).unwrap();
+    assert!(
+        message_file(&session_dir, 2).exists(),
+        "written by the tidy"
+    );
+    assert!(fs::metadata(&journal).unwrap().len() > 0, "not due yet");
+    for n in 0..511 {
+        store
+            .append_event(&id, &json!({"type": "tick", "n": n}))
+            .unwrap();
+    }
+    store.tidy_session(&id).unwrap();
+    assert_eq!(
+        fs::metadata(&journal).unwrap().len(),
+        0,
+        "512 batches: emptied"
+    );
+    assert_eq!(texts(&store, &id).len(), 3);
+    assert_eq!(event_types(&store, &id).len(), 512);
+}
+
 /// Six turns (a `turn` event, a prompt and its answer each) journaled, then a crash: the store is
 /// forgotten before anything reached a file. Their journal lines, one a turn, in order.
 fn crash_after_six_turns(dir: &Path, id: &str) {

@@ -128,6 +128,13 @@ pub trait StoreBackend: Send + Sync {
         Ok(())
     }
 
+    /// Does what the backend left for later about the session (see
+    /// [`SessionStore::tidy_session`](crate::store::SessionStore::tidy_session)).
+    fn tidy_session(&self, session_id: &str) -> Result<(), SessionError> {
+        let _ = session_id;
+        Ok(())
+    }
+
     /// `flush_session` for a closing session (see
     /// [`SessionStore::close_session`](crate::store::SessionStore::close_session)).
     fn close_session(&self, session_id: &str) -> Result<(), SessionError> {

@@ -297,6 +297,11 @@ impl<B: StoreBackend> SessionStore for CheckedStore<B> {
         self.backend.flush_session(session_id)
     }
 
+    fn tidy_session(&self, session_id: &str) -> Result<(), SessionError> {
+        self::session_id(session_id)?;
+        self.backend.tidy_session(session_id)
+    }
+
     fn close_session(&self, session_id: &str) -> Result<(), SessionError> {
         self::session_id(session_id)?;
         self.backend.close_session(session_id)

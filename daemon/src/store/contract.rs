@@ -155,6 +155,16 @@ pub trait SessionStore: Send + Sync {
         Ok(())
     }
 
+    /// Does, off a turn's path, what the backend left for later about the session and no reader
+    /// waits for: the file backend writes its journaled records to their files and checkpoints
+    /// the journal when one is due. The hub calls it after each turn, without waiting for it;
+    /// nothing about durability depends on it (a write that returned is durable already). This
+    /// default does nothing.
+    fn tidy_session(&self, session_id: &str) -> Result<(), SessionError> {
+        let _ = session_id;
+        Ok(())
+    }
+
     /// `flush_session` for a session the hub closes: the file backend also syncs and empties the
     /// session's journal, so nothing of it waits for the next open. This default flushes.
     fn close_session(&self, session_id: &str) -> Result<(), SessionError> {

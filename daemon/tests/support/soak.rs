@@ -183,6 +183,11 @@ impl SoakHub {
         connect(self.socket()).await
     }
 
+    /// The installation's root: `home/` is its TAU_HOME, `data/` its TAU_DATA_DIR.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
     pub fn socket(&self) -> PathBuf {
         self.root.path().join("data/hub/taud.sock")
     }

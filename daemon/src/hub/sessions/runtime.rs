@@ -16,6 +16,9 @@
 //!   or at once when the session closes), so a burst of turns costs one write. Messages are durable
 //!   either way; only the record's copy of the count and time waits (every read sees the current
 //!   values).
+//!   The worker never waits for that write, nor for the store's tidying after a turn
+//!   (`SessionStore::tidy_session`, at most one at a time per session): both run beside the next
+//!   turn, so a turn's latency holds only its own durable writes.
 //! - Std locks here are short and never held across an `.await`.
 //! - A role switch or compaction never waits behind a turn (which may wait for a person): it takes
 //!   `agent_lock` only while no turn runs or waits ([`SessionRuntime::lock_agent_idle`]).
@@ -80,6 +83,8 @@ pub(crate) struct SessionRuntime {
     store: Arc<dyn SessionStore>,
     record_flush: Arc<Mutex<RecordFlush>>,
     record_interval: Duration,
+    /// A tidy of the session's store records runs ([`SessionRuntime::tidy_store`]).
+    tidying: Arc<AtomicBool>,
     /// The session has a title (set or found): turns no longer check.
     titled: AtomicBool,
 }
@@ -109,6 +114,7 @@ impl SessionRuntime {
             store: Arc::clone(&parts.store),
             record_flush: Arc::default(),
             record_interval: parts.options.session_record_interval,
+            tidying: Arc::default(),
             titled: AtomicBool::new(false),
         })
     }
@@ -236,7 +242,7 @@ impl SessionRuntime {
         let store = Arc::clone(&self.store);
         let session_id = self.session_id.clone();
         let Some(due) = due else {
-            write_session_record(store, session_id, false).await;
+            tokio::spawn(write_session_record(store, session_id, false));
             return;
         };
         let record_flush = Arc::clone(&self.record_flush);
@@ -252,6 +258,24 @@ impl SessionRuntime {
                 flush.last = Some(Instant::now());
             }
             write_session_record(store, session_id, false).await;
+        });
+    }
+
+    /// Starts the store's tidying of the session after a turn (`SessionStore::tidy_session`), off
+    /// the worker, unless one still runs: that one, or the next turn's, takes this turn's records
+    /// too. A failure is logged; the records are durable already.
+    pub(crate) fn tidy_store(&self) {
+        if self.tidying.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let store = Arc::clone(&self.store);
+        let session_id = self.session_id.clone();
+        let tidying = Arc::clone(&self.tidying);
+        tokio::task::spawn_blocking(move || {
+            if let Err(error) = store.tidy_session(&session_id) {
+                warn!(%session_id, "cannot tidy the session's stored records after a turn: {error}");
+            }
+            tidying.store(false, Ordering::Release);
         });
     }
 

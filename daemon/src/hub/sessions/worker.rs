@@ -113,8 +113,10 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     drop(agent_guard);
     runtime.turns.finish(&turn_id, end);
     runtime.touch();
-    // The turn's messages are durable already; the session's own record follows (at most once
-    // per `session_record_interval`).
+    // The turn's messages are durable already; the store tidies what it left for later, and the
+    // session's own record follows (at most once per `session_record_interval`), both beside the
+    // next turn.
+    runtime.tidy_store();
     runtime.flush_session().await;
 }
 

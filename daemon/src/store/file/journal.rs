@@ -1,11 +1,13 @@
 //! The file backend's write-ahead journal: `<session>/journal.jsonl`. A batch (events and
 //! messages) is durable once its line is appended there, with one write and one `fdatasync`; its
-//! message files and `events.jsonl` lines are written later without a sync ("materialized"), and
-//! synced at a checkpoint that then empties the journal (at a flush once the journal holds 512
-//! batches, is 30 s old or has [`CHECKPOINT_UNSYNCED`] paths to sync, and when the session closes). A turn so pays one append per step
-//! instead of a synced file creation per message plus a directory sync. The line format and the
-//! replay are in `journal_replay.rs`; a checkpoint's last step (sync, then empty) in
-//! `checkpoint.rs`.
+//! message files and `events.jsonl` lines are written later without a sync ("materialized", by
+//! the store's `tidy_session`, which the hub runs after each turn off the turn's path, or by a
+//! read), and synced at a checkpoint that then
+//! empties the journal (at a tidy or flush once the journal holds [`CHECKPOINT_LINES`] batches, is
+//! 30 s old or has [`CHECKPOINT_UNSYNCED`] paths to sync, and when the session closes). A turn so
+//! pays one append per step instead of a synced file creation per message plus a directory sync,
+//! and never a materialization or a checkpoint. The line format and the replay are in
+//! `journal_replay.rs`; a checkpoint's last step (sync, then empty) in `checkpoint.rs`.
 //!
 //! ```text
 //! {"v":2,"events_len":1234,"events":[…],"crc":"1c291ca3"}                            an event alone
@@ -42,13 +44,15 @@
 //! - One store per sessions directory (one hub owns it): another store opened on it would replay,
 //!   and remove, a journal this one still writes.
 //! - Locks: the journal map's lock is held only to find or drop an entry; an entry's state lock is
-//!   held through its disk work, but for a checkpoint's sync, which holds the entry's checkpoint
-//!   lock instead (taken before the state lock), so appends go on meanwhile. Both come before the
+//!   held through its disk work, but for a checkpoint's sync of what it found materialized, which
+//!   holds the entry's checkpoint lock instead (taken before the state lock), so appends go on
+//!   meanwhile; what they journaled in the meantime is materialized and synced under the state
+//!   lock (a turn's few files), so a busy session's journal still empties. Both come before the
 //!   deferred, reserved and index locks, never after them.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -67,9 +71,17 @@ pub(super) const CHECKPOINT_LINES: usize = 512;
 /// A journal this old is checkpointed at the next flush: by then the kernel has written most of
 /// what was materialized, so the syncs are cheap.
 pub(super) const CHECKPOINT_AGE: Duration = Duration::from_secs(30);
-/// Messages held unmaterialized before an append materializes them itself.
+/// Messages held unmaterialized before an append materializes them itself: only when tidies
+/// fall behind (each turn's tidy materializes what the turn journaled, but none runs while the
+/// session's tidy is in a checkpoint on a slow disk), and what bounds the memory they hold then.
 pub(super) const PENDING_MAX: usize = 64;
-/// Files and directories materialized since the last checkpoint past which the next flush
+/// At most this many paths are synced under the entry's lock (holding up the session's appends)
+/// at the end of a checkpoint: about what one turn materializes.
+const LOCKED_SYNC_MAX: usize = 16;
+/// Syncs without the entry's lock one checkpoint makes at most before it leaves the rest to the
+/// next one.
+const CHECKPOINT_ROUNDS: usize = 4;
+/// Files and directories materialized since the last checkpoint past which the next tidy
 /// checkpoints: each is a path the session holds in memory until then (a busy session would
 /// otherwise gather 30 s of them, some 100 KiB).
 const CHECKPOINT_UNSYNCED: usize = 128;
@@ -287,7 +299,8 @@ impl FileBackend {
     }
 
     /// Materializes, then (when `force`, or the journal is large or old) syncs what was
-    /// materialized and empties the journal.
+    /// materialized and empties the journal. Without `force`, a checkpoint already running for
+    /// the session leaves this one to materialize only.
     pub(super) fn checkpoint(&self, session_id: &str, force: bool) -> Result<(), SessionError> {
         self.checkpoint_as(session_id, force, false)
     }
@@ -304,11 +317,19 @@ impl FileBackend {
             return Ok(());
         };
         let session_dir = self.root.join(session_id);
-        let _checkpointing = entry
-            .checkpointing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let (lines, unsynced) = {
+        let _checkpointing = match entry.checkpointing.try_lock() {
+            Ok(guard) => guard,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) if !force => {
+                let mut journal = lock_entry(&entry);
+                return self.materialize_locked(&session_dir, &mut journal);
+            }
+            Err(TryLockError::WouldBlock) => entry
+                .checkpointing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        };
+        let (mut lines, mut unsynced) = {
             let mut journal = lock_entry(&entry);
             self.materialize_locked(&session_dir, &mut journal)?;
             let due = journal.lines >= CHECKPOINT_LINES
@@ -321,17 +342,40 @@ impl FileBackend {
             }
             (journal.lines, std::mem::take(&mut journal.unsynced))
         };
-        // Synced without the entry's lock, so the session's next append need not wait for it.
-        if let Err(err) = sync_paths(&session_dir, unsynced.iter(), self.durability) {
-            lock_entry(&entry).unsynced.extend(unsynced);
-            return Err(err);
-        }
-        let mut journal = lock_entry(&entry);
-        // A batch journaled meanwhile may not be materialized yet: the journal stays, and the
-        // next checkpoint syncs only what came after.
-        if journal.inherited || journal.lines != lines {
-            return Ok(());
-        }
+        let mut rounds = 1;
+        let mut journal = loop {
+            // Synced without the entry's lock, so the session's appends need not wait for it.
+            if let Err(err) = sync_paths(unsynced.iter(), self.durability) {
+                lock_entry(&entry).unsynced.extend(unsynced);
+                return Err(err);
+            }
+            let mut journal = lock_entry(&entry);
+            if journal.inherited {
+                return Ok(());
+            }
+            if journal.lines == lines {
+                break journal;
+            }
+            // Batches journaled during the sync: their records are materialized and synced
+            // under the lock when they are few, so the journal empties even while turns go on;
+            // when many (a slow disk), in another round without it, and after the last round
+            // the next checkpoint goes on from there.
+            self.materialize_locked(&session_dir, &mut journal)?;
+            if force || journal.unsynced.len() <= LOCKED_SYNC_MAX {
+                let rest = std::mem::take(&mut journal.unsynced);
+                if let Err(err) = sync_paths(rest.iter(), self.durability) {
+                    journal.unsynced.extend(rest);
+                    return Err(err);
+                }
+                break journal;
+            }
+            if rounds == CHECKPOINT_ROUNDS {
+                return Ok(());
+            }
+            rounds += 1;
+            lines = journal.lines;
+            unsynced = std::mem::take(&mut journal.unsynced);
+        };
         empty_journal(&session_dir, remove, self.durability)?;
         journal.lines = 0;
         journal.began = None;

@@ -281,7 +281,7 @@ pub(super) fn replay(
         }
     }
     if !lines.is_empty() {
-        sync_paths(session_dir, paths.iter(), durability)?;
+        sync_paths(paths.iter(), durability)?;
     }
     if read.damaged.is_empty() {
         empty_journal(session_dir, true, durability)?;

@@ -355,6 +355,11 @@ impl StoreBackend for FileBackend {
         self.flush_deferred(session_id)
     }
 
+    /// Materializes the session's journal, and checkpoints it when due.
+    fn tidy_session(&self, session_id: &str) -> Result<(), SessionError> {
+        self.checkpoint(session_id, false)
+    }
+
     /// A flush that also empties the session's journal.
     fn close_session(&self, session_id: &str) -> Result<(), SessionError> {
         self.close_journal(session_id)?;
@@ -509,7 +514,9 @@ impl StoreBackend for FileBackend {
             }
             return Err(SessionError::SessionExists(id.to_owned()));
         }
-        sync_dir(&self.root, self.durability)?;
+        // Everything but `session.json` is written unsynced, then synced in one pass (a file
+        // system commits such a pass in about one flush, not one per file); `session.json`, which
+        // makes the session whole, follows only once all of it is durable.
         let dir = self.root.join(id);
         make_dir(&dir, AGENTS_DIR)?;
         let agents = dir.join(AGENTS_DIR);
@@ -517,10 +524,12 @@ impl StoreBackend for FileBackend {
         let agent_dir = agents.join(agent_id);
         make_dir(&agent_dir, MESSAGES_DIR)?;
         let messages = agent_dir.join(MESSAGES_DIR);
+        let mut to_sync = Vec::with_capacity(new.messages.len() + 7);
         for message in &new.messages {
             let name = message_file_name(message.message_id);
-            if !TempFile::write(&messages, &name, &to_json(message)?, self.durability)?
-                .link_new(&messages.join(&name))?
+            let path = messages.join(&name);
+            if !TempFile::write(&messages, &name, &to_json(message)?, Durability::NoSync)?
+                .link_new(&path)?
             {
                 return Err(SessionError::MessageExists {
                     session_id: id.to_owned(),
@@ -528,24 +537,32 @@ impl StoreBackend for FileBackend {
                     message_id: message.message_id,
                 });
             }
+            to_sync.push(path);
         }
-        sync_dir(&messages, self.durability)?;
         if !create_new(
             &agent_dir,
             AGENT_FILE,
             &to_json(&new.agent)?,
-            self.durability,
+            Durability::NoSync,
         )? {
             return Err(SessionError::AgentExists {
                 session_id: id.to_owned(),
                 agent_id: agent_id.to_owned(),
             });
         }
-        // The session directory's own entries are synced by the two file creations below.
-        sync_dir(&agents, self.durability)?;
-        if !create_new(&dir, META_FILE, &to_json(&new.meta)?, self.durability)? {
+        if !create_new(&dir, META_FILE, &to_json(&new.meta)?, Durability::NoSync)? {
             return Err(SessionError::SessionExists(id.to_owned()));
         }
+        to_sync.extend([
+            agent_dir.join(AGENT_FILE),
+            dir.join(META_FILE),
+            messages,
+            agent_dir,
+            agents,
+            dir.clone(),
+            self.root.clone(),
+        ]);
+        checkpoint::sync_paths(to_sync.iter(), self.durability)?;
         let file = SessionFile {
             session: new.session.clone(),
             message_count: u64::try_from(new.messages.len()).unwrap_or(u64::MAX),

@@ -1,0 +1,255 @@
+//! `hub_turn -- table [TURNS]`: every turn target of the hub in one run, beside the disk's floors
+//! measured in the same run, each with PASS or FAIL.
+//!
+//! Naming `file` or `sqlite` runs that store only. The floors' ratio is the disk's own p99 / p50:
+//! on a disk shared with other work it is often far above 3×, and no turn's tail can be below it.
+//!
+//! - Tails and medians: the real `taud` over its Unix socket, one client thread, `TURNS` text and
+//!   `TURNS` tool turns per store (2,000 by default) in two long sessions, the kinds taking turns
+//!   in blocks of 25, so the file store's checkpoints and the sqlite store's WAL checkpoints fall
+//!   inside the sample. Targets: p99 ≤ 3× p50 for each kind; text p50 ≤ 2× the atomic small-file
+//!   write measured just before the store's turns.
+//! - Parallel sessions: text turns per second of ten sessions at once (ten connections, each one
+//!   turn after another) next to one session, over the same socket. Target: ≥ 4×.
+//! - One-shot: `tau ask hello` and `tau version`, the release binaries next to `taud`, spawned
+//!   one after another with the hub running (file store). Targets: p50 ≤ 4 ms and ≤ 3 ms.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::soak::SoakHub;
+use super::{BenchResult, SocketClient, TEXT, TOOL, TURNS_PER_SESSION, TurnPath, percentile};
+
+/// Turns before the measured ones (per kind).
+const WARMUP: usize = 50;
+/// Runs of each one-shot command.
+const SPAWNS: usize = 200;
+
+/// p50, p99 and max of a sample, in milliseconds.
+struct Spread {
+    p50: f64,
+    p99: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(samples: &[Duration]) -> Self {
+        let mut sorted = samples.to_vec();
+        sorted.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        Self {
+            p50: ms(percentile(&sorted, 0.50)),
+            p99: ms(percentile(&sorted, 0.99)),
+            max: ms(sorted.last().copied().unwrap_or_default()),
+        }
+    }
+}
+
+fn verdict(pass: bool) -> &'static str {
+    if pass { "PASS" } else { "FAIL" }
+}
+
+/// The two floors: an atomic small-file write (temporary file, fsync, rename, directory fsync)
+/// and an append with fdatasync, back to back.
+fn floors(iterations: usize) -> BenchResult<(Spread, Spread)> {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir()?;
+    let record = vec![b'x'; 600];
+    let mut atomic = Vec::with_capacity(iterations);
+    for i in 0..WARMUP + iterations {
+        let started = Instant::now();
+        let temp = dir.path().join(format!(".record.{i}.tmp"));
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(&record)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, dir.path().join("record.json"))?;
+        std::fs::File::open(dir.path())?.sync_all()?;
+        if i >= WARMUP {
+            atomic.push(started.elapsed());
+        }
+    }
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.path().join("log.jsonl"))?;
+    let mut appends = Vec::with_capacity(iterations);
+    for i in 0..WARMUP + iterations {
+        let started = Instant::now();
+        log.write_all(&record)?;
+        log.sync_data()?;
+        if i >= WARMUP {
+            appends.push(started.elapsed());
+        }
+    }
+    Ok((Spread::of(&atomic), Spread::of(&appends)))
+}
+
+/// The floors' rows; their ratio is the disk's own p99 / p50, the tail no turn can beat.
+fn print_floors(atomic: &Spread, append: &Spread) {
+    for (name, s) in [
+        ("floor: atomic write", atomic),
+        ("floor: append+fdatasync", append),
+    ] {
+        println!(
+            "| {name:<26} | {:>6.3} | {:>6.3} | {:>7.3} | {:.2}× | |",
+            s.p50,
+            s.p99,
+            s.max,
+            s.p99 / s.p50.max(f64::MIN_POSITIVE)
+        );
+    }
+}
+
+/// Text and tool turns on two long sessions, in blocks of [`TURNS_PER_SESSION`].
+async fn long_sessions(client: &mut SocketClient, turns: usize) -> BenchResult<[Vec<Duration>; 2]> {
+    let sessions = [client.new_session().await?, client.new_session().await?];
+    let mut samples = [Vec::with_capacity(turns), Vec::with_capacity(turns)];
+    let total = WARMUP + turns;
+    let mut done = 0;
+    while done < total {
+        let block = TURNS_PER_SESSION.min(total - done);
+        for (kind, text) in [TEXT, TOOL].into_iter().enumerate() {
+            for n in done..done + block {
+                let elapsed = client.turn(&sessions[kind], text).await?;
+                if n >= WARMUP {
+                    samples[kind].push(elapsed);
+                }
+            }
+        }
+        done += block;
+    }
+    Ok(samples)
+}
+
+/// Text turns per second over `clients` connections, one session each, `turns` turns each.
+async fn parallel(hub: &SoakHub, clients: usize, turns: usize) -> BenchResult<f64> {
+    let mut sessions = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let mut client = hub.client().await?;
+        let session = client.new_session().await?;
+        // A few turns first, so the session is open and warm.
+        for _ in 0..3 {
+            client.turn(&session, TEXT).await?;
+        }
+        sessions.push((client, session));
+    }
+    let started = Instant::now();
+    let runs = sessions
+        .into_iter()
+        .map(|(mut client, session)| async move {
+            for _ in 0..turns {
+                client.turn(&session, TEXT).await?;
+            }
+            BenchResult::Ok(())
+        });
+    for done in futures::future::join_all(runs).await {
+        done?;
+    }
+    Ok((clients * turns) as f64 / started.elapsed().as_secs_f64())
+}
+
+/// Runs `command` with `args` `SPAWNS` times against `hub`'s installation; its wall times.
+fn spawn_times(hub: &SoakHub, command: &Path, args: &[&str]) -> BenchResult<Vec<Duration>> {
+    let mut times = Vec::with_capacity(SPAWNS);
+    for i in 0..SPAWNS + 10 {
+        let started = Instant::now();
+        let status = std::process::Command::new(command)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", hub.root().join("user"))
+            .env("TAU_HOME", hub.root().join("home"))
+            .env("TAU_DATA_DIR", hub.root().join("data"))
+            .current_dir(hub.root())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()?;
+        let elapsed = started.elapsed();
+        if !status.success() {
+            return Err(format!("{} {args:?} exited with {status}", command.display()).into());
+        }
+        if i >= 10 {
+            times.push(elapsed);
+        }
+    }
+    Ok(times)
+}
+
+/// Runs the whole table (see the module documentation).
+pub fn run(turns: usize, backends: &[&str]) -> BenchResult<()> {
+    let taud = Path::new(env!("CARGO_BIN_EXE_taud"));
+    let client_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    println!("| what | p50 ms | p99 ms | max ms | ratio | target |");
+    println!("|---|---|---|---|---|---|");
+    let mut failed = 0;
+    let mut check = |line: String, pass: bool| {
+        failed += usize::from(!pass);
+        println!("{line} {} |", verdict(pass));
+    };
+    for &backend in backends {
+        let (atomic, append) = floors(500)?;
+        print_floors(&atomic, &append);
+        let hub = SoakHub::start_plain(taud, backend)?;
+        let (text, tool, one, ten) = client_runtime.block_on(async {
+            let mut client = hub.client().await?;
+            let [text, tool] = long_sessions(&mut client, turns).await?;
+            let per_session = (turns / 10).clamp(50, 200);
+            let one = parallel(&hub, 1, per_session * 3).await?;
+            let ten = parallel(&hub, 10, per_session).await?;
+            BenchResult::Ok((Spread::of(&text), Spread::of(&tool), one, ten))
+        })?;
+        for (kind, s) in [("text", &text), ("tool", &tool)] {
+            let ratio = s.p99 / s.p50.max(f64::MIN_POSITIVE);
+            check(
+                format!(
+                    "| {backend} {kind} turn, socket, p99/p50 | {:>6.3} | {:>6.3} | {:>7.3} | {ratio:.2}× | ≤ 3×",
+                    s.p50, s.p99, s.max
+                ),
+                ratio <= 3.0,
+            );
+        }
+        let floor_ratio = text.p50 / atomic.p50.max(f64::MIN_POSITIVE);
+        check(
+            format!(
+                "| {backend} text p50 / atomic write p50 | {:>6.3} | | | {floor_ratio:.2}× | ≤ 2×",
+                text.p50
+            ),
+            floor_ratio <= 2.0,
+        );
+        let scale = ten / one.max(f64::MIN_POSITIVE);
+        check(
+            format!(
+                "| {backend} 10 sessions vs 1, turns/s | {ten:.0} vs {one:.0} | | | {scale:.2}× | ≥ 4×"
+            ),
+            scale >= 4.0,
+        );
+        if backend == "file" {
+            let dir = taud.parent().ok_or("taud has no directory")?;
+            let tau = dir.join("tau");
+            if !tau.exists() {
+                println!(
+                    "| one-shot | not measured: build `cargo build --release -p tau-cli` | | | | |"
+                );
+                continue;
+            }
+            for (args, target) in [(&["ask", "hello"][..], 4.0), (&["version"][..], 3.0)] {
+                let s = Spread::of(&spawn_times(&hub, &tau, args)?);
+                check(
+                    format!(
+                        "| `tau {}`, process start to exit | {:>6.3} | {:>6.3} | {:>7.3} | | p50 ≤ {target} ms",
+                        args.join(" "),
+                        s.p50,
+                        s.p99,
+                        s.max
+                    ),
+                    s.p50 <= target,
+                );
+            }
+        }
+    }
+    println!("{failed} target(s) failed");
+    Ok(())
+}
