@@ -23,3 +23,4 @@ pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tool;
+pub mod web;

@@ -35,6 +35,7 @@ pub(crate) const KNOWN_TABLES: &[&str] = &[
     "component",
     "mcp",
     "budget",
+    "web",
 ];
 
 const ROLE_KEYS: &[&str] = &[
@@ -73,6 +74,7 @@ pub(crate) struct Parsed {
     pub(crate) component_settings: BTreeMap<String, Table>,
     pub(crate) mcp: McpConfig,
     pub(crate) spend: SpendConfig,
+    pub(crate) web: super::web_table::WebConfig,
     pub(crate) warnings: Vec<String>,
 }
 
@@ -96,7 +98,7 @@ pub(crate) fn parse_document(
                 file: file.to_path_buf(),
                 key: key_segment(name),
                 value: render_value(value),
-                expected: "a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [routines], [components], [component.<name>], [mcp] or [budget.<role>]".to_string(),
+                expected: "a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [routines], [components], [component.<name>], [mcp], [budget.<role>] or [web]".to_string(),
             });
         }
         let warning = format!(
@@ -122,6 +124,7 @@ pub(crate) fn parse_document(
         component_settings: component_settings(&doc)?,
         mcp: mcp(&doc)?,
         spend: SpendConfig { prices, daily_usd },
+        web: super::web_table::web(&doc)?,
         warnings,
     })
 }

@@ -53,7 +53,8 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
             "routine",
         ],
     ),
-    ("services", &["host", "hub", "rpc"]),
+    ("web", &["message", "tool", "gate", "hub", "host", "listen"]),
+    ("services", &["host", "hub", "rpc", "web"]),
     (
         "testing",
         &[

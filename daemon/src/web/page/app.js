@@ -1,0 +1,1 @@
+/* tau web client */
