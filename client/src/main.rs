@@ -32,6 +32,7 @@ mod telegram;
 mod tui;
 mod usage;
 mod version;
+mod web;
 
 use std::process::ExitCode;
 
@@ -55,6 +56,7 @@ fn main() -> ExitCode {
         Command::Chat(args) => chat::run(args, &ctx),
         Command::Mcp(command) => mcp::run(command, &ctx),
         Command::Telegram(command) => telegram::run(command, &ctx),
+        Command::Web(command) => web::run(command, &ctx),
         Command::Routine(command) => routine::run(command, &ctx),
         Command::Approvals(args) => approvals::run(args, &ctx),
         Command::Tui(args) => tui::run(args, &ctx),
