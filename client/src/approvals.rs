@@ -73,12 +73,9 @@ pub fn run(args: &ApprovalsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
 }
 
 async fn pending(client: &mut HubClient) -> Result<Vec<pb::PendingApproval>, String> {
-    let listed = within(
-        CALL_DEADLINE,
-        client.list_pending_approvals(pb::ListPendingApprovalsRequest::default()),
-    )
-    .await?;
-    Ok(listed.approvals)
+    tau_client::approvals::list_pending(client, "", CALL_DEADLINE)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 async fn list(mut client: HubClient, json: bool) -> Result<(), String> {
@@ -219,20 +216,15 @@ async fn decide(mut client: HubClient, id: &str, asking: Option<Lang>) -> Result
     let Some(approve) = approve else {
         return Ok(());
     };
-    let decision = if approve {
-        pb::ApprovalDecision::Approved
-    } else {
-        pb::ApprovalDecision::Rejected
-    };
-    let decided = within(
+    let decided = tau_client::approvals::decide(
+        &mut client,
+        &shown.approval_id,
+        tau_client::approvals::decision(approve),
+        &snapshot.attachment_id,
         CALL_DEADLINE,
-        client.decide_approval(pb::DecideApprovalRequest {
-            approval_id: shown.approval_id.clone(),
-            decision: decision as i32,
-            attachment_id: snapshot.attachment_id,
-        }),
     )
-    .await?;
+    .await
+    .map_err(|e| e.to_string())?;
     println!("{}", outcome_line(&decided));
     Ok(())
 }
@@ -249,7 +241,7 @@ async fn answer(
         Answered::Elsewhere(resolution) => {
             println!(
                 "\n(the approval was resolved elsewhere: {})",
-                crate::event_json::resolution_name(resolution)
+                tau_client::present::resolution_name(resolution)
             );
             Ok(None)
         }
@@ -260,7 +252,7 @@ async fn answer(
 }
 
 fn outcome_line(decided: &pb::DecideApprovalResponse) -> String {
-    let resolution = crate::event_json::resolution_name(decided.resolution);
+    let resolution = tau_client::present::resolution_name(decided.resolution);
     match decided.outcome() {
         pb::DecideOutcome::Applied => format!("decided: {resolution}"),
         pb::DecideOutcome::AlreadyDecided => format!("already decided elsewhere: {resolution}"),
@@ -325,7 +317,7 @@ mod tests {
         let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:9").connect_lazy();
         let client = pb::tau_client::TauClient::with_interceptor(
             channel,
-            crate::hub_link::BearerAuth::default(),
+            tau_client::connect::BearerAuth::default(),
         );
         let err = decide(client, "apr-1", None).await.unwrap_err();
         assert!(err.contains("terminal"), "{err}");

@@ -1,6 +1,6 @@
 //! Reading a person's answer to a tier-2 approval prompt on the terminal (`tau chat` on its stdin,
 //! `tau ask --approve` on /dev/tty). The event that resolves a prompt elsewhere is recognised by
-//! [`crate::feed::Item::resolves`].
+//! [`tau_client::feed::Item::resolves`].
 //!
 //! Invariants:
 //! - Input typed before the prompt was shown never answers it: [`discard_typed_ahead`] flushes the

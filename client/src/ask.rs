@@ -5,17 +5,17 @@
 //! JSON lines instead. `--session ID` continues a session, otherwise a new one is opened.
 //!
 //! Opening the session and sending a decision are one-shot calls with a deadline
-//! ([`crate::relay::call::CALL_DEADLINE`], `TAU_HUB_TIMEOUT` seconds when set): a stalled hub
+//! ([`tau_client::call::CALL_DEADLINE`], `TAU_HUB_TIMEOUT` seconds when set): a stalled hub
 //! ends `tau ask` with an error.
 //!
 //! Invariants: tier-2 calls are rejected unless `--approve` is given and a terminal (`/dev/tty`) is
 //! there to ask on; only `y`, `yes`, `e` or `evet` approve (the shared i18n rule), and only when
 //! typed after the prompt was shown (`crate::approve` discards earlier input); `tau` never decides
 //! an approval by itself, it relays the person's answer (or the rejection) to the hub. A turn
-//! stream the hub cuts off for falling behind is resumed with Subscribe ([`crate::feed`]), so a
+//! stream the hub cuts off for falling behind is resumed with Subscribe ([`tau_client::feed`]), so a
 //! slow terminal never loses or repeats an event; a decision the hub refuses because it had
 //! already cut that stream off (marked `cut-off`) is sent once more with the attachment of the
-//! resumed stream ([`crate::feed::TurnFeed::reattach`], within the call deadline).
+//! resumed stream ([`tau_client::feed::TurnFeed::reattach`], within the call deadline).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -26,16 +26,17 @@ use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt, is_approva
 use tau_api::installation::Installation;
 use tau_api::lang::Lang;
 use tau_api::proto::v1::{self as pb, open_session_request::Target, session_event::Kind};
+use tau_client::approvals::Decided;
+use tau_client::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
+use tau_client::feed::FeedError;
+use tau_client::present::json as event_json;
+use tau_client::relay::{Answer, Front, Outcome, Relay};
 
 use crate::approve;
 use crate::cli::{AskArgs, CLI_CHANNEL};
 use crate::context::Context;
 use crate::environment;
-use crate::event_json;
-use crate::feed::FeedError;
 use crate::hub_link::{self, EXIT_NO_HUB, HubAddress};
-use crate::relay::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
-use crate::relay::{Answer, Front, Outcome, Relay};
 
 /// Runs `tau ask`.
 pub fn run(args: &AskArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
@@ -226,11 +227,11 @@ impl Front for AskFront<'_> {
     fn cancel_failed(&mut self, _: &CallError) {}
 
     fn decided(&mut self, _: &pb::PendingApproval, _: bool, response: &pb::DecideApprovalResponse) {
-        let applied = response.outcome == pb::DecideOutcome::Applied as i32;
+        let applied = matches!(Decided::of(true, response), Decided::Applied { .. });
         if !applied && !self.ask.json {
             eprintln!(
                 "(the approval was already {}; the decision changed nothing)",
-                event_json::resolution_name(response.resolution)
+                tau_client::present::resolution_name(response.resolution)
             );
         }
     }

@@ -3,8 +3,8 @@
 //! for every command ([`Cli::context`]).
 //!
 //! Invariants: parsing reads no environment variable (no option takes a default from it) and
-//! imports no other module of `tau` but `context` and the three whose options still live beside
-//! their code (`chat::ChatArgs`, `tui::TuiArgs`, `hubctl::HubCommand`, which chat imports).
+//! imports no other module of `tau` but `context`; every command's options are here, so a command
+//! imports this module and this module imports no command.
 
 // The doc comments here are also clap's help texts, read in a terminal: `<home>/.env` is meant
 // literally there, not as an HTML tag.
@@ -64,13 +64,13 @@ impl Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Talk to tau in the terminal (starts the hub when none answers).
-    Chat(crate::chat::ChatArgs),
+    Chat(ChatArgs),
     /// The full-screen client: conversation, sessions, events and an approval card that a stray
     /// key cannot approve (starts the hub when none answers).
-    Tui(crate::tui::TuiArgs),
+    Tui(TuiArgs),
     /// Run, stop, inspect or install the hub daemon.
     #[command(subcommand)]
-    Hub(crate::hubctl::HubCommand),
+    Hub(HubCommand),
     /// List every component with its kind, version and state.
     Components(ComponentsArgs),
     /// Check the configuration, credentials, sessions, persona and hub.
@@ -111,6 +111,70 @@ pub enum Command {
 }
 
 /// Options of `tau completions`.
+/// Options of `tau chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Resume a session at start: the most recent one, or the one with this id.
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "", conflicts_with = "session")]
+    pub resume: Option<String>,
+    /// Continue the session with this id.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Run on this model role for the whole run (wins over the session's stored role, and is
+    /// recorded with it).
+    #[arg(long, value_name = "ROLE")]
+    pub role: Option<String>,
+    /// Do not start a hub when none answers; say how to start one and exit.
+    #[arg(long)]
+    pub no_start: bool,
+    /// Connect over TCP 127.0.0.1 with the hub's token instead of the Unix socket.
+    #[arg(long)]
+    pub tcp: bool,
+}
+
+/// Options of `tau tui`.
+#[derive(Debug, Args)]
+pub struct TuiArgs {
+    /// The same options as `tau chat` (the UI language is the global `--lang`).
+    #[command(flatten)]
+    pub chat: ChatArgs,
+}
+
+/// `tau hub` subcommands.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum HubCommand {
+    /// Run the hub in the foreground (Ctrl-C or `tau hub stop` stops it).
+    Run,
+    /// Start the hub in the background and wait until it answers (nothing to do when one does).
+    Start {
+        /// Give up waiting after this many seconds (at most 600).
+        #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+        timeout: u64,
+        /// Print JSON for scripts: started, pid, socket, log.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Is the hub running? pid, heartbeat, last crash and the launchd/systemd state.
+    Status {
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop the running hub (SIGTERM) and wait until it is gone.
+    Stop {
+        /// Give up waiting after this many seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = 15)]
+        timeout: u64,
+    },
+    /// Install the hub as a per-user service: a launchd agent (macOS) or a systemd user unit
+    /// (Linux), restarted after a crash or a kill.
+    Install,
+    /// Remove the per-user service.
+    Uninstall,
+    /// Print the systemd user unit for this installation.
+    SystemdUnit,
+}
+
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// The shell the script is for.

@@ -7,32 +7,19 @@ mod approve;
 mod ask;
 mod chat;
 mod cli;
-mod components;
 mod context;
-mod doctor;
 mod environment;
-mod event_json;
-mod feed;
 mod http_get;
 mod hub_link;
-mod hub_start;
-mod hubctl;
-mod init;
 mod logs;
-mod mcp;
+mod ops;
 mod plugin_commands;
-mod present;
-mod relay;
+#[cfg(test)]
+mod present_tests;
 mod routine;
 mod routine_approval;
-mod shell_docs;
-mod shipped_files;
-mod stored_event;
-mod telegram;
 mod tui;
 mod usage;
-mod version;
-mod web;
 
 use std::process::ExitCode;
 
@@ -40,6 +27,7 @@ use clap::error::ErrorKind;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser as _};
 
 use crate::cli::{Cli, Command};
+use crate::ops::{components, doctor, hubctl, init, mcp, shell_docs, telegram, version, web};
 
 fn main() -> ExitCode {
     let cli = parse_command_line();
@@ -52,7 +40,7 @@ fn main() -> ExitCode {
         Command::Components(args) => components::run(args, &ctx),
         Command::Doctor(args) => doctor::run(args, &ctx),
         Command::Init(args) => init::run(args, &ctx, cli.profile),
-        Command::Hub(command) => run_hub(command, &ctx),
+        Command::Hub(command) => hubctl::run_command(command, &ctx),
         Command::Chat(args) => chat::run(args, &ctx),
         Command::Mcp(command) => mcp::run(command, &ctx),
         Command::Telegram(command) => telegram::run(command, &ctx),
@@ -96,20 +84,4 @@ fn parse_command_line() -> Cli {
         .try_get_matches()
         .unwrap_or_else(|e| e.exit());
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
-}
-
-/// `tau hub …`: needs the installation's paths, not a valid `tau.toml`, so that a hub can be
-/// inspected and stopped even while its configuration is broken.
-fn run_hub(command: &hubctl::HubCommand, ctx: &context::Context) -> anyhow::Result<ExitCode> {
-    if let hubctl::HubCommand::Start { timeout, json } = command {
-        return hub_start::run(*timeout, *json, ctx);
-    }
-    let located = tau_api::installation::Located::discover(
-        environment::snapshot(ctx),
-        &environment::current_dir()?,
-    )?;
-    let mut hub_ctx = hubctl::HubContext::new(located.paths, &located.env)?;
-    hub_ctx.child_env = ctx.child_env.clone();
-    hub_ctx.verbose = ctx.verbose;
-    hubctl::run(command.clone(), &hub_ctx)
 }

@@ -296,7 +296,7 @@ impl Question {
             Answered::Elsewhere(resolution) => {
                 eprintln!(
                     "\n(the approval was resolved elsewhere: {})",
-                    crate::event_json::resolution_name(resolution)
+                    tau_client::present::resolution_name(resolution)
                 );
                 Ok(None)
             }
@@ -310,16 +310,11 @@ impl Question {
         question: &pb::PendingApproval,
         approve: bool,
     ) -> Result<(), String> {
-        let decision = if approve {
-            pb::ApprovalDecision::Approved
-        } else {
-            pb::ApprovalDecision::Rejected
-        };
-        let request = pb::DecideApprovalRequest {
-            approval_id: question.approval_id.clone(),
-            decision: decision as i32,
-            attachment_id: self.attachment.clone(),
-        };
+        let request = tau_client::approvals::request(
+            &question.approval_id,
+            tau_client::approvals::decision(approve),
+            &self.attachment,
+        );
         within(self.deadline, self.hub.decide_approval(request))
             .await
             .map(|_| ())
@@ -374,11 +369,9 @@ pub(crate) async fn within<T>(
     deadline: Duration,
     future: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 ) -> Result<T, String> {
-    match tokio::time::timeout(deadline, future).await {
-        Ok(Ok(response)) => Ok(response.into_inner()),
-        Ok(Err(status)) => Err(status.message().to_owned()),
-        Err(_) => Err(format!("no answer from the hub within {deadline:?}")),
-    }
+    tau_client::call::within(deadline, future)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

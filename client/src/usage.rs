@@ -10,12 +10,12 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 use tau_api::installation::Installation;
 use tau_api::proto::v1 as pb;
+use tau_client::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
 
 use crate::cli::UsageArgs;
 use crate::context::Context;
 use crate::environment;
 use crate::hub_link::{self, EXIT_NO_HUB, HubAddress};
-use crate::relay::call::{CallError, DEADLINE_VAR, Deadlines, seconds, within};
 
 /// Runs `tau usage`.
 pub fn run(args: &UsageArgs, ctx: &Context) -> anyhow::Result<ExitCode> {

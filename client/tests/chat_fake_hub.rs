@@ -550,7 +550,8 @@ fn tool_progress_shows_on_one_dim_line_replaced_by_the_next_and_cleared_at_the_e
         .see(&format!("{blank}⋯ fetch: downloading (2/3)"))
         .unwrap();
     assert!(!before.contains('\n'), "{before:?}");
-    // The call's end clears it; the reply starts at the start of the line.
+    // The call's end clears it and shows the call's line (the one `tau tui` shows); the reply
+    // starts at the start of the next line.
     turn.event(pb::session_event::Kind::ToolCall(pb::ToolCallFinished {
         tool_use_id: "t1".into(),
         tool: "fetch".into(),
@@ -564,7 +565,12 @@ fn tool_progress_shows_on_one_dim_line_replaced_by_the_next_and_cleared_at_the_e
         "\r{}\r",
         " ".repeat("⋯ fetch: downloading (2/3)".chars().count())
     );
-    fixture.chat.see(&format!("{blank}Fetched.")).unwrap();
+    fixture
+        .chat
+        .see(&format!(
+            "{blank}✓ fetch · tier 0 · success · not_required · 0 ms\r\nFetched."
+        ))
+        .unwrap();
     turn.end("end_turn", "Fetched.");
     fixture.quit();
 }

@@ -200,16 +200,7 @@ fn grpc_latencies(socket: &std::path::Path) -> anyhow::Result<Vec<Duration>> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let socket = socket.to_owned();
-        let channel = tonic::transport::Endpoint::try_from("http://localhost")?
-            .connect_with_connector(tower::service_fn(move |_| {
-                let socket = socket.clone();
-                async move {
-                    let stream = tokio::net::UnixStream::connect(socket).await?;
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-                }
-            }))
-            .await?;
+        let channel = tau_client::connect::unix_channel(socket, Duration::from_secs(10)).await?;
         let mut client = TauClient::new(channel);
         for _ in 0..50 {
             client.get_status(GetStatusRequest {}).await?;

@@ -21,7 +21,7 @@ use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, Durability, SessionAgent, SessionBackends, SessionMessage,
     SessionMeta, SessionStoreConfig, create_fresh_complete_session, now_utc, open_session_store,
 };
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
 const LONG_SESSION: u64 = 10_000;
 const PAGE: u32 = 100;
@@ -177,15 +177,7 @@ fn health(port: u16) -> bool {
 }
 
 async fn connect(socket: PathBuf) -> anyhow::Result<TauClient<Channel>> {
-    let channel = Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(socket).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
-        .await?;
+    let channel = tau_client::connect::unix_channel(&socket, Duration::from_secs(10)).await?;
     Ok(TauClient::new(channel))
 }
 

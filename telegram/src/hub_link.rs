@@ -1,5 +1,6 @@
 //! The channel's link to the hub: a gRPC client over the hub's own Unix socket (the peer-uid rule
-//! holds as for any local client), and a deadline around every unary call.
+//! holds as for any local client), connected through the client library
+//! (`tau_client::connect::unix_channel`), and a deadline around every unary call.
 //!
 //! Invariant: connecting ends by [`CONNECT_TIMEOUT`]; a unary call by [`CALL_TIMEOUT`].
 
@@ -7,10 +8,8 @@ use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
 use tau_api::proto::v1::tau_client::TauClient;
-use tokio::net::UnixStream;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
 /// The gRPC client of the hub.
 pub type HubClient = TauClient<Channel>;
@@ -39,20 +38,12 @@ impl From<tonic::Status> for HubError {
 
 /// Connects to the hub's socket.
 pub async fn connect(socket: &Path) -> Result<HubClient, HubError> {
-    let unreachable = |reason: String| HubError::Unreachable {
-        socket: socket.display().to_string(),
-        reason,
-    };
-    let endpoint = Endpoint::from_static("http://localhost").connect_timeout(CONNECT_TIMEOUT);
-    let path = socket.to_path_buf();
-    let connecting = endpoint.connect_with_connector(tower::service_fn(move |_: Uri| {
-        let path = path.clone();
-        async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
-    }));
-    let channel = tokio::time::timeout(CONNECT_TIMEOUT, connecting)
+    let channel = tau_client::connect::unix_channel(socket, CONNECT_TIMEOUT)
         .await
-        .map_err(|_| unreachable("timed out".to_owned()))?
-        .map_err(|e| unreachable(e.to_string()))?;
+        .map_err(|not_running| HubError::Unreachable {
+            socket: socket.display().to_string(),
+            reason: not_running.reason,
+        })?;
     Ok(TauClient::new(channel))
 }
 

@@ -176,6 +176,12 @@ impl Texts {
     pub fn plain(&self, key: &str) -> String {
         self.get(key, &[])
     }
+
+    /// The clients' one presentation of events (`tau_client::present`), in the channel's
+    /// language: a turn's stop reads here as it does in `tau chat` and `tau tui`.
+    pub fn presenter(&self) -> tau_client::present::Presenter<'_> {
+        tau_client::present::Presenter::new(&self.messages, self.lang)
+    }
 }
 
 #[cfg(test)]
@@ -192,5 +198,20 @@ mod tests {
             en.get("telegram.tap_already", &[("outcome", &"x")]),
             "Already decided: x"
         );
+    }
+
+    #[test]
+    fn a_stop_reads_as_in_the_other_clients_in_the_channel_language() {
+        let cancelled =
+            tau_api::proto::v1::session_event::Kind::TurnEnded(tau_api::proto::v1::TurnEnded {
+                stop_reason: "cancelled".into(),
+                notice: "The turn was cancelled.".into(),
+                ..Default::default()
+            });
+        let en = Texts::new(Lang::En).unwrap().presenter().live(&cancelled);
+        assert_eq!(en.len(), 1);
+        assert_eq!(en[0].text, "■ Cancelled.");
+        let tr = Texts::new(Lang::Tr).unwrap().presenter().live(&cancelled);
+        assert_eq!(tr[0].text, "■ İptal edildi.");
     }
 }

@@ -10,13 +10,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use hyper_util::rt::TokioIo;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rexpect::session::PtySession;
 use tau_api::proto::v1 as pb;
 use tau_api::proto::v1::tau_client::TauClient;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
 use crate::Sandbox;
 
@@ -119,16 +118,8 @@ impl ChatSandbox {
             .build()?;
         let socket = self.socket();
         runtime.block_on(async move {
-            let channel = Endpoint::from_static("http://localhost")
-                .connect_with_connector(tower::service_fn(move |_: Uri| {
-                    let socket = socket.clone();
-                    async move {
-                        Ok::<_, std::io::Error>(TokioIo::new(
-                            tokio::net::UnixStream::connect(socket).await?,
-                        ))
-                    }
-                }))
-                .await?;
+            let channel =
+                tau_client::connect::unix_channel(&socket, Duration::from_secs(10)).await?;
             let mut client = TauClient::new(channel);
             f(&mut client).await
         })

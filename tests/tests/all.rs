@@ -11,6 +11,7 @@ mod chat_mcp;
 mod cli;
 mod hub;
 mod layout;
+mod node_client;
 mod python_client;
 mod routines;
 mod tui;

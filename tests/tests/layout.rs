@@ -1,9 +1,11 @@
 //! The house rules of the source tree, checked on the files themselves (see ARCHITECTURE.md, "Code
 //! map" and "Rules that never bend"): each room of `taud` imports only the rooms below it, so no two
 //! rooms import each other; no two modules of a crate share a name; no source file is longer than
-//! 600 lines; no function of the chat client or the relay is longer than 80 lines; the client never
-//! links the daemon; no two sibling modules of any crate import each other, directly or through
-//! others (module `sibling_cycles`); ARCHITECTURE.md names only paths and items that exist and says
+//! 600 lines; no function of the chat client or the relay is longer than 80 lines; neither the
+//! client nor the client library links the daemon (whose tests alone may use the library); no two
+//! sibling modules of any crate import each other, directly or through others (module
+//! `sibling_cycles`); the hub's sub-rooms import each other only downwards and none imports its
+//! front door (module `hub_parts`); ARCHITECTURE.md names only paths and items that exist and says
 //! what each room may import as the table below does, and README.md stays short (module `map`);
 //! every integration test file is compiled into its crate's one test binary (module
 //! `test_binaries`); these modules are in `layout_cases/`.
@@ -20,6 +22,10 @@ use std::path::{Path, PathBuf};
 
 #[path = "layout_cases/sibling_cycles.rs"]
 mod sibling_cycles;
+
+/// The hub's front door and sub-rooms: which module of `daemon/src/hub/` may import which.
+#[path = "layout_cases/hub_parts.rs"]
+mod hub_parts;
 
 /// The rooms of `taud` and the rooms each may import (non-test code). `testing` is compiled only
 /// for tests and benchmarks, so no room may import it.
@@ -367,7 +373,13 @@ fn module_names(src: &Path) -> BTreeMap<String, Vec<String>> {
 #[test]
 fn no_two_modules_of_a_crate_share_a_name() {
     let mut shared = Vec::new();
-    for crate_src in ["src", "daemon/src", "client/src", "telegram/src"] {
+    for crate_src in [
+        "src",
+        "daemon/src",
+        "client-lib/src",
+        "client/src",
+        "telegram/src",
+    ] {
         for (name, files) in module_names(&repo().join(crate_src)) {
             if files.len() > 1 {
                 shared.push(format!("{crate_src}: `{name}` in {files:?}"));
@@ -385,7 +397,15 @@ fn no_two_modules_of_a_crate_share_a_name() {
 fn no_source_file_is_longer_than_the_limit() {
     let root = repo();
     let mut long = Vec::new();
-    for dir in ["src", "daemon", "client", "telegram", "tests", "build.rs"] {
+    for dir in [
+        "src",
+        "daemon",
+        "client-lib",
+        "client",
+        "telegram",
+        "tests",
+        "build.rs",
+    ] {
         let path = root.join(dir);
         let files = if path.is_file() {
             vec![path]
@@ -469,7 +489,7 @@ fn long_functions(text: &str, max: usize) -> Vec<String> {
 fn chat_and_relay_functions_stay_short() {
     let root = repo();
     let mut long = Vec::new();
-    for dir in ["client/src/chat", "client/src/relay"] {
+    for dir in ["client/src/chat", "client-lib/src/relay"] {
         for file in rust_files(&root.join(dir)) {
             let text = fs::read_to_string(&file).expect("readable");
             for f in long_functions(&production_code(&text), MAX_FN_LINES) {
@@ -502,6 +522,29 @@ fn the_client_never_links_the_daemon() {
     assert!(
         !manifest.lines().any(|l| l.trim_start().starts_with("taud")),
         "client/Cargo.toml depends on taud"
+    );
+}
+
+#[test]
+fn the_client_library_never_links_the_daemon_and_the_daemon_only_tests_with_it() {
+    let library =
+        fs::read_to_string(repo().join("client-lib/Cargo.toml")).expect("client library manifest");
+    assert!(
+        !library.lines().any(|l| l.trim_start().starts_with("taud")),
+        "client-lib/Cargo.toml depends on taud"
+    );
+    let daemon = fs::read_to_string(repo().join("daemon/Cargo.toml")).expect("daemon manifest");
+    // Its tests and benchmarks connect as a client does (a dev-dependency); the daemon never
+    // links the client library.
+    let dependencies = daemon
+        .split("[dev-dependencies]")
+        .next()
+        .expect("the part before dev-dependencies");
+    assert!(
+        !dependencies
+            .lines()
+            .any(|l| l.trim_start().starts_with("tau-client")),
+        "daemon/Cargo.toml depends on tau-client"
     );
 }
 

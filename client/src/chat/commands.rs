@@ -10,13 +10,13 @@ use tau_api::commands::{command_hint, find_command, help_text, split_command};
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
 use tau_api::tiers::tier_number;
+use tau_client::call::{CallError, call};
 
 use super::render;
 use super::sessions;
 use super::state::Chat;
 use super::status_report::{self, role_line};
 use super::turn;
-use crate::relay::call::{CallError, call};
 
 /// ANSI: clear the screen and move the cursor home.
 const CLEAR_SCREEN: &str = "\x1b[2J\x1b[H";

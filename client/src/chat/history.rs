@@ -1,20 +1,22 @@
 //! A stored conversation as `/resume` shows it: the pure mapping from the hub's stored messages
-//! and its stored turn stops and repairs (`turn_stopped`, `turn_repaired` events) to history
-//! lines, and their printing.
+//! and its stored events to history lines, and their printing.
 //!
 //! Invariants: text from the store goes through [`sanitize`] (or [`one_line`]) before it is
-//! printed; a tool result the gate wrote for a refused call shows as a refusal in the UI language;
-//! a stop or repair shows where its event says it sits (`before_message`: the index of the first
-//! message stored after it), so it lands between the same messages on every replay; one without
-//! that anchor (written by an older hub) or placed among the messages not shown is left out,
-//! and any other event kind is skipped.
+//! printed; a stored event shows the presenter's lines (`tau_client::present`), the very lines the
+//! chat printed when it happened live: a stop or repair where its event says it sits
+//! (`before_message`: the index of the first message stored after it), so it lands between the
+//! same messages on every replay, and a tool call at its result (the same `tool_use_id`). One
+//! without that anchor (written by an older hub) or placed among the messages not shown is left
+//! out; a call without its stored event shows a refusal the gate wrote in the UI language.
+
+use std::collections::HashMap;
 
 use tau_api::i18n::Messages;
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
+use tau_client::present::{Line, Presenter, Stored, read_stored};
 
-use super::render::{self, Limits, Printer, one_line, sanitize};
-use crate::stored_event::{Stored, read_stored};
+use super::render::{Printer, one_line, sanitize};
 
 /// The refusal text the model reads when a call was not approved (fixed English, from the gate).
 const REFUSAL_PREFIX: &str = "The user did not approve this action";
@@ -30,103 +32,77 @@ pub enum HistoryLine {
     Tool(String),
     /// A refused tool call (red `✗`).
     Refused(String),
-    /// A turn that stopped early, or began by repairing the history (dim).
-    TurnMark(String),
+    /// A stored event's line, as the chat showed it live.
+    Event(Line),
 }
 
 /// A stored turn stop or repair, placed before the stored message with index `before`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TurnMark {
     pub before: u64,
-    pub line: String,
+    pub line: Line,
 }
 
-/// The stops and repairs among a session's stored events, in stored order; events of other kinds,
-/// or without an anchor, are left out.
-pub fn turn_marks(messages: &Messages, lang: Lang, events: &[pb::StoredEvent]) -> Vec<TurnMark> {
-    events
-        .iter()
-        .filter_map(|event| {
-            let (before, line) = match read_stored(event) {
-                Stored::TurnStopped {
-                    stop_reason,
-                    notice,
-                    model_calls,
-                    before_message,
-                } => (
-                    before_message?,
-                    stop_line(
-                        messages,
-                        lang,
-                        stop_reason.as_deref().unwrap_or_default(),
-                        notice.as_deref().unwrap_or_default(),
-                        model_calls,
-                    )?,
-                ),
-                Stored::TurnRepaired {
-                    notice,
-                    before_message,
-                } => (
-                    before_message?,
-                    messages.t_or_key(
-                        "history.repaired",
-                        lang,
-                        &[("notice", &sanitize(notice.as_deref().unwrap_or_default()))],
-                    ),
-                ),
-                _ => return None,
-            };
-            Some(TurnMark { before, line })
-        })
-        .collect()
+/// The stored events a replay places among the messages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventMarks {
+    /// The stops and repairs, in stored order.
+    pub placed: Vec<TurnMark>,
+    /// Each stored tool call's lines, by its `tool_use_id`.
+    pub calls: HashMap<String, Vec<Line>>,
 }
 
-/// The line of a stored stop: the notice the chat showed live, in the UI language (the limit a
-/// stopped turn hit is its model call count); a token budget's stored notice names the budget
-/// the turn had, which today's configuration may not.
-fn stop_line(
-    messages: &Messages,
-    lang: Lang,
-    reason: &str,
-    notice: &str,
-    model_calls: Option<u64>,
-) -> Option<String> {
-    let text = if reason == "limit_total_tokens" && !notice.is_empty() {
-        sanitize(notice)
-    } else {
-        let end = pb::TurnEnded {
-            stop_reason: reason.to_owned(),
-            notice: notice.to_owned(),
-            ..Default::default()
-        };
-        let limits = Limits {
-            max_turns: model_calls.and_then(|n| u32::try_from(n).ok()).unwrap_or(0),
-            max_total_tokens: None,
-        };
-        render::stop_notice(messages, lang, &end, limits)?
-    };
-    Some(format!("■ {text}"))
+/// The stops, repairs and tool calls among a session's stored events; events of other kinds, or
+/// without an anchor, are left out.
+pub fn event_marks(presenter: &Presenter<'_>, events: &[pb::StoredEvent]) -> EventMarks {
+    let mut marks = EventMarks::default();
+    for event in events {
+        let stored = read_stored(event);
+        match &stored {
+            Stored::TurnStopped { before_message, .. }
+            | Stored::TurnRepaired { before_message, .. } => {
+                let Some(before) = *before_message else {
+                    continue;
+                };
+                for line in presenter.stored(&stored) {
+                    marks.placed.push(TurnMark { before, line });
+                }
+            }
+            Stored::ToolCall(facts) => {
+                if let Some(id) = facts.tool_use_id.clone().filter(|id| !id.is_empty()) {
+                    marks.calls.insert(id, presenter.stored(&stored));
+                }
+            }
+            _ => {}
+        }
+    }
+    marks
 }
 
-/// The lines of a stored conversation, oldest first, with each of `marks` before the first shown
-/// message at or after its place (marks placed further back than the first shown message belong
-/// to the messages not shown and are left out).
+/// The lines of a stored conversation, oldest first, with each of `marks`' stops and repairs
+/// before the first shown message at or after its place (those placed further back than the
+/// first shown message belong to the messages not shown and are left out), and each stored call's
+/// lines at its result.
 pub fn history_lines(
     messages: &Messages,
     lang: Lang,
     stored: &[pb::StoredMessage],
-    marks: &[TurnMark],
+    marks: &EventMarks,
 ) -> Vec<HistoryLine> {
     let mut tools: Vec<(String, String)> = Vec::new();
     let mut lines = Vec::new();
     let first = stored.first().map_or(u64::MAX, |message| message.index);
-    let mut marks: Vec<&TurnMark> = marks.iter().filter(|mark| mark.before >= first).collect();
+    let mut placed: Vec<&TurnMark> = marks
+        .placed
+        .iter()
+        .filter(|mark| mark.before >= first)
+        .collect();
     // Stable: marks at one place keep their stored order.
-    marks.sort_by_key(|mark| mark.before);
-    let mut marks = marks.into_iter().peekable();
+    placed.sort_by_key(|mark| mark.before);
+    let mut placed = placed.into_iter().peekable();
     for message in stored {
-        while let Some(mark) = marks.next_if(|mark| mark.before <= message.index) {
-            lines.push(HistoryLine::TurnMark(mark.line.clone()));
+        while let Some(mark) = placed.next_if(|mark| mark.before <= message.index) {
+            lines.push(HistoryLine::Event(mark.line.clone()));
         }
         let user = message.role == pb::MessageRole::User as i32;
         for block in &message.content {
@@ -157,27 +133,50 @@ pub fn history_lines(
                         .rev()
                         .find(|(id, _)| *id == result.tool_use_id)
                         .map_or("?", |(_, name)| name.as_str());
-                    let tool = sanitize(name);
-                    if result.text.starts_with(REFUSAL_PREFIX) {
-                        lines.push(HistoryLine::Refused(messages.t_or_key(
-                            "approval.rejected",
-                            lang,
-                            &[("tool", &tool)],
-                        )));
-                    } else {
-                        lines.push(HistoryLine::Tool(messages.t_or_key(
-                            "history.tool_result",
-                            lang,
-                            &[("tool", &tool), ("result", &one_line(&result.text, 120))],
-                        )));
-                    }
+                    let call = marks.calls.get(&result.tool_use_id);
+                    lines.extend(result_lines(messages, lang, name, result, call));
                 }
                 pb::content_block::Block::Text(_) | pb::content_block::Block::Reasoning(_) => {}
             }
         }
     }
-    lines.extend(marks.map(|mark| HistoryLine::TurnMark(mark.line.clone())));
+    lines.extend(placed.map(|mark| HistoryLine::Event(mark.line.clone())));
     lines
+}
+
+/// The lines of one stored tool result: its call's stored lines when there are some (then the
+/// result itself only when the call succeeded), else a refusal or the result.
+fn result_lines(
+    messages: &Messages,
+    lang: Lang,
+    name: &str,
+    result: &pb::ToolResultBlock,
+    call: Option<&Vec<Line>>,
+) -> Vec<HistoryLine> {
+    let tool = sanitize(name);
+    let result_line = || {
+        HistoryLine::Tool(messages.t_or_key(
+            "history.tool_result",
+            lang,
+            &[("tool", &tool), ("result", &one_line(&result.text, 120))],
+        ))
+    };
+    if let Some(call) = call {
+        let mut lines: Vec<HistoryLine> = call.iter().cloned().map(HistoryLine::Event).collect();
+        if call.iter().all(|line| !line.error) {
+            lines.push(result_line());
+        }
+        return lines;
+    }
+    if result.text.starts_with(REFUSAL_PREFIX) {
+        vec![HistoryLine::Refused(messages.t_or_key(
+            "approval.rejected",
+            lang,
+            &[("tool", &tool)],
+        ))]
+    } else {
+        vec![result_line()]
+    }
 }
 
 /// Prints history lines.
@@ -187,8 +186,9 @@ pub fn print_history(printer: &mut Printer, lines: &[HistoryLine]) {
         match line {
             HistoryLine::User(text) => printer.line(&format!("{} {text}", style.bold(">"))),
             HistoryLine::Assistant(text) => printer.line(text),
-            HistoryLine::Tool(text) | HistoryLine::TurnMark(text) => printer.dim(text),
+            HistoryLine::Tool(text) => printer.dim(text),
             HistoryLine::Refused(text) => printer.red(text),
+            HistoryLine::Event(line) => printer.presented(line),
         }
     }
 }
@@ -196,6 +196,8 @@ pub fn print_history(printer: &mut Printer, lines: &[HistoryLine]) {
 #[cfg(test)]
 mod tests {
     use super::super::render::tests::Shared;
+    use tau_client::present::LineKind;
+
     use super::super::style::Style;
     use super::*;
 
@@ -243,7 +245,12 @@ mod tests {
                 ..Default::default()
             },
         ];
-        let lines = history_lines(&Messages::builtin(), Lang::En, &stored, &[]);
+        let lines = history_lines(
+            &Messages::builtin(),
+            Lang::En,
+            &stored,
+            &EventMarks::default(),
+        );
         assert_eq!(
             lines,
             vec![
@@ -311,8 +318,8 @@ mod tests {
             event("turn_stopped", "not json"),
         ];
         let messages = Messages::builtin();
-        let marks = turn_marks(&messages, Lang::En, &events);
-        assert_eq!(marks.len(), 4, "{marks:?}");
+        let marks = event_marks(&Presenter::new(&messages, Lang::En), &events);
+        assert_eq!(marks.placed.len(), 4, "{marks:?}");
         // Messages 0 and 1 are not shown; 2 and 3 are the stopped turn, 4 and 5 the next one.
         let stored = [
             said(2, User, "what time is it"),
@@ -322,7 +329,14 @@ mod tests {
             said(6, User, "and now"),
         ];
         let lines = history_lines(&messages, Lang::En, &stored, &marks);
-        let mark = |text: &str| HistoryLine::TurnMark(text.into());
+        let line = |kind, text: &str, error| {
+            HistoryLine::Event(Line {
+                kind,
+                text: text.into(),
+                error,
+            })
+        };
+        let mark = |text: &str| line(LineKind::Stopped, text, false);
         assert_eq!(
             lines,
             vec![
@@ -331,32 +345,43 @@ mod tests {
                 mark(
                     "■ Stopped: this turn reached its limit of 2 model calls ([agent] max_turns)."
                 ),
-                mark(
-                    "↺ Repaired the unfinished history: The turn stopped after 2 model calls (its limit)."
+                line(
+                    LineKind::Repaired,
+                    "↺ Repaired the unfinished history: The turn stopped after 2 model calls (its limit).",
+                    false
                 ),
                 HistoryLine::User("again".into()),
                 HistoryLine::Assistant("it is noon".into()),
-                mark("■ Error: The model call failed: boom\\u{1b}[2J"),
+                line(
+                    LineKind::Stopped,
+                    "■ Error: The model call failed: boom\\u{1b}[2J",
+                    true
+                ),
                 HistoryLine::User("and now".into()),
                 mark("■ The turn stopped after using 90 tokens (its budget is 50)."),
             ]
         );
-        let tr = turn_marks(&messages, Lang::Tr, &events[1..2]);
-        assert_eq!(tr.len(), 1);
-        assert!(tr[0].line.starts_with("■ "), "{tr:?}");
-        assert_ne!(tr[0].line, marks[0].line, "in the UI language");
+        let tr = event_marks(&Presenter::new(&messages, Lang::Tr), &events[1..2]);
+        assert_eq!(tr.placed.len(), 1);
+        assert!(tr.placed[0].line.text.starts_with("■ "), "{tr:?}");
+        assert_ne!(
+            tr.placed[0].line.text, marks.placed[0].line.text,
+            "in the UI language"
+        );
 
         // Marks just before the first shown message show; those further back belong to the
         // messages not shown.
         let lines = history_lines(&messages, Lang::En, &stored[2..], &marks);
         assert_eq!(lines[2], HistoryLine::User("again".into()), "{lines:?}");
-        assert!(matches!(lines[0], HistoryLine::TurnMark(_)), "{lines:?}");
+        assert!(matches!(lines[0], HistoryLine::Event(_)), "{lines:?}");
         let lines = history_lines(&messages, Lang::En, &stored[3..], &marks);
         assert_eq!(lines[0], HistoryLine::Assistant("it is noon".into()));
 
+        // A stop reads as the chat showed it live: a notice.
         let out = Shared::default();
         let mut printer = Printer::new(Box::new(out.clone()), Style::new(true));
-        print_history(&mut printer, &[mark("■ Cancelled.")]);
-        assert_eq!(out.text(), Style::new(true).dim("■ Cancelled.") + "\n");
+        let stop = &marks.placed[0].line;
+        print_history(&mut printer, &[HistoryLine::Event(stop.clone())]);
+        assert_eq!(out.text(), Style::new(true).yellow(&stop.text) + "\n");
     }
 }

@@ -3,7 +3,8 @@
 //! commands run here, anything else is a turn whose reply streams back and whose tier-2 calls are
 //! asked on this terminal.
 //!
-//! - [`attach`]: connect, start the hub, wait for its health; [`turn`]: one turn, its events and
+//! - Attaching (connect, start the hub, wait for its health) is `crate::hub_link::auto_start`;
+//!   [`turn`]: one turn, its events and
 //!   approvals (answers are read by `crate::approve`); [`render`] and [`style`]: what is
 //!   printed and how; [`history`]: a stored conversation as `/resume` shows it; [`commands`],
 //!   [`sessions`], [`status_report`]: the slash commands; [`editor`]: the input line and its
@@ -12,17 +13,16 @@
 //! Invariants: the chat decides nothing by itself (the hub owns sessions, turns and approvals);
 //! Ctrl-C during a reply cancels the turn, during a slash command abandons it (back to the
 //! prompt), at the prompt it quits; Ctrl-D at the prompt quits; every one-shot hub call has a
-//! deadline ([`crate::relay::call`]).
+//! deadline ([`tau_client::call`]).
 
-pub(crate) mod attach;
 pub(crate) mod commands;
 mod editor;
-mod history;
+pub(crate) mod history;
 pub(crate) mod render;
 mod sessions;
 pub(crate) mod state;
 mod status_report;
-mod style;
+pub(crate) mod style;
 pub(crate) mod turn;
 
 use std::io::IsTerminal;
@@ -30,48 +30,28 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Args;
 use tau_api::i18n::Messages;
 use tau_api::installation::Installation;
 use tau_api::lang::Lang;
 use tau_api::proto::v1::{self as pb, open_session_request::Target};
+use tau_client::call::{self, CallError};
+use tau_client::present::Limits;
 
-use self::attach::{AttachError, StartOptions};
 use self::editor::{Input, LineEditor};
-use self::render::{Limits, Printer};
+use self::render::Printer;
 use self::state::{Chat, LocalInfo};
 use self::style::Style;
+use crate::cli::ChatArgs;
 use crate::context::Context;
 use crate::environment;
+use crate::hub_link::auto_start::{self as attach, AttachError, StartOptions};
 use crate::hub_link::{EXIT_NO_HUB, HubAddress};
-use crate::relay::call::{self, CallError};
 
 /// How long a hub started by `tau chat` may take to answer.
 const START_DEADLINE: Duration = Duration::from_secs(20);
 
 /// The input prompt.
 const PROMPT: &str = "> ";
-
-/// Options of `tau chat`.
-#[derive(Debug, Args)]
-pub struct ChatArgs {
-    /// Resume a session at start: the most recent one, or the one with this id.
-    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "", conflicts_with = "session")]
-    pub resume: Option<String>,
-    /// Continue the session with this id.
-    #[arg(long, value_name = "ID")]
-    pub session: Option<String>,
-    /// Run on this model role for the whole run (wins over the session's stored role, and is
-    /// recorded with it).
-    #[arg(long, value_name = "ROLE")]
-    pub role: Option<String>,
-    /// Do not start a hub when none answers; say how to start one and exit.
-    #[arg(long)]
-    pub no_start: bool,
-    /// Connect over TCP 127.0.0.1 with the hub's token instead of the Unix socket.
-    #[arg(long)]
-    pub tcp: bool,
-}
 
 /// A chat attached to the hub on its first session, with the runtime it runs on and its history
 /// file, or the exit code when it could not get that far (what went wrong was printed). `out`
@@ -149,10 +129,10 @@ fn hub_address(args: &ChatArgs, installation: &Installation) -> HubAddress {
 
 /// How to start a hub when none answers: `taud` next to `tau` or on PATH, its output appended to
 /// `<logs>/taud.out`, the global options exported to it.
-pub(crate) fn start_options(ctx: &Context, installation: &Installation) -> StartOptions {
+fn start_options(ctx: &Context, installation: &Installation) -> StartOptions {
     let path_var = installation.env.get("PATH").map(std::ffi::OsStr::new);
     StartOptions {
-        taud: crate::hubctl::find_taud(environment::exe_dir().as_deref(), path_var),
+        taud: crate::hub_link::auto_start::find_taud(environment::exe_dir().as_deref(), path_var),
         log_file: installation.paths.logs_dir.join("taud.out"),
         child_env: ctx.child_env.clone(),
         deadline: START_DEADLINE,

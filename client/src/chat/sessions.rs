@@ -6,12 +6,13 @@
 //! pinned role (`--role`) is passed with every session opened.
 
 use tau_api::proto::v1::{self as pb, open_session_request::Target};
+use tau_client::call::{CallError, call};
+use tau_client::present::Presenter;
 use tonic::Code;
 
 use super::history;
 use super::render;
 use super::state::{CHANNEL, Chat};
-use crate::relay::call::{CallError, call};
 
 /// How many sessions `/sessions` lists.
 const LISTING_LIMIT: u32 = 10;
@@ -227,9 +228,9 @@ async fn announce_resumed(chat: &mut Chat) {
     history::print_history(&mut chat.printer, &lines);
 }
 
-/// The session's stored turn stops and repairs. The replay goes on without them when the hub
+/// The session's stored events a replay places (stops, repairs, tool calls). The replay goes on without them when the hub
 /// cannot give its events (an older hub, a store error): the messages are the history.
-async fn stored_turn_marks(chat: &mut Chat) -> Vec<history::TurnMark> {
+async fn stored_turn_marks(chat: &mut Chat) -> history::EventMarks {
     let request = pb::ReadEventsRequest {
         session_id: chat.session_id().to_owned(),
     };
@@ -240,10 +241,13 @@ async fn stored_turn_marks(chat: &mut Chat) -> Vec<history::TurnMark> {
     )
     .await
     {
-        Ok(response) => history::turn_marks(&chat.messages, chat.lang, &response.events),
+        Ok(response) => {
+            let presenter = Presenter::new(&chat.messages, chat.lang).with_limits(chat.info.limits);
+            history::event_marks(&presenter, &response.events)
+        }
         Err(error) => {
             tracing::debug!("the session's stored events could not be read: {error:?}");
-            Vec::new()
+            history::EventMarks::default()
         }
     }
 }

@@ -9,10 +9,11 @@ use tau_api::error_marks;
 use tau_api::i18n::{Args, Messages};
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
+use tau_client::call::{self, CallError, Deadlines, Interrupts};
+use tau_client::present::Limits;
 
-use super::render::{self, Limits, Printer};
+use super::render::{self, Printer};
 use crate::hub_link::HubClient;
-use crate::relay::call::{self, CallError, Deadlines, Interrupts};
 
 /// The channel `tau chat` speaks for: approvals of its turns are asked here.
 pub const CHANNEL: &str = "terminal";

@@ -7,15 +7,15 @@
 //! line; the hub line is the `tau doctor` probe of `GET /health` on the control port (one
 //! second); no key or token is ever printed (the hub's model roles carry none).
 
-use tau_api::proto::v1 as pb;
-
 use std::time::Duration;
+
+use tau_api::proto::v1 as pb;
+use tau_api::tiers::tier_number;
+use tau_client::call::{CallError, call};
 
 use super::render;
 use super::state::Chat;
 use crate::hub_link::control_http::{Probe, probe};
-use crate::relay::call::{CallError, call};
-use tau_api::tiers::tier_number;
 
 /// How long the control API's `/health` may take to answer (the `tau doctor` probe).
 const PROBE_DEADLINE: Duration = Duration::from_secs(1);

@@ -1,4 +1,4 @@
-//! One user turn in `tau chat`: start it on the hub and relay it ([`crate::relay`]) through the
+//! One user turn in `tau chat`: start it on the hub and relay it ([`tau_client::relay`]) through the
 //! chat's front, which renders its events as they stream, asks the approvals of this channel on
 //! the terminal, and reports Ctrl-C.
 //!
@@ -10,19 +10,21 @@
 //! - Ctrl-C during a reply cancels the turn and keeps rendering until the hub ends it; a second
 //!   Ctrl-C stops watching (the turn still ends and is stored by the hub). Starting the turn,
 //!   cancelling it and sending a decision are one-shot calls with a deadline
-//!   ([`crate::relay::call`]); Ctrl-C while a decision is on its way cancels the turn.
-//! - A stream the hub cuts off is resumed by the feed ([`crate::feed`]); only a failure the feed
+//!   ([`tau_client::call`]); Ctrl-C while a decision is on its way cancels the turn.
+//! - A stream the hub cuts off is resumed by the feed ([`tau_client::feed`]); only a failure the feed
 //!   cannot resume from is reported as a lost stream.
 
 use tau_api::i18n::{ApprovalPrompt, format_approval_prompt, is_approval_answer};
 use tau_api::proto::v1::{self as pb, session_event::Kind};
+use tau_client::approvals::Decided;
+use tau_client::call::{CallError, call};
+use tau_client::feed::FeedError;
+use tau_client::present::Presenter;
+use tau_client::relay::{Answer, Front, Outcome, Relay};
 
-use super::render::{self, ToolLine};
+use super::render;
 use super::state::{CHANNEL, Chat};
 use crate::approve::{self, PendingAnswer};
-use crate::feed::FeedError;
-use crate::relay::call::{CallError, call};
-use crate::relay::{Answer, Front, Outcome, Relay};
 
 /// How a turn left the chat.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +113,9 @@ impl Front for ChatFront<'_> {
 
     fn event(&mut self, event: &pb::SessionEvent) {
         let Some(kind) = &event.kind else { return };
-        render_event(self.chat, kind);
+        let chat = &mut *self.chat;
+        let presenter = Presenter::new(&chat.messages, chat.lang).with_limits(chat.info.limits);
+        render_event(&mut chat.printer, &presenter, kind);
     }
 
     async fn interrupted(&mut self) {
@@ -163,73 +167,27 @@ impl Front for ChatFront<'_> {
     }
 }
 
-/// Renders one event of the turn (approval requests are asked by the relay, not rendered here).
-fn render_event(chat: &mut Chat, kind: &Kind) {
+/// Renders one event of the turn: the presenter's lines ([`tau_client::present`], the lines
+/// `tau tui` shows too), but the approval lines, since the chat asks and answers its questions
+/// itself (approval requests are asked by the relay).
+pub(crate) fn render_event(printer: &mut render::Printer, presenter: &Presenter<'_>, kind: &Kind) {
     match kind {
-        Kind::TextDelta(delta) => chat.printer.text(&delta.text),
-        Kind::ToolUseStarted(started) => {
-            let tool = render::one_line(&started.name, 80);
-            let text = chat.t("tool.running", &[("tool", &tool)]);
-            chat.printer.dim(&text);
-        }
-        Kind::ToolProgress(progress) => {
-            let tool = render::one_line(&progress.tool, 40);
-            let report = render::progress_text(progress);
-            let text = chat.t("tool.progress", &[("tool", &tool), ("progress", &report)]);
-            chat.printer.progress(&render::one_line(&text, 100));
-        }
-        Kind::ToolCall(call) => {
-            chat.printer.clear_progress();
-            match render::tool_call_line(&chat.messages, chat.lang, call) {
-                Some(ToolLine::Refused(text) | ToolLine::Failed(text)) => chat.printer.red(&text),
-                None => {}
-            }
-        }
-        Kind::ApprovalResolved(resolved) => {
-            if resolved.resolution == pb::ApprovalResolution::ExpiredByRestart as i32 {
-                let tool = render::one_line(&resolved.tool, 80);
-                let text = chat.t("approval.expired_by_restart", &[("tool", &tool)]);
-                chat.printer.red(&text);
-            }
-        }
-        Kind::OutputDiscarded(_) => {
-            // The terminal cannot take back what it printed: say that it no longer counts,
-            // and count the reply as not streamed yet (so a final text that never streams
-            // again is still shown at the end).
-            let text = chat.t("chat.output_discarded", &[]);
-            chat.printer.dim(&text);
-            chat.printer.begin_reply();
-        }
-        Kind::Throttled(throttled) => {
-            let seconds = throttled.delay_ms.div_ceil(1000).max(1);
-            let text = chat.t("notice.throttled", &[("seconds", &seconds)]);
-            chat.printer.dim(&text);
-        }
-        Kind::Error(error) if error.tool.is_empty() => {
-            let message = render::one_line(&error.message, 300);
-            let text = chat.t("notice.error", &[("error", &message)]);
-            chat.printer.red(&text);
-        }
-        Kind::TurnEnded(end) => turn_ended(chat, end),
-        Kind::ApprovalRequested(_)
-        | Kind::TurnQueued(_)
-        | Kind::TurnStarted(_)
-        | Kind::ReasoningDelta(_)
-        | Kind::Error(_)
-        | Kind::RoleSwitched(_) => {}
+        Kind::TextDelta(delta) => printer.text(&delta.text),
+        Kind::TurnEnded(end) => reply_ended(printer, end),
+        _ => {}
+    }
+    for line in presenter.live(kind) {
+        printer.presented(&line);
     }
 }
 
-fn turn_ended(chat: &mut Chat, end: &pb::TurnEnded) {
-    chat.printer.clear_progress();
-    if !chat.printer.streamed() && !end.text.trim().is_empty() {
-        // Nothing of the reply reached this stream (a replayed turn): show it once.
-        chat.printer.text(&end.text);
+/// The end of the reply: shown once if nothing of it streamed (a replayed turn).
+fn reply_ended(printer: &mut render::Printer, end: &pb::TurnEnded) {
+    printer.clear_progress();
+    if !printer.streamed() && !end.text.trim().is_empty() {
+        printer.text(&end.text);
     }
-    chat.printer.end_stream();
-    if let Some(notice) = render::stop_notice(&chat.messages, chat.lang, end, chat.info.limits) {
-        chat.printer.notice(&notice);
-    }
+    printer.end_stream();
 }
 
 /// Shows the prompt and waits for the answer or Ctrl-C (dropped when the approval is resolved
@@ -288,23 +246,23 @@ fn decided(
     response: &pb::DecideApprovalResponse,
 ) {
     let tool = render::one_line(&approval.tool, 80);
-    match pb::DecideOutcome::try_from(response.outcome) {
-        Ok(pb::DecideOutcome::Applied) if approve => {
+    match Decided::of(approve, response) {
+        Decided::Applied { approved: true } => {
             let text = chat.t("approval.approved", &[("tool", &tool)]);
             let text = chat.printer.style().green(&text);
             chat.printer.line(&text);
         }
         // A rejection shows as `✗ <tool>: not approved` when the hub reports the refused call.
-        Ok(pb::DecideOutcome::Applied) => {}
-        Ok(pb::DecideOutcome::AlreadyDecided) => {
+        Decided::Applied { approved: false } => {}
+        Decided::AlreadyDecided { .. } => {
             let text = chat.t("approval.already_decided", &[]);
             chat.printer.dim(&text);
         }
-        Ok(pb::DecideOutcome::Expired) => {
+        Decided::Expired { .. } => {
             let text = chat.t("approval.expired", &[("tool", &tool)]);
             chat.printer.red(&text);
         }
-        Ok(pb::DecideOutcome::NotFound | pb::DecideOutcome::Unspecified) | Err(_) => {
+        Decided::NotFound => {
             let text = chat.t("approval.not_found", &[]);
             chat.printer.dim(&text);
         }

@@ -72,7 +72,7 @@ pub const NO_HUB: &str = "hub not running: built-in table only";
 /// giving up after `deadline`. Without a readable token the hub is still asked (to tell a hub that
 /// is not running from one that will not list its services to us).
 pub fn services(port: u16, token_file: &Path, deadline: Duration) -> HubServices {
-    let token = super::token::read(token_file);
+    let token = tau_client::connect::token::read(token_file);
     let authorization = match &token {
         Ok(token) => format!("Authorization: Bearer {token}\r\n"),
         Err(_) => String::new(),
@@ -104,7 +104,7 @@ pub fn status_json(
     token_file: &Path,
     deadline: Duration,
 ) -> Result<serde_json::Value, Option<String>> {
-    let token = super::token::read(token_file).map_err(Some)?;
+    let token = tau_client::connect::token::read(token_file).map_err(Some)?;
     let authorization = format!("Authorization: Bearer {token}\r\n");
     match get(port, "/status", &authorization, deadline) {
         Ok(body) => serde_json::from_slice(&body)

@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use tau_api::i18n::Messages;
 use tau_api::lang::Lang;
 use tau_api::proto::v1::{self as pb, session_event::Kind};
+use tau_client::present::{Limits, Line, LineKind, Presenter};
 
 use super::card::{Card, Verdict};
 use super::input::Composer;
@@ -73,6 +74,8 @@ pub struct App {
     pub waiting: VecDeque<pb::PendingApproval>,
     /// Lines the conversation is scrolled up by (0: follow the end).
     pub scroll: u16,
+    /// The configured turn limits, for the stop lines whose event does not name them.
+    pub limits: Limits,
 }
 
 impl App {
@@ -90,6 +93,10 @@ impl App {
             card: None,
             waiting: VecDeque::new(),
             scroll: 0,
+            limits: Limits {
+                max_turns: 0,
+                max_total_tokens: None,
+            },
         }
     }
 
@@ -137,7 +144,13 @@ impl App {
         self.status.progress = None;
     }
 
-    /// Applies one event of the current session's turn.
+    /// The presenter in the UI language, with the configured limits.
+    pub fn presenter(&self) -> Presenter<'_> {
+        Presenter::new(&self.messages, self.lang).with_limits(self.limits)
+    }
+
+    /// Applies one event of the current session's turn: the reply and the status change here;
+    /// every line is the presenter's ([`App::show`]), the one `tau chat` prints.
     pub fn apply(&mut self, event: &pb::SessionEvent) {
         let Some(kind) = &event.kind else { return };
         match kind {
@@ -146,50 +159,29 @@ impl App {
                     .get_or_insert_with(String::new)
                     .push_str(&render::sanitize(&delta.text));
             }
-            Kind::ToolUseStarted(started) => {
-                let tool = render::one_line(&started.name, 80);
-                let text = self.t("tool.running", &[("tool", &tool)]);
-                self.note(&text, false);
-            }
-            Kind::ToolProgress(progress) => {
-                let report = render::progress_text(progress);
-                let tool = render::one_line(&progress.tool, 40);
-                let text = self.t("tool.progress", &[("tool", &tool), ("progress", &report)]);
-                self.status.progress = Some(render::one_line(&text, 80));
-            }
-            Kind::ToolCall(_) | Kind::ApprovalRequested(_) | Kind::ApprovalResolved(_) => {
-                if matches!(kind, Kind::ToolCall(_)) {
-                    self.status.progress = None;
-                }
-                if let Some((line, error)) = crate::present::live_line(kind) {
-                    self.note(&line, error);
-                }
-            }
-            Kind::OutputDiscarded(_) => {
-                self.streaming = Some(String::new());
-                let text = self.t("chat.output_discarded", &[]);
-                self.note(&text, false);
-            }
-            Kind::Throttled(throttled) => {
-                let seconds = throttled.delay_ms.div_ceil(1000).max(1);
-                let text = self.t("notice.throttled", &[("seconds", &seconds)]);
-                self.note(&text, false);
-            }
-            Kind::Error(error) => {
-                let message = render::one_line(&error.message, 300);
-                let text = self.t("notice.error", &[("error", &message)]);
-                self.note(&text, true);
-            }
-            Kind::TurnEnded(end) => {
-                self.turn_finished(&end.text);
-                if !end.notice.is_empty() {
-                    self.say(Who::Notice, &end.notice);
-                }
-            }
+            Kind::ToolCall(_) => self.status.progress = None,
+            Kind::OutputDiscarded(_) => self.streaming = Some(String::new()),
+            Kind::TurnEnded(end) => self.turn_finished(&end.text),
             Kind::RoleSwitched(switched) => {
                 self.status.role = render::one_line(&switched.role, 40);
             }
-            Kind::TurnQueued(_) | Kind::TurnStarted(_) | Kind::ReasoningDelta(_) => {}
+            _ => {}
+        }
+        for line in self.presenter().live(kind) {
+            self.show(line);
+        }
+    }
+
+    /// Shows one line of the presentation: a tool's progress in the status line, the rest in the
+    /// events pane, and a stop in the conversation too.
+    pub fn show(&mut self, line: Line) {
+        match line.kind {
+            LineKind::Progress => self.status.progress = Some(line.text),
+            LineKind::Stopped => {
+                self.say(Who::Notice, &line.text);
+                self.note(&line.text, line.error);
+            }
+            _ => self.note(&line.text, line.error),
         }
     }
 

@@ -1,4 +1,4 @@
-//! The TUI as the relay's front ([`crate::relay::Front`]): hub events update
+//! The TUI as the relay's front ([`tau_client::relay::Front`]): hub events update
 //! [`App`](super::app::App), keys typed during a turn edit the composer, Ctrl-C interrupts, and an
 //! approval opens the card and waits for a decision the card allows.
 //!
@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{Event, KeyCode, KeyEventKind, KeyModifiers};
 use tau_api::proto::v1 as pb;
+use tau_client::approvals::Decided;
+use tau_client::call::CallError;
+use tau_client::feed::FeedError;
+use tau_client::relay::{Answer, Front};
 
 use super::Tui;
 use super::app::Who;
@@ -17,9 +21,6 @@ use super::card::Verdict;
 use super::pending_cards::CardInput;
 use crate::chat::render;
 use crate::chat::state::CHANNEL;
-use crate::feed::FeedError;
-use crate::relay::call::CallError;
-use crate::relay::{Answer, Front};
 
 /// The shortest time between two frames while a reply streams (about 60 frames a second).
 pub const FRAME: Duration = Duration::from_millis(16);
@@ -69,14 +70,14 @@ impl Tui {
 
 /// What the card shows of the hub's answer to a decision sent from it.
 pub fn verdict_of(approve: bool, response: &pb::DecideApprovalResponse) -> Verdict {
-    match pb::DecideOutcome::try_from(response.outcome) {
-        Ok(pb::DecideOutcome::Applied) if approve => Verdict::Approved,
-        Ok(pb::DecideOutcome::Applied) => Verdict::Rejected,
-        Ok(pb::DecideOutcome::Expired) => Verdict::Expired,
-        _ => match pb::ApprovalResolution::try_from(response.resolution) {
-            Ok(pb::ApprovalResolution::Timeout) => Verdict::TimedOut,
-            _ => Verdict::DecidedElsewhere,
-        },
+    match Decided::of(approve, response) {
+        Decided::Applied { approved: true } => Verdict::Approved,
+        Decided::Applied { approved: false } => Verdict::Rejected,
+        Decided::Expired { .. } => Verdict::Expired,
+        Decided::AlreadyDecided {
+            resolution: "timeout",
+        } => Verdict::TimedOut,
+        Decided::AlreadyDecided { .. } | Decided::NotFound => Verdict::DecidedElsewhere,
     }
 }
 

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use tau_api::commands::{find_command, split_command};
-use tau_api::proto::v1 as pb;
+use tau_client::call::call;
 
 use super::card::Verdict;
 use super::front::{FRAME, Key, verdict_of};
@@ -21,7 +21,6 @@ use super::session_watch::Watched;
 use super::{Tui, history_file};
 use crate::chat::commands;
 use crate::chat::state::CHANNEL;
-use crate::relay::call::call;
 
 /// The status line's hub state while the watch's stream is live.
 pub const LIVE: &str = "live";
@@ -114,15 +113,11 @@ impl Tui {
     /// Sends the open card's decision with the watch's attachment and shows the hub's verdict.
     async fn decide_pending(&mut self, approve: bool) {
         let Some(card) = &self.app.card else { return };
-        let request = pb::DecideApprovalRequest {
-            approval_id: card.approval.approval_id.clone(),
-            decision: if approve {
-                pb::ApprovalDecision::Approved
-            } else {
-                pb::ApprovalDecision::Rejected
-            } as i32,
-            attachment_id: self.watch.attachment().to_owned(),
-        };
+        let request = tau_client::approvals::request(
+            &card.approval.approval_id,
+            tau_client::approvals::decision(approve),
+            self.watch.attachment(),
+        );
         self.app.verdict(Verdict::Sending);
         self.draw_now();
         let mut client = self.chat.hub.clone();

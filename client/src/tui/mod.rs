@@ -1,6 +1,6 @@
 //! `tau tui`: the full-screen client. A thin gRPC client like `tau chat`, which it reuses: the
 //! same attach (starting the hub when none answers), session opening, slash commands (their
-//! output drawn in the conversation) and turn relay ([`crate::relay`]), with a screen of panes and
+//! output drawn in the conversation) and turn relay ([`tau_client::relay`]), with a screen of panes and
 //! an approval card that a stray key cannot approve.
 //!
 //! Rooms: [`app`] (state, events → state), [`view`] and [`card_view`] (drawing), [`card`] (the
@@ -35,30 +35,21 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clap::Args;
 use crossterm::event::Event;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use tau_api::proto::v1 as pb;
+use tau_client::call::{CallError, call};
+use tau_client::relay::{Outcome, Relay};
 use tokio::sync::mpsc;
 
 use self::app::{App, Who};
 use self::front::{FRAME, TuiFront};
 use self::session_watch::SessionWatch;
 use self::theme::Theme;
-use crate::chat::ChatArgs;
 use crate::chat::state::{CHANNEL, Chat};
+use crate::cli::TuiArgs;
 use crate::context::Context;
-use crate::relay::call::{CallError, call};
-use crate::relay::{Outcome, Relay};
-
-/// Options of `tau tui`.
-#[derive(Debug, Args)]
-pub struct TuiArgs {
-    /// The same options as `tau chat` (the UI language is the global `--lang`).
-    #[command(flatten)]
-    pub chat: ChatArgs,
-}
 
 /// What the chat's slash commands print, captured for the conversation pane.
 #[derive(Clone, Default)]
@@ -135,6 +126,7 @@ pub fn run(args: &TuiArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let mut app = App::new(tau_api::i18n::Messages::builtin(), chat.lang);
     app.status.profile = chat.info.profile.clone();
     app.status.context = chat.info.context.clone();
+    app.limits = chat.info.limits;
     app.status.hub = idle_loop::LIVE.to_owned();
     let history = chat_history.with_file_name(history_file::FILE_NAME);
     app.composer = input::Composer::with_history(history_file::load(&history));

@@ -6,23 +6,20 @@
 //! unexpected type shows as `?` rather than failing the replay.
 
 use tau_api::proto::v1 as pb;
+use tau_client::present::read_stored;
 
 use super::app::App;
 use crate::chat::render;
-
-/// The events-pane line of one stored event, and whether it reads as an error: the same line
-/// its live event had (`crate::present`).
-pub fn line(event: &pb::StoredEvent) -> (String, bool) {
-    crate::present::stored_line(&crate::present::read_stored(event))
-}
 
 impl App {
     /// Replaces the events pane with `stored` and the approvals still `pending`.
     pub fn replay(&mut self, stored: &[pb::StoredEvent], pending: &[pb::PendingApproval]) {
         self.events.clear();
         for event in stored {
-            let (text, error) = line(event);
-            self.note(&text, error);
+            // The same lines its live event had (`tau_client::present`).
+            for line in self.presenter().stored(&read_stored(event)) {
+                self.note(&line.text, line.error);
+            }
         }
         for approval in pending {
             let channel = render::one_line(&approval.channel, 40);
@@ -73,7 +70,7 @@ mod tests {
             lines,
             [
                 "✓ demo_physical_action · tier 2 · success · approved · 7 ms",
-                "! boom\\u{1b}[2J",
+                "Error: boom\\u{1b}[2J",
                 "✗ ? · tier ? · ? · ? · ? ms",
                 "? shell: Awaiting approval on telegram.",
             ]
@@ -92,27 +89,37 @@ mod tests {
 
     #[test]
     fn stored_turn_stops_and_repairs_are_one_line_each() {
-        let stopped = pb::StoredEvent {
-            r#type: "turn_stopped".into(),
-            json: r#"{"type":"turn_stopped","stop_reason":"limit_turns","notice":"The turn stopped after 2 model calls (its limit).","v":1}"#.into(),
-        };
+        let mut app = App::new(Messages::builtin(), Lang::En);
+        let stored = [
+            pb::StoredEvent {
+                r#type: "turn_stopped".into(),
+                json: r#"{"type":"turn_stopped","stop_reason":"limit_turns","notice":"The turn stopped after 2 model calls (its limit).","model_calls":2,"v":1}"#.into(),
+            },
+            pb::StoredEvent {
+                r#type: "turn_stopped".into(),
+                json: r#"{"type":"turn_stopped","stop_reason":"error","notice":"boom"}"#.into(),
+            },
+            pb::StoredEvent {
+                r#type: "turn_repaired".into(),
+                json: r#"{"type":"turn_repaired","notice":"boom"}"#.into(),
+            },
+        ];
+        app.replay(&stored, &[]);
+        let lines: Vec<(&str, bool)> = app
+            .events
+            .iter()
+            .map(|e| (e.text.as_str(), e.error))
+            .collect();
         assert_eq!(
-            line(&stopped),
-            (
-                "■ stopped: limit_turns · The turn stopped after 2 model calls (its limit)."
-                    .to_owned(),
-                false
-            )
+            lines,
+            [
+                (
+                    "■ Stopped: this turn reached its limit of 2 model calls ([agent] max_turns).",
+                    false
+                ),
+                ("■ Error: boom", true),
+                ("↺ Repaired the unfinished history: boom", false),
+            ]
         );
-        let failed = pb::StoredEvent {
-            r#type: "turn_stopped".into(),
-            json: r#"{"type":"turn_stopped","stop_reason":"error","notice":"boom"}"#.into(),
-        };
-        assert!(line(&failed).1);
-        let repaired = pb::StoredEvent {
-            r#type: "turn_repaired".into(),
-            json: r#"{"type":"turn_repaired","notice":"boom"}"#.into(),
-        };
-        assert_eq!(line(&repaired), ("↺ repaired: boom".to_owned(), false));
     }
 }

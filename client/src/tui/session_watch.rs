@@ -23,12 +23,12 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use tau_api::proto::v1::{self as pb, subscribe_response};
+use tau_client::call::{CallError, within};
+use tau_client::feed::RESUME_TRAILER;
 use tokio::time::Instant;
 use tonic::{Code, Streaming};
 
-use crate::feed::RESUME_TRAILER;
 use crate::hub_link::HubClient;
-use crate::relay::call::{CallError, within};
 
 /// The wait before the first try after the stream was lost.
 pub const FIRST_RETRY: Duration = Duration::from_millis(500);

@@ -1,8 +1,9 @@
 //! [`HubCore`]: the hub's front door. The rpc layer (and in-process callers such as benchmarks)
 //! reach sessions, turns, events, approvals and routines through this one handle; each call is a
-//! one-line delegation to the part of the hub that owns it (`sessions`, `streams`, `approvals`,
-//! `routine_api`, `builtin_tools`), which takes the core's state ([`CoreState`]) or less. No part
-//! of the hub imports this module; it builds the core, starts it and stops it.
+//! one-line delegation to the sub-room of the hub that owns it ([`sessions`], [`approvals`],
+//! [`routine_ops`]; the tool list from `builtin_tools`), which takes the core's state
+//! ([`CoreState`], kept by `sessions`) or less. No sub-room imports this module; it builds the
+//! core, starts it and stops it.
 //!
 //! Invariants:
 //! - One `SessionRuntime` (one agent) per open session; sessions are opened on demand
@@ -15,7 +16,7 @@
 //! - Requests are checked before anything is touched, all by [`super::limits`] (ids, channels,
 //!   texts, idempotency keys: a session remembers at most `REMEMBERED_TURNS` turns started with one).
 //! - Open sessions are `OpenSessions`; the core holds it and never its parts. Each session's worker
-//!   is watched (`supervise`): a worker that dies takes its session out of memory with it (its
+//!   is watched (`sessions::supervise`): a worker that dies takes its session out of memory with it (its
 //!   turns end with an error), so the next call opens it afresh.
 //! - Shutdown retires every open session (its running turn cancelled, its queued turns ended,
 //!   pending approvals resolved as cancelled) and waits (bounded) for the workers to store their
@@ -31,29 +32,25 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::approvals::{self, ApprovalRegistry, ApprovalWatch, DecideOutcome};
+use super::approvals::{
+    self, ApprovalRegistry, ApprovalWatch, DecideOutcome, ExpiredApproval, ScanJournal, ScanPlan,
+    expire_stale_approvals,
+};
 use super::builtin_tools::{BuiltinTools, tool_summaries};
-use super::core_state::CoreState;
 use super::error::CoreError;
-use super::event::PendingInfo;
+use super::events::PendingInfo;
 use super::ids::new_id;
 use super::now_facts::hub_context_sources;
-use super::open_sessions::OpenSessions;
 use super::options::{CoreOptions, ModelFactory};
-use super::reaper;
-use super::remembered::ChannelListings;
-use super::restart::{ExpiredApproval, expire_stale_approvals};
-use super::routine_api::{self, AddRoutine, HubRoutineProposer, ManualRun, RoutineStatus};
-use super::runtime::AgentParts;
+use super::routine_ops::{self, AddRoutine, HubRoutineProposer, ManualRun, RoutineStatus};
 #[cfg(test)]
-use super::runtime::SessionRuntime;
-use super::scan_mark::{ScanJournal, ScanPlan};
+use super::sessions::SessionRuntime;
 use super::sessions::{
-    self, Compacted, MessageSelection, OpenTarget, Opened, RoleSwitch, SessionDetail,
-    SessionSummary,
+    self, AgentParts, ChannelListings, Compacted, CoreState, EventStream, MessageSelection,
+    OpenSessions, OpenTarget, Opened, RoleSwitch, SessionDetail, SessionSummary, StartTurn,
+    TurnStream,
 };
 use super::spend_usage::{MAX_USAGE_DAYS, open_spend_meter};
-use super::streams::{self, EventStream, StartTurn, TurnStream};
 use crate::agent::SystemPromptSource;
 use crate::clock::SystemClock;
 use crate::gate::ApprovalAnswer;
@@ -181,8 +178,8 @@ impl HubCore {
         for approval in &expired {
             self.registry().remember_expired(&approval.approval_id);
         }
-        routine_api::start_routines(&self.inner);
-        reaper::spawn(
+        routine_ops::start_routines(&self.inner);
+        sessions::spawn_reaper(
             Arc::clone(&self.inner.sessions),
             self.options().idle_after,
             self.inner.stop.clone(),
@@ -269,8 +266,8 @@ impl HubCore {
     }
 
     /// Cuts the replay buffers of open sessions without a turn for `after` to
-    /// [`super::bus::IDLE_REPLAY_BYTES`], as the idle reaper does after
-    /// [`super::open_sessions::TRIM_IDLE_AFTER`].
+    /// [`super::events::IDLE_REPLAY_BYTES`], as the idle reaper does after
+    /// `TRIM_IDLE_AFTER` (`sessions/open_sessions.rs`).
     pub async fn trim_idle(&self, after: Duration) {
         self.inner.sessions.trim_idle(after).await;
     }
@@ -303,7 +300,7 @@ impl HubCore {
         self.inner.parts.spend.budget_line()
     }
 
-    // Sessions (`sessions.rs`).
+    // Sessions (`sessions/session_api.rs`).
 
     /// The summary of a session; `NotFound` when it does not exist.
     pub async fn summary(&self, session_id: &str) -> Result<SessionSummary, CoreError> {
@@ -372,11 +369,11 @@ impl HubCore {
         sessions::read_events(&self.inner, session_id).await
     }
 
-    // Turns and events (`streams.rs`).
+    // Turns and events (`sessions/streams.rs`).
 
     /// Starts a turn (or finds the one its idempotency key names) and streams its events.
     pub async fn start_turn(&self, request: StartTurn) -> Result<TurnStream, CoreError> {
-        streams::start_turn(&self.inner, request, None).await
+        sessions::start_turn(&self.inner, request, None).await
     }
 
     /// Cancels a turn (`None`: the running one); returns the turn it applied to, if any.
@@ -385,7 +382,7 @@ impl HubCore {
         session_id: &str,
         turn_id: Option<&str>,
     ) -> Result<Option<String>, CoreError> {
-        streams::cancel_turn(&self.inner, session_id, turn_id).await
+        sessions::cancel_turn(&self.inner, session_id, turn_id).await
     }
 
     /// Attaches to a session on `channel`: the snapshot, then its events (see
@@ -396,7 +393,7 @@ impl HubCore {
         after_seq: Option<u64>,
         channel: &str,
     ) -> Result<EventStream, CoreError> {
-        streams::subscribe(&self.inner, session_id, after_seq, None, channel).await
+        sessions::subscribe(&self.inner, session_id, after_seq, None, channel).await
     }
 
     /// [`HubCore::subscribe`], resuming after `after_seq` of the stream `stream_id` names (`None`:
@@ -409,7 +406,7 @@ impl HubCore {
         stream_id: Option<&str>,
         channel: &str,
     ) -> Result<EventStream, CoreError> {
-        streams::subscribe(&self.inner, session_id, after_seq, stream_id, channel).await
+        sessions::subscribe(&self.inner, session_id, after_seq, stream_id, channel).await
     }
 
     // Approvals (`approvals/`).
@@ -437,24 +434,24 @@ impl HubCore {
         approvals::pending_of(self.registry(), session_id)
     }
 
-    // Routines (`routine_api.rs`).
+    // Routines (`routine_ops/`).
 
     pub fn list_routines(&self) -> Result<Vec<RoutineView>, CoreError> {
-        routine_api::list_routines(&self.inner)
+        routine_ops::list_routines(&self.inner)
     }
 
     /// Adds (or replaces) a routine; a tier-2 tool action, or any routine the model proposes,
     /// waits for its registration approval.
     pub async fn add_routine(&self, request: AddRoutine) -> Result<RoutineView, CoreError> {
-        routine_api::add_routine(&self.inner, request).await
+        routine_ops::add_routine(&self.inner, request).await
     }
 
     pub fn remove_routine(&self, name: &str) -> Result<(), CoreError> {
-        routine_api::remove_routine(&self.inner, name)
+        routine_ops::remove_routine(&self.inner, name)
     }
 
     pub fn pause_routine(&self, name: &str, paused: bool) -> Result<RoutineView, CoreError> {
-        routine_api::pause_routine(&self.inner, name, paused)
+        routine_ops::pause_routine(&self.inner, name, paused)
     }
 
     /// Fires a routine now. A tier-2 tool routine is asked first on `session_id` and `channel`
@@ -466,11 +463,11 @@ impl HubCore {
         session_id: &str,
         channel: &str,
     ) -> Result<ManualRun, CoreError> {
-        routine_api::run_routine(&self.inner, name, session_id, channel).await
+        routine_ops::run_routine(&self.inner, name, session_id, channel).await
     }
 
     pub fn routine_history(&self, name: &str) -> Result<Vec<Firing>, CoreError> {
-        routine_api::routine_history(&self.inner, name)
+        routine_ops::routine_history(&self.inner, name)
     }
 
     /// The MCP servers as `/status` shows them.
@@ -480,7 +477,7 @@ impl HubCore {
 
     /// The routines as status reports show them.
     pub fn routine_status(&self) -> RoutineStatus {
-        routine_api::routine_status(&self.inner)
+        routine_ops::routine_status(&self.inner)
     }
 
     // For tests inside the hub.

@@ -1,6 +1,6 @@
 //! [`StoreEventSink`]: a gate [`EventSink`] that writes the agent events of one session into a
 //! session store, for tests that run the gate against a real store (the hub's own sink is
-//! `hub::recorder::SessionRecorder`). For tests only; see ARCHITECTURE.md (store, gate).
+//! `hub::sessions::SessionRecorder`). For tests only; see ARCHITECTURE.md (store, gate).
 //!
 //! Invariants: events are appended in emit order, each durable when `record` returns `Ok`; a
 //! failed append through `emit` is logged at WARN once per sink (and its clones), later ones at

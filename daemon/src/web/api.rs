@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use super::event_json;
 use super::signin::{error, signed_in};
 use super::{WEB_CHANNEL, WebState};
+use crate::hub::StartTurn;
 use crate::hub::sessions::{MessageSelection, OpenTarget};
-use crate::hub::streams::StartTurn;
 use crate::hub::{ApprovalAnswer, CoreError, DecideOutcome};
 use crate::message::{ContentBlock, Role};
 

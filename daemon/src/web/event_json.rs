@@ -8,8 +8,8 @@
 
 use serde_json::{Value, json};
 
+use crate::hub::Snapshot;
 use crate::hub::sessions::SessionSummary;
-use crate::hub::streams::Snapshot;
 use crate::hub::{EventKind, PendingInfo, SessionEvent};
 
 /// A pending approval, as the card shows it.

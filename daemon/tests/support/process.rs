@@ -238,18 +238,9 @@ pub fn get_status(install: &Install) -> serde_json::Value {
     serde_json::from_str(&body).unwrap()
 }
 
-/// A gRPC channel over the hub's Unix socket.
+/// A gRPC channel over the hub's Unix socket, connected as every client connects.
 pub async fn uds_channel(socket: &Path) -> tonic::transport::Channel {
-    let socket = socket.to_owned();
-    tonic::transport::Endpoint::try_from("http://localhost")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_| {
-            let socket = socket.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(socket).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
+    tau_client::connect::unix_channel(socket, Duration::from_secs(10))
         .await
         .unwrap()
 }

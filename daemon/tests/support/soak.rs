@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tau_api::proto::v1::{self as pb, tau_client::TauClient};
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
 pub type SoakResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -252,15 +252,7 @@ impl SoakHub {
 
 /// A gRPC client on the Unix socket at `socket` (its own connection).
 pub async fn connect(socket: PathBuf) -> SoakResult<TauClient<Channel>> {
-    let channel = Endpoint::from_static("http://localhost")
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move {
-                let stream = tokio::net::UnixStream::connect(socket).await?;
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-            }
-        }))
-        .await?;
+    let channel = tau_client::connect::unix_channel(&socket, Duration::from_secs(10)).await?;
     Ok(TauClient::new(channel))
 }
 

@@ -365,12 +365,8 @@ async fn send_decision(
     decision: pb::ApprovalDecision,
 ) -> Result<pb::DecideApprovalResponse, HubError> {
     let mut hub = shared.hub.clone();
-    unary(hub.decide_approval(pb::DecideApprovalRequest {
-        approval_id: live.approval_id.clone(),
-        decision: decision as i32,
-        attachment_id: live.attachment_id.clone(),
-    }))
-    .await
+    let request = tau_client::approvals::request(&live.approval_id, decision, &live.attachment_id);
+    unary(hub.decide_approval(request)).await
 }
 
 /// Ends an approval nobody could be asked about: a timeout, since no person rejected it.

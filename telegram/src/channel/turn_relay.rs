@@ -159,12 +159,15 @@ async fn relay_turn(
                 if reply.text.trim().is_empty() && reply.message_ids.is_empty() {
                     reply.text = end.text.clone();
                 }
-                if !end.notice.is_empty() {
+                // How the turn stopped, the line `tau chat` and `tau tui` show (none for a
+                // normal end).
+                let stop = shared.texts.presenter().live(&Kind::TurnEnded(end));
+                for line in stop {
                     reply.append(&format!(
                         "\n{}",
                         shared
                             .texts
-                            .get("telegram.turn_notice", &[("notice", &end.notice)])
+                            .get("telegram.turn_notice", &[("notice", &line.text)])
                     ));
                 }
                 break;

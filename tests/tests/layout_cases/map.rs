@@ -12,8 +12,8 @@
 //! - `Type::member` anywhere names a member (a `fn`, `const`, `type` or enum variant) of a type
 //!   defined in the workspace's sources, found where the type is defined or implemented.
 //!   `module::item` names an item from the crate's root (`store::store_io`, also `crate::`,
-//!   `tau_api::`, `taud::`, `tau_telegram::`); a first segment that is no module of the crate is
-//!   someone else's (`std::`, `tonic::`) and is not checked.
+//!   `tau_api::`, `taud::`, `tau_client::`, `tau_telegram::`); a first segment that is no module of
+//!   the crate is someone else's (`std::`, `tonic::`) and is not checked.
 //! - A CamelCase name alone (`HubCore`) is a Rust item or a proto message, enum, service or rpc.
 //! - A paragraph that opens with a bold room name (`**`gate/`**`) in the `taud` section says
 //!   `May import:` and the rooms, or `nothing in the crate`, ending with a full stop.
@@ -37,6 +37,7 @@ const DEFAULT_BASE: &str = "daemon/src/";
 const CRATES: &[(&str, &str)] = &[
     ("tau_api", "src/"),
     ("taud", "daemon/src/"),
+    ("tau_client", "client-lib/src/"),
     ("tau_telegram", "telegram/src/"),
 ];
 

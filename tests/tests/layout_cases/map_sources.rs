@@ -9,7 +9,13 @@ use std::path::{Path, PathBuf};
 use super::super::rust_files;
 
 /// The workspace's crate sources the map's unfiled names are looked up in.
-const SOURCE_DIRS: &[&str] = &["src", "daemon/src", "client/src", "telegram/src"];
+const SOURCE_DIRS: &[&str] = &[
+    "src",
+    "daemon/src",
+    "client-lib/src",
+    "client/src",
+    "telegram/src",
+];
 
 /// Keywords after which the next identifier is defined.
 const DEFINING: &[&str] = &[

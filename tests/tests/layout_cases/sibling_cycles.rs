@@ -18,17 +18,18 @@ use super::{production_code, repo, rust_files};
 const CRATE_SOURCES: &[&str] = &[
     "src",
     "daemon/src",
+    "client-lib/src",
     "client/src",
     "telegram/src",
     "tests/src",
 ];
 
 /// A module path below the crate root (`["hub", "core"]`); the root is empty.
-type ModPath = Vec<String>;
+pub type ModPath = Vec<String>;
 
 /// `(parent, from, to) → files`: a module below `parent` named `from` (or a file inside it) uses
 /// its sibling `to` in those files.
-type SiblingEdges = BTreeMap<(ModPath, String, String), BTreeSet<String>>;
+pub type SiblingEdges = BTreeMap<(ModPath, String, String), BTreeSet<String>>;
 
 /// The module a file defines, or `None` for a test-only file.
 fn module_of(relative: &Path) -> Option<ModPath> {
@@ -226,7 +227,7 @@ fn resolve(
 }
 
 /// The sibling imports of one crate's source tree.
-fn sibling_edges(src: &Path) -> SiblingEdges {
+pub fn sibling_edges(src: &Path) -> SiblingEdges {
     let mut files = Vec::new();
     for file in rust_files(src) {
         let relative = file.strip_prefix(src).expect("under src").to_path_buf();

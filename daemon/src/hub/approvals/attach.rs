@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::{ApprovalRegistry, AttachmentEntry, Scope};
-use crate::hub::bus::EventBus;
 use crate::hub::error::CoreError;
+use crate::hub::events::EventBus;
 use crate::hub::ids::new_id;
 
 /// Live attachments allowed per session by default.

@@ -3,7 +3,7 @@
 //!
 //! 1. [`decide_request`] (what `HubCore::decide` calls) checks the request; an id this hub never
 //!    saw is looked up in the stored events ([`stored_decision`], reading them with
-//!    `crate::hub::restart::stored_outcome`).
+//!    `super::restart::stored_outcome`).
 //! 2. [`ApprovalRegistry::decide`] refuses a decision from an attachment that may not decide it.
 //! 3. `State::resolve` chooses the winner: it sends the outcome to the waiting ticket, remembers
 //!    it and returns the `ApprovalResolved` event the bus publishes; an approval instead waits,
@@ -38,13 +38,13 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use super::readiness::{ApprovalReadiness, FLUSH_WAIT, TurnSlot};
+use super::restart::stored_outcome;
 use super::{ApprovalRegistry, Confirming, State};
 use crate::gate::{ApprovalAnswer, ApprovalOutcome, ApprovalRequest, Approver, ApproverError};
-use crate::hub::bus::EventBus;
 use crate::hub::error::CoreError;
-use crate::hub::event::{EventKind, PendingInfo, now_rfc3339};
+use crate::hub::events::EventBus;
+use crate::hub::events::{EventKind, PendingInfo, now_rfc3339};
 use crate::hub::limits::{MAX_REF_ID_LEN, check_len};
-use crate::hub::restart::stored_outcome;
 use crate::store::{SessionStore, store_io};
 
 /// The longest a decision waits to report an approval the gate is recording (a store write).

@@ -1,14 +1,23 @@
-//! [`ApprovalRegistry`]: the hub's pending tier-2 approvals as entities with ids, and the clients'
-//! attachments that may decide them. The registry is the one place where an approval's winner is
-//! chosen; every report of it (the DecideApproval answer, the live `ApprovalResolved` event, the
-//! gate's verdict and stored `approval` event, the logs) reads that winner.
+//! The hub's **approvals** sub-room. [`ApprovalRegistry`]: the hub's pending tier-2 approvals as
+//! entities with ids, and the clients' attachments that may decide them. The registry is the one
+//! place where an approval's winner is chosen; every report of it (the DecideApproval answer, the
+//! live `ApprovalResolved` event, the gate's verdict and stored `approval` event, the logs) reads
+//! that winner.
 //!
 //! This file holds the registry's bookkeeping (registering a question, listing, remembering how
 //! one ended). The rest, one concern a file:
 //! - [`decide`]: the path of a decision, in order: [`decide_request`], [`ApprovalRegistry::decide`],
 //!   the winner, [`PendingTicket`] and [`ClientApprover`], the gate's approver in the hub;
 //! - [`readiness`]: when a question may be asked (recorded, and the turn's events published);
-//! - [`attach`], [`grace`]: the attachments, and the hold of one cut off for lagging.
+//! - [`attach`], [`grace`]: the attachments, and the hold of one cut off for lagging;
+//! - [`watch`]: who watches a channel's approvals (`WatchApprovals`);
+//! - [`restart`]: approvals an earlier hub left pending, expired at start and read back for a late
+//!   decision; [`scan_mark`]: when that scan last ran, so a start reads only the sessions that
+//!   could hold one.
+//!
+//! May import (in the hub): `events` (an approval is shown and resolved as session events),
+//! `error`, `ids`, `limits`; never `sessions`, `routine_ops` or `core`: a session hands the
+//! registry what it needs (its bus, its readiness) when it asks.
 //!
 //! Approvals and their fates are spoken of in the gate's vocabulary (`crate::gate::ApprovalRequest`,
 //! [`ApprovalOutcome`]).
@@ -57,14 +66,16 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::{broadcast, oneshot};
 use tracing::info;
 
-use super::bus::EventBus;
-use super::event::{EventKind, PendingInfo};
 use crate::gate::ApprovalOutcome;
+use crate::hub::events::EventBus;
+use crate::hub::events::{EventKind, PendingInfo};
 
 pub mod attach;
 pub mod decide;
 pub mod grace;
 pub mod readiness;
+pub mod restart;
+pub mod scan_mark;
 pub mod watch;
 pub use attach::{AttachError, AttachLimits, Attachment};
 pub use decide::{
@@ -72,6 +83,8 @@ pub use decide::{
 };
 pub use grace::LAG_GRACE;
 pub use readiness::{ApprovalReadiness, FLUSH_WAIT, TurnSlot};
+pub use restart::{ExpiredApproval, expire_stale_approvals};
+pub use scan_mark::{ScanJournal, ScanPlan};
 pub use watch::{ApprovalWatch, pending_of, watch_channel};
 
 /// How many resolved approval ids are remembered for late decisions.

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::readiness::{ApprovalReadiness, FLUSH_WAIT, TurnSlot};
 use super::*;
 use crate::gate::{ApprovalAnswer, ApprovalOutcome, ApprovalRequest, Approver};
-use crate::hub::bus::EventBus;
+use crate::hub::events::EventBus;
 use crate::tool::Tier;
 
 fn request(id: &str, timeout: Option<Duration>) -> ApprovalRequest {

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ApprovalRegistry;
 use crate::hub::error::CoreError;
-use crate::hub::event::PendingInfo;
+use crate::hub::events::PendingInfo;
 use crate::hub::limits::{check_channel, check_session_id};
 
 /// The approvals asked on `channel` (any, when `None`), in every session: those pending now,
