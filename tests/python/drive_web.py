@@ -40,6 +40,22 @@ def other_origin_server():
     return server
 
 
+# Notes (in page time) when the first approval card appears and when the first click and key after
+# it arrive.
+EARLY_INPUT_WATCH = """() => {
+    const early = window.tauEarly = {};
+    new MutationObserver(() => {
+        if (early.shown_at === undefined && document.querySelector('.card')) early.shown_at = performance.now();
+    }).observe(document.getElementById('log'), {childList: true});
+    document.addEventListener('click', (e) => {
+        if (early.shown_at !== undefined && early.click_at === undefined) { early.click_at = e.timeStamp; early.click_on = e.target.className; }
+    }, true);
+    document.addEventListener('keydown', (e) => {
+        if (early.shown_at !== undefined && early.key_at === undefined) { early.key_at = e.timeStamp; early.key = e.key; }
+    }, true);
+}"""
+
+
 def open_card(page):
     return page.wait_for_selector(".card:not(.decided)", timeout=TIMEOUT)
 
@@ -80,15 +96,32 @@ with sync_playwright() as p:
     report["reply"] = laptop.text_content(".line.assistant")
 
     # An approval card: a click and a `y` within 0.5 s do nothing; Enter (focus on Reject) rejects.
+    # The page notes when the card appeared and when each input arrived, so the check proves the
+    # inputs came inside the arming window. The click is forced: Playwright would otherwise wait
+    # for the button to lose aria-disabled (that is, for the arming to end) before clicking.
+    laptop.evaluate(EARLY_INPUT_WATCH)
     send(laptop, "turn on the lamp")
     card = open_card(laptop)
-    laptop.click(".card:not(.decided) .approve")
+    laptop.click(".card:not(.decided) .approve", force=True)
     laptop.keyboard.press("y")
-    armed = laptop.evaluate("document.querySelector('.card:not(.decided)').classList.contains('armed')")
-    check(not armed, "the card armed before the early click and key were sent")
-    check(card.get_attribute("data-resolution") is None, "an early click or key decided the card")
-    check(laptop.evaluate("document.activeElement.classList.contains('reject')"), "focus is on Reject")
-    check("(" in laptop.text_content(".card:not(.decided) .approve"), "the Approve button says it is arming")
+    early = laptop.evaluate("window.tauEarly")
+    check(early.get("click_on") == "approve", "the early click reached the Approve button: %r" % early)
+    check(early.get("key") == "y", "the early key reached the page: %r" % early)
+    late = max(early["click_at"], early["key_at"]) - early["shown_at"]
+    check(late < 500, "the early click and key came within 0.5 s of the card (%d ms)" % late)
+    seen = laptop.evaluate("""(card) => ({
+        resolution: card.getAttribute('data-resolution'),
+        armed: card.classList.contains('armed'),
+        arming_label: card.querySelector('.approve').textContent,
+        focus_on_reject: document.activeElement.classList.contains('reject'),
+        since_shown: performance.now() - window.tauEarly.shown_at,
+    })""", card)
+    check(seen["resolution"] is None, "an early click or key decided the card: %r" % seen)
+    check(seen["focus_on_reject"], "focus stayed on Reject after the early click: %r" % seen)
+    if seen["since_shown"] < 450:
+        check(not seen["armed"], "the card armed within 0.5 s: %r" % seen)
+        check("(" in seen["arming_label"], "the Approve button says it is arming: %r" % seen)
+    report["early_input_ms"] = round(late)
     laptop.wait_for_selector(".card.armed:not(.decided)", timeout=TIMEOUT)
     laptop.keyboard.press("Enter")
     laptop.wait_for_selector(".card[data-resolution='rejected']", timeout=TIMEOUT)

@@ -1,7 +1,8 @@
 //! The web client in a real browser: `tests/python/drive_web.py` drives the distribution's Chromium
 //! through Playwright against a real `taud` with `[web] listen`, enrolled with links from
-//! `tau web pair --json`: pairing (once), a streamed reply, the approval card's arming, Enter
-//! rejecting, Approve running the tool once, a second device seeing "decided elsewhere", another
+//! `tau web pair --json`: pairing (once), a streamed reply, the approval card's arming (a click and
+//! `y` within 0.5 s do nothing, and the click leaves focus on Reject), Enter rejecting, Approve
+//! running the tool once, a phone-sized window, a second device seeing "decided elsewhere", another
 //! origin unable to read or act, a foreign Host refused, and `tau web revoke` ending a stream.
 //!
 //! Chromium is `TAU_TEST_CHROMIUM` (else `/usr/bin/chromium`); Python with Playwright is
@@ -30,7 +31,6 @@ fn tools() -> Option<(String, String)> {
 }
 
 #[test]
-#[ignore = "in progress: pairing, the link working once and a streamed reply pass in Chromium; the arming check after an early click does not yet (the card is gone when read)"]
 fn a_browser_pairs_chats_and_answers_approvals_as_the_seed_asks() {
     let Some((python, chromium)) = tools() else {
         let required = std::env::var("TAU_REQUIRE_BROWSER").is_ok_and(|v| v == "1");
@@ -104,6 +104,10 @@ fn a_browser_pairs_chats_and_answers_approvals_as_the_seed_asks() {
     let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(report["foreign_host"], 403);
     assert_eq!(report["other_origin"]["stream"], "refused");
+    assert!(report["early_input_ms"].as_u64().unwrap() < 500);
+    assert!(report["phone_width"].as_u64().unwrap() <= 390);
+    assert!(!report["decided_elsewhere"].as_str().unwrap().is_empty());
+    assert!(!report["revoked"].as_str().unwrap().is_empty());
 
     // The owner sees the laptop, and the phone no more.
     let out = sandbox

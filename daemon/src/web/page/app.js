@@ -230,7 +230,7 @@ async function send() {
 }
 
 // The approval card: sorted, escaped arguments as the hub formats them, the effect and the tier;
-// focus on Reject; for ARMING_MS nothing (key or click) counts; then Enter rejects (the focused
+// focus on Reject; for ARMING_MS nothing (key or click) counts or moves focus; then Enter rejects (the focused
 // button), `y` approves, `n` or Escape rejects.
 function showCard(approval) {
   if (state.cards.has(approval.approval_id)) return;
@@ -257,8 +257,10 @@ function showCard(approval) {
     approve.setAttribute('aria-disabled', 'false');
     node.classList.add('armed');
   }, ARMING_MS);
-  approve.addEventListener('click', (e) => { e.preventDefault(); if (armed()) decide(card, 'approved'); });
-  reject.addEventListener('click', (e) => { e.preventDefault(); if (armed()) decide(card, 'rejected'); });
+  // Before arming a press neither counts nor moves focus off Reject (else Enter would approve).
+  node.addEventListener('mousedown', (e) => { if (!armed()) e.preventDefault(); }, true);
+  approve.addEventListener('click', (e) => { e.preventDefault(); if (armed()) decide(card, 'approved'); else reject.focus(); });
+  reject.addEventListener('click', (e) => { e.preventDefault(); if (armed()) decide(card, 'rejected'); else reject.focus(); });
   node.addEventListener('keydown', (e) => {
     if (!armed()) { e.preventDefault(); e.stopPropagation(); return; }
     if (e.key === 'y' || e.key === 'Y') { e.preventDefault(); decide(card, 'approved'); }
