@@ -63,3 +63,4 @@ mod store_sqlite_schema;
 mod web_chat;
 mod web_guard;
 mod web_pairing;
+mod web_tls;

@@ -1,16 +1,19 @@
-//! Helpers of the web client tests: a real `taud` with `[web] listen` on a free loopback port, a
-//! raw HTTP/1.1 client (every header under the test's control, so a foreign Host or Origin can be
-//! sent), the owner's pairing calls on the control port, a browser stand-in that enrolls a P-256
-//! key and signs challenges as the page does, and a Server-Sent Events reader with deadlines.
+//! Helpers of the web client tests: a real `taud` with `[web] listen` on a free loopback port
+//! (plain, or TLS with a self-signed certificate made at test time), a raw HTTP/1.1 client over TCP
+//! or TLS (every header under the test's control, so a foreign Host or Origin can be sent), the
+//! owner's pairing calls on the control port, a browser stand-in that enrolls a P-256 key and signs
+//! challenges as the page does, and a Server-Sent Events reader (plain TCP) with deadlines.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use p256::ecdsa::signature::Signer;
 use p256::ecdsa::{Signature, SigningKey};
+use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 
 use super::process::{DEADLINE, Hub, Install, free_port, wait_for};
@@ -39,6 +42,31 @@ impl Answer {
 
 /// Sends one request on a fresh connection and reads the whole answer.
 pub fn send(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    exchange(&mut stream, &request(method, path, headers, body))
+}
+
+/// The same over TLS: the server must present a certificate for `name` that `tls` trusts.
+pub fn send_tls(
+    tls: &TlsClient,
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Answer {
+    let tcp = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let name = ServerName::try_from(tls.name.clone()).unwrap();
+    let connection = rustls::ClientConnection::new(Arc::clone(&tls.config), name).unwrap();
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    exchange(&mut stream, &request(method, path, headers, body))
+}
+
+fn request(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
     let mut request = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
@@ -51,16 +79,27 @@ pub fn send(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body:
     }
     request.push_str("\r\n");
     request.push_str(body);
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    request
+}
+
+/// Writes `request` and reads until the server closes (a TLS peer that closes without
+/// `close_notify` ends the answer too).
+fn exchange(stream: &mut (impl Read + Write), request: &str) -> Answer {
     stream.write_all(request.as_bytes()).unwrap();
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
+    if let Err(e) = stream.read_to_end(&mut raw) {
+        assert!(
+            e.kind() == std::io::ErrorKind::UnexpectedEof && !raw.is_empty(),
+            "{e}"
+        );
+    }
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP answer: {text:?}"));
     let body = if head
         .to_ascii_lowercase()
         .contains("transfer-encoding: chunked")
@@ -73,6 +112,50 @@ pub fn send(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body:
         status,
         head: head.to_owned(),
         body,
+    }
+}
+
+/// A TLS client that trusts one self-signed certificate, made at test time for `name`, whose
+/// files (`cert.pem`, `key.pem`) the hub is given.
+pub struct TlsClient {
+    pub config: Arc<rustls::ClientConfig>,
+    pub name: String,
+    pub files: tempfile::TempDir,
+}
+
+impl TlsClient {
+    pub fn self_signed(name: &str) -> Self {
+        let made = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+        let files = tempfile::tempdir().unwrap();
+        std::fs::write(files.path().join("cert.pem"), made.cert.pem()).unwrap();
+        std::fs::write(
+            files.path().join("key.pem"),
+            made.signing_key.serialize_pem(),
+        )
+        .unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(made.cert.der().clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Self {
+            config: Arc::new(config),
+            name: name.to_owned(),
+            files,
+        }
+    }
+
+    /// `[web]`'s lines for these files.
+    pub fn config_lines(&self) -> String {
+        let path = |file: &str| self.files.path().join(file).display().to_string();
+        format!(
+            "tls_cert = {:?}\ntls_key = {:?}\n",
+            path("cert.pem"),
+            path("key.pem")
+        )
     }
 }
 
@@ -96,6 +179,8 @@ pub struct WebHub {
     pub install: Install,
     pub hub: Hub,
     pub web_port: u16,
+    /// Set when the web client serves TLS: the page is then `https://<name>:<port>`.
+    pub tls: Option<TlsClient>,
 }
 
 impl WebHub {
@@ -118,15 +203,51 @@ impl WebHub {
             install,
             hub,
             web_port,
+            tls: None,
+        }
+    }
+
+    /// A hub whose web client serves TLS with a certificate made now for `name`, which is its
+    /// `public_origin`'s host.
+    pub fn start_tls(name: &str) -> Self {
+        let tls = TlsClient::self_signed(name);
+        let web_port = free_port();
+        let install = Install::with_config(&format!(
+            "[hub]\nheartbeat_seconds = 1\n\n[web]\nlisten = \"127.0.0.1:{web_port}\"\n\
+             public_origin = \"https://{name}:{web_port}\"\n{}",
+            tls.config_lines()
+        ));
+        let hub = install.spawn();
+        install.wait_ready(hub.pid());
+        wait_for("the web client", || {
+            TcpStream::connect(("127.0.0.1", web_port)).ok()
+        });
+        Self {
+            install,
+            hub,
+            web_port,
+            tls: Some(tls),
         }
     }
 
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.web_port)
+        match &self.tls {
+            Some(tls) => format!("{}:{}", tls.name, self.web_port),
+            None => format!("127.0.0.1:{}", self.web_port),
+        }
     }
 
     pub fn origin(&self) -> String {
-        format!("http://127.0.0.1:{}", self.web_port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.host())
+    }
+
+    /// One request to the web client's port, over TLS when it serves TLS.
+    pub fn send(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+        match &self.tls {
+            Some(tls) => send_tls(tls, self.web_port, method, path, headers, body),
+            None => send(self.web_port, method, path, headers, body),
+        }
     }
 
     fn token(&self) -> String {
@@ -162,7 +283,7 @@ impl WebHub {
         if let Some(cookie) = cookie {
             headers.push(("Cookie", cookie));
         }
-        send(self.web_port, method, path, &headers, body)
+        self.send(method, path, &headers, body)
     }
 }
 
