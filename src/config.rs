@@ -86,7 +86,7 @@ pub use telegram_table::{
 };
 pub use template::{TEMPLATE, default_provider, render_template};
 pub use tuning::{KeepAlive, ModelTuning, Temperature};
-pub use web_table::{WebConfig, host_of, is_loopback_host};
+pub use web_table::{WEB_COMPONENT, WebConfig, host_of, is_loopback_host};
 
 use crate::env::Env;
 

@@ -17,6 +17,9 @@ use super::reader::Section;
 
 const KEYS: &[&str] = &["listen", "tls_cert", "tls_key", "public_origin"];
 
+/// The web client's name as a hub service (`tau components`, `[components.hub] services`).
+pub const WEB_COMPONENT: &str = "web";
+
 /// The checked `[web]` table.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct WebConfig {

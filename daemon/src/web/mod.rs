@@ -53,7 +53,7 @@ use guard::Origins;
 pub use device_auth::{PAIR_TTL, SESSION_TTL};
 
 /// The service's name.
-pub const WEB_SERVICE: &str = "web";
+pub const WEB_SERVICE: &str = tau_api::config::WEB_COMPONENT;
 /// The channel of every turn and stream of the web client.
 pub const WEB_CHANNEL: &str = "web";
 /// The largest request body read.
