@@ -129,7 +129,8 @@ with sync_playwright() as p:
     report["enter_rejects"] = True
 
     # The phone, on the same session (the most recent of channel web), at a phone's size.
-    phone_context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    phone_context = browser.new_context(
+        viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     phone = phone_context.new_page()
     phone.goto(PHONE_URL)
     phone.wait_for_selector("#input", timeout=TIMEOUT)
@@ -152,6 +153,19 @@ with sync_playwright() as p:
         timeout=TIMEOUT)
     ran = [t for t in tool_lines(laptop) if "success (approved)" in t]
     check(len(ran) == 1, "the tool ran once: %r" % ran)
+
+    # On the phone: chat and approve a tier-2 call with a tap once the card is armed.
+    send(phone, "turn on the lamp")
+    open_card(phone)
+    phone.wait_for_selector(".card.armed:not(.decided)", timeout=TIMEOUT)
+    phone.tap(".card.armed:not(.decided) .approve")
+    phone.wait_for_selector(".card[data-resolution='approved'][data-decided='here']", timeout=TIMEOUT)
+    phone.wait_for_function(
+        "[...document.querySelectorAll('.line.tool')].filter(e => e.textContent.includes('success (approved)'))"
+        ".length === 2", timeout=TIMEOUT)
+    width = phone.evaluate("document.documentElement.scrollWidth")
+    check(width <= 390, "the page with cards fits a phone's width (scrollWidth %s)" % width)
+    report["phone_approved"] = True
 
     # A page on another origin can neither read nor act, even from the same site.
     other = other_origin_server()

@@ -2,8 +2,9 @@
 //! through Playwright against a real `taud` with `[web] listen`, enrolled with links from
 //! `tau web pair --json`: pairing (once), a streamed reply, the approval card's arming (a click and
 //! `y` within 0.5 s do nothing, and the click leaves focus on Reject), Enter rejecting, Approve
-//! running the tool once, a phone-sized window, a second device seeing "decided elsewhere", another
-//! origin unable to read or act, a foreign Host refused, and `tau web revoke` ending a stream.
+//! running the tool once, a second device seeing "decided elsewhere", a phone-sized window that
+//! chats and approves with a tap, another origin unable to read or act, a foreign Host refused, and
+//! `tau web revoke` ending a stream. It prints what it saw (`browser report:`) for the log.
 //!
 //! Chromium is `TAU_TEST_CHROMIUM` (else `/usr/bin/chromium`); Python with Playwright is
 //! `TAU_TEST_PYTHON` (else `python3`). Without them the test says so and passes, unless
@@ -102,12 +103,14 @@ fn a_browser_pairs_chats_and_answers_approvals_as_the_seed_asks() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    eprintln!("browser report: {report}");
     assert_eq!(report["foreign_host"], 403);
     assert_eq!(report["other_origin"]["stream"], "refused");
     assert!(report["early_input_ms"].as_u64().unwrap() < 500);
     assert!(report["phone_width"].as_u64().unwrap() <= 390);
     assert!(!report["decided_elsewhere"].as_str().unwrap().is_empty());
     assert!(!report["revoked"].as_str().unwrap().is_empty());
+    assert_eq!(report["phone_approved"], true);
 
     // The owner sees the laptop, and the phone no more.
     let out = sandbox
