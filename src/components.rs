@@ -28,7 +28,7 @@ pub use hub_report::{HubServiceReport, ServiceState, merge_hub_report, reports_f
 
 use serde::Serialize;
 
-use crate::config::{ComponentsConfig, Config};
+use crate::config::{ComponentsConfig, Config, WEB_COMPONENT};
 
 /// The distribution every built-in component ships in (`dist:taud` in `[components.tools]
 /// disabled` names them all).
@@ -181,6 +181,11 @@ pub const BUILTIN_COMPONENTS: &[BuiltinComponent] = &[
         "grpc",
         "the gRPC API (Unix socket and loopback TCP)",
     ),
+    built(
+        ComponentKind::HubService,
+        WEB_COMPONENT,
+        "the web client: its page, JSON and Server-Sent Events ([web] listen)",
+    ),
 ];
 
 /// Hub services that always run, whatever `[components.hub] services` says.
@@ -271,6 +276,8 @@ fn state_of(c: &BuiltinComponent, config: &Config) -> ComponentState {
             let list = &config.components.hub.services;
             if CORE_HUB_SERVICES.contains(&c.name) {
                 (true, Some("core: always runs".to_string()))
+            } else if c.name == WEB_COMPONENT && config.web.listen.is_none() {
+                (false, Some("not served: set [web] listen".to_string()))
             } else if list.is_empty() || list.iter().any(|n| n == c.name) {
                 (true, None)
             } else {
@@ -422,7 +429,10 @@ mod tests {
             names(ComponentKind::SessionBackend),
             BUILTIN_SESSION_BACKENDS
         );
-        assert_eq!(names(ComponentKind::HubService), CORE_HUB_SERVICES);
+        assert_eq!(
+            names(ComponentKind::HubService),
+            [CORE_HUB_SERVICES, &[WEB_COMPONENT]].concat()
+        );
         for c in BUILTIN_COMPONENTS {
             assert_eq!(
                 c.tier.is_some(),
@@ -463,6 +473,9 @@ mod tests {
                 .contains("demo_physical_action")
         );
         assert!(get("grpc").enabled && get("control-api").enabled);
+        let web = get("web");
+        assert!(!web.enabled, "the web client is off without [web] listen");
+        assert_eq!(web.note.as_deref(), Some("not served: set [web] listen"));
         assert!(
             states
                 .iter()
@@ -477,6 +490,24 @@ mod tests {
                 .unwrap()
         });
         assert_eq!(groups, sorted, "grouped by kind in order");
+    }
+
+    #[test]
+    fn the_web_client_follows_its_listen_and_the_services_list() {
+        let served = config("[web]\nlisten = \"127.0.0.1:8480\"\n");
+        let web = |cfg: &Config| {
+            component_states(cfg)
+                .into_iter()
+                .find(|s| s.name == WEB_COMPONENT)
+                .unwrap()
+        };
+        assert!(web(&served).enabled);
+        assert_eq!(web(&served).note, None);
+        let left_out =
+            config("[web]\nlisten = \"127.0.0.1:8480\"\n[components.hub]\nservices = [\"grpc\"]\n");
+        assert!(!web(&left_out).enabled);
+        let named = config("[components.hub]\nservices = [\"web\"]\n");
+        assert!(unknown_names(&named.components).is_empty());
     }
 
     #[test]

@@ -55,6 +55,7 @@ mod template;
 #[cfg(test)]
 mod tests;
 mod tuning;
+mod web_table;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -90,6 +91,7 @@ pub use telegram_table::{
 };
 pub use template::{TEMPLATE, default_provider, render_template};
 pub use tuning::{KeepAlive, ModelTuning, Temperature};
+pub use web_table::{WEB_COMPONENT, WebConfig, host_of, is_loopback_host};
 
 use crate::env::Env;
 
@@ -152,6 +154,8 @@ pub struct Config {
     /// Prices of roles (`price` of `[models.roles.<role>]`) and their daily budgets
     /// (`[budget.<role>] daily_usd`).
     pub spend: SpendConfig,
+    /// `[web]`: the browser client taud serves.
+    pub web: WebConfig,
     /// Things worth telling a person that did not stop loading (each unknown top-level table,
     /// once). Loading does not log them: the caller reports each once (a binary logs them at WARN
     /// after setting up logging).
@@ -235,6 +239,7 @@ impl Config {
             nodes: parsed.nodes,
             node: parsed.node,
             spend: parsed.spend,
+            web: parsed.web,
             warnings: parsed.warnings,
             source,
         };

@@ -94,6 +94,9 @@ pub enum Command {
     /// Routines: tau acting on a schedule (list, add, rm, pause, resume, run, log).
     #[command(subcommand)]
     Routine(RoutineCommand),
+    /// The web client's browsers: enroll one with a one-time link, list them, revoke one.
+    #[command(subcommand)]
+    Web(WebCommand),
     /// The tier-2 questions pending across sessions; `decide ID` answers one in this terminal.
     Approvals(ApprovalsArgs),
     /// Machines that lend the hub their tools: pair, join, list, revoke.
@@ -469,4 +472,29 @@ pub struct UsageArgs {
     /// Print JSON for scripts.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `tau web …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum WebCommand {
+    /// Print a one-time link (valid 10 minutes) that enrolls one browser under NAME.
+    Pair {
+        /// The browser's name (letters, digits, '-', '_', '.'); `browser-N` when not given.
+        #[arg(long)]
+        name: Option<String>,
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the enrolled browsers: name, when enrolled, when last signed in.
+    Devices {
+        /// Print JSON for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a browser: its sessions and open streams end at once.
+    Revoke {
+        /// The browser's name, as `tau web devices` lists it.
+        name: String,
+    },
 }

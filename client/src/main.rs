@@ -28,7 +28,7 @@ use clap::error::ErrorKind;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser as _};
 
 use crate::cli::{Cli, Command};
-use crate::ops::{components, doctor, hubctl, init, mcp, shell_docs, telegram, version};
+use crate::ops::{components, doctor, hubctl, init, mcp, shell_docs, telegram, version, web};
 
 fn main() -> ExitCode {
     let cli = parse_command_line();
@@ -45,6 +45,7 @@ fn main() -> ExitCode {
         Command::Chat(args) => chat::run(args, &ctx),
         Command::Mcp(command) => mcp::run(command, &ctx),
         Command::Telegram(command) => telegram::run(command, &ctx),
+        Command::Web(command) => web::run(command, &ctx),
         Command::Routine(command) => routine::run(command, &ctx),
         Command::Approvals(args) => approvals::run(args, &ctx),
         Command::Node(command) => node::run(command, &ctx),

@@ -36,6 +36,11 @@ fn every_group_is_listed_with_a_disabled_tool_and_an_unknown_name() {
     assert!(line("openai").contains(" enabled "));
     assert!(line("fake").contains("used by brain, fast, local"));
     assert!(line("grpc").contains(" enabled "));
+    let web = line("web");
+    assert!(
+        web.contains(" disabled ") && web.contains("set [web] listen"),
+        "{web}"
+    );
     assert!(text.contains("  (none built in)\n"), "{text}");
     assert!(
         text.contains("unknown names in [components]\n  components.tools.disabled: 'no_such_tool' (no component provides it)\n"),

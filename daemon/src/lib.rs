@@ -25,3 +25,4 @@ pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tool;
+pub mod web;

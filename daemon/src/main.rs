@@ -109,6 +109,9 @@ fn main() -> ExitCode {
             let mut services = taud::services::builtin_services_with_nodes(setup, &nodes);
             let telegram = taud::host::TelegramLaunch::from_installation(&installation);
             taud::services::register_telegram(&mut services, telegram);
+            if let Some(web) = taud::web::WebLaunch::from_installation(&installation) {
+                taud::services::register_web(&mut services, web);
+            }
             services
         }
         Err(e) => {

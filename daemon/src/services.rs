@@ -6,7 +6,8 @@
 //! status reports of it), and handed to the gRPC service that serves it.
 //!
 //! Invariant: the control API starts first, so gRPC over TCP is reachable as soon as gRPC starts;
-//! a channel starts after gRPC (its socket exists) and stops before it.
+//! a channel starts after gRPC (its socket exists) and stops before it; the web client starts
+//! after gRPC too and serves the session service gRPC started.
 
 use std::sync::Arc;
 
@@ -18,6 +19,7 @@ use crate::host::{
 use crate::hub::{CoreSetup, HubCore};
 use crate::link::NodeServices;
 use crate::rpc::{GRPC, GrpcService, RoutesHook};
+use crate::web::{WEB_SERVICE, WebLaunch, WebService};
 
 /// A registry with the built-in services.
 pub fn builtin_services() -> ServiceRegistry {
@@ -116,5 +118,17 @@ pub async fn start_core(setup: CoreSetup, hub: Hub) -> Result<HubCore, String> {
 pub fn register_telegram(registry: &mut ServiceRegistry, launch: TelegramLaunch) {
     registry.register(TELEGRAM_SERVICE, move |_| {
         Ok(Arc::new(TelegramChannelService::new(launch.clone())))
+    });
+}
+
+/// Adds the web client (after gRPC, whose session service it serves). Register it only when
+/// `[web] listen` is set ([`WebLaunch::from_installation`]).
+pub fn register_web(registry: &mut ServiceRegistry, launch: WebLaunch) {
+    registry.register(WEB_SERVICE, move |_| {
+        let core = Arc::new(|hub: &Hub| {
+            hub.find_service_as::<GrpcService>(GRPC)
+                .and_then(|grpc| grpc.core())
+        });
+        Ok(Arc::new(WebService::new(launch.clone(), core)))
     });
 }

@@ -61,3 +61,7 @@ mod store_file_layout;
 mod store_file_pages;
 mod store_file_reconcile;
 mod store_sqlite_schema;
+mod web_chat;
+mod web_guard;
+mod web_pairing;
+mod web_tls;

@@ -53,12 +53,21 @@ fn the_shipped_tools_catalog_disables_like_the_table() {
 }
 
 /// `tau components` (the table) and taud (the registry) agree on which hub services run: the core
-/// ones always, whatever `[components.hub] services` lists.
+/// ones always, whatever `[components.hub] services` lists, and the web client when `[web] listen`
+/// is set and the list is empty or names it.
 #[test]
 fn the_hub_service_flags_match_what_the_registry_builds() {
-    for list in ["[]", "[\"control-api\"]", "[\"telegram\"]"] {
+    let web = "[web]\nlisten = \"127.0.0.1:8480\"\n";
+    for (list, web_table, expected) in [
+        ("[]", "", &["control-api", "grpc"][..]),
+        ("[\"control-api\"]", "", &["control-api", "grpc"]),
+        ("[\"telegram\"]", "", &["control-api", "grpc"]),
+        ("[]", web, &["control-api", "grpc", "web"]),
+        ("[\"web\"]", web, &["control-api", "grpc", "web"]),
+        ("[\"grpc\"]", web, &["control-api", "grpc"]),
+    ] {
         let config = tau_api::config::Config::from_toml_str(
-            &format!("[components.hub]\nservices = {list}\n"),
+            &format!("{web_table}[components.hub]\nservices = {list}\n"),
             std::path::Path::new("/t/tau.toml"),
             &tau_api::env::Env::new(),
             &tau_api::config::KnownNames::builtin(),
@@ -71,12 +80,21 @@ fn the_hub_service_flags_match_what_the_registry_builds() {
             .collect();
         let mut options = taud::host::HubOptions::new(std::path::PathBuf::from("/d"));
         options.services = config.components.hub.services.clone();
-        let built: Vec<String> = taud::services::builtin_services()
+        let mut registry = taud::services::builtin_services();
+        if config.web.listen.is_some() {
+            let launch = taud::web::WebLaunch {
+                config: config.web.clone(),
+                lang: config.ui.language,
+            };
+            taud::services::register_web(&mut registry, launch);
+        }
+        let built: Vec<String> = registry
             .build(&options)
             .iter()
             .map(|s| s.name().to_owned())
             .collect();
-        assert_eq!(listed, built, "services = {list}");
-        assert_eq!(built, ["control-api", "grpc"], "services = {list}");
+        let case = format!("{web_table}services = {list}");
+        assert_eq!(listed, built, "{case}");
+        assert_eq!(built, expected, "{case}");
     }
 }

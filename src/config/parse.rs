@@ -37,6 +37,7 @@ pub(crate) const KNOWN_TABLES: &[&str] = &[
     "budget",
     "nodes",
     "node",
+    "web",
 ];
 
 const ROLE_KEYS: &[&str] = &[
@@ -77,6 +78,7 @@ pub(crate) struct Parsed {
     pub(crate) nodes: super::nodes::NodesConfig,
     pub(crate) node: super::nodes::NodeConfig,
     pub(crate) spend: SpendConfig,
+    pub(crate) web: super::web_table::WebConfig,
     pub(crate) warnings: Vec<String>,
 }
 
@@ -100,7 +102,7 @@ pub(crate) fn parse_document(
                 file: file.to_path_buf(),
                 key: key_segment(name),
                 value: render_value(value),
-                expected: "a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [routines], [components], [component.<name>], [mcp], [budget.<role>], [nodes] or [node]".to_string(),
+                expected: "a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [routines], [components], [component.<name>], [mcp], [budget.<role>], [nodes], [node] or [web]".to_string(),
             });
         }
         let warning = format!(
@@ -128,6 +130,7 @@ pub(crate) fn parse_document(
         nodes: super::nodes::nodes(&doc)?,
         node: super::nodes::node(&doc)?,
         spend: SpendConfig { prices, daily_usd },
+        web: super::web_table::web(&doc)?,
         warnings,
     })
 }

@@ -536,7 +536,7 @@ fn error_texts() {
         // Top level
         (
             "max_turns = 5\n",
-            "max_turns = 5: unknown key (expected a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [routines], [components], [component.<name>], [mcp], [budget.<role>], [nodes] or [node])",
+            "max_turns = 5: unknown key (expected a table; settings belong in one of [models], [agent], [ui], [sessions], [hub], [routines], [components], [component.<name>], [mcp], [budget.<role>], [nodes], [node] or [web])",
         ),
     ];
     for (text, want) in cases {

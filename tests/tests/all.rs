@@ -16,3 +16,4 @@ mod python_client;
 mod routines;
 mod tui;
 mod usage;
+mod web_browser;

@@ -64,7 +64,8 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
         "link",
         &["message", "clock", "tool", "listen", "host", "node"],
     ),
-    ("services", &["host", "hub", "rpc", "link"]),
+    ("web", &["message", "tool", "gate", "hub", "host", "listen"]),
+    ("services", &["host", "hub", "rpc", "link", "web"]),
     (
         "testing",
         &[

@@ -2,8 +2,8 @@
 //! installation rather than talk to tau. `tau init` ([`init`], with [`shipped_files`], the files
 //! it writes), `tau doctor` ([`doctor`], read-only checks), `tau hub …` ([`hubctl`]: run, start,
 //! status, stop, install and uninstall as a service), `tau components`, `tau version`,
-//! `tau mcp …` (the MCP servers and their tiers), `tau telegram …` (pairing the channel), and
-//! `tau completions` / `tau man` ([`shell_docs`]).
+//! `tau mcp …` (the MCP servers and their tiers), `tau telegram …` (pairing the channel),
+//! `tau web …` (the web client's devices), and `tau completions` / `tau man` ([`shell_docs`]).
 //!
 //! May import: `cli`, `context`, `environment`, `hub_link`, `http_get`, `plugin_commands` and the
 //! client library; nothing of the conversation commands (`chat`, `tui`, `ask`, `approvals`), and
@@ -22,3 +22,4 @@ pub mod shell_docs;
 pub mod shipped_files;
 pub mod telegram;
 pub mod version;
+pub mod web;

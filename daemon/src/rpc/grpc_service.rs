@@ -94,6 +94,16 @@ impl GrpcService {
         self
     }
 
+    /// The session service this service serves, once started (`None` before, after stop, or
+    /// when it did not start); other front ends (the web client) serve the same core.
+    pub fn core(&self) -> Option<HubCore> {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .and_then(|running| running.core.clone())
+    }
+
     /// Starts the session service; on failure the reason, which the API then reports.
     async fn start_core(&self, hub: &Hub) -> Result<HubCore, String> {
         match &self.starter {

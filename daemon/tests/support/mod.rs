@@ -11,4 +11,5 @@ pub mod props;
 pub mod provider;
 pub mod soak;
 pub mod store;
+pub mod web;
 pub mod window;
