@@ -5,8 +5,8 @@
 //! Invariants: only 127.0.0.1 is contacted; the whole probe ends by its deadline; at most
 //! [`MAX_RESPONSE`] bytes are read; nothing but a 200 response whose JSON body has `"ok": true`
 //! counts as a tau hub; `GET /status` carries the hub token from `<TAU_DATA_DIR>/hub/token` (the
-//! hub shows its services only to a caller with it, read by [`super::token`]), and the token is
-//! never shown.
+//! hub shows its services only to a caller with it, read by [`tau_client::connect::token`]), and
+//! the token is never shown.
 
 use std::io::{ErrorKind, Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};

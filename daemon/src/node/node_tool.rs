@@ -2,8 +2,8 @@
 //! `node__<node>__<tool>`, the owner's tier and effect from the hub's tau.toml (never the node's
 //! claim), and a call that travels over the node's live link.
 //!
-//! Invariants: a call to a node that is not live fails at once with "node <name> is not
-//! connected"; each call waits at most the call timeout without a result or progress (progress
+//! Invariants: a call to a node that is not live fails at once with `node NAME is not connected`;
+//! each call waits at most the call timeout without a result or progress (progress
 //! starts the wait over); a cancelled turn cancels the call on the node; a link that drops
 //! mid-call is "outcome unknown", and nothing is retried here.
 
