@@ -28,7 +28,7 @@ pub use hub_report::{HubServiceReport, ServiceState, merge_hub_report, reports_f
 
 use serde::Serialize;
 
-use crate::config::{ComponentsConfig, Config, WEB_COMPONENT};
+use crate::config::{ComponentsConfig, Config, TELEGRAM_COMPONENT, WEB_COMPONENT};
 
 /// The distribution every built-in component ships in (`dist:taud` in `[components.tools]
 /// disabled` names them all).
@@ -183,6 +183,11 @@ pub const BUILTIN_COMPONENTS: &[BuiltinComponent] = &[
     ),
     built(
         ComponentKind::HubService,
+        TELEGRAM_COMPONENT,
+        "the Telegram channel: chat and approval buttons ([component.telegram])",
+    ),
+    built(
+        ComponentKind::HubService,
         WEB_COMPONENT,
         "the web client: its page, JSON and Server-Sent Events ([web] listen)",
     ),
@@ -276,6 +281,12 @@ fn state_of(c: &BuiltinComponent, config: &Config) -> ComponentState {
             let list = &config.components.hub.services;
             if CORE_HUB_SERVICES.contains(&c.name) {
                 (true, Some("core: always runs".to_string()))
+            } else if c.name == TELEGRAM_COMPONENT && config.component(TELEGRAM_COMPONENT).is_none()
+            {
+                (
+                    false,
+                    Some("not configured: add [component.telegram]".to_string()),
+                )
             } else if c.name == WEB_COMPONENT && config.web.listen.is_none() {
                 (false, Some("not served: set [web] listen".to_string()))
             } else if list.is_empty() || list.iter().any(|n| n == c.name) {
@@ -431,7 +442,7 @@ mod tests {
         );
         assert_eq!(
             names(ComponentKind::HubService),
-            [CORE_HUB_SERVICES, &[WEB_COMPONENT]].concat()
+            [CORE_HUB_SERVICES, &[TELEGRAM_COMPONENT, WEB_COMPONENT]].concat()
         );
         for c in BUILTIN_COMPONENTS {
             assert_eq!(
@@ -511,6 +522,31 @@ mod tests {
     }
 
     #[test]
+    fn the_telegram_channel_follows_its_table_and_the_services_list() {
+        let row = |cfg: &Config| {
+            component_states(cfg)
+                .into_iter()
+                .find(|s| s.kind == ComponentKind::HubService && s.name == TELEGRAM_COMPONENT)
+                .unwrap()
+        };
+        let absent = row(&config(""));
+        assert!(!absent.enabled);
+        assert_eq!(
+            absent.note.as_deref(),
+            Some("not configured: add [component.telegram]")
+        );
+        let table = "[component.telegram]\nowner_user_id = 1\nowner_chat_id = 1\n";
+        assert!(row(&config(table)).enabled);
+        let left_out = config(&format!("{table}[components.hub]\nservices = [\"grpc\"]\n"));
+        assert!(!row(&left_out).enabled);
+        let named = config(&format!(
+            "{table}[components.hub]\nservices = [\"telegram\"]\n"
+        ));
+        assert!(row(&named).enabled);
+        assert!(unknown_names(&named.components).is_empty());
+    }
+
+    #[test]
     fn dist_taud_switches_every_tool_off() {
         let cfg = config("[components.tools]\ndisabled = [\"dist:taud\"]\n");
         let tools: Vec<bool> = component_states(&cfg)
@@ -526,7 +562,7 @@ mod tests {
         let cfg = config(
             "[components]\ncontext = [\"nodes\"]\n[components.tools]\n\
              disabled = [\"current_time\", \"dist:taud\", \"dist:other\", \"no_such_tool\"]\n\
-             [components.hub]\nservices = [\"grpc\", \"telegram\"]\n",
+             [components.hub]\nservices = [\"grpc\", \"telegram\", \"fax\"]\n",
         );
         let unknown = unknown_names(&cfg.components);
         let got: Vec<(&str, &str)> = unknown.iter().map(|u| (u.key, u.name.as_str())).collect();
@@ -536,7 +572,7 @@ mod tests {
                 ("components.context", "nodes"),
                 ("components.tools.disabled", "dist:other"),
                 ("components.tools.disabled", "no_such_tool"),
-                ("components.hub.services", "telegram"),
+                ("components.hub.services", "fax"),
             ]
         );
         assert!(unknown_names(&config("").components).is_empty());

@@ -181,6 +181,7 @@ mod tests {
                 HubServiceReport::started("control-api"),
                 HubServiceReport::failed("grpc", "cannot bind /x/taud.sock: denied"),
                 HubServiceReport::failed("telegram", "no token"),
+                HubServiceReport::failed("relay", "no such thing"),
             ],
         );
         assert_eq!(s.len(), before + 1);
@@ -198,9 +199,10 @@ mod tests {
             get("grpc").load_error.as_deref(),
             Some("cannot bind /x/taud.sock: denied")
         );
-        let telegram = get("telegram");
-        assert_eq!(telegram.kind, ComponentKind::HubService);
-        assert_eq!(telegram.load_error.as_deref(), Some("no token"));
+        assert_eq!(get("telegram").load_error.as_deref(), Some("no token"));
+        let relay = get("relay");
+        assert_eq!(relay.kind, ComponentKind::HubService);
+        assert_eq!(relay.load_error.as_deref(), Some("no such thing"));
         assert_eq!(
             s.last().unwrap().kind,
             ComponentKind::HubService,

@@ -162,11 +162,6 @@ pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
             installation.settings.hub_port,
             &installation.paths.hub.token_file,
         );
-    } else if let Some(row) = states
-        .iter_mut()
-        .find(|s| s.kind == ComponentKind::HubService && s.name == "telegram")
-    {
-        row.note = Some("channel not configured: add [component.telegram]".to_owned());
     }
     let mcp_report = if config.mcp.servers.is_empty() || !hub_line.answered {
         None
