@@ -63,6 +63,12 @@ pub struct HubState {
     /// The TCP port the control API actually listens on, once it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listening_port: Option<u16>,
+    /// Set once every hub service has started or failed to (RFC 3339, UTC); absent while the
+    /// hub is still starting. Files written before this field existed lack it: a reader takes
+    /// their `listening_port` as the sign of a started hub instead, since those hubs wrote the
+    /// port only once their services had started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_at: Option<String>,
     /// Installation profile (home, travel, sport).
     pub profile: String,
     /// Host role (hub, node).
@@ -180,6 +186,7 @@ mod tests {
             heartbeat_seconds: 30,
             control_port: 7877,
             listening_port: Some(7877),
+            ready_at: Some("2026-01-01T00:00:01Z".into()),
             profile: "home".into(),
             role: "hub".into(),
             tau_version: "0.1.0".into(),
@@ -192,6 +199,28 @@ mod tests {
         assert!(!text.contains("stopped_at"));
         let back: HubState = parse(Path::new("state.json"), &text).unwrap();
         assert_eq!(back, state());
+    }
+
+    /// `state.json` as hubs wrote it before `ready_at` existed.
+    const STATE_WITHOUT_READY_AT: &str = r#"{
+  "version": 1,
+  "pid": 4242,
+  "started_at": "2026-11-01T08:00:00Z",
+  "heartbeat_at": "2026-11-01T08:00:30Z",
+  "heartbeat_seconds": 30,
+  "control_port": 0,
+  "listening_port": 40123,
+  "profile": "home",
+  "role": "hub",
+  "tau_version": "0.1.0"
+}"#;
+
+    #[test]
+    fn state_written_before_ready_at_still_reads() {
+        let old: HubState = parse(Path::new("state.json"), STATE_WITHOUT_READY_AT).unwrap();
+        assert_eq!(old.ready_at, None);
+        assert_eq!(old.listening_port, Some(40123));
+        assert_eq!(old.pid, 4242);
     }
 
     #[test]

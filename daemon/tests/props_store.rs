@@ -380,6 +380,7 @@ fn hub_files_of_any_content_are_read_or_ignored_without_panicking() {
         heartbeat_seconds: 5,
         control_port: 7878,
         listening_port: Some(7878),
+        ready_at: Some("2026-12-01T12:00:01Z".into()),
         profile: "home".into(),
         role: "hub".into(),
         tau_version: "0.1.0".into(),

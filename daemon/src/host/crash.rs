@@ -183,6 +183,7 @@ mod tests {
             heartbeat_seconds: 30,
             control_port: 7877,
             listening_port: None,
+            ready_at: None,
             profile: "home".into(),
             role: "hub".into(),
             tau_version: "0.1.0".into(),

@@ -79,6 +79,7 @@ struct Inner {
     last_crash: Option<CrashReport>,
     heartbeat_at: Mutex<String>,
     listening_port: Mutex<Option<u16>>,
+    ready_at: Mutex<Option<String>>,
     status_sources: RwLock<Vec<StatusSource>>,
     routes: RouteTable,
     grpc: RwLock<Option<axum::Router>>,
@@ -123,6 +124,7 @@ impl Hub {
                 started: Instant::now(),
                 last_crash,
                 listening_port: Mutex::new(None),
+                ready_at: Mutex::new(None),
                 status_sources: RwLock::new(Vec::new()),
                 routes: RouteTable::default(),
                 grpc: RwLock::new(None),
@@ -197,6 +199,24 @@ impl Hub {
             .listening_port
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = port;
+    }
+
+    /// When every service had started or failed to; `None` while the hub is starting.
+    pub fn ready_at(&self) -> Option<String> {
+        self.inner
+            .ready_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records that the start of every service is over (so `state.json` says the hub is ready).
+    pub fn mark_ready(&self) {
+        *self
+            .inner
+            .ready_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(now_rfc3339());
     }
 
     /// The latest crash report known at start.

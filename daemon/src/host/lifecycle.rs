@@ -106,6 +106,7 @@ pub async fn run(
         }
         start_service(&hub, service).await;
     }
+    hub.mark_ready();
     if let Err(e) = state::write_running(&hub).await {
         tracing::warn!("{e}");
     }

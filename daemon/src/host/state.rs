@@ -33,6 +33,7 @@ pub fn snapshot(hub: &Hub, stopped_at: Option<String>) -> HubState {
         heartbeat_seconds: options.heartbeat.as_secs(),
         control_port: options.control_port,
         listening_port: hub.listening_port(),
+        ready_at: hub.ready_at(),
         profile: options.profile.clone(),
         role: options.role.clone(),
         tau_version: tau_api::VERSION.to_owned(),

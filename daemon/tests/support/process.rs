@@ -141,13 +141,16 @@ impl Install {
         }
     }
 
-    /// Waits until the hub with `pid` is serving: state.json names it, /health answers and the
-    /// socket exists.
+    /// Waits until the hub with `pid` is serving: state.json names it and says every service
+    /// started (`ready_at`), /health answers and the socket exists.
     pub fn wait_ready(&self, pid: u32) {
         wait_for("the hub to be ready", || {
             let state = self.state()?;
-            (state.pid == pid && state.listening_port.is_some() && self.paths().socket.exists())
-                .then_some(())
+            (state.pid == pid
+                && state.listening_port.is_some()
+                && state.ready_at.is_some()
+                && self.paths().socket.exists())
+            .then_some(())
         });
         wait_for("/health", || {
             http_get(self.port, "/health", "127.0.0.1").ok()

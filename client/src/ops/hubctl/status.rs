@@ -54,6 +54,8 @@ pub enum ManagerStatus {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StatusReport {
     pub running: bool,
+    /// Running and done starting its services (so its sockets and control API answer).
+    pub ready: bool,
     pub pid: Option<u32>,
     pub started_at: Option<String>,
     pub heartbeat_at: Option<String>,
@@ -98,6 +100,8 @@ pub fn report(
     };
     StatusReport {
         running: probe.running,
+        ready: probe.running
+            && state.is_some_and(|s| s.ready_at.is_some() || s.listening_port.is_some()),
         pid: probe.pid,
         started_at: state.map(|s| s.started_at.clone()),
         heartbeat_at: state.map(|s| s.heartbeat_at.clone()),
@@ -158,9 +162,17 @@ fn write_running(
     now: jiff::Timestamp,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    match report.pid {
-        Some(pid) => writeln!(out, "tau hub: running (pid {pid})")?,
-        None => writeln!(out, "tau hub: running")?,
+    let pid = report
+        .pid
+        .map(|p| format!(" (pid {p})"))
+        .unwrap_or_default();
+    if report.ready {
+        writeln!(out, "tau hub: running{pid}")?;
+    } else {
+        writeln!(
+            out,
+            "tau hub: starting{pid}: its services are not all up yet, so clients may not connect"
+        )?;
     }
     if let Some(started) = &report.started_at {
         let up = age_s(started, now).map(duration).unwrap_or_default();
@@ -271,6 +283,8 @@ mod tests {
             heartbeat_seconds: 30,
             control_port: 7877,
             listening_port: Some(7877),
+            // As a hub older than `ready_at` wrote it: the port alone says it started.
+            ready_at: None,
             profile: "home".into(),
             role: "hub".into(),
             tau_version: "0.1.0".into(),

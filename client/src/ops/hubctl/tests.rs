@@ -239,6 +239,7 @@ fn status_of_a_running_hub_reads_the_lock_and_state() {
         heartbeat_seconds: 30,
         control_port: 0,
         listening_port: Some(40123),
+        ready_at: Some("2026-12-01T00:00:00Z".into()),
         profile: "home".into(),
         role: "hub".into(),
         tau_version: "0.1.0".into(),
@@ -265,6 +266,40 @@ fn status_of_a_running_hub_reads_the_lock_and_state() {
         s.calls(),
         ["is-enabled taud.service", "is-active taud.service"]
     );
+}
+
+#[test]
+fn status_of_a_hub_still_starting_says_so() {
+    let s = Setup::new();
+    let ctx = s.linux();
+    let _held = super::probe::tests::hold_lock(&ctx.paths.hub, 4243);
+    let now = jiff::Timestamp::now().to_string();
+    let state = tau_api::hub_files::HubState {
+        version: tau_api::hub_files::FORMAT_VERSION,
+        pid: 4243,
+        started_at: now.clone(),
+        heartbeat_at: now,
+        stopped_at: None,
+        heartbeat_seconds: 30,
+        control_port: 0,
+        listening_port: None,
+        ready_at: None,
+        profile: "home".into(),
+        role: "hub".into(),
+        tau_version: "0.1.0".into(),
+    };
+    std::fs::write(
+        &ctx.paths.hub.state_file,
+        serde_json::to_string(&state).unwrap(),
+    )
+    .unwrap();
+    let (code, text) = run_to_string(HubCommand::Status { json: false }, &ctx);
+    assert_eq!(code.unwrap(), ExitCode::SUCCESS, "a starting hub runs");
+    assert!(text.starts_with("tau hub: starting (pid 4243): "), "{text}");
+    let (_, json) = run_to_string(HubCommand::Status { json: true }, &ctx);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["running"], true);
+    assert_eq!(json["ready"], false);
 }
 
 #[test]
