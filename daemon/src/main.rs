@@ -12,7 +12,8 @@
 //! Exit codes (`tau_api::hub_files::exit`): 0 clean stop; 1 another hub is running; 73 the hub's
 //! files cannot be created or locked; 70 a fatal error after start (crash.json names it); 78 a bad
 //! configuration (one line names it), also a missing, empty or unreadable persona.md next to a
-//! tau.toml and MCP tools that would share a name (`taud::mcp::check_names`). Under `--launchd` a
+//! tau.toml, MCP tools that would share a name (`taud::mcp::check_names`) and a web client's TLS
+//! certificate or key that does not load (`taud::web::WebLaunch::check_tls`). Under `--launchd` a
 //! refused start (1, 78) exits 0 instead, since launchd's KeepAlive cannot exempt exit codes the
 //! way systemd's RestartPreventExitStatus does.
 //!
@@ -99,6 +100,12 @@ fn main() -> ExitCode {
             return refused(exit::CONFIG);
         }
     };
+    // A certificate or key that does not load is a configuration error, found before the lock.
+    let web = taud::web::WebLaunch::from_installation(&installation).filter(|_| !node_role);
+    if let Some(Err(e)) = web.as_ref().map(taud::web::WebLaunch::check_tls) {
+        eprintln!("taud: {}: {e}", installation.paths.config_file.display());
+        return refused(exit::CONFIG);
+    }
     let services = match CoreSetup::from_installation(&installation) {
         _ if node_role => taud::services::node_role_services(&nodes),
         Ok(setup) => {
@@ -109,7 +116,8 @@ fn main() -> ExitCode {
             let mut services = taud::services::builtin_services_with_nodes(setup, &nodes);
             let telegram = taud::host::TelegramLaunch::from_installation(&installation);
             taud::services::register_telegram(&mut services, telegram);
-            if let Some(web) = taud::web::WebLaunch::from_installation(&installation) {
+            if let Some(web) = web {
+                let web = web.with_nodes(std::sync::Arc::clone(nodes.registry()));
                 taud::services::register_web(&mut services, web);
             }
             services

@@ -85,6 +85,8 @@ fn the_hub_service_flags_match_what_the_registry_builds() {
             let launch = taud::web::WebLaunch {
                 config: config.web.clone(),
                 lang: config.ui.language,
+                session_ttl: taud::web::SESSION_TTL,
+                nodes: None,
             };
             taud::services::register_web(&mut registry, launch);
         }

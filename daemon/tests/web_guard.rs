@@ -1,50 +1,13 @@
-//! The web client's browser protections, against a real `taud` over a real socket: the Host
-//! allowlist (DNS rebinding), the Origin check on every state-changing request and on the event
-//! stream (another page, another loopback port included), no CORS, the security headers, and the
-//! start-up refusal of a non-loopback address without TLS.
+//! The web client's browser protections, against a real `taud` over a real socket: the Origin
+//! check on every state-changing request and on the event stream (another page, another loopback
+//! port included), no CORS, the security headers, and the start-up refusal of a non-loopback
+//! address without TLS. The Host allowlist (DNS rebinding) and the other advisories are
+//! `web_advisories.rs`.
 
 use serde_json::json;
 
 use crate::support::process::Install;
 use crate::support::web::{Browser, Sse, WebHub, send};
-
-#[test]
-fn a_foreign_host_gets_403_on_every_path() {
-    let web = WebHub::start();
-    let port = web.web_port;
-    for path in [
-        "/",
-        "/app.js",
-        "/api/boot",
-        "/api/events?session=x",
-        "/nowhere",
-    ] {
-        for host in [
-            "evil.example",
-            "evil.example:80",
-            "localhost.evil.example",
-            "10.1.2.3",
-        ] {
-            let answer = send(port, "GET", path, &[("Host", host)], "");
-            assert_eq!(
-                answer.status, 403,
-                "{path} with Host {host}: {}",
-                answer.body
-            );
-            assert!(answer.header("content-security-policy").is_some());
-        }
-        let answer = send(port, "GET", path, &[], "");
-        assert_eq!(answer.status, 403, "{path} without Host");
-    }
-    for host in [
-        format!("127.0.0.1:{port}"),
-        format!("localhost:{port}"),
-        "[::1]".to_owned(),
-    ] {
-        let answer = send(port, "GET", "/", &[("Host", &host)], "");
-        assert_eq!(answer.status, 200, "Host {host}");
-    }
-}
 
 #[test]
 fn every_answer_has_a_strict_policy_and_no_cors() {

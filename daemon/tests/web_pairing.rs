@@ -1,7 +1,10 @@
 //! Enrolment and sign-in of the web client, against a real `taud`: the one-time link (code in the
 //! fragment, works once), the owner's routes (token only), the signed challenge as the only way to
-//! a cookie (a code, a reused challenge or another key never gets one), and revocation (sessions
-//! and open streams end at once).
+//! a cookie (a code, a reused challenge or another key never gets one), revocation (sessions and
+//! open streams end at once), and a session's end (its cookie's expiry, shortened for the test
+//! with `TAU_WEB_SESSION_SECONDS`, or a sign-out) ending the streams opened with it.
+
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
@@ -164,4 +167,50 @@ fn devices_are_listed_without_keys_and_revoking_ends_sessions_and_streams_at_onc
         file.contains("\"version\": 1") && !file.contains("\"phone\""),
         "{file}"
     );
+}
+
+#[test]
+fn a_stream_ends_when_its_session_cookie_expires_or_is_signed_out() {
+    const LIFETIME: u64 = 3;
+    let web = WebHub::start_with_env("", &[("TAU_WEB_SESSION_SECONDS", &LIFETIME.to_string())]);
+    let mut browser = Browser::enroll(&web, &web.pair("laptop"));
+    let before_login = Instant::now();
+    let login = browser.login_with(&web, &browser.key.clone());
+    assert_eq!(login.status, 200, "{}", login.body);
+    let cookie = login.header("set-cookie").unwrap();
+    assert!(cookie.contains(&format!("Max-Age={LIFETIME}")), "{cookie}");
+    browser.cookie = Some(cookie.split(';').next().unwrap().to_owned());
+    let session = browser.new_session(&web);
+    let mut stream = browser.stream(&web, &session);
+    assert_eq!(stream.status, 200);
+    stream.until("snapshot");
+    // Nothing else comes until the cookie's expiry; then a last `expired` and the end.
+    let last = stream.next().expect("an event before the end");
+    assert_eq!(last.event, "expired", "{last:?}");
+    assert!(
+        before_login.elapsed() >= Duration::from_secs(LIFETIME),
+        "the stream ended before its cookie expired ({:?})",
+        before_login.elapsed()
+    );
+    assert!(stream.next().is_none(), "the stream ends");
+    assert_eq!(browser.get(&web, "/api/sessions").status, 401);
+    let refused = browser.stream(&web, &session);
+    assert_eq!(refused.status, 401, "an expired cookie opens no stream");
+
+    // The device is still enrolled: a fresh signature signs it in again; signing out ends the
+    // stream opened with that session at once.
+    let before_login = Instant::now();
+    browser.login(&web);
+    let mut stream = browser.stream(&web, &session);
+    stream.until("snapshot");
+    let out = browser.post(&web, "/api/logout", json!({}));
+    assert_eq!(out.status, 200, "{}", out.body);
+    assert_eq!(stream.until("expired").event, "expired");
+    assert!(
+        before_login.elapsed() < Duration::from_secs(LIFETIME),
+        "at the sign-out, not at the cookie's expiry ({:?})",
+        before_login.elapsed()
+    );
+    assert!(stream.next().is_none(), "the stream ends");
+    assert!(before_login.elapsed() < Duration::from_secs(LIFETIME));
 }

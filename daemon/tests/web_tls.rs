@@ -1,8 +1,9 @@
 //! The web client over TLS, against a real `taud` whose `[web]` names a certificate and key made at
 //! test time (a self-signed certificate for `tau.test`, its `public_origin`'s host): the page, the
 //! pairing link, sign-in and the API over TLS, a `Secure` cookie, the Host allowlist, a plain-HTTP
-//! request that gets no answer and does not stop the listener, and a certificate file that is not
-//! one: the web client is skipped (as any hub service that cannot start) and `/status` says why.
+//! request that gets no answer and does not stop the listener, and a certificate or key that is
+//! missing, not PEM or not a pair: `taud` refuses to start (exit 78) with one line naming the key
+//! and the file, beyond loopback and on it.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -10,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::process::{Install, free_port, get_status, wait_for};
-use crate::support::web::{Browser, WebHub};
+use crate::support::process::{Install, free_port, wait_for};
+use crate::support::web::{Browser, TlsClient, WebHub, send_tls};
 
 const NAME: &str = "tau.test";
 
@@ -74,34 +75,100 @@ fn over_tls_a_foreign_host_is_refused_and_plain_http_gets_no_answer() {
     assert_eq!(web.send("GET", "/", &[("Host", &own)], "").status, 200);
 }
 
-#[test]
-fn a_certificate_file_that_is_not_one_leaves_the_web_client_off_and_says_why() {
-    let files = tempfile::tempdir().unwrap();
-    let (cert, key) = (files.path().join("cert.pem"), files.path().join("key.pem"));
-    std::fs::write(&cert, "not a certificate\n").unwrap();
-    std::fs::write(&key, "not a key\n").unwrap();
-    let web_port = free_port();
+/// `taud`'s refusal (exit 78) with `[web]` listening on `listen` and these two files; its one line.
+fn refused_with(listen: &str, cert: &std::path::Path, key: &std::path::Path) -> String {
     let install = Install::with_config(&format!(
-        "[web]\nlisten = \"127.0.0.1:{web_port}\"\ntls_cert = {:?}\ntls_key = {:?}\n",
+        "[web]\nlisten = {listen:?}\ntls_cert = {:?}\ntls_key = {:?}\n",
         cert.display().to_string(),
         key.display().to_string()
     ));
+    let (status, stderr) = install.run_to_exit();
+    assert_eq!(status.code(), Some(78), "{stderr}");
+    assert!(install.state().is_none(), "the hub never ran: {stderr}");
+    let line = stderr.trim().to_owned();
+    assert_eq!(line.lines().count(), 1, "{stderr}");
+    line
+}
+
+#[test]
+fn a_bad_certificate_or_key_refuses_start_in_one_line_naming_the_key_and_file() {
+    let good = TlsClient::self_signed(NAME);
+    let (good_cert, good_key) = (
+        good.files.path().join("cert.pem"),
+        good.files.path().join("key.pem"),
+    );
+    let files = tempfile::tempdir().unwrap();
+    let (bad_cert, bad_key) = (
+        files.path().join("bad-cert.pem"),
+        files.path().join("bad-key.pem"),
+    );
+    std::fs::write(&bad_cert, "not a certificate\n").unwrap();
+    std::fs::write(&bad_key, "not a key\n").unwrap();
+    let missing = files.path().join("missing.pem");
+    let other = TlsClient::self_signed("other.test");
+    let other_key = other.files.path().join("key.pem");
+    let anywhere = format!("0.0.0.0:{}", free_port());
+    for (listen, cert, key, names) in [
+        (
+            &anywhere,
+            &missing,
+            &good_key,
+            vec![("web.tls_cert", &missing)],
+        ),
+        (
+            &anywhere,
+            &bad_cert,
+            &good_key,
+            vec![("web.tls_cert", &bad_cert)],
+        ),
+        (
+            &anywhere,
+            &good_cert,
+            &missing,
+            vec![("web.tls_key", &missing)],
+        ),
+        (
+            &anywhere,
+            &good_cert,
+            &bad_key,
+            vec![("web.tls_key", &bad_key)],
+        ),
+        (
+            &anywhere,
+            &good_cert,
+            &other_key,
+            vec![("web.tls_cert", &good_cert), ("web.tls_key", &other_key)],
+        ),
+        // On loopback too: a configured certificate that does not load is a configuration error.
+        (
+            &format!("127.0.0.1:{}", free_port()),
+            &bad_cert,
+            &bad_key,
+            vec![("web.tls_cert", &bad_cert)],
+        ),
+    ] {
+        let line = refused_with(listen, cert, key);
+        for (name, file) in names {
+            assert!(line.contains(name), "{name} in {line}");
+            assert!(
+                line.contains(&file.display().to_string()),
+                "{} in {line}",
+                file.display()
+            );
+        }
+    }
+    // The same files, good: the hub starts and serves the page over TLS.
+    let web_port = free_port();
+    let install = Install::with_config(&format!(
+        "[web]\nlisten = \"127.0.0.1:{web_port}\"\n{}",
+        good.config_lines()
+    ));
     let hub = install.spawn();
     install.wait_ready(hub.pid());
-    // Like any hub service that cannot start, it is skipped and /status says why, naming the key.
-    let web = wait_for("the web client's report in /status", || {
-        get_status(&install)["services"]
-            .as_array()?
-            .iter()
-            .find(|s| s["name"] == "web")
-            .cloned()
+    wait_for("the web client", || {
+        TcpStream::connect(("127.0.0.1", web_port)).ok()
     });
-    assert_eq!(web["state"], "failed", "{web}");
-    let error = web["error"].as_str().unwrap();
-    assert!(error.contains("web.tls_cert"), "{error}");
-    assert_eq!(error.lines().count(), 1, "{error}");
-    assert!(
-        TcpStream::connect(("127.0.0.1", web_port)).is_err(),
-        "nothing listens on the web port"
-    );
+    let host = format!("127.0.0.1:{web_port}");
+    let page = send_tls(&good, web_port, "GET", "/", &[("Host", &host)], "");
+    assert_eq!(page.status, 200, "{}", page.body);
 }

@@ -1,19 +1,26 @@
 """Drives the tau web client in a real Chromium (the distribution's, through Playwright) and
-checks what a person would see. Arguments: the web origin, the laptop's and the phone's pairing
+checks what a person would see, and the browser's side of the advisories (no secret in the page,
+its storage or any URL it requests; no address taken from its own URL). Arguments: the web origin, the laptop's and the phone's pairing
 links, the Chromium executable, the `tau` binary (run with this process's environment, the test's
 sandbox). Prints one JSON report on success; any failed check exits non-zero with its reason.
 """
 import http.server
 import json
+import os
 import subprocess
 import sys
 import threading
+from urllib.parse import urlsplit
 
 from playwright.sync_api import sync_playwright
 
 ORIGIN, LAPTOP_URL, PHONE_URL, CHROMIUM, TAU = sys.argv[1:6]
 TIMEOUT = 20000
 report = {}
+# Every URL the tau pages ask for (navigations, scripts, fetches, streams).
+requested = []
+with open(os.path.join(os.environ["TAU_DATA_DIR"], "hub", "token")) as token_file:
+    HUB_TOKEN = token_file.read().strip()
 
 
 def check(condition, what):
@@ -77,11 +84,36 @@ with sync_playwright() as p:
         args=["--no-sandbox", "--host-resolver-rules=MAP evil.example 127.0.0.1"])
 
     # Pair: the link enrolls this browser and leaves the address bar.
-    laptop = browser.new_context().new_page()
+    laptop_context = browser.new_context()
+    laptop = laptop_context.new_page()
+    laptop.on("request", lambda request: requested.append(request.url))
     laptop.goto(LAPTOP_URL)
     laptop.wait_for_selector("#input", timeout=TIMEOUT)
     check("pair=" not in laptop.url, "the code left the address bar: " + laptop.url)
     report["paired"] = True
+
+    # Advisory CVE-2026-25253 (a token sent where a URL parameter said): no secret in the page,
+    # its storage or any URL it asks for, and no address taken from the page's own URL.
+    cookies = [c for c in laptop_context.cookies() if c["name"] == "tau_web"]
+    check(len(cookies) == 1 and cookies[0]["httpOnly"], "one HttpOnly session cookie: %r" % cookies)
+    secrets = {"cookie": cookies[0]["value"], "hub token": HUB_TOKEN,
+               "pairing code": LAPTOP_URL.split("#pair=", 1)[1]}
+    seen = laptop.evaluate("""() => ({
+        cookie: document.cookie,
+        local: localStorage.length,
+        session: sessionStorage.length,
+        html: document.documentElement.outerHTML,
+    })""")
+    check(seen["cookie"] == "", "the page reads a cookie: %r" % seen["cookie"])
+    check(seen["local"] == 0 and seen["session"] == 0, "the page keeps something in web storage")
+    for name, secret in secrets.items():
+        check(secret not in seen["html"], "the page shows the " + name)
+    lured = laptop_context.new_page()
+    lured.on("request", lambda request: requested.append(request.url))
+    lured.goto(ORIGIN + "/?gatewayUrl=http%3A%2F%2Fevil.example%3A" + ORIGIN.rsplit(":", 1)[1]
+               + "&hub=evil.example&token=" + HUB_TOKEN[:8])
+    lured.wait_for_selector("#input", timeout=TIMEOUT)
+    lured.close()
 
     # The link works once: another browser profile cannot use it again.
     again = browser.new_context().new_page()
@@ -94,6 +126,14 @@ with sync_playwright() as p:
     send(laptop, "hello")
     laptop.wait_for_selector(".line.assistant", timeout=TIMEOUT)
     report["reply"] = laptop.text_content(".line.assistant")
+
+    # The routine the test fired, with its last firing (the list refreshes when a turn ends), and
+    # the nodes (none paired).
+    firing = laptop.wait_for_selector(
+        "#routines li[data-routine='clock'] .firing[data-outcome='succeeded']", timeout=TIMEOUT)
+    report["routine"] = laptop.text_content("#routines li[data-routine='clock']")
+    report["routine_firing"] = firing.text_content()
+    report["nodes"] = laptop.text_content("#nodes")
 
     # An approval card: a click and a `y` within 0.5 s do nothing; Enter (focus on Reject) rejects.
     # The page notes when the card appeared and when each input arrived, so the check proves the
@@ -132,6 +172,7 @@ with sync_playwright() as p:
     phone_context = browser.new_context(
         viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     phone = phone_context.new_page()
+    phone.on("request", lambda request: requested.append(request.url))
     phone.goto(PHONE_URL)
     phone.wait_for_selector("#input", timeout=TIMEOUT)
     phone.wait_for_selector(".line.assistant", timeout=TIMEOUT)
@@ -211,5 +252,16 @@ with sync_playwright() as p:
     report["revoked"] = phone.text_content("#notice")
 
     browser.close()
+
+# Every URL the enrolled pages asked for was the hub's own origin, and none carried a secret (the
+# pairing link's code rides in the fragment, which never leaves the browser).
+own = urlsplit(ORIGIN)
+for url in requested:
+    parts = urlsplit(url)
+    check((parts.scheme, parts.netloc) == (own.scheme, own.netloc), "a request elsewhere: " + url)
+    for name, secret in secrets.items():
+        check(secret not in parts.path + "?" + parts.query, "the %s in a URL: %s" % (name, url))
+report["requests"] = len(requested)
+report["secrets_in_urls"] = 0
 
 print(json.dumps(report))

@@ -64,7 +64,10 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
         "link",
         &["message", "clock", "tool", "listen", "host", "node"],
     ),
-    ("web", &["message", "tool", "gate", "hub", "host", "listen"]),
+    (
+        "web",
+        &["message", "tool", "gate", "node", "hub", "host", "listen"],
+    ),
     ("services", &["host", "hub", "rpc", "link", "web"]),
     (
         "testing",

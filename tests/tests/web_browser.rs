@@ -3,8 +3,11 @@
 //! `tau web pair --json`: pairing (once), a streamed reply, the approval card's arming (a click and
 //! `y` within 0.5 s do nothing, and the click leaves focus on Reject), Enter rejecting, Approve
 //! running the tool once, a second device seeing "decided elsewhere", a phone-sized window that
-//! chats and approves with a tap, another origin unable to read or act, a foreign Host refused, and
-//! `tau web revoke` ending a stream. It prints what it saw (`browser report:`) for the log.
+//! chats and approves with a tap, another origin unable to read or act, a foreign Host refused,
+//! `tau web revoke` ending a stream, a routine (added and fired with `tau routine`) shown with its
+//! last firing, the nodes list, and the browser's side of the advisories: no secret (cookie, hub
+//! token, pairing code) in the page, its web storage or any URL it requests, and no address taken
+//! from a parameter of its own URL. It prints what it saw (`browser report:`) for the log.
 //!
 //! Chromium is `TAU_TEST_CHROMIUM` (else `/usr/bin/chromium`); Python with Playwright is
 //! `TAU_TEST_PYTHON` (else `python3`). Without them the test says so and passes, unless
@@ -79,6 +82,32 @@ fn a_browser_pairs_chats_and_answers_approvals_as_the_seed_asks() {
         let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         answer["url"].as_str().unwrap().to_owned()
     };
+    // A routine with a firing, for the page to show.
+    for args in [
+        &[
+            "routine",
+            "add",
+            "clock",
+            "--every",
+            "1h",
+            "--tool",
+            "current_time",
+        ][..],
+        &["routine", "run", "clock", "--json"][..],
+    ] {
+        let out = sandbox
+            .command("tau")
+            .unwrap()
+            .env("TAU_HUB_PORT", hub_port.to_string())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "tau {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let (laptop, phone) = (pair("laptop"), pair("phone"));
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut command = sandbox.command("tau").unwrap();
@@ -111,6 +140,27 @@ fn a_browser_pairs_chats_and_answers_approvals_as_the_seed_asks() {
     assert!(!report["decided_elsewhere"].as_str().unwrap().is_empty());
     assert!(!report["revoked"].as_str().unwrap().is_empty());
     assert_eq!(report["phone_approved"], true);
+    let routine = report["routine"].as_str().unwrap();
+    assert!(
+        routine.contains("clock") && routine.contains("every 1h"),
+        "{routine}"
+    );
+    assert!(
+        report["routine_firing"]
+            .as_str()
+            .unwrap()
+            .starts_with("last: succeeded"),
+        "{report}"
+    );
+    assert!(
+        report["nodes"]
+            .as_str()
+            .unwrap()
+            .contains("No nodes paired."),
+        "{report}"
+    );
+    assert_eq!(report["secrets_in_urls"], 0);
+    assert!(report["requests"].as_u64().unwrap() > 10, "{report}");
 
     // The owner sees the laptop, and the phone no more.
     let out = sandbox

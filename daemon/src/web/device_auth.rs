@@ -4,8 +4,10 @@
 //! Invariants: a pairing code works once and for [`PAIR_TTL`]; a challenge works once, for
 //! [`CHALLENGE_TTL`], and only for the device it was made for; a session exists only because a
 //! device signed a fresh challenge with its enrolled key (there is no other way in: no token, no
-//! code and no flag skips the signature); a session lasts [`SESSION_TTL`] and ends at once when
-//! its device is revoked, and so does every stream the device holds (its [`CancellationToken`]);
+//! code and no flag skips the signature); a session lasts its lifetime ([`SESSION_TTL`] unless
+//! the web client was started with a shorter one) and ends at once when its device is revoked or
+//! it is signed out, and so does every stream opened with it (its [`SignedSession::ended`], a child
+//! of the device's [`CancellationToken`]); time comes in as `now` from the caller, so tests move it;
 //! codes and session tokens are kept only as SHA-256 digests, so a lookup leaks nothing of them;
 //! every map is bounded ([`MAX_CODES`], [`MAX_CHALLENGES`], [`MAX_SESSIONS`]).
 
@@ -68,6 +70,18 @@ struct Challenge {
 struct Session {
     device_id: String,
     until: Instant,
+    /// Cancelled when the session is signed out or its device revoked.
+    ended: CancellationToken,
+}
+
+/// A live session: its device, until when it lasts, and what ends with it.
+#[derive(Debug, Clone)]
+pub struct SignedSession {
+    pub device_id: String,
+    pub until: Instant,
+    /// Cancelled when the session is signed out or its device is revoked (not at `until`: the
+    /// holder waits for that instant itself).
+    pub ended: CancellationToken,
 }
 
 #[derive(Default)]
@@ -89,12 +103,31 @@ impl State {
 
 /// The sign-in state of the web client (in memory: a restart ends every session and voids every
 /// code; enrolled devices stay, in the device file).
-#[derive(Default)]
 pub struct Auth {
     state: Mutex<State>,
+    session_ttl: Duration,
+}
+
+impl Default for Auth {
+    fn default() -> Self {
+        Self::new(SESSION_TTL)
+    }
 }
 
 impl Auth {
+    /// Sign-in state whose sessions last `session_ttl` (at most [`SESSION_TTL`]).
+    pub fn new(session_ttl: Duration) -> Self {
+        Self {
+            state: Mutex::default(),
+            session_ttl: session_ttl.min(SESSION_TTL),
+        }
+    }
+
+    /// How long a session lasts.
+    pub fn session_ttl(&self) -> Duration {
+        self.session_ttl
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -170,30 +203,39 @@ impl Auth {
         if state.sessions.len() >= MAX_SESSIONS {
             return Err(PairError::Busy(Busy("sessions")));
         }
+        let ended = state
+            .devices
+            .entry(device_id.to_owned())
+            .or_default()
+            .child_token();
         state.sessions.insert(
             digest(&token),
             Session {
                 device_id: device_id.to_owned(),
-                until: now + SESSION_TTL,
+                until: now + self.session_ttl,
+                ended,
             },
         );
-        state.devices.entry(device_id.to_owned()).or_default();
         Ok(token)
     }
 
-    /// The device a session token belongs to, while it lasts.
-    pub fn session_device(&self, token: &str, now: Instant) -> Option<String> {
+    /// The session a token opens, while it lasts.
+    pub fn session(&self, token: &str, now: Instant) -> Option<SignedSession> {
         let mut state = self.lock();
         state.prune(now);
-        state
-            .sessions
-            .get(&digest(token))
-            .map(|s| s.device_id.clone())
+        state.sessions.get(&digest(token)).map(|s| SignedSession {
+            device_id: s.device_id.clone(),
+            until: s.until,
+            ended: s.ended.clone(),
+        })
     }
 
-    /// Ends a session (sign-out).
+    /// Ends a session (sign-out), and the streams opened with it.
     pub fn close_session(&self, token: &str) {
-        self.lock().sessions.remove(&digest(token));
+        let session = self.lock().sessions.remove(&digest(token));
+        if let Some(session) = session {
+            session.ended.cancel();
+        }
     }
 
     /// A token cancelled when `device_id` is revoked (a stream of the device holds a child).
@@ -319,20 +361,46 @@ mod tests {
     }
 
     #[test]
+    fn a_session_lasts_its_lifetime_and_signing_out_ends_its_streams() {
+        let auth = Auth::new(Duration::from_secs(2));
+        assert_eq!(auth.session_ttl(), Duration::from_secs(2));
+        assert_eq!(Auth::new(SESSION_TTL * 2).session_ttl(), SESSION_TTL);
+        let now = Instant::now();
+        let token = auth.open_session("dev-a", now).unwrap();
+        let session = auth.session(&token, now).unwrap();
+        assert_eq!(session.until, now + Duration::from_secs(2));
+        let later = now + Duration::from_secs(1);
+        assert!(auth.session(&token, later).is_some());
+        assert!(auth.session(&token, now + Duration::from_secs(2)).is_none());
+        let token = auth.open_session("dev-a", now).unwrap();
+        let ended = auth.session(&token, now).unwrap().ended;
+        auth.close_session(&token);
+        assert!(ended.is_cancelled());
+        assert!(auth.session(&token, now).is_none());
+    }
+
+    #[test]
     fn revoking_ends_sessions_and_streams() {
         let auth = Auth::default();
         let now = Instant::now();
         let token = auth.open_session("dev-a", now).unwrap();
         let other = auth.open_session("dev-b", now).unwrap();
         let stream = auth.device_token("dev-a");
-        assert_eq!(auth.session_device(&token, now).as_deref(), Some("dev-a"));
+        let session = auth.session(&token, now).unwrap().ended;
+        assert_eq!(
+            auth.session(&token, now).map(|s| s.device_id).as_deref(),
+            Some("dev-a")
+        );
         auth.revoke("dev-a");
         assert!(stream.is_cancelled());
-        assert_eq!(auth.session_device(&token, now), None);
-        assert_eq!(auth.session_device(&other, now).as_deref(), Some("dev-b"));
+        assert!(session.is_cancelled(), "the session's streams end too");
+        assert!(auth.session(&token, now).is_none());
         assert_eq!(
-            auth.session_device(&other, now + SESSION_TTL),
-            None,
+            auth.session(&other, now).map(|s| s.device_id).as_deref(),
+            Some("dev-b")
+        );
+        assert!(
+            auth.session(&other, now + SESSION_TTL).is_none(),
             "sessions expire"
         );
     }

@@ -2,7 +2,8 @@
 //! `[web] tls_cert` and `tls_key` (PEM), and an acceptor that hands the listener only connections
 //! whose handshake finished.
 //!
-//! Invariants: TLS 1.2 and 1.3 only (rustls' safe defaults, ring); a handshake has
+//! Invariants: every error loading the files is one line naming the key and the file (`taud`
+//! prints it and refuses to start); TLS 1.2 and 1.3 only (rustls' safe defaults, ring); a handshake has
 //! [`HANDSHAKE_DEADLINE`] and at most [`MAX_HANDSHAKES`] run at once (a connection beyond that is
 //! closed at once); a failed handshake closes its connection and never ends the accept loop.
 
@@ -37,15 +38,22 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
             cert.display()
         ));
     }
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("web.tls_key {}: {e}", key.display()))?;
+    let key_path = key;
+    let key = PrivateKeyDer::from_pem_file(key_path)
+        .map_err(|e| format!("web.tls_key {}: {e}", key_path.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS: {e}"))?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| format!("web.tls_cert and web.tls_key: {e}"))?;
+        .map_err(|e| {
+            format!(
+                "web.tls_cert {} and web.tls_key {}: {e}",
+                cert.display(),
+                key_path.display()
+            )
+        })?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

@@ -7,11 +7,14 @@
 //! - `device_auth`: pairing codes, challenges, signatures and sessions; `device_store`: the enrolled
 //!   devices' file; `signin`: the enrolment and sign-in requests; `owner`: what `tau web pair`,
 //!   `devices` and `revoke` call, on the hub's control port with the hub token.
-//! - `api`: sessions, turns, approvals and status as JSON; `stream`: a session's events as SSE;
-//!   `event_json`: the JSON of one event; `assets`: the page (embedded: no build step, no other
-//!   host); `texts`: its chrome from the message table the terminal uses.
+//! - `api`: sessions, turns, approvals and status as JSON; `hub_views`: routines with their last
+//!   firings and the paired nodes as JSON; `stream`: a session's events as SSE; `event_json`: the
+//!   JSON of one event; `assets`: the page (embedded: no build step, no other host); `texts`: its
+//!   chrome from the message table the terminal uses.
 //!
-//! Invariants: loopback unless TLS is configured (checked at load and again at start); every
+//! Invariants: loopback unless TLS is configured (checked at load and again at start); a
+//! configured certificate and key that do not load refuse the hub's start ([`WebLaunch::check_tls`],
+//! called by `taud` before it takes the lock), and the web client's start if they broke since; every
 //! request passes `guard` first; nothing but a fresh signed challenge makes a session, and no
 //! token ever travels in a URL; a decision counts only from a stream this device holds, which the
 //! hub showed the approval (the core's one-winner path decides); revoking a device ends its
@@ -24,6 +27,7 @@ pub mod device_store;
 mod event_json;
 pub mod guard;
 mod https;
+mod hub_views;
 mod owner;
 mod signin;
 mod stream;
@@ -33,6 +37,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::extract::DefaultBodyLimit;
@@ -46,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 use crate::host::{Hub, HubService, ServiceError};
 use crate::hub::HubCore;
 use crate::listen::{self, Protocols};
+use crate::node::NodeRegistry;
 use device_auth::Auth;
 use device_store::{DEVICES_FILE, Devices};
 use guard::Origins;
@@ -59,6 +65,11 @@ pub const WEB_CHANNEL: &str = "web";
 /// The largest request body read.
 const MAX_BODY: usize = 64 * 1024;
 
+/// Test knob: how long a session cookie lasts, in seconds (1..=3600; it can only shorten
+/// [`SESSION_TTL`]), so a test sees a stream end at its cookie's expiry without waiting an hour.
+/// Not a setting: a value that does not parse is ignored.
+pub const SESSION_SECONDS_ENV: &str = "TAU_WEB_SESSION_SECONDS";
+
 /// Finds the session service to serve (the one the gRPC service started).
 pub type CoreLookup = Arc<dyn Fn(&Hub) -> Option<HubCore> + Send + Sync>;
 
@@ -68,6 +79,10 @@ pub struct WebLaunch {
     pub config: WebConfig,
     /// The chrome's language (`[ui] language`).
     pub lang: Lang,
+    /// How long a session cookie lasts ([`SESSION_TTL`] unless [`SESSION_SECONDS_ENV`] shortens it).
+    pub session_ttl: Duration,
+    /// The paired nodes the page lists (none on a hub without a node registry).
+    pub nodes: Option<Arc<NodeRegistry>>,
 }
 
 impl WebLaunch {
@@ -75,10 +90,35 @@ impl WebLaunch {
     pub fn from_installation(installation: &Installation) -> Option<Self> {
         let config = installation.config.web.clone();
         config.listen?;
+        let session_ttl = installation
+            .env
+            .non_empty(SESSION_SECONDS_ENV)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|s| (1..=SESSION_TTL.as_secs()).contains(s))
+            .map_or(SESSION_TTL, Duration::from_secs);
         Some(Self {
             config,
             lang: installation.config.ui.language,
+            session_ttl,
+            nodes: None,
         })
+    }
+
+    /// The same, listing the nodes of `registry`.
+    #[must_use]
+    pub fn with_nodes(mut self, registry: Arc<NodeRegistry>) -> Self {
+        self.nodes = Some(registry);
+        self
+    }
+
+    /// Loads the configured TLS certificate and key (when `tls_cert` and `tls_key` are set), so a
+    /// file that is missing, unreadable or not PEM refuses the hub's start: one line naming the key
+    /// and the file.
+    pub fn check_tls(&self) -> Result<(), String> {
+        match (&self.config.tls_cert, &self.config.tls_key) {
+            (Some(cert), Some(key)) => https::server_config(cert, key).map(drop),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -93,6 +133,8 @@ pub(crate) struct WebState {
     streams: Mutex<HashMap<String, (String, String)>>,
     lang: Lang,
     tls: bool,
+    /// The paired nodes, when the hub has a registry.
+    nodes: Option<Arc<NodeRegistry>>,
     /// Where a pairing link points (the page's origin).
     link_base: String,
     stop: CancellationToken,
@@ -205,12 +247,13 @@ impl HubService for WebService {
                 tls.is_some(),
                 config.public_origin.clone(),
             )),
-            auth: Auth::default(),
+            auth: Auth::new(self.launch.session_ttl),
             devices: Mutex::new(devices),
             devices_file,
             streams: Mutex::new(HashMap::new()),
             lang: self.launch.lang,
             tls: tls.is_some(),
+            nodes: self.launch.nodes.clone(),
             link_base: self.link_base(bound),
             stop: stop.clone(),
         });
@@ -299,6 +342,8 @@ fn router(state: &Arc<WebState>) -> axum::Router {
         .route("/api/decide", post(api::decide))
         .route("/api/pending", get(api::pending))
         .route("/api/status", get(api::status))
+        .route("/api/routines", get(hub_views::routines))
+        .route("/api/nodes", get(hub_views::nodes))
         .route("/api/events", get(stream::events))
         .fallback(assets::not_found)
         .with_state(Arc::clone(state))

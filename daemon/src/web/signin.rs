@@ -17,9 +17,10 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::WebState;
-use super::device_auth::{SESSION_TTL, is_public_key, random_hex, signed_message, verify};
+use super::device_auth::{is_public_key, random_hex, signed_message, verify};
 use super::device_store::Device;
 use super::guard::CheckedHost;
 use super::texts;
@@ -49,11 +50,15 @@ fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         })
 }
 
-/// The device a request is signed in as.
+/// The device a request is signed in as, and its session.
 #[derive(Debug, Clone)]
 pub(super) struct SignedIn {
     pub device_id: String,
     pub name: String,
+    /// When the session's cookie stops working.
+    pub until: Instant,
+    /// Cancelled when the session is signed out or its device revoked.
+    pub ended: CancellationToken,
 }
 
 /// A request that is not signed in (a 401 answer).
@@ -69,15 +74,17 @@ impl IntoResponse for NotSignedIn {
 /// The signed-in device of a request.
 pub(super) fn signed_in(state: &WebState, headers: &HeaderMap) -> Result<SignedIn, NotSignedIn> {
     let token = cookie_value(headers, cookie_name(state)).ok_or(NotSignedIn)?;
-    let device_id = state
+    let session = state
         .auth
-        .session_device(token, Instant::now())
+        .session(token, Instant::now())
         .ok_or(NotSignedIn)?;
     let devices = state.devices();
-    let device = devices.by_id(&device_id).ok_or(NotSignedIn)?;
+    let device = devices.by_id(&session.device_id).ok_or(NotSignedIn)?;
     Ok(SignedIn {
-        device_id,
         name: device.name.clone(),
+        device_id: session.device_id,
+        until: session.until,
+        ended: session.ended,
     })
 }
 
@@ -215,7 +222,7 @@ pub(super) async fn login(
     let cookie = format!(
         "{}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{secure}",
         cookie_name(&state),
-        SESSION_TTL.as_secs()
+        state.auth.session_ttl().as_secs()
     );
     let mut response = Json(json!({"ok": true, "device": name})).into_response();
     match HeaderValue::from_str(&cookie) {

@@ -6,10 +6,13 @@
 //! Invariants: the stream is the hub's `Subscribe` on channel `web` (its attachment is what lets
 //! the device decide the approvals it shows, and its end closes them when no one else watches);
 //! its key maps to its device and attachment only while it lives; it ends at once when its device
-//! is revoked (a last `revoked` event) or the web client stops, and with a `lagged` event when the
-//! page fell too far behind; a comment line every [`KEEPALIVE`] keeps proxies from cutting it.
+//! is revoked (a last `revoked` event), when the session cookie it was opened with expires or is
+//! signed out (a last `expired` event: the page signs in again and reopens it), or when the web
+//! client stops, and with a `lagged` event when the page fell too far behind; a comment line every
+//! [`KEEPALIVE`] keeps proxies from cutting it.
 
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,6 +55,10 @@ struct Live {
     events: EventStream,
     stream_id: String,
     revoked: CancellationToken,
+    /// The session's sign-out (or its device's revocation).
+    signed_out: CancellationToken,
+    /// When the session's cookie expires.
+    expires: Pin<Box<tokio::time::Sleep>>,
     stop: CancellationToken,
     keepalive: tokio::time::Interval,
     first: Option<String>,
@@ -73,11 +80,20 @@ async fn step(mut live: Live) -> Option<(Result<Bytes, Infallible>, Live)> {
     }
     let empty = serde_json::json!({});
     let chunk = tokio::select! {
+        biased;
         () = live.revoked.cancelled() => {
             live.done = true;
             frame("revoked", None, &empty)
         }
         () = live.stop.cancelled() => return None,
+        () = live.signed_out.cancelled() => {
+            live.done = true;
+            frame("expired", None, &empty)
+        }
+        () = &mut live.expires => {
+            live.done = true;
+            frame("expired", None, &empty)
+        }
         _ = live.keepalive.tick() => Bytes::from_static(b": ping\n\n"),
         next = live.events.next() => match next {
             Ok(Some(event)) => frame(
@@ -144,6 +160,8 @@ pub(super) async fn events(
         stream_id: snapshot.stream_id.clone(),
         events,
         revoked: state.auth.device_token(&device.device_id),
+        signed_out: device.ended.clone(),
+        expires: Box::pin(tokio::time::sleep_until(device.until.into())),
         stop: state.stop.clone(),
         keepalive,
         first: Some(String::from_utf8_lossy(&first).into_owned()),

@@ -114,6 +114,86 @@ pub const WEB_MESSAGES: &[ChannelMessage] = &[
         en: "No sessions yet.",
         tr: "Henüz oturum yok.",
     },
+    ChannelMessage {
+        key: "web.routines",
+        en: "Routines",
+        tr: "Rutinler",
+    },
+    ChannelMessage {
+        key: "web.no_routines",
+        en: "No routines.",
+        tr: "Rutin yok.",
+    },
+    ChannelMessage {
+        key: "web.routines_off",
+        en: "Routines are off: {reason}",
+        tr: "Rutinler kapalı: {reason}",
+    },
+    ChannelMessage {
+        key: "web.next_firing",
+        en: "next: {time}",
+        tr: "sonraki: {time}",
+    },
+    ChannelMessage {
+        key: "web.last_firing",
+        en: "last: {outcome}, {time}",
+        tr: "son: {outcome}, {time}",
+    },
+    ChannelMessage {
+        key: "web.never_fired",
+        en: "not fired yet",
+        tr: "henüz çalışmadı",
+    },
+    ChannelMessage {
+        key: "web.paused",
+        en: "paused",
+        tr: "duraklatıldı",
+    },
+    ChannelMessage {
+        key: "web.outcome.running",
+        en: "running",
+        tr: "çalışıyor",
+    },
+    ChannelMessage {
+        key: "web.outcome.succeeded",
+        en: "succeeded",
+        tr: "başarılı",
+    },
+    ChannelMessage {
+        key: "web.outcome.failed",
+        en: "failed",
+        tr: "başarısız",
+    },
+    ChannelMessage {
+        key: "web.outcome.skipped",
+        en: "skipped",
+        tr: "atlandı",
+    },
+    ChannelMessage {
+        key: "web.outcome.interrupted",
+        en: "interrupted",
+        tr: "yarıda kesildi",
+    },
+    ChannelMessage {
+        key: "web.nodes",
+        en: "Nodes",
+        tr: "Düğümler",
+    },
+    ChannelMessage {
+        key: "web.no_nodes",
+        en: "No nodes paired.",
+        tr: "Eşleşmiş düğüm yok.",
+    },
+    ChannelMessage {
+        key: "web.node_live",
+        en: "live",
+        tr: "bağlı",
+    },
+    ChannelMessage {
+        key: "web.node_away",
+        en: "away",
+        tr: "bağlı değil",
+    },
 ];
 
 /// Every text the page uses, as templates in `lang`.
@@ -147,5 +227,18 @@ mod tests {
         }
         assert_eq!(table(Lang::Tr)["approval.arming"], "(hazırlanıyor…)");
         assert_eq!(table(Lang::En)["approval.arming"], "(arming…)");
+        assert_eq!(table(Lang::Tr)["web.routines"], "Rutinler");
+        assert_eq!(table(Lang::En)["web.node_live"], "live");
+    }
+
+    #[test]
+    fn every_firing_outcome_has_a_word() {
+        // `FiringOutcome::as_str` of each outcome (the web room does not import `routine`).
+        for outcome in ["running", "succeeded", "failed", "skipped", "interrupted"] {
+            let key = format!("web.outcome.{outcome}");
+            for lang in Lang::ALL {
+                assert!(table(lang).contains_key(&key), "{key} in {lang:?}");
+            }
+        }
     }
 }

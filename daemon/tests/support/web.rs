@@ -190,10 +190,30 @@ impl WebHub {
 
     /// A hub with `[web] listen` on a free port and `extra` appended to tau.toml.
     pub fn start_with(extra: &str) -> Self {
+        Self::start_with_env(extra, &[])
+    }
+
+    /// The same, with `env` added to the hub's environment (test knobs).
+    pub fn start_with_env(extra: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_config(
+            |web_port| {
+                format!(
+                    "[hub]\nheartbeat_seconds = 1\n\n[web]\nlisten = \"127.0.0.1:{web_port}\"\n{extra}"
+                )
+            },
+            env,
+        )
+    }
+
+    /// A hub whose whole tau.toml `config` makes from the web port, with `env` added.
+    pub fn start_config(config: impl FnOnce(u16) -> String, env: &[(&str, &str)]) -> Self {
         let web_port = free_port();
-        let install = Install::with_config(&format!(
-            "[hub]\nheartbeat_seconds = 1\n\n[web]\nlisten = \"127.0.0.1:{web_port}\"\n{extra}"
-        ));
+        let mut install = Install::with_config(&config(web_port));
+        for (name, value) in env {
+            install
+                .extra_env
+                .push(((*name).to_owned(), (*value).to_owned()));
+        }
         let hub = install.spawn();
         install.wait_ready(hub.pid());
         wait_for("the web client", || {
@@ -250,7 +270,8 @@ impl WebHub {
         }
     }
 
-    fn token(&self) -> String {
+    /// The hub token (the owner's, on the control port).
+    pub fn token(&self) -> String {
         std::fs::read_to_string(self.install.paths().token_file)
             .unwrap()
             .trim()
@@ -482,6 +503,11 @@ impl Sse {
         loop {
             if let Some(event) = self.take_event() {
                 return Some(event);
+            }
+            // The chunked body's last chunk: the server ended the stream (the connection may
+            // stay open for the next request).
+            if self.buffer.trim_start_matches("\r\n").starts_with("0\r\n") {
+                self.ended = true;
             }
             if self.ended {
                 return None;

@@ -95,7 +95,8 @@ async function start() {
   }
   state.identity = identity;
   layout(boot.device);
-  await Promise.all([refreshSessions(), refreshPending(), refreshStatus()]);
+  await Promise.all([refreshSessions(), refreshPending(), refreshStatus(), refreshRoutines(), refreshNodes()]);
+  setInterval(() => { refreshStatus().catch(() => {}); refreshRoutines().catch(() => {}); refreshNodes().catch(() => {}); }, 30000);
   const sessions = document.querySelectorAll('#sessions li[data-session]');
   await openSession(sessions.length ? 'most_recent' : 'new');
 }
@@ -110,6 +111,10 @@ function layout(device) {
       el('ul', { id: 'sessions' }),
       el('h2', {}, t('web.pending')),
       el('ul', { id: 'pending' }),
+      el('h2', {}, t('web.routines')),
+      el('ul', { id: 'routines' }),
+      el('h2', {}, t('web.nodes')),
+      el('ul', { id: 'nodes' }),
       el('h2', {}, t('web.status')),
       el('pre', { id: 'status' })),
     el('main', { id: 'chat' },
@@ -158,6 +163,36 @@ async function refreshStatus() {
     (status.tools || []).join(', ');
 }
 
+function when(text) {
+  const date = new Date(text);
+  return isNaN(date) ? text : date.toLocaleString(document.documentElement.lang);
+}
+
+// Each routine: its name and schedule, then its last firing (outcome and time) or its next one.
+async function refreshRoutines() {
+  const answer = await api('GET', '/api/routines');
+  const list = document.getElementById('routines');
+  list.replaceChildren(...answer.routines.map((r) => {
+    const last = r.last_firings[0];
+    const firing = last
+      ? el('span', { class: 'firing', 'data-outcome': last.outcome }, t('web.last_firing', { outcome: t('web.outcome.' + last.outcome), time: when(last.started_at) }))
+      : el('span', { class: 'firing' }, t('web.never_fired'));
+    const next = r.paused ? t('web.paused') : r.next_firing ? t('web.next_firing', { time: when(r.next_firing) }) : '';
+    return el('li', { 'data-routine': r.name, class: 'routine' },
+      el('strong', {}, r.name), ' ', el('span', { class: 'schedule' }, r.schedule), el('br'), firing, next ? el('br') : '', next);
+  }));
+  if (!answer.enabled) list.append(el('li', { class: 'empty' }, t('web.routines_off', { reason: answer.problem })));
+  else if (!answer.routines.length) list.append(el('li', { class: 'empty' }, t('web.no_routines')));
+}
+
+async function refreshNodes() {
+  const { nodes } = await api('GET', '/api/nodes');
+  const list = document.getElementById('nodes');
+  list.replaceChildren(...nodes.map((n) => el('li', { 'data-node': n.name, class: n.live ? 'node live' : 'node away' },
+    el('strong', {}, n.name), ' · ' + t(n.live ? 'web.node_live' : 'web.node_away') + (n.tools.length ? ' · ' + n.tools.join(', ') : ''))));
+  if (!nodes.length) list.append(el('li', { class: 'empty' }, t('web.no_nodes')));
+}
+
 function line(role, text) {
   const item = el('li', { class: 'line ' + role }, text);
   document.getElementById('log').append(item);
@@ -182,6 +217,11 @@ async function openSession(target) {
   source.addEventListener('session', (e) => onEvent(JSON.parse(e.data)));
   source.addEventListener('revoked', () => { source.close(); document.getElementById('app').replaceChildren(el('p', { id: 'notice', role: 'status' }, t('web.revoked'))); });
   source.addEventListener('lagged', () => { source.close(); openSession(id); });
+  // The session cookie ran out (or was signed out): sign in again with this device's key, reopen.
+  source.addEventListener('expired', () => {
+    source.close();
+    signIn(state.identity).then(() => openSession(id), (e) => notice(e.status === 403 ? t('web.not_enrolled') : e.message));
+  });
   source.addEventListener('error', () => { if (source.readyState === EventSource.CLOSED && state.source === source) notice(t('web.reconnecting')); });
   refreshSessions().catch(() => {});
 }
@@ -213,7 +253,7 @@ function onEvent(event) {
     case 'turn_ended':
       if (event.notice) line('notice', event.notice);
       state.reply = null; setState('tui.state.idle');
-      refreshSessions().catch(() => {}); refreshStatus().catch(() => {});
+      refreshSessions().catch(() => {}); refreshStatus().catch(() => {}); refreshRoutines().catch(() => {});
       break;
     case 'error': line('notice', event.message); break;
     default: break;
