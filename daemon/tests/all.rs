@@ -47,6 +47,7 @@ mod mcp_hub_process;
 mod mcp_real_server;
 mod mcp_servers;
 mod node_link;
+mod node_mcp;
 mod otel_export;
 mod provider_anthropic;
 mod provider_bedrock;
