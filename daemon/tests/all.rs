@@ -46,6 +46,7 @@ mod hub_window;
 mod mcp_hub_process;
 mod mcp_real_server;
 mod mcp_servers;
+mod node_changed;
 mod node_link;
 mod node_mcp;
 mod otel_export;

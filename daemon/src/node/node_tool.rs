@@ -104,6 +104,10 @@ impl Tool for NodeTool {
         &self.raw
     }
 
+    fn claim(&self) -> Option<&str> {
+        Some(&self.digest)
+    }
+
     async fn call(&self, input: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         if !input.is_object() {
             return Err(ToolError::InvalidInput(
