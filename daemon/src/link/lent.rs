@@ -59,6 +59,15 @@ impl Lent {
         self.mcp.stop(MCP_STOP_WAIT).await;
     }
 
+    /// The `mcp` key of the node's `GET /status` (each server's state and tools); empty when the
+    /// node runs no MCP server.
+    pub fn status(&self) -> serde_json::Map<String, serde_json::Value> {
+        if self.mcp.is_empty() {
+            return serde_json::Map::new();
+        }
+        crate::mcp::status_json(&self.mcp)
+    }
+
     /// Changes whenever an MCP server's tools may have changed.
     pub fn changes(&self) -> watch::Receiver<u64> {
         self.mcp.watch_tools()

@@ -71,8 +71,10 @@ impl HubService for NodeDialer {
         NODE_DIALER
     }
 
-    async fn start(&self, _hub: &Hub) -> Result<(), ServiceError> {
+    async fn start(&self, hub: &Hub) -> Result<(), ServiceError> {
         self.tools.start();
+        let lent = Arc::clone(&self.tools);
+        hub.add_status_source(move || lent.status());
         let stop = CancellationToken::new();
         let task = tokio::spawn(dial_loop(
             Arc::clone(&self.registry),
