@@ -4,11 +4,15 @@
 //! Invariants: the digest covers the name, the description and the schema, each followed by a
 //! zero byte, so no two different claims share one; the first digest seen for a tool is kept until
 //! the node is paired again, and a claim that differs from it is "changed" (never offered), however
-//! many times it is announced.
+//! many times it is announced; at most [`MAX_REMEMBERED`] first digests are kept per node, and a
+//! tool that would need more counts as changed (not offered until the node is paired again).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use sha2::{Digest, Sha256};
+
+/// First digests kept per node (the tools it ever announced since pairing).
+pub const MAX_REMEMBERED: usize = 256;
 
 /// A tool a node claims to lend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +50,9 @@ pub(super) fn compare(
                 changed.insert(claim.name.clone());
             }
             Some(_) => {}
+            None if first.len() >= MAX_REMEMBERED => {
+                changed.insert(claim.name.clone());
+            }
             None => {
                 first.insert(claim.name.clone(), digest);
                 learned = true;
@@ -78,5 +85,18 @@ mod tests {
         let (changed, learned) = compare(&mut first, &[claim("a", "one")]);
         assert!(changed.is_empty() && !learned, "back as first seen");
         assert_ne!(claim("ab", "c").digest(), claim("a", "bc").digest());
+    }
+
+    #[test]
+    fn past_the_cap_a_new_tool_counts_as_changed() {
+        let mut first = BTreeMap::new();
+        let many: Vec<ToolClaim> = (0..MAX_REMEMBERED)
+            .map(|n| claim(&format!("t{n}"), "x"))
+            .collect();
+        let (changed, learned) = compare(&mut first, &many);
+        assert!(changed.is_empty() && learned);
+        let (changed, learned) = compare(&mut first, &[claim("one_more", "x")]);
+        assert_eq!(changed.into_iter().collect::<Vec<_>>(), ["one_more"]);
+        assert!(!learned && first.len() == MAX_REMEMBERED);
     }
 }
