@@ -2,8 +2,8 @@
 //! node listener, one with TAU_ROLE=node. Pairing (single use, bound to both keys; reused and
 //! wrong codes refused in one line; an unpaired or changed key refused), the link's liveness in
 //! `tau.v1.Nodes` and `GetStatus`, tier-0 and tier-2 node calls through the hub's gate, untiered
-//! tools never offered, a node killed mid-call (outcome unknown), restarts of either side, and
-//! revoke.
+//! tools never offered, a node killed mid-call (outcome unknown), restarts of either side, a hub
+//! gone silent (the node ends the link and dials again), and revoke.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -294,4 +294,37 @@ async fn node_calls_go_through_the_hubs_gate_and_survive_restarts() {
     let mut node_nodes = nodes(&node_home).await;
     wait_state(&mut node_nodes, "key changed: pair again").await;
     drop(hub);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_ends_a_link_its_hub_went_silent_on_and_dials_again() {
+    let listen = free_port();
+    let hub_home = hub_install(listen, false);
+    let hub = hub_home.spawn();
+    hub_home.wait_ready(hub.pid());
+    let node_home = node_install();
+    let node = node_home.spawn();
+    node_home.wait_ready(node.pid());
+    let mut hub_nodes = pair(&hub_home, &node_home, listen).await;
+
+    // The hub stops answering (heartbeats every second): within two, the node gives the link up,
+    // though its own heartbeats keep going out.
+    hub.signal(nix::sys::signal::Signal::SIGSTOP);
+    let log = node_home.data.join("logs/tau.log");
+    let end = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("the hub was silent for two heartbeats")
+    {
+        assert!(
+            tokio::time::Instant::now() < end,
+            "the node never gave up the silent link"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    hub.signal(nix::sys::signal::Signal::SIGCONT);
+    wait_live(&mut hub_nodes, "pi", true).await;
+    let mut node_nodes = nodes(&node_home).await;
+    wait_live(&mut node_nodes, "pi", true).await;
+    drop((hub, node));
 }

@@ -207,9 +207,14 @@ async fn link_once(
     let running: Running = Arc::default();
     let mut tick = tokio::time::interval(heartbeat);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // When the hub was last heard: the silence is measured from it, whatever else wakes the loop.
+    let mut heard = Instant::now();
     let ended = loop {
         tokio::select! {
             () = stop.cancelled() => break Ok(()),
+            () = tokio::time::sleep_until(heard + window) => {
+                break Err("the hub was silent for two heartbeats".to_owned());
+            }
             _ = tick.tick() => {
                 let _ = tx.try_send(frame(pb::node_frame::Frame::Heartbeat(pb::Heartbeat {})));
             }
@@ -230,12 +235,12 @@ async fn link_once(
                     }
                 }
             }
-            next = tokio::time::timeout(window, inbound.message()) => match next {
-                Ok(Ok(Some(pb::HubFrame { frame: Some(Frame::Call(call)) }))) => {
+            next = inbound.message() => match next.inspect(|_| heard = Instant::now()) {
+                Ok(Some(pb::HubFrame { frame: Some(Frame::Call(call)) })) => {
                     registry.hub_link(None);
                     start_call(tools, call, tx.clone(), &running);
                 }
-                Ok(Ok(Some(pb::HubFrame { frame: Some(Frame::Cancel(cancel)) }))) => {
+                Ok(Some(pb::HubFrame { frame: Some(Frame::Cancel(cancel)) })) => {
                     registry.hub_link(None);
                     let token = running
                         .lock()
@@ -245,15 +250,14 @@ async fn link_once(
                         token.cancel();
                     }
                 }
-                Ok(Ok(Some(_))) => registry.hub_link(None),
-                Ok(Ok(None)) => break Ok(()),
-                Ok(Err(status)) => {
+                Ok(Some(_)) => registry.hub_link(None),
+                Ok(None) => break Ok(()),
+                Err(status) => {
                     if refused_key(&format!("{status:?}")) {
                         registry.hub_key_changed();
                     }
                     break Err(format!("the link ended: {}", status.message()));
                 }
-                Err(_) => break Err("the hub was silent for two heartbeats".to_owned()),
             },
         }
     };
