@@ -94,7 +94,12 @@ fn main() -> ExitCode {
             std::sync::Arc::new(registry),
             installation.settings.role,
             installation.config.node.clone(),
-        ),
+        )
+        .with_mcp(if node_role {
+            core_options.mcp_servers.clone()
+        } else {
+            Vec::new()
+        }),
         Err(e) => {
             eprintln!("taud: {e}");
             return refused(exit::CONFIG);

@@ -2,8 +2,8 @@
 //! node listener, one with TAU_ROLE=node. Pairing (single use, bound to both keys; reused and
 //! wrong codes refused in one line; an unpaired or changed key refused), the link's liveness in
 //! `tau.v1.Nodes` and `GetStatus`, tier-0 and tier-2 node calls through the hub's gate, untiered
-//! tools never offered, a node killed mid-call (outcome unknown), restarts of either side, and
-//! revoke.
+//! tools never offered, a node killed mid-call (outcome unknown), restarts of either side, a hub
+//! gone silent (the node ends the link and dials again), and revoke.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,10 +11,10 @@ use std::time::Duration;
 use crate::support;
 
 use support::api::*;
-use support::process::{Install, free_port, uds_channel};
-use tau_api::proto::v1::{self as pb, nodes_client::NodesClient, session_event::Kind};
+use support::nodes::*;
+use support::process::{Install, free_port};
+use tau_api::proto::v1 as pb;
 use tonic::Code;
-use tonic::transport::Channel;
 
 const EFFECT: &str = "Moves the demo actuator on the node.";
 
@@ -32,72 +32,6 @@ fn hub_install(listen: u16, tier_physical: bool) -> Install {
 
 fn node_install() -> Install {
     Install::with_config("[hub]\nheartbeat_seconds = 1\nrole = \"node\"\n[nodes]\nheartbeat = 1\n")
-}
-
-async fn nodes(install: &Install) -> NodesClient<Channel> {
-    NodesClient::new(uds_channel(&install.paths().socket).await)
-}
-
-async fn code(hub: &mut NodesClient<Channel>) -> String {
-    let request = pb::PairNodeRequest { name: "pi".into() };
-    hub.pair_node(request).await.unwrap().into_inner().code
-}
-
-async fn join(
-    node: &mut NodesClient<Channel>,
-    listen: u16,
-    code: &str,
-) -> Result<pb::JoinHubResponse, tonic::Status> {
-    let request = pb::JoinHubRequest {
-        address: format!("127.0.0.1:{listen}"),
-        code: code.into(),
-    };
-    node.join_hub(request)
-        .await
-        .map(tonic::Response::into_inner)
-}
-
-/// Polls `ListNodes` until node `name` is (or is not) live, or gives up at the deadline.
-async fn wait_live(client: &mut NodesClient<Channel>, name: &str, live: bool) -> pb::NodeInfo {
-    let end = tokio::time::Instant::now() + Duration::from_secs(40);
-    loop {
-        let listed = client.list_nodes(pb::ListNodesRequest {}).await.unwrap();
-        let found = listed
-            .into_inner()
-            .nodes
-            .into_iter()
-            .find(|n| n.name == name);
-        if let Some(node) = found.filter(|n| n.live == live) {
-            return node;
-        }
-        assert!(
-            tokio::time::Instant::now() < end,
-            "node {name} never became live={live}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A turn's tool call and final text.
-async fn one_call(
-    client: &mut Client,
-    session: &str,
-    text: &str,
-) -> (Option<pb::ToolCallFinished>, String) {
-    let (mut stream, _) = start(client, turn(session, text, "terminal")).await;
-    let kinds = rest(&mut stream).await;
-    let call = kinds.iter().find_map(|k| match k {
-        Kind::ToolCall(call) => Some(call.clone()),
-        _ => None,
-    });
-    (call, ended(&kinds).text.clone())
-}
-
-fn node_calls(install: &Install, tool: &str) -> usize {
-    let log = std::fs::read_to_string(install.data.join("logs/tau.log")).unwrap_or_default();
-    log.lines()
-        .filter(|l| l.contains("ran a call for the hub") && l.contains(tool))
-        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,22 +134,6 @@ async fn pairing_is_single_use_bound_to_both_keys_and_refuses_in_one_line() {
     assert!(refused.is_err());
     let flagged = wait_state(&mut hub_nodes, "key changed: pair again").await;
     assert_eq!(flagged.name, "pi");
-}
-
-async fn wait_state(client: &mut NodesClient<Channel>, state: &str) -> pb::NodeInfo {
-    let end = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let listed = client
-            .list_nodes(pb::ListNodesRequest {})
-            .await
-            .unwrap()
-            .into_inner();
-        if let Some(node) = listed.nodes.into_iter().find(|n| n.state == state) {
-            return node;
-        }
-        assert!(tokio::time::Instant::now() < end, "no node reached {state}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Opens a link with `tls` as a node would: the hello, then the hub's first frame.
@@ -376,4 +294,37 @@ async fn node_calls_go_through_the_hubs_gate_and_survive_restarts() {
     let mut node_nodes = nodes(&node_home).await;
     wait_state(&mut node_nodes, "key changed: pair again").await;
     drop(hub);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_ends_a_link_its_hub_went_silent_on_and_dials_again() {
+    let listen = free_port();
+    let hub_home = hub_install(listen, false);
+    let hub = hub_home.spawn();
+    hub_home.wait_ready(hub.pid());
+    let node_home = node_install();
+    let node = node_home.spawn();
+    node_home.wait_ready(node.pid());
+    let mut hub_nodes = pair(&hub_home, &node_home, listen).await;
+
+    // The hub stops answering (heartbeats every second): within two, the node gives the link up,
+    // though its own heartbeats keep going out.
+    hub.signal(nix::sys::signal::Signal::SIGSTOP);
+    let log = node_home.data.join("logs/tau.log");
+    let end = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("the hub was silent for two heartbeats")
+    {
+        assert!(
+            tokio::time::Instant::now() < end,
+            "the node never gave up the silent link"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    hub.signal(nix::sys::signal::Signal::SIGCONT);
+    wait_live(&mut hub_nodes, "pi", true).await;
+    let mut node_nodes = nodes(&node_home).await;
+    wait_live(&mut node_nodes, "pi", true).await;
+    drop((hub, node));
 }

@@ -5,7 +5,8 @@
 //! Invariants: the node listener is off unless `listen` is set, and it is the only listener that
 //! may bind a non-loopback address; a node name follows the MCP server-key rule, so the
 //! model-visible `node__<node>__<tool>` names are injective (see [`crate::mcp_names`]); every tool
-//! entry has a tier of 0, 1 or 2, and a tier-2 entry has an effect sentence; durations are capped.
+//! entry has a tier of 0, 1 or 2, a tier-2 entry has an effect sentence, and its offered name
+//! fits the providers' 64 characters; durations are capped.
 //! A tool a node announces without an entry here is never offered to the model. Nothing here is
 //! started: this is configuration only.
 
@@ -174,6 +175,17 @@ fn node_tools(node: &Section<'_>, name: &str) -> Result<NodeTools, ConfigError> 
                 expected: "a table with tier (0, 1 or 2) and effect".to_owned(),
             });
         };
+        if format!("node__{name}__{tool}").len() > crate::mcp_names::MAX_NAME_LEN {
+            return Err(ConfigError::Invalid {
+                file: node.file().to_path_buf(),
+                key: node.key(&format!("tools.{}", key_segment(tool))),
+                value: render_value(value),
+                expected: format!(
+                    "a tool whose offered name node__{name}__<tool> fits in {} characters",
+                    crate::mcp_names::MAX_NAME_LEN
+                ),
+            });
+        }
         let entry = node.child(&["tools", tool], t, TOOL_KEYS)?;
         out.tools.insert(tool.clone(), tool_config(&entry)?);
     }
@@ -328,6 +340,10 @@ lend = ["current_time"]
                 "nodes.pi.tools.x.colour = 1: unknown key",
             ),
             ("[nodes.pi]\nlend = 1\n", "nodes.pi.lend = 1: unknown key"),
+            (
+                "[nodes.pi.tools.mcp__a_long_server_name__a_tool_with_a_rather_long_name]\ntier = 0\n",
+                "expected a tool whose offered name node__pi__<tool> fits in 64 characters",
+            ),
             (
                 "[nodes.my-pi.tools.x]\ntier = 0\n[nodes.my_pi.tools.x]\ntier = 0\n",
                 "differs from [nodes.my-pi]",

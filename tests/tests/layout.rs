@@ -62,7 +62,7 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
     ),
     (
         "link",
-        &["message", "clock", "tool", "listen", "host", "node"],
+        &["message", "clock", "tool", "listen", "host", "mcp", "node"],
     ),
     (
         "web",

@@ -1,6 +1,7 @@
 //! The hub's side of node links: [`NodeListener`], the `nodes` service that serves
 //! `tau.v1.NodeLink` on `[nodes] listen`, and what one link does: the node's hello (its tool
-//! claims), its heartbeats and answers up; the hub's heartbeats, calls and cancels down.
+//! claims, again whenever they change), its heartbeats, progress and answers up; the hub's
+//! heartbeats, calls and cancels down.
 //!
 //! Invariants: only a pinned key gets a link (an admitted key that is not pinned may only pair);
 //! a link silent for two heartbeat intervals ends, and so do the calls in flight on it (outcome
@@ -25,6 +26,7 @@ use super::tls_accept::{Handshaken, NodePeer};
 use crate::host::{Hub, HubService, ServiceError};
 use crate::listen::{self, Protocols};
 use crate::node::{CallEvent, LinkHandle, NodeError, NodeRegistry, Outbound, ToolClaim};
+use crate::tool::ToolProgress;
 
 /// The node listener service's name.
 pub const NODE_LISTENER: &str = "nodes";
@@ -181,18 +183,9 @@ impl pb::node_link_server::NodeLink for LinkApi {
                 ));
             }
         };
-        let claims = hello
-            .tools
-            .into_iter()
-            .map(|t| ToolClaim {
-                name: t.name,
-                description: t.description,
-                input_schema_json: t.input_schema_json,
-            })
-            .collect();
         let (link, outbound) = self
             .registry
-            .attach(&name, &peer.address.to_string(), claims)
+            .attach(&name, &peer.address.to_string(), claims_of(hello))
             .map_err(|e| Status::permission_denied(e.to_string()))?;
         tracing::info!(node = %name, address = %peer.address, "node link up");
         let (tx, rx) = mpsc::channel(crate::node::OUTBOUND_QUEUE);
@@ -206,6 +199,18 @@ impl pb::node_link_server::NodeLink for LinkApi {
         tokio::spawn(write_hub(link, outbound, tx, heartbeat));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
+}
+
+fn claims_of(hello: pb::NodeHello) -> Vec<ToolClaim> {
+    hello
+        .tools
+        .into_iter()
+        .map(|t| ToolClaim {
+            name: t.name,
+            description: t.description,
+            input_schema_json: t.input_schema_json,
+        })
+        .collect()
 }
 
 /// The node's frames, until the link ends, the node goes quiet for `window`, or it is revoked.
@@ -234,9 +239,20 @@ async fn read_node(
                         },
                     ),
                     Some(Frame::Progress(p)) => {
-                        link.deliver(p.call_id, CallEvent::Progress(p.text));
+                        let progress = ToolProgress {
+                            message: p.text,
+                            progress: p.progress,
+                            total: p.total,
+                        };
+                        link.deliver(p.call_id, CallEvent::Progress(progress));
                     }
-                    Some(Frame::Hello(_) | Frame::Heartbeat(_)) | None => {}
+                    // A later hello: what the node lends changed.
+                    Some(Frame::Hello(hello)) => {
+                        if let Err(e) = registry.update_claims(&name, link.id(), claims_of(hello)) {
+                            tracing::warn!(node = %name, "the node's new tools were not taken: {e}");
+                        }
+                    }
+                    Some(Frame::Heartbeat(_)) | None => {}
                 }
             }
             Ok(Ok(None)) => break,
@@ -270,8 +286,8 @@ async fn write_hub(
             _ = tick.tick() => Frame::Heartbeat(pb::Heartbeat {}),
             next = outbound.recv() => match next {
                 Some(Outbound::Heartbeat) => Frame::Heartbeat(pb::Heartbeat {}),
-                Some(Outbound::Call { call_id, tool, arguments_json, timeout_ms }) => {
-                    Frame::Call(pb::NodeCall { call_id, tool, arguments_json, timeout_ms })
+                Some(Outbound::Call { call_id, tool, arguments_json, timeout_ms, claim_digest }) => {
+                    Frame::Call(pb::NodeCall { call_id, tool, arguments_json, timeout_ms, claim_digest })
                 }
                 Some(Outbound::Cancel { call_id }) => Frame::Cancel(pb::CancelCall { call_id }),
                 None => break,

@@ -1,8 +1,9 @@
 //! Nodes on the wire: the gRPC side of node links (the second room, after `rpc`, that sees
 //! tonic). On a hub, `hub_side.rs` serves `tau.v1.NodeLink` on the node listener (`[nodes]
 //! listen`, TLS 1.3 through `tls_accept.rs`, both keys pinned); on a node, `node_side.rs` dials
-//! the hub it pinned, holds one bidirectional stream, answers calls with its own tools and
-//! reconnects with capped, jittered back-off; `join.rs` pairs a node with a hub; `admin.rs`
+//! the hub it pinned, holds one bidirectional stream, announces what it lends (`lent.rs`: its
+//! built-ins and its own MCP servers' tools) whenever that changes, runs calls with its own tools
+//! (`node_calls.rs`: progress up, cancels down) and reconnects with capped, jittered back-off; `join.rs` pairs a node with a hub; `admin.rs`
 //! serves `tau.v1.Nodes` (`tau node pair|join|list|revoke`) beside `tau.v1.Tau` on the local
 //! socket. The domain (keys, the pairing store, the registry, a node's tool) is `crate::node`.
 //!
@@ -14,6 +15,8 @@ mod admin;
 mod first_bytes;
 mod hub_side;
 mod join;
+mod lent;
+mod node_calls;
 mod node_side;
 mod tls_accept;
 
@@ -28,6 +31,7 @@ pub use node_side::{NODE_DIALER, NodeDialer};
 pub use tls_accept::NodePeer;
 
 use crate::host::ServiceRegistry;
+use crate::mcp::McpServerSpec;
 use crate::node::NodeRegistry;
 
 /// What a `taud` runs for nodes, in either role.
@@ -36,6 +40,7 @@ pub struct NodeServices {
     registry: Arc<NodeRegistry>,
     role: NodeRole,
     lend: NodeConfig,
+    mcp: Vec<McpServerSpec>,
     wake: Arc<Notify>,
 }
 
@@ -47,8 +52,16 @@ impl NodeServices {
             registry,
             role,
             lend,
+            mcp: Vec::new(),
             wake: Arc::new(Notify::new()),
         }
+    }
+
+    /// On a node, also lends the tools of these MCP servers (its own tau.toml's `[mcp]`), which
+    /// its link service starts and stops; a hub ignores them (its core runs its own).
+    pub fn with_mcp(mut self, mcp: Vec<McpServerSpec>) -> Self {
+        self.mcp = mcp;
+        self
     }
 
     /// The registry.
@@ -82,6 +95,7 @@ impl NodeServices {
                     Ok(Arc::new(NodeDialer::new(
                         Arc::clone(&me.registry),
                         &me.lend,
+                        me.mcp.clone(),
                         Arc::clone(&me.wake),
                     )))
                 });

@@ -1,62 +1,64 @@
 //! The node's side: [`NodeDialer`], the `node_link` service of a `taud` running as a node. It
-//! dials the hub it pinned, says hello with the tools it lends (its built-ins, limited by
-//! `[node] lend`), answers the hub's heartbeats and calls, and reconnects with capped, jittered
-//! back-off.
+//! starts the node's MCP servers, dials the hub it pinned, says hello with the tools it lends
+//! (`lent.rs`: its built-ins and its MCP servers' tools, limited by `[node] lend`) and again
+//! whenever they change, answers the hub's heartbeats and calls (`node_calls.rs`), and reconnects
+//! with capped, jittered back-off.
 //!
 //! Invariants: it dials only the pinned hub and accepts only the pinned key; it runs only calls
 //! that arrive on that link, each under the deadline the hub sent and cancelled when the hub
-//! cancels it or the link drops; at most [`MAX_RUNNING`] calls run at once; a link silent for two
-//! heartbeat intervals is ended and dialled again.
+//! cancels it or the link drops; a link silent for two heartbeat intervals is ended and dialled
+//! again; a change of the lent tools is announced once it has settled for [`SETTLE`], and only
+//! when the claims differ from the last ones sent.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::Value;
 use tau_api::config::NodeConfig;
 use tau_api::proto::v1 as pb;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use super::join::{connect, refused_key};
-use crate::clock::SystemClock;
+use super::lent::Lent;
+use super::node_calls::{Running, start_call};
 use crate::host::{Hub, HubService, ServiceError};
+use crate::mcp::McpServerSpec;
 use crate::node::{HubKey, NodeRegistry, client_config};
-use crate::tool::{ProgressReporter, Tool, ToolContext};
 
 /// The dialer service's name.
 pub const NODE_DIALER: &str = "node_link";
-/// Calls running at once on a node.
-pub const MAX_RUNNING: usize = 32;
+/// How long the lent tools must stay unchanged before a new hello announces them (an MCP server
+/// that restarts publishes no tools, then its new ones).
+pub const SETTLE: Duration = Duration::from_millis(250);
 /// The first pause before dialling again.
 const FIRST_PAUSE: Duration = Duration::from_millis(250);
 /// The longest pause between dials.
 const LONGEST_PAUSE: Duration = Duration::from_secs(30);
 
-type Lent = Arc<BTreeMap<String, Arc<dyn Tool>>>;
-
 /// Dials the hub and keeps the link up.
 pub struct NodeDialer {
     registry: Arc<NodeRegistry>,
-    tools: Lent,
+    tools: Arc<Lent>,
     wake: Arc<Notify>,
     running: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
 }
 
 impl NodeDialer {
-    /// A dialer lending this node's built-in tools that `lend` allows.
-    pub fn new(registry: Arc<NodeRegistry>, lend: &NodeConfig, wake: Arc<Notify>) -> Self {
-        let tools = crate::tool::builtin::shipped(Arc::new(SystemClock))
-            .into_iter()
-            .filter(|t| lend.lends(&t.spec().name))
-            .map(|t| (t.spec().name.clone(), t))
-            .collect();
+    /// A dialer lending this node's built-in tools and the tools of its MCP servers `mcp` that
+    /// `lend` allows (nothing starts before the service does).
+    pub fn new(
+        registry: Arc<NodeRegistry>,
+        lend: &NodeConfig,
+        mcp: Vec<McpServerSpec>,
+        wake: Arc<Notify>,
+    ) -> Self {
         Self {
             registry,
-            tools: Arc::new(tools),
+            tools: Arc::new(Lent::new(lend, mcp)),
             wake,
             running: Mutex::new(None),
         }
@@ -69,7 +71,10 @@ impl HubService for NodeDialer {
         NODE_DIALER
     }
 
-    async fn start(&self, _hub: &Hub) -> Result<(), ServiceError> {
+    async fn start(&self, hub: &Hub) -> Result<(), ServiceError> {
+        self.tools.start();
+        let lent = Arc::clone(&self.tools);
+        hub.add_status_source(move || lent.status());
         let stop = CancellationToken::new();
         let task = tokio::spawn(dial_loop(
             Arc::clone(&self.registry),
@@ -97,6 +102,7 @@ impl HubService for NodeDialer {
                 abort.abort();
             }
         }
+        self.tools.stop().await;
         Ok(())
     }
 }
@@ -117,7 +123,7 @@ pub fn backoff(attempt: u32) -> Duration {
 
 async fn dial_loop(
     registry: Arc<NodeRegistry>,
-    tools: Lent,
+    tools: Arc<Lent>,
     wake: Arc<Notify>,
     stop: CancellationToken,
 ) {
@@ -160,7 +166,7 @@ async fn link_once(
     address: &str,
     hub_fp: &str,
     identity: &crate::node::Identity,
-    tools: &Lent,
+    tools: &Arc<Lent>,
     stop: &CancellationToken,
 ) -> Result<(), String> {
     use pb::hub_frame::Frame;
@@ -176,18 +182,14 @@ async fn link_once(
     let heartbeat = registry.heartbeat();
     let window = heartbeat.saturating_mul(2);
     let (tx, rx) = mpsc::channel::<pb::NodeFrame>(crate::node::OUTBOUND_QUEUE);
+    let mut changes = tools.changes();
+    changes.mark_unchanged();
+    let mut announced = tools.claims();
     let hello = pb::NodeHello {
-        tools: tools
-            .values()
-            .map(|t| pb::ToolClaim {
-                name: t.spec().name.clone(),
-                description: t.spec().description.clone(),
-                input_schema_json: serde_json::to_string(&t.spec().input_schema.json)
-                    .unwrap_or_default(),
-            })
-            .collect(),
+        tools: announced.clone(),
     };
     let _ = tx.try_send(frame(pb::node_frame::Frame::Hello(hello)));
+    let mut settle: Option<Instant> = None;
     let mut client = pb::node_link_client::NodeLinkClient::new(channel);
     let mut inbound = match tokio::time::timeout(window, client.link(ReceiverStream::new(rx))).await
     {
@@ -202,21 +204,43 @@ async fn link_once(
     };
     registry.hub_link(Some(true));
     tracing::info!(hub = %address, "hub link up");
-    let running: Arc<Mutex<HashMap<u64, CancellationToken>>> = Arc::default();
+    let running: Running = Arc::default();
     let mut tick = tokio::time::interval(heartbeat);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // When the hub was last heard: the silence is measured from it, whatever else wakes the loop.
+    let mut heard = Instant::now();
     let ended = loop {
         tokio::select! {
             () = stop.cancelled() => break Ok(()),
+            () = tokio::time::sleep_until(heard + window) => {
+                break Err("the hub was silent for two heartbeats".to_owned());
+            }
             _ = tick.tick() => {
                 let _ = tx.try_send(frame(pb::node_frame::Frame::Heartbeat(pb::Heartbeat {})));
             }
-            next = tokio::time::timeout(window, inbound.message()) => match next {
-                Ok(Ok(Some(pb::HubFrame { frame: Some(Frame::Call(call)) }))) => {
+            Ok(()) = changes.changed(), if settle.is_none() => {
+                settle = Some(Instant::now() + SETTLE);
+            }
+            () = tokio::time::sleep_until(settle.unwrap_or_else(Instant::now)), if settle.is_some() => {
+                settle = None;
+                changes.mark_unchanged();
+                let claims = tools.claims();
+                if claims != announced {
+                    let hello = pb::NodeHello { tools: claims.clone() };
+                    if tx.try_send(frame(pb::node_frame::Frame::Hello(hello))).is_ok() {
+                        tracing::info!(hub = %address, tools = claims.len(), "lent tools changed: announced");
+                        announced = claims;
+                    } else {
+                        settle = Some(Instant::now() + SETTLE);
+                    }
+                }
+            }
+            next = inbound.message() => match next.inspect(|_| heard = Instant::now()) {
+                Ok(Some(pb::HubFrame { frame: Some(Frame::Call(call)) })) => {
                     registry.hub_link(None);
                     start_call(tools, call, tx.clone(), &running);
                 }
-                Ok(Ok(Some(pb::HubFrame { frame: Some(Frame::Cancel(cancel)) }))) => {
+                Ok(Some(pb::HubFrame { frame: Some(Frame::Cancel(cancel)) })) => {
                     registry.hub_link(None);
                     let token = running
                         .lock()
@@ -226,15 +250,14 @@ async fn link_once(
                         token.cancel();
                     }
                 }
-                Ok(Ok(Some(_))) => registry.hub_link(None),
-                Ok(Ok(None)) => break Ok(()),
-                Ok(Err(status)) => {
+                Ok(Some(_)) => registry.hub_link(None),
+                Ok(None) => break Ok(()),
+                Err(status) => {
                     if refused_key(&format!("{status:?}")) {
                         registry.hub_key_changed();
                     }
                     break Err(format!("the link ended: {}", status.message()));
                 }
-                Err(_) => break Err("the hub was silent for two heartbeats".to_owned()),
             },
         }
     };
@@ -251,97 +274,6 @@ async fn link_once(
 
 fn frame(frame: pb::node_frame::Frame) -> pb::NodeFrame {
     pb::NodeFrame { frame: Some(frame) }
-}
-
-fn start_call(
-    tools: &Lent,
-    call: pb::NodeCall,
-    tx: mpsc::Sender<pb::NodeFrame>,
-    running: &Arc<Mutex<HashMap<u64, CancellationToken>>>,
-) {
-    let call_id = call.call_id;
-    let token = CancellationToken::new();
-    {
-        let mut table = running.lock().unwrap_or_else(PoisonError::into_inner);
-        if table.len() >= MAX_RUNNING {
-            let busy = result(
-                call_id,
-                false,
-                "the node is running too many calls; try again later",
-            );
-            let _ = tx.try_send(busy);
-            return;
-        }
-        table.insert(call_id, token.clone());
-    }
-    let tool = tools.get(&call.tool).cloned();
-    let running = Arc::clone(running);
-    tokio::spawn(async move {
-        let (ok, text) = run_call(tool, &call, token).await;
-        tracing::info!(tool = %call.tool, call_id, ok, "ran a call for the hub");
-        running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&call_id);
-        let _ = tx.send(result(call_id, ok, &text)).await;
-    });
-}
-
-fn result(call_id: u64, ok: bool, text: &str) -> pb::NodeFrame {
-    frame(pb::node_frame::Frame::Result(pb::CallResult {
-        call_id,
-        ok,
-        text: text.to_owned(),
-    }))
-}
-
-/// Runs one call with the node's own tool: whether it succeeded, and its output or error text.
-async fn run_call(
-    tool: Option<Arc<dyn Tool>>,
-    call: &pb::NodeCall,
-    cancel: CancellationToken,
-) -> (bool, String) {
-    let Some(tool) = tool else {
-        return (false, format!("this node does not lend {}", call.tool));
-    };
-    let input: Value = match serde_json::from_str(&call.arguments_json) {
-        Ok(value @ Value::Object(_)) => value,
-        _ => return (false, "the arguments must be a JSON object".to_owned()),
-    };
-    let ctx = ToolContext {
-        tool_use_id: format!("node-call-{}", call.call_id),
-        session_id: String::new(),
-        channel: "node".to_owned(),
-        cancel: cancel.clone(),
-        progress: ProgressReporter::disabled(),
-    };
-    let deadline = Duration::from_millis(u64::from(call.timeout_ms).clamp(1000, 3_600_000));
-    let task = tokio::spawn(async move { tool.call(input, ctx).await });
-    let abort = task.abort_handle();
-    let outcome = tokio::select! {
-        joined = task => joined,
-        () = cancel.cancelled() => {
-            abort.abort();
-            return (false, "cancelled by the hub".to_owned());
-        }
-        () = tokio::time::sleep(deadline) => {
-            abort.abort();
-            return (false, "the call ran past its deadline on the node".to_owned());
-        }
-    };
-    match outcome {
-        Ok(Ok(output)) => (
-            true,
-            output
-                .content
-                .iter()
-                .map(crate::message::ToolResultContent::as_text)
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ),
-        Ok(Err(e)) => (false, e.to_string()),
-        Err(_) => (false, "the tool crashed on the node".to_owned()),
-    }
 }
 
 #[cfg(test)]

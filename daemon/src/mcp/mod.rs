@@ -28,6 +28,7 @@ mod supervisor;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -60,6 +61,7 @@ pub struct McpManager {
     specs: Vec<McpServerSpec>,
     names: Arc<NameTable>,
     servers: Vec<Arc<ServerShared>>,
+    published: Arc<watch::Sender<u64>>,
     stop: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -84,14 +86,16 @@ impl McpManager {
         for problem in problems {
             tracing::error!("{problem}");
         }
+        let published = Arc::new(watch::channel(0u64).0);
         let servers = specs
             .iter()
-            .map(|spec| Arc::new(ServerShared::new(spec)))
+            .map(|spec| Arc::new(ServerShared::new(spec, Arc::clone(&published))))
             .collect();
         Self {
             specs,
             names: Arc::new(names),
             servers,
+            published,
             stop: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
         }
@@ -125,6 +129,13 @@ impl McpManager {
             .flat_map(|server| server.tools())
             .map(|tool| tool as Arc<dyn Tool>)
             .collect()
+    }
+
+    /// Changes whenever a server's tools are published anew (a listing, a `list_changed`, a
+    /// death or a restart): what [`McpManager::tools`] returns may then differ. A node re-announces
+    /// the tools it lends on it.
+    pub fn watch_tools(&self) -> watch::Receiver<u64> {
+        self.published.subscribe()
     }
 
     /// Every server's status.

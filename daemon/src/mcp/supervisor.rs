@@ -38,15 +38,18 @@ pub struct ServerShared {
     pub(super) tools: Mutex<Vec<Arc<McpTool>>>,
     pub(super) slot: Arc<HandleSlot>,
     pub(super) tail: Arc<StderrTail>,
+    /// Bumped at every publish (shared by the manager's servers).
+    published: Arc<watch::Sender<u64>>,
 }
 
 impl ServerShared {
-    pub(super) fn new(spec: &McpServerSpec) -> Self {
+    pub(super) fn new(spec: &McpServerSpec, published: Arc<watch::Sender<u64>>) -> Self {
         Self {
             status: Mutex::new(ServerStatus::new(&spec.key, &spec.command)),
             tools: Mutex::new(Vec::new()),
             slot: Arc::new(HandleSlot::default()),
             tail: Arc::new(StderrTail::default()),
+            published,
         }
     }
 
@@ -57,6 +60,7 @@ impl ServerShared {
 
     fn publish(&self, tools: Vec<Arc<McpTool>>) {
         *self.tools.lock().unwrap_or_else(PoisonError::into_inner) = tools;
+        self.published.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// A copy of the status, with the stderr tail.

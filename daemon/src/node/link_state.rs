@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::tool::ToolProgress;
+
 /// Frames queued towards the node.
 pub const OUTBOUND_QUEUE: usize = 64;
 /// Calls one link carries at once.
@@ -26,6 +28,8 @@ pub enum Outbound {
         tool: String,
         arguments_json: String,
         timeout_ms: u32,
+        /// The digest of the claim the hub offered (see `ToolClaim::digest`).
+        claim_digest: String,
     },
     Cancel {
         call_id: u64,
@@ -33,9 +37,9 @@ pub enum Outbound {
 }
 
 /// What the node said about a call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum CallEvent {
-    Progress(String),
+    Progress(ToolProgress),
     Done { ok: bool, text: String },
 }
 
@@ -87,13 +91,15 @@ impl LinkHandle {
         self.out.try_send(Outbound::Heartbeat).is_ok()
     }
 
-    /// Starts a call; `None` when the link is closed or already carries
-    /// [`MAX_CALLS_IN_FLIGHT`] calls. The receiver ends without `Done` if the link drops.
+    /// Starts a call of `tool` as claimed with `claim_digest`; `None` when the link is closed or
+    /// already carries [`MAX_CALLS_IN_FLIGHT`] calls. The receiver ends without `Done` if the link
+    /// drops.
     pub async fn call(
         &self,
         tool: &str,
         arguments_json: String,
         timeout_ms: u32,
+        claim_digest: &str,
     ) -> Option<(u64, mpsc::Receiver<CallEvent>)> {
         if self.closed.is_cancelled() {
             return None;
@@ -112,6 +118,7 @@ impl LinkHandle {
             tool: tool.to_owned(),
             arguments_json,
             timeout_ms,
+            claim_digest: claim_digest.to_owned(),
         };
         if self.out.send(frame).await.is_err() {
             self.forget(call_id);
@@ -155,11 +162,11 @@ mod tests {
     #[tokio::test]
     async fn a_result_reaches_its_call_and_a_drop_ends_the_others() {
         let (link, mut out) = LinkHandle::new(1);
-        let (first, mut answer) = link.call("t", "{}".into(), 1000).await.unwrap();
+        let (first, mut answer) = link.call("t", "{}".into(), 1000, "d").await.unwrap();
         assert!(
             matches!(out.recv().await, Some(Outbound::Call { call_id, .. }) if call_id == first)
         );
-        link.deliver(first, CallEvent::Progress("half".into()));
+        link.deliver(first, CallEvent::Progress(ToolProgress::message("half")));
         link.deliver(
             first,
             CallEvent::Done {
@@ -169,7 +176,7 @@ mod tests {
         );
         assert_eq!(
             answer.recv().await,
-            Some(CallEvent::Progress("half".into()))
+            Some(CallEvent::Progress(ToolProgress::message("half")))
         );
         assert_eq!(
             answer.recv().await,
@@ -178,13 +185,13 @@ mod tests {
                 text: "ok".into()
             })
         );
-        let (_, mut lost) = link.call("t", "{}".into(), 1000).await.unwrap();
+        let (_, mut lost) = link.call("t", "{}".into(), 1000, "d").await.unwrap();
         link.close();
         assert_eq!(
             lost.recv().await,
             None,
             "a dropped link ends the wait with no answer"
         );
-        assert!(link.call("t", "{}".into(), 1000).await.is_none());
+        assert!(link.call("t", "{}".into(), 1000, "d").await.is_none());
     }
 }

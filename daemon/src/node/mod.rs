@@ -3,7 +3,8 @@
 //! (`pairing_store.rs`, `nodes.json` in the hub directory), one-time codes and their proofs
 //! (`pairing_code.rs`), the TLS 1.3 configurations that pin the peer's key (`tls.rs`), the one
 //! registry every view of the nodes reads (`node_registry.rs` `NodeRegistry`), a live link's calls in
-//! flight (`link_state.rs` `LinkHandle`) and a node's tool as the hub's gate sees it
+//! flight (`link_state.rs` `LinkHandle`), the tools a node claims and how a new claim compares with
+//! the first one (`claims.rs` `ToolClaim`) and a node's tool as the hub's gate sees it
 //! (`node_tool.rs` `NodeTool`). The wire (tonic) is the `link` room's.
 //!
 //! Invariants: one pairing store and one flow (`tau node pair` on the hub, `tau node join` on the
@@ -11,10 +12,12 @@
 //! a key that is not pinned is refused at the TLS handshake unless a code is outstanding, and
 //! then it may only pair; liveness comes from heartbeats, never from a socket that exists; a tool
 //! a node claims is offered only once the hub's owner tiered it, and a claim that changed is not
-//! offered again until the node is paired again; a call whose link drops is "outcome unknown",
-//! never retried.
+//! offered again until the node is paired again; a call runs only the claim it was offered for
+//! (its digest travels with it); a call whose link drops is "outcome unknown", never retried.
 
+mod claims;
 mod identity;
+mod lender;
 mod link_state;
 mod node_registry;
 mod node_tool;
@@ -22,10 +25,12 @@ mod pairing_code;
 mod pairing_store;
 mod tls;
 
+pub use claims::ToolClaim;
 pub use identity::{Identity, fingerprint};
+pub use lender::NodeLender;
 pub use link_state::{CallEvent, LinkHandle, MAX_CALLS_IN_FLIGHT, OUTBOUND_QUEUE, Outbound};
-pub use node_registry::{LentToolView, NodeLender, NodeRegistry, NodeView, PeerState};
-pub use node_tool::{NodeLinks, NodeTool, ToolClaim, node_distribution, node_tool_name};
+pub use node_registry::{LentToolView, NodeRegistry, NodeView, PeerState};
+pub use node_tool::{NodeLinks, NodeTool, node_distribution, node_tool_name};
 pub use pairing_code::{CODE_LIFETIME, PairError, code_name, hub_proof, node_proof, proofs_match};
 pub use pairing_store::{PAIRING_FILE, PAIRING_VERSION, PairedHub, PairedNode, PairingFile};
 pub use tls::{ClientKeys, HubKey, client_config, server_config};

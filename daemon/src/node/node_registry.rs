@@ -19,9 +19,10 @@ use tau_api::config::{NodesConfig, is_valid_server_key};
 use tokio::sync::mpsc;
 
 use super::NodeError;
+use super::claims::{ToolClaim, compare};
 use super::identity::Identity;
 use super::link_state::{LinkHandle, Outbound};
-use super::node_tool::{NodeLinks, NodeTool, ToolClaim, node_tool_name};
+use super::node_tool::{NodeLinks, NodeTool, node_tool_name};
 use super::pairing_code::{
     CODE_LIFETIME, PairError, code_name, hub_proof, new_code, node_proof, proofs_match,
 };
@@ -311,21 +312,7 @@ impl NodeRegistry {
         let Some(paired) = file.nodes.iter_mut().find(|n| n.name == name) else {
             return Err(NodeError::NotPaired(name.to_owned()));
         };
-        let mut changed = BTreeSet::new();
-        let mut learned = false;
-        for claim in &claims {
-            let digest = claim.digest();
-            match paired.tools.get(&claim.name) {
-                Some(first) if *first != digest => {
-                    changed.insert(claim.name.clone());
-                }
-                Some(_) => {}
-                None => {
-                    paired.tools.insert(claim.name.clone(), digest);
-                    learned = true;
-                }
-            }
-        }
+        let (changed, learned) = compare(&mut paired.tools, &claims);
         let peer = peers.entry(name.to_owned()).or_default();
         if let Some(old) = peer.link.replace(link.clone()) {
             old.close();
@@ -340,6 +327,35 @@ impl NodeRegistry {
             file.save(&self.store)?;
         }
         Ok((link, rx))
+    }
+
+    /// The node announced other claims on its live link `link_id` (an MCP server of it restarted
+    /// or listed other tools): they replace the earlier ones, compared like a new link's.
+    pub fn update_claims(
+        &self,
+        name: &str,
+        link_id: u64,
+        mut claims: Vec<ToolClaim>,
+    ) -> Result<(), NodeError> {
+        claims.truncate(MAX_CLAIMS);
+        let mut state = self.lock();
+        let State { file, peers, .. } = &mut *state;
+        let Some(peer) = peers
+            .get_mut(name)
+            .filter(|p| p.link.as_ref().is_some_and(|l| l.id() == link_id))
+        else {
+            return Ok(());
+        };
+        let Some(paired) = file.nodes.iter_mut().find(|n| n.name == name) else {
+            return Err(NodeError::NotPaired(name.to_owned()));
+        };
+        let (changed, learned) = compare(&mut paired.tools, &claims);
+        peer.claims = claims;
+        peer.changed = changed;
+        if learned {
+            file.save(&self.store)?;
+        }
+        Ok(())
     }
 
     /// The node was heard on link `link_id`.
@@ -388,6 +404,18 @@ impl NodeRegistry {
             .filter(|p| self.live(p))
             .and_then(|p| p.link.clone())
             .ok_or_else(|| format!("node {name} is not connected"))
+    }
+
+    /// The digest of node `node`'s claim of `tool` while it is offered: claimed now and unchanged
+    /// since pairing.
+    pub fn offered_digest(&self, node: &str, tool: &str) -> Option<String> {
+        let state = self.lock();
+        let peer = state
+            .peers
+            .get(node)
+            .filter(|p| !p.changed.contains(tool))?;
+        let claim = peer.claims.iter().find(|c| c.name == tool);
+        claim.map(ToolClaim::digest)
     }
 
     /// The names of the live nodes, sorted.
@@ -552,26 +580,3 @@ impl ClientKeys for NodeRegistry {
 #[cfg(test)]
 #[path = "tests_node_registry.rs"]
 mod tests;
-
-impl NodeLinks for NodeRegistry {
-    fn live_link(&self, node: &str) -> Result<LinkHandle, String> {
-        NodeRegistry::live_link(self, node)
-    }
-
-    fn call_timeout(&self) -> Duration {
-        NodeRegistry::call_timeout(self)
-    }
-}
-
-/// The registry as the hub core's lender: the tools nodes lend, and the live nodes.
-pub struct NodeLender(pub Arc<NodeRegistry>);
-
-impl crate::tool::ToolLender for NodeLender {
-    fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        self.0.tools()
-    }
-
-    fn live(&self) -> Vec<String> {
-        self.0.live_names()
-    }
-}

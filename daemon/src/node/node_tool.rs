@@ -14,10 +14,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use tau_api::config::McpToolConfig;
 
-use sha2::{Digest, Sha256};
-
+use super::claims::ToolClaim;
 use super::link_state::{CallEvent, LinkHandle};
-use crate::tool::{Tier, Tool, ToolContext, ToolError, ToolOutput, ToolProgress, ToolSpec};
+use crate::tool::{Tier, Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
 /// Longest description the model sees of a node's tool (the node's claim, untrusted).
 pub const MAX_DESCRIPTION: usize = 1024;
@@ -32,31 +31,15 @@ pub fn node_distribution(node: &str) -> String {
     format!("node:{node}")
 }
 
-/// A tool a node claims to lend.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolClaim {
-    pub name: String,
-    pub description: String,
-    pub input_schema_json: String,
-}
-
-impl ToolClaim {
-    pub(super) fn digest(&self) -> String {
-        let mut h = Sha256::new();
-        for part in [&self.name, &self.description, &self.input_schema_json] {
-            h.update(part.as_bytes());
-            h.update([0]);
-        }
-        hex::encode(h.finalize())
-    }
-}
-
 /// Where a node tool finds its node's live link (the registry).
 pub trait NodeLinks: Send + Sync {
     /// The node's link when it is live; otherwise the line the model reads.
     fn live_link(&self, node: &str) -> Result<LinkHandle, String>;
     /// How long a call may go without a result or progress.
     fn call_timeout(&self) -> Duration;
+    /// The digest of the node's claim of `tool` while it is offered (claimed on its live link
+    /// and unchanged since pairing); `None` otherwise.
+    fn offered_digest(&self, node: &str, tool: &str) -> Option<String>;
 }
 
 /// One node tool behind the gate.
@@ -66,6 +49,7 @@ pub struct NodeTool {
     node: String,
     raw: String,
     distribution: String,
+    digest: String,
 }
 
 impl NodeTool {
@@ -101,6 +85,7 @@ impl NodeTool {
             node: node.to_owned(),
             raw: claim.name.clone(),
             distribution: node_distribution(node),
+            digest: claim.digest(),
         }
     }
 }
@@ -119,6 +104,10 @@ impl Tool for NodeTool {
         &self.raw
     }
 
+    fn claim(&self) -> Option<&str> {
+        Some(&self.digest)
+    }
+
     async fn call(&self, input: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         if !input.is_object() {
             return Err(ToolError::InvalidInput(
@@ -127,11 +116,18 @@ impl Tool for NodeTool {
         }
         let node = &self.node;
         let link = self.links.live_link(node).map_err(ToolError::Failed)?;
+        // What was offered (and perhaps approved) is what runs: a claim that changed since, or
+        // a tool the node no longer lends, is not called.
+        if self.links.offered_digest(node, &self.raw).as_deref() != Some(self.digest.as_str()) {
+            return Err(ToolError::Failed(format!(
+                "node {node} no longer lends {} as it was offered (it changed or was withdrawn); it did not run",
+                self.raw
+            )));
+        }
         let timeout = self.links.call_timeout();
         let timeout_ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
-        let Some((call_id, mut answers)) =
-            link.call(&self.raw, input.to_string(), timeout_ms).await
-        else {
+        let call = link.call(&self.raw, input.to_string(), timeout_ms, &self.digest);
+        let Some((call_id, mut answers)) = call.await else {
             return Err(ToolError::Failed(format!("node {node} is not connected")));
         };
         loop {
@@ -153,9 +149,7 @@ impl Tool for NodeTool {
                             "outcome unknown: node {node} disconnected during the call; it was not retried"
                         )));
                     }
-                    Ok(Some(CallEvent::Progress(text))) => {
-                        ctx.progress.report(ToolProgress::message(text));
-                    }
+                    Ok(Some(CallEvent::Progress(progress))) => ctx.progress.report(progress),
                     Ok(Some(CallEvent::Done { ok: true, text })) => return Ok(ToolOutput::text(text)),
                     Ok(Some(CallEvent::Done { ok: false, text })) => {
                         return Err(ToolError::Failed(text));

@@ -1,5 +1,6 @@
 //! The registry's pairing rules: codes single use and bound to the keys, liveness from being
-//! heard, changed claims flagged and not offered, revoke closing the link.
+//! heard, changed claims flagged and not offered (at a link's start or announced on it later),
+//! revoke closing the link.
 
 use super::*;
 use crate::node::pairing_code::code_name;
@@ -122,4 +123,37 @@ fn live_tiered_and_changed_tools() {
         reg.live_link("pi").err().as_deref(),
         Some("node pi is not connected")
     );
+}
+
+#[test]
+fn claims_announced_on_a_live_link_replace_the_old_ones_under_the_same_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(dir.path());
+    let (code, _) = reg.issue_code("pi").unwrap();
+    reg.redeem("pi", &prove(&reg, &code, "k"), "k").unwrap();
+    let clock = claim("clock", "tells the time");
+    let (link, _rx) = reg.attach("pi", "127.0.0.1:5", vec![]).unwrap();
+    assert!(reg.tools().is_empty());
+    assert_eq!(reg.offered_digest("pi", "clock"), None);
+    // The tool arrives later on the same link (an MCP server became ready): offered.
+    reg.update_claims("pi", link.id(), vec![clock.clone()])
+        .unwrap();
+    assert_eq!(reg.tools().len(), 1);
+    assert_eq!(reg.offered_digest("pi", "clock"), Some(clock.digest()));
+    // It changes on the same link: flagged and no longer offered, so a call made for the old
+    // claim finds no digest to match.
+    let changed = claim("clock", "now opens the door");
+    reg.update_claims("pi", link.id(), vec![changed]).unwrap();
+    assert!(reg.tools().is_empty());
+    assert!(reg.list()[0].tools[0].changed);
+    assert_eq!(reg.offered_digest("pi", "clock"), None);
+    // An announcement on a link that was replaced is ignored.
+    let (newer, _rx2) = reg.attach("pi", "127.0.0.1:6", vec![]).unwrap();
+    reg.update_claims("pi", link.id(), vec![clock.clone()])
+        .unwrap();
+    assert!(reg.list()[0].tools.is_empty());
+    // Back as first seen: offered again.
+    reg.update_claims("pi", newer.id(), vec![clock.clone()])
+        .unwrap();
+    assert_eq!(reg.offered_digest("pi", "clock"), Some(clock.digest()));
 }

@@ -7,6 +7,10 @@
 //! tool's distribution, own name and effect). A version 1 file still reads: its routines were
 //! registered by `unknown`, and its approvals (which bound only a tool and its arguments) cover
 //! nothing, so a tier-2 tool routine of version 1 fails its firings until it is registered again.
+//! A node's tool also binds the digest of the node's claim (`approval.shown.tool.claim`, written
+//! only for such tools, so every other record reads and writes as before): an approval given
+//! before a node's tool changed covers nothing after, and one stored without it covers no node
+//! tool.
 //! Invariants: the file is replaced atomically (a temporary file, fsync, rename, fsync of the
 //! directory) and is 0600; a missing file is no routines; a newer version or a file that does not
 //! parse is an error naming the file, never silently replaced.
@@ -118,6 +122,7 @@ mod tests {
             distribution: "taud".into(),
             source_name: "demo_physical_action".into(),
             effect: "Simulates a physical action.".into(),
+            claim: None,
         };
         assert!(approval.covers(lamp, Some(&identity)), "{approval:?}");
         let mut moved = lamp.clone();
@@ -145,6 +150,7 @@ mod tests {
             distribution: "taud".into(),
             source_name: "demo_physical_action".into(),
             effect: "Simulates a physical action.".into(),
+            claim: None,
         };
         assert!(!approval.covers(lamp, Some(&identity)));
         save_routines(&path, &routines).unwrap();
@@ -156,6 +162,38 @@ mod tests {
             written["routines"][0]["approval"]["shown"],
             serde_json::Value::Null
         );
+    }
+
+    #[test]
+    fn a_node_tools_approval_binds_its_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = routines_path(dir.path());
+        fs::write(&path, V2_FIXTURE).unwrap();
+        let mut routines = load_routines(&path).unwrap();
+        let node_tool = |claim: Option<&str>| ToolIdentity {
+            distribution: "node:pi".into(),
+            source_name: "demo_physical_action".into(),
+            effect: "Simulates a physical action.".into(),
+            claim: claim.map(str::to_owned),
+        };
+        let lamp = &mut routines[0];
+        let shown = lamp.approval.as_mut().unwrap().shown.as_mut().unwrap();
+        // Stored before claims were bound: it covers no node tool.
+        shown.tool = Some(node_tool(None));
+        let approval = lamp.approval.clone().unwrap();
+        assert!(!approval.covers(lamp, Some(&node_tool(Some("a")))));
+        let shown = lamp.approval.as_mut().unwrap().shown.as_mut().unwrap();
+        shown.tool = Some(node_tool(Some("a")));
+        save_routines(&path, &routines).unwrap();
+        let routines = load_routines(&path).unwrap();
+        let approval = routines[0].approval.clone().unwrap();
+        assert!(approval.covers(&routines[0], Some(&node_tool(Some("a")))));
+        assert!(
+            !approval.covers(&routines[0], Some(&node_tool(Some("b")))),
+            "the node's tool changed since it was approved"
+        );
+        let written = fs::read_to_string(&path).unwrap();
+        assert!(written.contains(r#""claim": "a""#), "{written}");
     }
 
     #[test]

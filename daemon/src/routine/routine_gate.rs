@@ -91,6 +91,7 @@ fn identity_of(tool: &dyn Tool) -> ToolIdentity {
         distribution: tool.distribution().to_owned(),
         source_name: tool.source_name().to_owned(),
         effect: tool.spec().effect().to_owned(),
+        claim: tool.claim().map(str::to_owned),
     }
 }
 

@@ -98,12 +98,16 @@ impl Creator {
 }
 
 /// Where a tool comes from and what the owner says it does, as a question showed it: the
-/// distribution (`taud`, `mcp:<server>`), the tool's own name there, and the effect text.
+/// distribution (`taud`, `mcp:<server>`, `node:<node>`), the tool's own name there, the effect
+/// text and, for a node's tool, the digest of the node's claim (`Tool::claim`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolIdentity {
     pub distribution: String,
     pub source_name: String,
     pub effect: String,
+    /// Absent for other tools, and in files written before nodes lent tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
 }
 
 /// Everything a registration question showed: the action, the schedule, the catch-up rule, the

@@ -104,6 +104,13 @@ pub trait Tool: Send + Sync {
         &self.spec().name
     }
 
+    /// What the tool's source claimed it is, as a digest, when that source is another party
+    /// whose tool may change under the same name (a node's: its name, description and schema).
+    /// An approval that binds a tool binds this too, so it never covers a changed claim.
+    fn claim(&self) -> Option<&str> {
+        None
+    }
+
     /// Runs the tool with the model's (untrusted) input.
     async fn call(&self, input: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError>;
 }

@@ -6,6 +6,7 @@ pub mod agent;
 pub mod api;
 pub mod hub;
 pub mod mcp;
+pub mod nodes;
 pub mod process;
 pub mod props;
 pub mod provider;
