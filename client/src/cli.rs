@@ -171,11 +171,41 @@ pub enum HubCommand {
     },
     /// Install the hub as a per-user service: a launchd agent (macOS) or a systemd user unit
     /// (Linux), restarted after a crash or a kill.
-    Install,
+    ///
+    /// On a node the service gets TAU_ROLE=node: the role is --role, else TAU_ROLE (the
+    /// environment or TAU_HOME/.env), else `[hub] role` in tau.toml.
+    Install {
+        /// Run the service as this role (written into the service as TAU_ROLE).
+        #[arg(long, value_enum)]
+        role: Option<RoleArg>,
+    },
     /// Remove the per-user service.
     Uninstall,
-    /// Print the systemd user unit for this installation.
-    SystemdUnit,
+    /// Print the systemd user unit for this installation (with TAU_ROLE as `install` writes it).
+    SystemdUnit {
+        /// Run the service as this role (written into the unit as TAU_ROLE).
+        #[arg(long, value_enum)]
+        role: Option<RoleArg>,
+    },
+}
+
+/// `--role` values: what a `taud` is in a tau mesh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RoleArg {
+    /// The hub: runs the model and the agents.
+    Hub,
+    /// A node: no model, no agent; lends its tools to one hub.
+    Node,
+}
+
+impl RoleArg {
+    /// The role this names.
+    pub fn role(self) -> tau_api::config::NodeRole {
+        match self {
+            RoleArg::Hub => tau_api::config::NodeRole::Hub,
+            RoleArg::Node => tau_api::config::NodeRole::Node,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

@@ -5,7 +5,8 @@
 //! Invariants: everything is per user (never a system unit, never root paths); the rendered file
 //! names the absolute `taud`, TAU_HOME and TAU_DATA_DIR this `tau` runs with; the data and log
 //! directories exist before the service starts (so `ReadWritePaths` and launchd's log file
-//! resolve).
+//! resolve); the service sets TAU_ROLE when a role is named (`--role`, TAU_ROLE, or `[hub] role =
+//! "node"` in tau.toml), so a node's service runs as a node.
 
 use std::fs;
 use std::io::{self, Write};
@@ -16,6 +17,7 @@ use super::service_manager::{ToolError, parse_launchctl_print};
 use super::status::ManagerStatus;
 use super::units::{LAUNCHD_LABEL, SYSTEMD_UNIT, ServiceValues, render_launchd, render_systemd};
 use super::{HubContext, Platform};
+use tau_api::config::{Config, KnownNames, NodeRole};
 
 /// The launchd agent's log file name, in `<TAU_DATA_DIR>/logs`.
 const LAUNCHD_LOG: &str = "taud.launchd.log";
@@ -45,6 +47,9 @@ pub enum InstallError {
         /// The service manager's failure.
         source: ToolError,
     },
+    /// TAU_ROLE names no role.
+    #[error("environment variable TAU_ROLE = \"{0}\": expected \"hub\" or \"node\"")]
+    BadRole(String),
     /// Not macOS or Linux.
     #[error(
         "tau hub {0} supports macOS (launchd) and Linux (systemd); run `tau hub run` under your own supervisor"
@@ -79,8 +84,40 @@ fn launchd_target(ctx: &HubContext) -> String {
     format!("{}/{LAUNCHD_LABEL}", gui_domain(ctx))
 }
 
-/// The values the templates are rendered with.
-pub fn service_values(ctx: &HubContext) -> Result<ServiceValues, InstallError> {
+/// The role the service is installed with (written as TAU_ROLE): `flag` (`--role`), else TAU_ROLE
+/// of the installation's environment, else `[hub] role` of tau.toml when it says `node`; `None`
+/// (a hub, nothing written) otherwise. A tau.toml that does not load is reported on `out` (taud
+/// will refuse to start until it is fixed) and names no role.
+pub fn service_role(
+    ctx: &HubContext,
+    flag: Option<NodeRole>,
+    out: &mut dyn Write,
+) -> Result<Option<NodeRole>, InstallError> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    if let Some(value) = ctx.env.non_empty("TAU_ROLE") {
+        return NodeRole::parse(value)
+            .map(Some)
+            .ok_or_else(|| InstallError::BadRole(value.to_owned()));
+    }
+    match Config::load_with(&ctx.paths.config_file, &ctx.env, &KnownNames::builtin()) {
+        Ok(config) => Ok(config.hub.role.filter(|role| *role == NodeRole::Node)),
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "warning: {e} (taud will refuse to start until it is fixed)"
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// The values the templates are rendered with, for a service running as `role`.
+pub fn service_values(
+    ctx: &HubContext,
+    role: Option<NodeRole>,
+) -> Result<ServiceValues, InstallError> {
     let taud = ctx.find_taud().ok_or(InstallError::TaudNotFound)?;
     Ok(ServiceValues {
         taud,
@@ -88,6 +125,7 @@ pub fn service_values(ctx: &HubContext) -> Result<ServiceValues, InstallError> {
         data_dir: ctx.paths.data_dir.clone(),
         user_home: ctx.user_home.clone(),
         launchd_log: ctx.paths.logs_dir.join(LAUNCHD_LOG),
+        role,
     })
 }
 
@@ -125,9 +163,14 @@ fn warn_if_running(ctx: &HubContext, out: &mut dyn Write) {
     }
 }
 
-/// `tau hub install`.
-pub fn install(ctx: &HubContext, out: &mut dyn Write) -> Result<(), InstallError> {
-    let values = service_values(ctx)?;
+/// `tau hub install`, as `role` when given (`--role`), else as [`service_role`] finds.
+pub fn install(
+    ctx: &HubContext,
+    role: Option<NodeRole>,
+    out: &mut dyn Write,
+) -> Result<(), InstallError> {
+    let role = service_role(ctx, role, out)?;
+    let values = service_values(ctx, role)?;
     private_dir(&ctx.paths.data_dir)?;
     private_dir(&ctx.paths.logs_dir)?;
     match ctx.platform {
@@ -172,6 +215,9 @@ pub fn install(ctx: &HubContext, out: &mut dyn Write) -> Result<(), InstallError
         }
         Platform::Other => return Err(InstallError::Unsupported("install")),
     }
+    if let Some(role) = role {
+        let _ = writeln!(out, "the service runs taud as a {role} (TAU_ROLE={role})");
+    }
     Ok(())
 }
 
@@ -215,9 +261,14 @@ pub fn uninstall(ctx: &HubContext, out: &mut dyn Write) -> Result<(), InstallErr
     Ok(())
 }
 
-/// `tau hub systemd-unit`: the unit for this installation.
-pub fn systemd_unit(ctx: &HubContext) -> Result<String, InstallError> {
-    Ok(render_systemd(&service_values(ctx)?))
+/// `tau hub systemd-unit`: the unit for this installation, as `tau hub install` writes it.
+pub fn systemd_unit(
+    ctx: &HubContext,
+    role: Option<NodeRole>,
+    out: &mut dyn Write,
+) -> Result<String, InstallError> {
+    let role = service_role(ctx, role, out)?;
+    Ok(render_systemd(&service_values(ctx, role)?))
 }
 
 /// What the platform's service manager says, for `tau hub status`.

@@ -77,6 +77,9 @@ pub struct HubContext {
     pub child_env: Vec<(&'static str, OsString)>,
     /// Pass `--verbose` to `taud`.
     pub verbose: bool,
+    /// The installation's environment (with `.env`): where `tau hub install` reads TAU_ROLE and
+    /// the variables `tau.toml` refers to.
+    pub env: tau_api::env::Env,
     /// launchctl (macOS).
     pub launchctl: Box<dyn Launchctl>,
     /// systemctl --user (Linux).
@@ -116,6 +119,7 @@ impl HubContext {
             path_var: env.get("PATH").map(OsString::from),
             child_env: Vec::new(),
             verbose: false,
+            env: env.clone(),
             launchctl: Box::new(SystemLaunchctl),
             systemctl: Box::new(SystemSystemctl),
         })
@@ -186,16 +190,19 @@ pub fn run_with(
             }
             Ok(ExitCode::SUCCESS)
         }
-        HubCommand::Install => {
-            install::install(ctx, out)?;
+        HubCommand::Install { role } => {
+            install::install(ctx, role.map(crate::cli::RoleArg::role), out)?;
             Ok(ExitCode::SUCCESS)
         }
         HubCommand::Uninstall => {
             install::uninstall(ctx, out)?;
             Ok(ExitCode::SUCCESS)
         }
-        HubCommand::SystemdUnit => {
-            write!(out, "{}", install::systemd_unit(ctx)?)?;
+        HubCommand::SystemdUnit { role } => {
+            let role = role.map(crate::cli::RoleArg::role);
+            // A warning goes to stderr: stdout is the unit, often redirected to a file.
+            let unit = install::systemd_unit(ctx, role, &mut std::io::stderr())?;
+            write!(out, "{unit}")?;
             Ok(ExitCode::SUCCESS)
         }
     }

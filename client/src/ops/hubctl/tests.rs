@@ -49,6 +49,7 @@ impl Setup {
             path_var: None,
             child_env: Vec::new(),
             verbose: false,
+            env: tau_api::env::Env::new(),
             launchctl: Box::new(launchctl),
             systemctl: Box::new(systemctl),
         }
@@ -98,7 +99,7 @@ fn mode(path: &Path) -> u32 {
 fn linux_install_writes_the_unit_and_enables_it_and_uninstall_undoes_it() {
     let s = Setup::new();
     let ctx = s.linux();
-    let (result, out) = run_to_string(HubCommand::Install, &ctx);
+    let (result, out) = run_to_string(HubCommand::Install { role: None }, &ctx);
     result.unwrap();
     let unit_path = s.root().join("user/.config/systemd/user/taud.service");
     let unit = std::fs::read_to_string(&unit_path).unwrap();
@@ -132,7 +133,7 @@ fn linux_install_writes_the_unit_and_enables_it_and_uninstall_undoes_it() {
 fn mac_install_bootstraps_the_agent_and_uninstall_boots_it_out() {
     let s = Setup::new();
     let ctx = s.mac(None);
-    let (result, out) = run_to_string(HubCommand::Install, &ctx);
+    let (result, out) = run_to_string(HubCommand::Install { role: None }, &ctx);
     result.unwrap();
     let plist = s
         .root()
@@ -171,12 +172,12 @@ fn install_refuses_other_platforms_and_a_missing_taud() {
         FakeLaunchctl::default(),
         FakeSystemctl::default(),
     );
-    let err = run_to_string(HubCommand::Install, &other).0.unwrap_err();
+    let err = run_to_string(HubCommand::Install { role: None }, &other).0.unwrap_err();
     assert!(err.to_string().contains("supports macOS"), "{err}");
 
     let mut ctx = s.linux();
     ctx.exe_dir = Some(s.root().join("nowhere"));
-    let err = run_to_string(HubCommand::Install, &ctx).0.unwrap_err();
+    let err = run_to_string(HubCommand::Install { role: None }, &ctx).0.unwrap_err();
     assert!(err.to_string().contains("cannot find taud"), "{err}");
     assert!(s.calls().is_empty(), "nothing was enabled");
 }
@@ -333,7 +334,7 @@ fn install_says_what_it_wrote_when_systemd_is_unreachable() {
             ..FakeSystemctl::default()
         },
     );
-    let err = run_to_string(HubCommand::Install, &ctx).0.unwrap_err();
+    let err = run_to_string(HubCommand::Install { role: None }, &ctx).0.unwrap_err();
     let unit = s.root().join("user/.config/systemd/user/taud.service");
     assert_eq!(
         err.to_string(),
@@ -367,7 +368,7 @@ fn stop_without_a_hub_says_so() {
 #[test]
 fn systemd_unit_prints_this_installations_unit() {
     let s = Setup::new();
-    let (code, text) = run_to_string(HubCommand::SystemdUnit, &s.mac(None));
+    let (code, text) = run_to_string(HubCommand::SystemdUnit { role: None }, &s.mac(None));
     code.unwrap();
     assert!(text.starts_with("# tau hub (taud)"), "{text}");
     assert!(text.contains(&s.root().join("data").display().to_string()));
@@ -404,7 +405,17 @@ fn hub_command_nests_under_a_cli() {
     );
     assert_eq!(
         parse(&["tau", "hub", "systemd-unit"]),
-        HubCommand::SystemdUnit
+        HubCommand::SystemdUnit { role: None }
+    );
+    assert_eq!(
+        parse(&["tau", "hub", "install", "--role", "node"]),
+        HubCommand::Install {
+            role: Some(crate::cli::RoleArg::Node)
+        }
+    );
+    assert_eq!(
+        parse(&["tau", "hub", "install"]),
+        HubCommand::Install { role: None }
     );
     assert_eq!(parse(&["tau", "hub", "run"]), HubCommand::Run);
 }
@@ -414,7 +425,7 @@ fn install_over_a_running_hub_says_how_to_hand_over_to_the_service() {
     let s = Setup::new();
     let ctx = s.linux();
     let _held = super::probe::tests::hold_lock(&ctx.paths.hub, 4242);
-    let (result, out) = run_to_string(HubCommand::Install, &ctx);
+    let (result, out) = run_to_string(HubCommand::Install { role: None }, &ctx);
     result.unwrap();
     assert!(out.contains("a hub is already running (pid 4242)"), "{out}");
     assert!(
@@ -424,7 +435,7 @@ fn install_over_a_running_hub_says_how_to_hand_over_to_the_service() {
     assert!(!out.contains("starts once it stops"), "{out}");
 
     let ctx = s.mac(None);
-    let (result, out) = run_to_string(HubCommand::Install, &ctx);
+    let (result, out) = run_to_string(HubCommand::Install { role: None }, &ctx);
     result.unwrap();
     assert!(
         out.contains(&format!(
@@ -455,4 +466,99 @@ fn start_runs_through_the_one_auto_start_and_reports_a_hub_that_exits_at_once() 
     let log = ctx.paths.logs_dir.join("taud.out");
     assert!(log.exists(), "the started taud's output goes to {log:?}");
     assert_eq!(mode(&log), 0o600);
+}
+
+/// The `Environment=` lines of the unit `tau hub install` wrote on Linux.
+fn installed_environment(s: &Setup, ctx: &HubContext, role: Option<crate::cli::RoleArg>) -> Vec<String> {
+    let (result, out) = run_to_string(HubCommand::Install { role }, ctx);
+    result.unwrap();
+    let unit = std::fs::read_to_string(s.root().join("user/.config/systemd/user/taud.service"))
+        .unwrap();
+    let lines: Vec<String> = unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("Environment="))
+        .map(str::to_owned)
+        .collect();
+    let says = out.contains("the service runs taud as a node (TAU_ROLE=node)");
+    assert_eq!(says, lines.iter().any(|l| l == "\"TAU_ROLE=node\""), "{out}");
+    lines
+}
+
+#[test]
+fn install_on_a_node_writes_tau_role_from_the_flag_the_environment_or_tau_toml() {
+    let role_line = "\"TAU_ROLE=node\"".to_owned();
+    // A hub: no role written, the output says nothing of one.
+    let s = Setup::new();
+    let env = installed_environment(&s, &s.linux(), None);
+    assert_eq!(env.len(), 2, "{env:?}");
+
+    // `[hub] role = "node"` in tau.toml.
+    let s = Setup::new();
+    let ctx = s.linux();
+    std::fs::create_dir_all(&ctx.paths.home).unwrap();
+    std::fs::write(&ctx.paths.config_file, "[hub]\nrole = \"node\"\n").unwrap();
+    assert_eq!(installed_environment(&s, &ctx, None)[2], role_line);
+    // --role hub wins over tau.toml.
+    let env = installed_environment(&s, &ctx, Some(crate::cli::RoleArg::Hub));
+    assert_eq!(env[2], "\"TAU_ROLE=hub\"");
+
+    // TAU_ROLE in the environment of `tau hub install` (a service does not inherit it).
+    let s = Setup::new();
+    let mut ctx = s.linux();
+    ctx.env.set("TAU_ROLE", "node");
+    assert_eq!(installed_environment(&s, &ctx, None)[2], role_line);
+
+    // --role node alone.
+    let s = Setup::new();
+    let env = installed_environment(&s, &s.linux(), Some(crate::cli::RoleArg::Node));
+    assert_eq!(env[2], role_line);
+
+    // The plist of a node on a Mac.
+    let s = Setup::new();
+    let mut ctx = s.mac(Some("state = running"));
+    ctx.env.set("TAU_ROLE", "node");
+    let (result, out) = run_to_string(HubCommand::Install { role: None }, &ctx);
+    result.unwrap();
+    assert!(out.contains("TAU_ROLE=node"), "{out}");
+    let plist = std::fs::read_to_string(
+        s.root().join("user/Library/LaunchAgents/dev.tau.taud.plist"),
+    )
+    .unwrap();
+    assert!(
+        plist.contains("<key>TAU_ROLE</key>\n    <string>node</string>"),
+        "{plist}"
+    );
+
+    // `tau hub systemd-unit` prints what install writes.
+    let (code, unit) = run_to_string(HubCommand::SystemdUnit { role: None }, &ctx);
+    code.unwrap();
+    assert!(unit.lines().any(|l| l == "Environment=\"TAU_ROLE=node\""), "{unit}");
+}
+
+#[test]
+fn install_refuses_a_bad_tau_role_and_warns_of_a_broken_tau_toml() {
+    let s = Setup::new();
+    let mut ctx = s.linux();
+    ctx.env.set("TAU_ROLE", "server");
+    let err = run_to_string(HubCommand::Install { role: None }, &ctx)
+        .0
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "environment variable TAU_ROLE = \"server\": expected \"hub\" or \"node\""
+    );
+    assert!(s.calls().is_empty(), "nothing installed");
+
+    let s = Setup::new();
+    let ctx = s.linux();
+    std::fs::create_dir_all(&ctx.paths.home).unwrap();
+    std::fs::write(&ctx.paths.config_file, "[hub]\nrole = \"satellite\"\n").unwrap();
+    let (result, out) = run_to_string(HubCommand::Install { role: None }, &ctx);
+    result.unwrap();
+    assert!(out.starts_with("warning: "), "{out}");
+    assert!(out.contains("hub.role"), "{out}");
+    assert!(
+        out.contains("taud will refuse to start until it is fixed"),
+        "{out}"
+    );
 }

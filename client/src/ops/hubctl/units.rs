@@ -1,12 +1,14 @@
 //! The service templates from `deploy/` (embedded with `include_str!`) and their rendering: the
 //! systemd user unit and the launchd agent plist, filled with the absolute path of `taud`, TAU_HOME,
-//! TAU_DATA_DIR and the log file.
+//! TAU_DATA_DIR and the log file, and TAU_ROLE when the installation names a role (a node's).
 //!
 //! Invariants: every value is escaped for its format (systemd quoting and `%` specifiers, XML
 //! entities), so a path with spaces, quotes or `%` cannot change the unit's meaning; the rendered
 //! text has no placeholder left.
 
 use std::path::{Path, PathBuf};
+
+use tau_api::config::NodeRole;
 
 /// The systemd user unit template.
 pub const SYSTEMD_TEMPLATE: &str = include_str!("../../../../deploy/taud.service");
@@ -30,6 +32,17 @@ pub struct ServiceValues {
     pub user_home: PathBuf,
     /// Where launchd writes the agent's stdout and stderr.
     pub launchd_log: PathBuf,
+    /// TAU_ROLE to set (a node's); `None`: none set, taud reads `[hub] role` (default hub).
+    pub role: Option<NodeRole>,
+}
+
+/// `template` with the line holding `placeholder` replaced by `line`, or removed (with its line
+/// end) when there is none.
+fn fill_line(template: &str, placeholder: &str, line: Option<&str>) -> String {
+    match line {
+        Some(line) => template.replace(placeholder, line),
+        None => template.replace(&format!("{placeholder}\n"), ""),
+    }
 }
 
 /// One systemd word, double-quoted, with `\`, `"` and `%` escaped.
@@ -63,7 +76,10 @@ pub fn render_systemd(values: &ServiceValues) -> String {
         .map(|p| systemd_quote(&format!("-{p}")))
         .collect::<Vec<_>>()
         .join(" ");
-    SYSTEMD_TEMPLATE
+    let role = values
+        .role
+        .map(|role| format!("Environment={}", systemd_quote(&format!("TAU_ROLE={role}"))));
+    fill_line(SYSTEMD_TEMPLATE, "{{ENV_TAU_ROLE}}", role.as_deref())
         .replace("{{TAUD}}", &systemd_quote(&text(&values.taud)))
         .replace(
             "{{ENV_TAU_HOME}}",
@@ -93,7 +109,13 @@ fn xml_escape(value: &str) -> String {
 
 /// The launchd agent plist for `values`.
 pub fn render_launchd(values: &ServiceValues) -> String {
-    LAUNCHD_TEMPLATE
+    let role = values.role.map(|role| {
+        format!(
+            "    <key>TAU_ROLE</key>\n    <string>{}</string>",
+            xml_escape(role.as_str())
+        )
+    });
+    fill_line(LAUNCHD_TEMPLATE, "{{TAU_ROLE}}", role.as_deref())
         .replace("{{TAUD}}", &xml_escape(&text(&values.taud)))
         .replace("{{TAU_HOME}}", &xml_escape(&text(&values.tau_home)))
         .replace("{{TAU_DATA_DIR}}", &xml_escape(&text(&values.data_dir)))
@@ -112,6 +134,14 @@ mod tests {
             data_dir: PathBuf::from(format!("{root}/.local/share/tau")),
             user_home: PathBuf::from(root),
             launchd_log: PathBuf::from(format!("{root}/.local/share/tau/logs/taud.launchd.log")),
+            role: None,
+        }
+    }
+
+    fn node(root: &str) -> ServiceValues {
+        ServiceValues {
+            role: Some(NodeRole::Node),
+            ..values(root)
         }
     }
 
@@ -190,5 +220,62 @@ mod tests {
             let body = comment.split("-->").next().unwrap();
             assert!(!body.contains("--"), "{body}");
         }
+    }
+
+    #[test]
+    fn a_node_unit_sets_tau_role_and_a_hub_unit_sets_none() {
+        let hub = render_systemd(&values("/home/pi"));
+        assert!(!hub.contains("{{"), "{hub}");
+        assert!(
+            !hub.lines().any(|l| l.starts_with("Environment=\"TAU_ROLE")),
+            "{hub}"
+        );
+        let node = render_systemd(&node("/home/pi"));
+        assert!(!node.contains("{{"), "{node}");
+        let environment: Vec<&str> = node
+            .lines()
+            .filter_map(|l| l.strip_prefix("Environment="))
+            .collect();
+        assert_eq!(
+            environment,
+            [
+                "\"TAU_HOME=/home/pi/.tau\"",
+                "\"TAU_DATA_DIR=/home/pi/.local/share/tau\"",
+                "\"TAU_ROLE=node\""
+            ]
+        );
+        // Only the role differs.
+        let without: Vec<&str> = node
+            .lines()
+            .filter(|l| *l != "Environment=\"TAU_ROLE=node\"")
+            .collect();
+        assert_eq!(without, hub.lines().collect::<Vec<_>>());
+        let explicit_hub = render_systemd(&ServiceValues {
+            role: Some(NodeRole::Hub),
+            ..values("/home/pi")
+        });
+        assert!(explicit_hub.lines().any(|l| l == "Environment=\"TAU_ROLE=hub\""));
+    }
+
+    #[test]
+    fn a_node_plist_sets_tau_role_in_its_environment() {
+        let hub = render_launchd(&values("/Users/me"));
+        assert!(!hub.contains("{{"), "{hub}");
+        assert!(!hub.contains("<key>TAU_ROLE</key>"), "{hub}");
+        let node = render_launchd(&node("/Users/me"));
+        assert!(!node.contains("{{"), "{node}");
+        let environment = node
+            .split("<key>EnvironmentVariables</key>")
+            .nth(1)
+            .and_then(|rest| rest.split("</dict>").next())
+            .unwrap();
+        assert_eq!(
+            environment.trim(),
+            "<dict>\n    <key>TAU_HOME</key>\n    <string>/Users/me/.tau</string>\n    \
+             <key>TAU_DATA_DIR</key>\n    <string>/Users/me/.local/share/tau</string>\n    \
+             <key>TAU_ROLE</key>\n    <string>node</string>"
+        );
+        let without = node.replace("    <key>TAU_ROLE</key>\n    <string>node</string>\n", "");
+        assert_eq!(without, hub);
     }
 }
