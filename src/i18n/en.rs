@@ -331,11 +331,34 @@ pub(super) const EN: &[(&str, &str)] = &[
     ("tool.progress", "⋯ {tool}: {progress}"),
     ("tool.running", "Running {tool}…"),
     ("tool.unknown", "✗ {tool}: not a registered tool; not run"),
+    ("tools.effect", "effect: {effect}"),
     ("tools.empty", "No tools are registered."),
     ("tools.header", "Tools:"),
     (
         "tools.line",
         "{name} · tier {tier} ({tier_label}) · {description}",
+    ),
+    ("tools.line_untiered", "{name} · no tier · {description}"),
+    ("tools.node", "node {node}"),
+    (
+        "tools.state.changed",
+        "not offered: changed since pairing (pair the node again)",
+    ),
+    (
+        "tools.state.missing",
+        "not offered: its server does not list it",
+    ),
+    (
+        "tools.state.offline",
+        "its node is not connected: a call fails at once",
+    ),
+    (
+        "tools.state.refused",
+        "not offered: another tool has its name",
+    ),
+    (
+        "tools.state.untiered",
+        "not offered: no tier in the hub's tau.toml",
     ),
     ("tui.composer", "Message"),
     ("tui.conn.connecting", "Connecting to the hub…"),

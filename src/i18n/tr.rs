@@ -330,11 +330,34 @@ pub(super) const TR: &[(&str, &str)] = &[
         "tool.unknown",
         "✗ {tool}: kayıtlı bir araç değil; çalıştırılmadı",
     ),
+    ("tools.effect", "etkisi: {effect}"),
     ("tools.empty", "Kayıtlı araç yok."),
     ("tools.header", "Araçlar:"),
     (
         "tools.line",
         "{name} · kademe {tier} ({tier_label}) · {description}",
+    ),
+    ("tools.line_untiered", "{name} · kademesiz · {description}"),
+    ("tools.node", "düğüm {node}"),
+    (
+        "tools.state.changed",
+        "sunulmuyor: eşleştirmeden beri değişti (düğümü yeniden eşleştirin)",
+    ),
+    (
+        "tools.state.missing",
+        "sunulmuyor: sunucusu onu listelemiyor",
+    ),
+    (
+        "tools.state.offline",
+        "düğümü bağlı değil: bir çağrı hemen başarısız olur",
+    ),
+    (
+        "tools.state.refused",
+        "sunulmuyor: adı başka bir aracın",
+    ),
+    (
+        "tools.state.untiered",
+        "sunulmuyor: merkezin tau.toml dosyasında kademesi yok",
     ),
     ("tui.composer", "İleti"),
     ("tui.conn.connecting", "Merkeze bağlanılıyor…"),

@@ -9,7 +9,6 @@
 use tau_api::commands::{command_hint, find_command, help_text, split_command};
 use tau_api::lang::Lang;
 use tau_api::proto::v1 as pb;
-use tau_api::tiers::tier_number;
 use tau_client::call::{CallError, call};
 
 use super::render;
@@ -143,28 +142,12 @@ async fn tools(chat: &mut Chat) {
     }
     let header = chat.t("tools.header", &[]);
     chat.printer.line(&header);
-    for tool in tools {
-        let Some(tier) = tier_number(tool.tier) else {
-            continue;
-        };
-        let label = chat.t(&format!("tier.{tier}"), &[]);
-        let name = render::one_line(&tool.name, 60);
-        let description = render::one_line(&tool.description, 100);
-        let mut line = chat.t(
-            "tools.line",
-            &[
-                ("name", &name),
-                ("tier", &tier),
-                ("tier_label", &label),
-                ("description", &description),
-            ],
-        );
-        if tier == 2 {
-            line.push_str(&format!(" · {}", chat.t("tier.needs_approval", &[])));
-        }
-        if !tool.server.is_empty() {
-            line.push_str(&format!(" · MCP {}", render::one_line(&tool.server, 30)));
-        }
+    let translate = |key: &str, args: &tau_api::i18n::Args<'_>| chat.t(key, args);
+    let lines: Vec<String> = tools
+        .iter()
+        .flat_map(|tool| super::tool_list::tool_lines(&translate, tool))
+        .collect();
+    for line in lines {
         chat.printer.line(&format!("  {line}"));
     }
 }

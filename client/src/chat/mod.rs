@@ -23,6 +23,7 @@ mod sessions;
 pub(crate) mod state;
 mod status_report;
 pub(crate) mod style;
+mod tool_list;
 pub(crate) mod turn;
 
 use std::io::IsTerminal;

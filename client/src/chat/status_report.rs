@@ -84,13 +84,18 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
     let tools_line = answers.tools.as_ref().map_or_else(
         || unknown.clone(),
         |tools| {
-            let approval = tools
+            // Only what the model is offered (a node's tool while its node is away too).
+            let offered: Vec<&pb::ToolInfo> = tools
+                .iter()
+                .filter(|tool| matches!(tool.state.as_str(), "" | "ready" | "offline"))
+                .collect();
+            let approval = offered
                 .iter()
                 .filter(|tool| tier_number(tool.tier) == Some(2))
                 .count();
             chat.t(
                 "status.tools",
-                &[("count", &tools.len()), ("approval", &approval)],
+                &[("count", &offered.len()), ("approval", &approval)],
             )
         },
     );

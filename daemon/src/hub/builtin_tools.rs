@@ -2,10 +2,10 @@
 //! routines are on), made once per hub and shared by every open session's catalog. A tool's spec,
 //! with its JSON schema, is a few KiB that each open session would otherwise hold a copy of.
 //!
-//! Invariant: a session's catalog is what `crate::mcp::hub_catalog` and [`with_routine_tool`]
-//! make (as `ListTools` shows them, [`tool_summaries`]), in the same order (shipped tools, the MCP tools
-//! offered now, `schedule_routine`) with the same tools disabled; only the built-in tool objects
-//! are shared.
+//! Invariant: a session's catalog is what `crate::mcp::hub_catalog` makes, plus the node tools
+//! lent now and `schedule_routine`, in the same order (shipped tools, the MCP tools offered
+//! now, node tools, `schedule_routine`) with the same tools disabled; `ListTools` shows that
+//! catalog ([`tool_summaries`]); only the built-in tool objects are shared.
 
 use std::sync::Arc;
 
@@ -80,52 +80,52 @@ impl BuiltinTools {
     }
 }
 
-/// The tools an agent may call, as `ListTools` shows them: the catalog a session would get now,
-/// then the MCP tools not offered and why.
+/// The tools an agent may call, as `ListTools` shows them: the catalog a session would get now
+/// (a node tool `offline` while its node is not live), then the MCP and node tools not offered
+/// and why (less those `disabled`).
 pub(crate) fn tool_summaries(
+    builtin: &BuiltinTools,
     disabled: &[String],
     mcp: &McpManager,
-    routine_proposer: Option<&Arc<dyn RoutineProposer>>,
 ) -> Vec<crate::tool::ToolSummary> {
-    match crate::mcp::hub_catalog(Arc::new(SystemClock), disabled, mcp) {
-        Ok(catalog) => {
-            let catalog = with_routine_tool(catalog, routine_proposer, disabled);
-            let mut tools: Vec<crate::tool::ToolSummary> = catalog
-                .entries()
-                .iter()
-                .map(|entry| crate::tool::ToolSummary {
-                    name: entry.name().to_owned(),
-                    tier: Some(entry.tier()),
-                    description: entry.spec().description.clone(),
-                    effect: entry.spec().effect().to_owned(),
-                    server: entry.distribution().strip_prefix("mcp:").map(str::to_owned),
-                    state: "ready".to_owned(),
-                })
-                .collect();
-            tools.extend(crate::mcp::not_offered(mcp));
-            tools
-        }
+    let catalog = match builtin.catalog(disabled, mcp) {
+        Ok(catalog) => catalog,
         Err(error) => {
             warn!("cannot list the tools: {error}");
-            Vec::new()
+            return Vec::new();
         }
-    }
-}
-
-/// `catalog` with `schedule_routine` when routines are on (then `disabled` applied again, so the
-/// owner can still remove it).
-fn with_routine_tool(
-    mut catalog: ToolCatalog,
-    proposer: Option<&Arc<dyn RoutineProposer>>,
-    disabled: &[String],
-) -> ToolCatalog {
-    if let Some(proposer) = proposer {
-        if let Err(err) = catalog.add(Arc::new(ScheduleRoutine::new(Arc::clone(proposer)))) {
-            tracing::warn!("schedule_routine left out: {err}");
-        }
-        catalog.disable(disabled);
-    }
-    catalog
+    };
+    let live = builtin.lenders.live();
+    let mut tools: Vec<crate::tool::ToolSummary> = catalog
+        .entries()
+        .iter()
+        .map(|entry| {
+            let node = entry.distribution().strip_prefix("node:").map(str::to_owned);
+            let offline = node.as_ref().is_some_and(|n| !live.contains(n));
+            crate::tool::ToolSummary {
+                name: entry.name().to_owned(),
+                tier: Some(entry.tier()),
+                description: entry.spec().description.clone(),
+                effect: entry.spec().effect().to_owned(),
+                server: entry.distribution().strip_prefix("mcp:").map(str::to_owned),
+                node,
+                state: if offline { "offline" } else { "ready" }.to_owned(),
+            }
+        })
+        .collect();
+    tools.extend(crate::mcp::not_offered(mcp));
+    let shown = |tool: &crate::tool::ToolSummary| {
+        !disabled.iter().any(|item| match item.strip_prefix("dist:") {
+            // A node's tools are of distribution `node:<node>` (`crate::node`).
+            Some(dist) => tool
+                .node
+                .as_deref()
+                .is_some_and(|node| dist.strip_prefix("node:") == Some(node)),
+            None => *item == tool.name,
+        })
+    };
+    tools.extend(builtin.lenders.not_offered().into_iter().filter(shown));
+    tools
 }
 
 #[cfg(test)]

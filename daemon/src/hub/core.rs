@@ -142,7 +142,6 @@ impl HubCore {
                         mcp: Arc::new(McpManager::new(options_mcp)),
                         spend,
                         builtin_tools: BuiltinTools::new(proposer.as_ref()).lent(lenders),
-                        routine_proposer: proposer,
                     },
                     stream_id: new_id("stream", 0),
                     sessions,
@@ -283,9 +282,9 @@ impl HubCore {
     pub fn tools(&self) -> Vec<ToolSummary> {
         let parts = self.inner.parts();
         tool_summaries(
+            &parts.builtin_tools,
             &parts.options.disabled_tools,
             &parts.mcp,
-            parts.routine_proposer.as_ref(),
         )
     }
 

@@ -209,6 +209,7 @@ pub fn not_offered(mcp: &McpManager) -> Vec<crate::tool::ToolSummary> {
                     description: t.description,
                     effect: t.effect.unwrap_or_default(),
                     server: Some(name.clone()),
+                    node: None,
                     state: match t.state {
                         ToolState::Untiered => "untiered",
                         ToolState::Missing => "missing",

@@ -23,6 +23,15 @@ pub struct ToolClaim {
 }
 
 impl ToolClaim {
+    /// A claim known by its name alone (from the pairing store).
+    pub(super) fn named(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            description: String::new(),
+            input_schema_json: String::new(),
+        }
+    }
+
     /// SHA-256 (hex) of the name, description and schema, each followed by a zero byte: what a
     /// call carries so the node runs only the tool the hub offered.
     pub fn digest(&self) -> String {

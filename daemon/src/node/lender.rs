@@ -1,6 +1,6 @@
 //! The registry as the hub sees it from its tools: [`NodeLinks`] for each [`super::NodeTool`]
 //! (a node's live link, the call timeout, the claim offered now) and [`NodeLender`], the hub core's
-//! lender (the tools nodes lend, and the live nodes).
+//! lender (the tools nodes lend, the live nodes, and the claims not offered: `lent_listing.rs`).
 //!
 //! Invariant: nothing here keeps state; every answer is the registry's at the moment it is asked.
 
@@ -36,5 +36,9 @@ impl crate::tool::ToolLender for NodeLender {
 
     fn live(&self) -> Vec<String> {
         self.0.live_names()
+    }
+
+    fn not_offered(&self) -> Vec<crate::tool::ToolSummary> {
+        super::lent_listing::not_offered(&self.0)
     }
 }

@@ -4,8 +4,10 @@
 //! (`pairing_code.rs`), the TLS 1.3 configurations that pin the peer's key (`tls.rs`), the one
 //! registry every view of the nodes reads (`node_registry.rs` `NodeRegistry`), a live link's calls in
 //! flight (`link_state.rs` `LinkHandle`), the tools a node claims and how a new claim compares with
-//! the first one (`claims.rs` `ToolClaim`) and a node's tool as the hub's gate sees it
-//! (`node_tool.rs` `NodeTool`). The wire (tonic) is the `link` room's.
+//! the first one (`claims.rs` `ToolClaim`), a node's tool as the hub's gate sees it
+//! (`node_tool.rs` `NodeTool`) and the hub core's lender (`lender.rs` `NodeLender`), with the
+//! claims not offered as `ListTools` shows them (`lent_listing.rs`). The wire (tonic) is the
+//! `link` room's.
 //!
 //! Invariants: one pairing store and one flow (`tau node pair` on the hub, `tau node join` on the
 //! node); a code is single use, lives 10 minutes and is bound to both certificates' fingerprints;
@@ -18,6 +20,7 @@
 mod claims;
 mod identity;
 mod lender;
+mod lent_listing;
 mod link_state;
 mod node_registry;
 mod node_tool;

@@ -76,6 +76,8 @@ pub struct LentToolView {
     pub offered_as: Option<String>,
     /// Claimed differently than first seen: not offered until paired again.
     pub changed: bool,
+    /// The node's description of it; empty when not heard since this hub started.
+    pub description: String,
 }
 
 struct IssuedCode {
@@ -438,14 +440,19 @@ impl NodeRegistry {
             .iter()
             .map(|paired| {
                 let peer = state.peers.get(&paired.name);
-                let tools = peer
-                    .map(|p| {
-                        p.claims
-                            .iter()
-                            .map(|c| self.lent_view(&paired.name, c, p.changed.contains(&c.name)))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let tools = match peer.filter(|p| p.heard.is_some()) {
+                    Some(p) => p
+                        .claims
+                        .iter()
+                        .map(|c| self.lent_view(&paired.name, c, p.changed.contains(&c.name)))
+                        .collect(),
+                    // Not heard since this hub started: the tools first seen, by name.
+                    None => paired
+                        .tools
+                        .keys()
+                        .map(|name| self.lent_view(&paired.name, &ToolClaim::named(name), false))
+                        .collect(),
+                };
                 NodeView {
                     name: paired.name.clone(),
                     live: peer.is_some_and(|p| self.live(p)),
@@ -470,6 +477,7 @@ impl NodeRegistry {
             tier,
             offered_as: (tier.is_some() && !changed).then(|| node_tool_name(node, &claim.name)),
             changed,
+            description: claim.description.clone(),
         }
     }
 

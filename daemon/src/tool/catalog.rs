@@ -170,18 +170,21 @@ pub fn fold_name(name: &str) -> String {
     name.replace('-', "_")
 }
 
-/// A tool as listings show it (`ListTools`, `tau components`): a catalog entry, or an MCP tool
-/// that is listed but not offered.
+/// A tool as listings show it (`ListTools`, `tau components`): a catalog entry, or an MCP or
+/// node tool that is listed but not offered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolSummary {
     pub name: String,
-    /// `None` for an MCP tool the owner did not tier (never offered).
+    /// `None` for an MCP or node tool the owner did not tier (never offered).
     pub tier: Option<Tier>,
     pub description: String,
     pub effect: String,
     /// The MCP server of an MCP tool.
     pub server: Option<String>,
-    /// `ready`, or for an MCP tool not offered: `untiered` or `missing`.
+    /// The node lending a node tool.
+    pub node: Option<String>,
+    /// `ready`; for an MCP tool not offered `untiered`, `missing` or `refused`; for a node tool
+    /// `offline` (tiered, its node not live), `untiered` or `changed`.
     pub state: String,
 }
 

@@ -1,5 +1,6 @@
 //! [`Lenders`]: tools another machine lends the hub (a node's, see `crate::node`), asked for at
-//! each turn's start, and which lenders are live now (the Now block's "Live nodes:" line).
+//! each turn's start, which lenders are live now (the Now block's "Live nodes:" line), and what
+//! they claim but are not offered (for `ListTools`).
 //!
 //! Invariant: a lender only adds tools that already carry the hub owner's tier; the catalog
 //! checks them like any other, and `[components.tools] disabled` still removes them.
@@ -7,6 +8,7 @@
 use std::sync::Arc;
 
 use super::call::Tool;
+use super::catalog::ToolSummary;
 
 /// Who lends tools to the hub.
 pub trait ToolLender: Send + Sync {
@@ -14,6 +16,9 @@ pub trait ToolLender: Send + Sync {
     fn tools(&self) -> Vec<Arc<dyn Tool>>;
     /// The names of the lenders that are live now, sorted.
     fn live(&self) -> Vec<String>;
+    /// The tools claimed but not in [`ToolLender::tools`] (untiered, changed, or of a lender
+    /// not heard since the hub started), as listings show them.
+    fn not_offered(&self) -> Vec<ToolSummary>;
 }
 
 /// The hub's lender, if any (cheap to clone).
@@ -39,6 +44,11 @@ impl Lenders {
     /// The live lenders now.
     pub fn live(&self) -> Vec<String> {
         self.0.as_ref().map(|l| l.live()).unwrap_or_default()
+    }
+
+    /// What the lenders claim but do not offer now.
+    pub fn not_offered(&self) -> Vec<ToolSummary> {
+        self.0.as_ref().map(|l| l.not_offered()).unwrap_or_default()
     }
 }
 

@@ -76,9 +76,9 @@ pub struct RoutineStatus {
 fn tools(state: &CoreState) -> Vec<ToolSummary> {
     let parts = state.parts();
     tool_summaries(
+        &parts.builtin_tools,
         &parts.options.disabled_tools,
         &parts.mcp,
-        parts.routine_proposer.as_ref(),
     )
 }
 

@@ -53,9 +53,8 @@ pub(crate) struct AgentParts {
     pub mcp: Arc<crate::mcp::McpManager>,
     /// Counts every model call's spend and keeps roles within their daily budgets.
     pub spend: Arc<SpendMeter>,
-    /// Registers what `schedule_routine` proposes; `None`: routines are off, no such tool.
-    pub routine_proposer: Option<Arc<dyn crate::tool::builtin::RoutineProposer>>,
-    /// The built-in tools, shared by every session's catalog.
+    /// The built-in tools (with `schedule_routine` when routines are on), shared by every
+    /// session's catalog.
     pub builtin_tools: BuiltinTools,
 }
 

@@ -266,6 +266,7 @@ pub fn tool(tool: ToolSummary) -> pb::ToolInfo {
         effect: tool.effect,
         server: tool.server.unwrap_or_default(),
         state: tool.state,
+        node: tool.node.unwrap_or_default(),
     }
 }
 
