@@ -1,6 +1,6 @@
 //! The lines of `/tools`: each tool the hub lists (`ListTools`) with its tier, description, where
-//! it comes from (an MCP server, a node), its effect when it acts on the physical world, and why
-//! it is not offered when it is not (untiered, changed since pairing, its node not connected, …).
+//! it comes from (an MCP server, a node), its effect (what an approval shows) when it has one of
+//! its own, and why it is not offered when it is not (untiered, changed since pairing, its node not connected, …).
 //!
 //! Invariant: every text the hub sent is sanitized to one bounded line; a tool the hub lists is
 //! never left out, so an untiered claim is seen (and marked as not offered) rather than hidden.
@@ -67,7 +67,8 @@ pub(super) fn tool_lines(
         line.push_str(&format!(" · {note}"));
     }
     let mut lines = vec![line];
-    if !tool.effect.trim().is_empty() {
+    // A tool without an effect of its own reports its description, already on the line.
+    if !tool.effect.trim().is_empty() && tool.effect.trim() != tool.description.trim() {
         let effect = render::one_line(&tool.effect, 200);
         lines.push(format!(
             "    {}",
@@ -155,7 +156,7 @@ mod tests {
 
     #[test]
     fn local_and_mcp_tools_read_as_before_and_hub_text_stays_on_one_line() {
-        let local = info("current_time", pb::Tier::Read, "", "ready", "");
+        let local = info("current_time", pb::Tier::Read, "", "ready", "d");
         assert_eq!(
             tool_lines(&english, &local),
             ["current_time · tier 0 (read) · d"]
