@@ -29,12 +29,13 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples[index]
 }
 
-fn rss_kib(pid: u32) -> u64 {
+/// A field of `/proc/PID/status` (kB for the memory ones), 0 when unreadable.
+fn status_field(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
         })
         .unwrap_or(0)
@@ -183,10 +184,14 @@ async fn main() -> Result<(), BoxError> {
 
     // Idle: a few heartbeats with nothing else to do.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let rss = rss_kib(node.id());
+    let pid = node.id();
+    let mib = |field: &str| status_field(pid, field) as f64 / 1024.0;
     println!(
-        "  node idle RSS: {:.1} MiB (target <= 10 MiB)",
-        rss as f64 / 1024.0
+        "  node idle RSS: {:.1} MiB (target <= 10 MiB): {:.1} MiB anonymous, {:.1} MiB file-backed (code and read-only data, shared), {} threads",
+        mib("VmRSS:"),
+        mib("RssAnon:"),
+        mib("RssFile:"),
+        status_field(pid, "Threads:")
     );
     let _ = node.kill();
     let _ = node.wait();

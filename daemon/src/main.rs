@@ -3,6 +3,9 @@
 //!
 //! The soft open-files limit is raised to the hard one at start (logged at INFO).
 //!
+//! A hub runs on a multi-thread runtime; a node (TAU_ROLE=node) on a current-thread one (see
+//! [`node_runtime`]) and builds no session service.
+//!
 //! The async runtime is shut down explicitly with a deadline ([`RUNTIME_SHUTDOWN`]) after the hub
 //! stopped, so blocking work still running cannot hold the exit. Its blocking threads (store
 //! writes, `spawn_blocking`) are at most [`MAX_BLOCKING_THREADS`]: each thread that ever ran can
@@ -111,9 +114,15 @@ fn main() -> ExitCode {
         eprintln!("taud: {}: {e}", installation.paths.config_file.display());
         return refused(exit::CONFIG);
     }
-    let services = match CoreSetup::from_installation(&installation) {
-        _ if node_role => taud::services::node_role_services(&nodes),
-        Ok(setup) => {
+    // A node builds no session service (no providers, no store).
+    let setup = if node_role {
+        None
+    } else {
+        Some(CoreSetup::from_installation(&installation))
+    };
+    let services = match setup {
+        None => taud::services::node_role_services(&nodes),
+        Some(Ok(setup)) => {
             let mut setup = setup;
             setup.options.lenders = taud::tool::Lenders::new(std::sync::Arc::new(
                 taud::node::NodeLender(std::sync::Arc::clone(nodes.registry())),
@@ -127,7 +136,7 @@ fn main() -> ExitCode {
             }
             services
         }
-        Err(e) => {
+        Some(Err(e)) => {
             eprintln!("taud: {e}");
             return refused(exit::CONFIG);
         }
@@ -176,7 +185,7 @@ fn main() -> ExitCode {
     host::crash::install_panic_hook(paths.crash_file.clone());
     raise_open_files_limit();
 
-    let runtime = match runtime() {
+    let runtime = match if node_role { node_runtime() } else { runtime() } {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("taud: cannot start the async runtime: {e}");
@@ -258,6 +267,19 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(worker_threads())
         .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .enable_all()
+        .build()
+}
+
+/// The most threads a node's runtime runs blocking work on: it has no store, only the rare file
+/// write (its pairing store, its state file).
+const NODE_BLOCKING_THREADS: usize = 1;
+
+/// A node's async runtime: one thread. A node holds one link and a local socket and runs a few
+/// calls at a time; every worker thread would cost it a stack and an allocator arena of its own.
+fn node_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(NODE_BLOCKING_THREADS)
         .enable_all()
         .build()
 }

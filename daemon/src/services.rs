@@ -54,13 +54,16 @@ pub fn builtin_services_with_nodes(setup: CoreSetup, nodes: &NodeServices) -> Se
 }
 
 /// The services of a `taud` running as a node: no model and no agent; the control API, gRPC
-/// (status and `tau.v1.Nodes` on the local socket) and the link to its hub.
+/// (status and `tau.v1.Nodes` on the local socket, without health or reflection) and the link to
+/// its hub.
 pub fn node_role_services(nodes: &NodeServices) -> ServiceRegistry {
     let mut registry = ServiceRegistry::new();
     let hook = nodes_hook(nodes);
     registry.register(CONTROL_API, |_| Ok(Arc::new(ControlApi::new())));
     registry.register(GRPC, move |_| {
-        Ok(Arc::new(GrpcService::new().with_routes(hook.clone())))
+        Ok(Arc::new(
+            GrpcService::new().lean().with_routes(hook.clone()),
+        ))
     });
     nodes.register(&mut registry);
     registry

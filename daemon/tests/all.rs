@@ -49,6 +49,7 @@ mod mcp_servers;
 mod node_changed;
 mod node_link;
 mod node_mcp;
+mod node_process;
 mod node_tool_listing;
 mod otel_export;
 mod provider_anthropic;

@@ -77,11 +77,18 @@ async fn list_tools_shows_node_tools_with_tiers_untiered_claims_and_offline_node
     let hub_home = hub_install(listen, "");
     let mut hub = hub_home.spawn();
     hub_home.wait_ready(hub.pid());
-    let node_home = Install::with_config("[hub]\nheartbeat_seconds = 1\nrole = \"node\"\n[nodes]\nheartbeat = 1\n");
+    let node_home = Install::with_config(
+        "[hub]\nheartbeat_seconds = 1\nrole = \"node\"\n[nodes]\nheartbeat = 1\n",
+    );
     let mut node = node_home.spawn();
     node_home.wait_ready(node.pid());
     // Before any node: only this machine's tools, none naming a node.
-    assert!(list_tools(&hub_home).await.iter().all(|t| t.node.is_empty()));
+    assert!(
+        list_tools(&hub_home)
+            .await
+            .iter()
+            .all(|t| t.node.is_empty())
+    );
     pair(&hub_home, &node_home, listen).await;
 
     // Live: the tiered claim is offered with the owner's tier and effect; the untiered one is
@@ -139,10 +146,15 @@ async fn list_tools_shows_node_tools_with_tiers_untiered_claims_and_offline_node
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disabled_node_tools_are_not_listed() {
     let listen = free_port();
-    let hub_home = hub_install(listen, "[components.tools]\ndisabled = [\"dist:node:pi\"]\n");
+    let hub_home = hub_install(
+        listen,
+        "[components.tools]\ndisabled = [\"dist:node:pi\"]\n",
+    );
     let hub = hub_home.spawn();
     hub_home.wait_ready(hub.pid());
-    let node_home = Install::with_config("[hub]\nheartbeat_seconds = 1\nrole = \"node\"\n[nodes]\nheartbeat = 1\n");
+    let node_home = Install::with_config(
+        "[hub]\nheartbeat_seconds = 1\nrole = \"node\"\n[nodes]\nheartbeat = 1\n",
+    );
     let node = node_home.spawn();
     node_home.wait_ready(node.pid());
     pair(&hub_home, &node_home, listen).await;

@@ -100,7 +100,10 @@ pub(crate) fn tool_summaries(
         .entries()
         .iter()
         .map(|entry| {
-            let node = entry.distribution().strip_prefix("node:").map(str::to_owned);
+            let node = entry
+                .distribution()
+                .strip_prefix("node:")
+                .map(str::to_owned);
             let offline = node.as_ref().is_some_and(|n| !live.contains(n));
             crate::tool::ToolSummary {
                 name: entry.name().to_owned(),
@@ -115,14 +118,16 @@ pub(crate) fn tool_summaries(
         .collect();
     tools.extend(crate::mcp::not_offered(mcp));
     let shown = |tool: &crate::tool::ToolSummary| {
-        !disabled.iter().any(|item| match item.strip_prefix("dist:") {
-            // A node's tools are of distribution `node:<node>` (`crate::node`).
-            Some(dist) => tool
-                .node
-                .as_deref()
-                .is_some_and(|node| dist.strip_prefix("node:") == Some(node)),
-            None => *item == tool.name,
-        })
+        !disabled
+            .iter()
+            .any(|item| match item.strip_prefix("dist:") {
+                // A node's tools are of distribution `node:<node>` (`crate::node`).
+                Some(dist) => tool
+                    .node
+                    .as_deref()
+                    .is_some_and(|node| dist.strip_prefix("node:") == Some(node)),
+                None => *item == tool.name,
+            })
     };
     tools.extend(builtin.lenders.not_offered().into_iter().filter(shown));
     tools

@@ -1,6 +1,6 @@
-//! The gRPC hub service (`grpc`): `tau.v1.Tau`, `grpc.health.v1.Health` and server reflection,
-//! served on the Unix socket `hub/taud.sock` (same uid only) and mounted on the control API's
-//! TCP port (bearer token only). The socket's connections get the hub's deadlines and cap
+//! The gRPC hub service (`grpc`): `tau.v1.Tau`, `grpc.health.v1.Health` and server reflection
+//! (neither on a node: [`GrpcService::lean`]), served on the Unix socket `hub/taud.sock` (same
+//! uid only) and mounted on the control API's TCP port (bearer token only). The socket's connections get the hub's deadlines and cap
 //! ([`crate::listen`], HTTP/2 only).
 //!
 //! It also starts the session service (the [`HubCore`]) with the [`CoreStarter`] it was given (the
@@ -38,7 +38,7 @@ pub const GRPC: &str = "grpc";
 struct Running {
     hub: Hub,
     core: Option<HubCore>,
-    health: HealthReporter,
+    health: Option<HealthReporter>,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<()>,
 }
@@ -60,6 +60,8 @@ pub struct GrpcService {
     routes: Option<RoutesHook>,
     /// The uid allowed on the socket; `None`: the hub's own.
     socket_uid: Option<u32>,
+    /// Serve `tau.v1.Tau` (and the hook's routes) only: no health, no reflection (a node's).
+    lean: bool,
 }
 
 impl GrpcService {
@@ -76,7 +78,16 @@ impl GrpcService {
             starter: Some(starter),
             routes: None,
             socket_uid: None,
+            lean: false,
         }
+    }
+
+    /// This service without `grpc.health.v1.Health` and server reflection: what a node serves
+    /// on its socket for `tau` on that machine, which uses neither (each costs the node memory).
+    #[must_use]
+    pub fn lean(mut self) -> Self {
+        self.lean = true;
+        self
     }
 
     /// This service, also serving what `hook` adds.
@@ -135,22 +146,31 @@ impl HubService for GrpcService {
         let token =
             token::ensure(&paths.token_file).map_err(|e| ServiceError::Failed(e.to_string()))?;
 
-        let (health, health_service) = tonic_health::server::health_reporter();
-        health
-            .set_serving::<pb::tau_server::TauServer<TauApi>>()
-            .await;
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(|e| failed("server reflection")(e.to_string()))?;
         let core = self.start_core(hub).await;
         let mut routes = Routes::new(pb::tau_server::TauServer::new(TauApi::new(
             hub.clone(),
             core.clone(),
-        )))
-        .add_service(health_service)
-        .add_service(reflection);
+        )));
+        let mut health = None;
+        if !self.lean {
+            let (reporter, health_service) = tonic_health::server::health_reporter();
+            reporter
+                .set_serving::<pb::tau_server::TauServer<TauApi>>()
+                .await;
+            let reflection = tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+                .build_v1();
+            let reflection = match reflection {
+                Ok(reflection) => reflection,
+                Err(e) => {
+                    stop_core(core).await;
+                    return Err(failed("server reflection")(e.to_string()));
+                }
+            };
+            routes = routes.add_service(health_service).add_service(reflection);
+            health = Some(reporter);
+        }
         if let Some(hook) = &self.routes {
             routes = hook(routes);
         }
@@ -224,9 +244,11 @@ impl HubService for GrpcService {
         else {
             return Ok(());
         };
-        health
-            .set_not_serving::<pb::tau_server::TauServer<TauApi>>()
-            .await;
+        if let Some(health) = health {
+            health
+                .set_not_serving::<pb::tau_server::TauServer<TauApi>>()
+                .await;
+        }
         if let Some(core) = core {
             // Ends every turn (stored as cancelled) and every subscription, so the server drains.
             core.shutdown().await;

@@ -1,0 +1,71 @@
+//! A `taud` running as a node (TAU_ROLE=node), as a process: it serves `tau` on its local socket
+//! (status and `tau.v1.Nodes`) but no health or reflection, builds no session service, and runs on
+//! a current-thread runtime (its threads: the main one and at most one for blocking work).
+
+use crate::support;
+
+use support::api::socket_client;
+use support::process::{Install, uds_channel};
+use tau_api::proto::v1::{self as pb, nodes_client::NodesClient};
+use tonic::Code;
+
+fn node_install() -> Install {
+    Install::with_config("[hub]\nheartbeat_seconds = 1\nrole = \"node\"\n")
+}
+
+/// The threads of process `pid` (Linux: `/proc/PID/status`).
+fn threads(pid: u32) -> usize {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_serves_tau_and_nodes_on_its_socket_without_health_or_a_session_service() {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_client::HealthClient;
+
+    let install = node_install();
+    let node = install.spawn();
+    install.wait_ready(node.pid());
+
+    let mut client = socket_client(&install).await;
+    let status = client
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.pid, node.pid());
+    // No agent: the session service is not there, and says so.
+    let refused = client
+        .list_tools(pb::ListToolsRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+
+    let channel = uds_channel(&install.paths().socket).await;
+    let listed = NodesClient::new(channel.clone())
+        .list_nodes(pb::ListNodesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.role, "node");
+    let health = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: "tau.v1.Tau".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(health.code(), Code::Unimplemented, "{health:?}");
+
+    let threads = threads(node.pid());
+    assert!(
+        threads <= 2,
+        "a node runs on one runtime thread (and one for blocking work): {threads}"
+    );
+}
