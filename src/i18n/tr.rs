@@ -351,10 +351,7 @@ pub(super) const TR: &[(&str, &str)] = &[
         "tools.state.offline",
         "düğümü bağlı değil: bir çağrı hemen başarısız olur",
     ),
-    (
-        "tools.state.refused",
-        "sunulmuyor: adı başka bir aracın",
-    ),
+    ("tools.state.refused", "sunulmuyor: adı başka bir aracın"),
     (
         "tools.state.untiered",
         "sunulmuyor: merkezin tau.toml dosyasında kademesi yok",

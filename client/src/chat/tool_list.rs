@@ -61,7 +61,10 @@ pub(super) fn tool_lines(
     }
     if !tool.node.is_empty() {
         let node = render::one_line(&tool.node, 30);
-        line.push_str(&format!(" · {}", translate("tools.node", &[("node", &node)])));
+        line.push_str(&format!(
+            " · {}",
+            translate("tools.node", &[("node", &node)])
+        ));
     }
     if let Some(note) = state_note(translate, &tool.state) {
         line.push_str(&format!(" · {note}"));
@@ -105,13 +108,7 @@ mod tests {
 
     #[test]
     fn node_tools_show_their_node_tier_effect_and_why_not_offered() {
-        let ready = info(
-            "node__pi__current_time",
-            pb::Tier::Read,
-            "pi",
-            "ready",
-            "",
-        );
+        let ready = info("node__pi__current_time", pb::Tier::Read, "pi", "ready", "");
         assert_eq!(
             tool_lines(&english, &ready),
             ["node__pi__current_time · tier 0 (read) · d · node pi"]
@@ -139,7 +136,9 @@ mod tests {
         );
         assert_eq!(
             tool_lines(&english, &untiered),
-            ["node__pi__camera · no tier · d · node pi · not offered: no tier in the hub's tau.toml"]
+            [
+                "node__pi__camera · no tier · d · node pi · not offered: no tier in the hub's tau.toml"
+            ]
         );
         let changed = info("node__pi__lamp", pb::Tier::Physical, "pi", "changed", "");
         let line = &tool_lines(&english, &changed)[0];
@@ -150,7 +149,9 @@ mod tests {
         );
         assert_eq!(
             tool_lines(&turkish, &untiered),
-            ["node__pi__camera · kademesiz · d · düğüm pi · sunulmuyor: merkezin tau.toml dosyasında kademesi yok"]
+            [
+                "node__pi__camera · kademesiz · d · düğüm pi · sunulmuyor: merkezin tau.toml dosyasında kademesi yok"
+            ]
         );
     }
 

@@ -172,12 +172,16 @@ fn install_refuses_other_platforms_and_a_missing_taud() {
         FakeLaunchctl::default(),
         FakeSystemctl::default(),
     );
-    let err = run_to_string(HubCommand::Install { role: None }, &other).0.unwrap_err();
+    let err = run_to_string(HubCommand::Install { role: None }, &other)
+        .0
+        .unwrap_err();
     assert!(err.to_string().contains("supports macOS"), "{err}");
 
     let mut ctx = s.linux();
     ctx.exe_dir = Some(s.root().join("nowhere"));
-    let err = run_to_string(HubCommand::Install { role: None }, &ctx).0.unwrap_err();
+    let err = run_to_string(HubCommand::Install { role: None }, &ctx)
+        .0
+        .unwrap_err();
     assert!(err.to_string().contains("cannot find taud"), "{err}");
     assert!(s.calls().is_empty(), "nothing was enabled");
 }
@@ -334,7 +338,9 @@ fn install_says_what_it_wrote_when_systemd_is_unreachable() {
             ..FakeSystemctl::default()
         },
     );
-    let err = run_to_string(HubCommand::Install { role: None }, &ctx).0.unwrap_err();
+    let err = run_to_string(HubCommand::Install { role: None }, &ctx)
+        .0
+        .unwrap_err();
     let unit = s.root().join("user/.config/systemd/user/taud.service");
     assert_eq!(
         err.to_string(),
@@ -469,18 +475,26 @@ fn start_runs_through_the_one_auto_start_and_reports_a_hub_that_exits_at_once() 
 }
 
 /// The `Environment=` lines of the unit `tau hub install` wrote on Linux.
-fn installed_environment(s: &Setup, ctx: &HubContext, role: Option<crate::cli::RoleArg>) -> Vec<String> {
+fn installed_environment(
+    s: &Setup,
+    ctx: &HubContext,
+    role: Option<crate::cli::RoleArg>,
+) -> Vec<String> {
     let (result, out) = run_to_string(HubCommand::Install { role }, ctx);
     result.unwrap();
-    let unit = std::fs::read_to_string(s.root().join("user/.config/systemd/user/taud.service"))
-        .unwrap();
+    let unit =
+        std::fs::read_to_string(s.root().join("user/.config/systemd/user/taud.service")).unwrap();
     let lines: Vec<String> = unit
         .lines()
         .filter_map(|l| l.strip_prefix("Environment="))
         .map(str::to_owned)
         .collect();
     let says = out.contains("the service runs taud as a node (TAU_ROLE=node)");
-    assert_eq!(says, lines.iter().any(|l| l == "\"TAU_ROLE=node\""), "{out}");
+    assert_eq!(
+        says,
+        lines.iter().any(|l| l == "\"TAU_ROLE=node\""),
+        "{out}"
+    );
     lines
 }
 
@@ -521,7 +535,8 @@ fn install_on_a_node_writes_tau_role_from_the_flag_the_environment_or_tau_toml()
     result.unwrap();
     assert!(out.contains("TAU_ROLE=node"), "{out}");
     let plist = std::fs::read_to_string(
-        s.root().join("user/Library/LaunchAgents/dev.tau.taud.plist"),
+        s.root()
+            .join("user/Library/LaunchAgents/dev.tau.taud.plist"),
     )
     .unwrap();
     assert!(
@@ -532,7 +547,10 @@ fn install_on_a_node_writes_tau_role_from_the_flag_the_environment_or_tau_toml()
     // `tau hub systemd-unit` prints what install writes.
     let (code, unit) = run_to_string(HubCommand::SystemdUnit { role: None }, &ctx);
     code.unwrap();
-    assert!(unit.lines().any(|l| l == "Environment=\"TAU_ROLE=node\""), "{unit}");
+    assert!(
+        unit.lines().any(|l| l == "Environment=\"TAU_ROLE=node\""),
+        "{unit}"
+    );
 }
 
 #[test]

@@ -254,7 +254,11 @@ mod tests {
             role: Some(NodeRole::Hub),
             ..values("/home/pi")
         });
-        assert!(explicit_hub.lines().any(|l| l == "Environment=\"TAU_ROLE=hub\""));
+        assert!(
+            explicit_hub
+                .lines()
+                .any(|l| l == "Environment=\"TAU_ROLE=hub\"")
+        );
     }
 
     #[test]
