@@ -81,24 +81,10 @@ async fn try_show(chat: &mut Chat) -> Result<(), CallError> {
             ),
         ],
     );
-    let tools_line = answers.tools.as_ref().map_or_else(
-        || unknown.clone(),
-        |tools| {
-            // Only what the model is offered (a node's tool while its node is away too).
-            let offered: Vec<&pb::ToolInfo> = tools
-                .iter()
-                .filter(|tool| matches!(tool.state.as_str(), "" | "ready" | "offline"))
-                .collect();
-            let approval = offered
-                .iter()
-                .filter(|tool| tier_number(tool.tier) == Some(2))
-                .count();
-            chat.t(
-                "status.tools",
-                &[("count", &offered.len()), ("approval", &approval)],
-            )
-        },
-    );
+    let tools_line = answers
+        .tools
+        .as_ref()
+        .map_or_else(|| unknown.clone(), |tools| tools_line(chat, tools));
     let routines_line = routines_line(chat, &answers, &unknown);
     let language = format!("{} ({})", chat.lang.as_str(), chat.lang.native_name());
     let taud = answers.status.as_ref().map_or_else(
@@ -157,6 +143,23 @@ fn routines_line(chat: &Chat, answers: &HubAnswers, unknown: &str) -> String {
                 ],
             )
         },
+    )
+}
+
+/// The tools the model is offered (a node's tool while its node is away too), and how many of
+/// them need an approval.
+fn tools_line(chat: &Chat, tools: &[pb::ToolInfo]) -> String {
+    let offered: Vec<&pb::ToolInfo> = tools
+        .iter()
+        .filter(|tool| matches!(tool.state.as_str(), "" | "ready" | "offline"))
+        .collect();
+    let approval = offered
+        .iter()
+        .filter(|tool| tier_number(tool.tier) == Some(2))
+        .count();
+    chat.t(
+        "status.tools",
+        &[("count", &offered.len()), ("approval", &approval)],
     )
 }
 
