@@ -165,6 +165,15 @@ pub trait SessionStore: Send + Sync {
         Ok(())
     }
 
+    /// Whether `tidy_session` has anything to do for the session now, answered from memory
+    /// without waiting on the disk: the hub starts a tidy only when it does. The file backend
+    /// says yes while the session's journal holds records (or another call is busy with it);
+    /// sqlite, and this default, which leave nothing for later, always no.
+    fn tidy_pending(&self, session_id: &str) -> bool {
+        let _ = session_id;
+        false
+    }
+
     /// `flush_session` for a session the hub closes: the file backend also syncs and empties the
     /// session's journal, so nothing of it waits for the next open. This default flushes.
     fn close_session(&self, session_id: &str) -> Result<(), SessionError> {

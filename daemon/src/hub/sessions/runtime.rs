@@ -17,8 +17,9 @@
 //!   either way; only the record's copy of the count and time waits (every read sees the current
 //!   values).
 //!   The worker never waits for that write, nor for the store's tidying after a turn
-//!   (`SessionStore::tidy_session`, at most one at a time per session): both run beside the next
-//!   turn, so a turn's latency holds only its own durable writes.
+//!   (`SessionStore::tidy_session`, at most one at a time per session, and only when
+//!   `SessionStore::tidy_pending` says the store left something for later): both run beside the
+//!   next turn, so a turn's latency holds only its own durable writes.
 //! - Std locks here are short and never held across an `.await`.
 //! - A role switch or compaction never waits behind a turn (which may wait for a person): it takes
 //!   `agent_lock` only while no turn runs or waits ([`SessionRuntime::lock_agent_idle`]).
@@ -265,7 +266,7 @@ impl SessionRuntime {
     /// the worker, unless one still runs: that one, or the next turn's, takes this turn's records
     /// too. A failure is logged; the records are durable already.
     pub(crate) fn tidy_store(&self) {
-        if self.tidying.swap(true, Ordering::AcqRel) {
+        if !self.store.tidy_pending(&self.session_id) || self.tidying.swap(true, Ordering::AcqRel) {
             return;
         }
         let store = Arc::clone(&self.store);

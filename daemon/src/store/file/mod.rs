@@ -360,6 +360,12 @@ impl StoreBackend for FileBackend {
         self.checkpoint(session_id, false)
     }
 
+    /// While the session's journal holds records: they wait to be materialized, or for the
+    /// checkpoint that empties it.
+    fn tidy_pending(&self, session_id: &str) -> bool {
+        self.journal_pending(session_id)
+    }
+
     /// A flush that also empties the session's journal.
     fn close_session(&self, session_id: &str) -> Result<(), SessionError> {
         self.close_journal(session_id)?;

@@ -206,3 +206,14 @@ fn batches_number_their_events_on_and_count_every_message() {
     assert_eq!(numbers, [0, 1, 2, 3]);
     assert_eq!(count(&store, "one"), 4);
 }
+
+#[test]
+fn nothing_is_left_to_tidy_after_a_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(dir.path());
+    session_with_agent(&store, "s1");
+    store
+        .append_batch("s1", DEFAULT_AGENT_ID, &[], &[message(0)])
+        .unwrap();
+    assert!(!store.tidy_pending("s1"));
+}
