@@ -576,7 +576,8 @@ impl StoreBackend for FileBackend {
         if !create_new(&dir, SESSION_FILE, &to_json(&file)?, self.durability)? {
             return Err(SessionError::SessionExists(id.to_owned()));
         }
-        self.lock_index().record(&index_entry(&file))
+        // Unsynced, as a turn's: every listing finds a session directory the index lacks.
+        self.lock_index().record_unsynced(&index_entry(&file))
     }
 
     fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
