@@ -38,7 +38,12 @@ use crate::agent::TauAgent;
 use crate::hub::approvals::{ApprovalReadiness, TurnSlot};
 use crate::hub::error::CoreError;
 use crate::hub::events::EventBus;
-use crate::store::{DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionStore};
+use crate::store::{
+    DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionError, SessionStore,
+};
+
+/// A title's write running beside a turn: whether the session has a title once it is done.
+pub(crate) type TitleWrite = tokio::task::JoinHandle<Result<bool, SessionError>>;
 
 /// When the session's record was last written, and whether a delayed write is coming.
 #[derive(Debug, Default)]
@@ -301,24 +306,34 @@ impl SessionRuntime {
             .elapsed()
     }
 
-    /// Sets the session's title from its first user text, if it has none. Once the session is
-    /// known to have a title, later turns skip the store (no read at every turn's start).
-    pub(crate) async fn note_first_text(&self, text: &str) {
+    /// Starts setting the session's title from its first user text, if it has none: the write
+    /// runs beside the turn (its syncs share the disk's flushes with the turn's own writes), and
+    /// [`SessionRuntime::finish_title`] waits for it before the turn's end is reported. Once the
+    /// session is known to have a title, later turns skip the store (no read at every turn's
+    /// start).
+    pub(crate) fn start_title(&self, text: &str) -> Option<TitleWrite> {
         if self.titled.load(Ordering::Acquire) {
-            return;
+            return None;
         }
         let store = Arc::clone(&self.store);
         let session_id = self.session_id.clone();
         let text = text.to_owned();
-        let written = tokio::task::spawn_blocking(move || {
+        Some(tokio::task::spawn_blocking(move || {
             let mut meta = store.read_meta(&session_id)?.unwrap_or_default();
             if meta.set_title_if_missing(&text) {
                 store.write_meta(&session_id, &meta)?;
             }
-            Ok::<_, crate::store::SessionError>(meta.title.is_some_and(|t| !t.is_empty()))
-        })
-        .await;
-        let error = match written {
+            Ok(meta.title.is_some_and(|t| !t.is_empty()))
+        }))
+    }
+
+    /// Waits for the title's write [`SessionRuntime::start_title`] started; a failure is logged
+    /// (the next turn tries again).
+    pub(crate) async fn finish_title(&self, write: Option<TitleWrite>) {
+        let Some(write) = write else {
+            return;
+        };
+        let error = match write.await {
             Ok(Ok(titled)) => return self.titled.store(titled, Ordering::Release),
             Ok(Err(error)) => error.to_string(),
             Err(error) => error.to_string(),
