@@ -520,9 +520,9 @@ impl StoreBackend for FileBackend {
             }
             return Err(SessionError::SessionExists(id.to_owned()));
         }
-        // Everything but `session.json` is written unsynced, then synced in one pass (a file
-        // system commits such a pass in about one flush, not one per file); `session.json`, which
-        // makes the session whole, follows only once all of it is durable.
+        // Everything is written unsynced, then synced in one pass (a file system commits such a
+        // pass in about one flush, not one per file); the name `session.json`, which makes the
+        // session whole, is given only once all of it is durable.
         let dir = self.root.join(id);
         make_dir(&dir, AGENTS_DIR)?;
         let agents = dir.join(AGENTS_DIR);
@@ -559,9 +559,17 @@ impl StoreBackend for FileBackend {
         if !create_new(&dir, META_FILE, &to_json(&new.meta)?, Durability::NoSync)? {
             return Err(SessionError::SessionExists(id.to_owned()));
         }
+        // `session.json`'s content is synced in the same pass, under a temporary name; only its
+        // name, given after the pass, needs a sync of its own (the directory's).
+        let file = SessionFile {
+            session: new.session.clone(),
+            message_count: u64::try_from(new.messages.len()).unwrap_or(u64::MAX),
+        };
+        let record = TempFile::write(&dir, SESSION_FILE, &to_json(&file)?, Durability::NoSync)?;
         to_sync.extend([
             agent_dir.join(AGENT_FILE),
             dir.join(META_FILE),
+            record.path().to_path_buf(),
             messages,
             agent_dir,
             agents,
@@ -569,13 +577,10 @@ impl StoreBackend for FileBackend {
             self.root.clone(),
         ]);
         checkpoint::sync_paths(to_sync.iter(), self.durability)?;
-        let file = SessionFile {
-            session: new.session.clone(),
-            message_count: u64::try_from(new.messages.len()).unwrap_or(u64::MAX),
-        };
-        if !create_new(&dir, SESSION_FILE, &to_json(&file)?, self.durability)? {
+        if !record.link_new(&dir.join(SESSION_FILE))? {
             return Err(SessionError::SessionExists(id.to_owned()));
         }
+        sync_dir(&dir, self.durability)?;
         // Unsynced, as a turn's: every listing finds a session directory the index lacks.
         self.lock_index().record_unsynced(&index_entry(&file))
     }
