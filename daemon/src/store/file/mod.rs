@@ -62,16 +62,14 @@ use crate::store::backend::{RecordKey, Rewrite, StoreBackend};
 use crate::store::checked_store::CheckedStore;
 use crate::store::contract::{Durability, NewSession};
 use crate::store::meta::SessionMeta;
-use crate::store::records::{
-    FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, check_version,
-};
+use crate::store::records::{Session, SessionAgent, SessionInfo, SessionMessage, check_version};
 use crate::store::store_error::SessionError;
 
-use deferred_record::Deferred;
+use deferred_record::{Deferred, index_entry};
 use fsutil::{
     TempFile, create_new, existing_dir, make_dir, make_root, read_json, replace, sync_dir,
 };
-use index::{INDEX_FILE, IndexEntry, ListingIndex};
+use index::{INDEX_FILE, ListingIndex};
 use layout::{
     AGENT_FILE, AGENTS_DIR, EVENTS_FILE, MESSAGES_DIR, META_FILE, SESSION_FILE, SessionFile,
     check_message_id, message_file_name, parse_message_file_name,
@@ -360,8 +358,7 @@ impl StoreBackend for FileBackend {
         self.checkpoint(session_id, false)
     }
 
-    /// While the session's journal holds records: they wait to be materialized, or for the
-    /// checkpoint that empties it.
+    /// While the session's journal holds records (to materialize, or to checkpoint).
     fn tidy_pending(&self, session_id: &str) -> bool {
         self.journal_pending(session_id)
     }
@@ -588,16 +585,6 @@ impl StoreBackend for FileBackend {
     fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
         let dir = self.require_session_dir(session_id)?;
         read_json::<SessionMeta>(&dir.join(META_FILE))
-    }
-}
-
-fn index_entry(file: &SessionFile) -> IndexEntry {
-    IndexEntry {
-        v: FORMAT_VERSION,
-        session_id: file.session.session_id.clone(),
-        created_at: file.session.created_at,
-        updated_at: file.session.updated_at,
-        message_count: file.message_count,
     }
 }
 
