@@ -12,7 +12,8 @@
 //! multi-thread client adds its own thread hand-offs, about 0.2 ms a turn here, to the hub's time).
 //!
 //! `table` runs every turn target instead, each with PASS or FAIL (see `hub_turn/table.rs`):
-//! `cargo bench -p taud --bench hub_turn -- table [TURNS] [file|sqlite]`.
+//! `cargo bench -p taud --bench hub_turn -- table [TURNS] [file|sqlite]`; `scale [ROUNDS]
+//! [file|sqlite]` runs its parallel row alone, several times (see `hub_turn/table.rs`).
 //!
 //! Run: `cargo bench -p taud --bench hub_turn [-- ITERATIONS] [file] [sqlite] [socket] [in-process]
 //! [nosync] [stages]` (default 300 iterations, both stores, both paths; naming a store or a path
@@ -374,6 +375,10 @@ fn chosen<'a>(args: &[String], known: &[&'a str]) -> Vec<&'a str> {
 
 fn main() -> BenchResult<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "scale") {
+        let rounds = args.iter().find_map(|a| a.parse().ok()).unwrap_or(5);
+        return table::scale(rounds, &chosen(&args, &["file", "sqlite"]));
+    }
     if args.iter().any(|a| a == "table") {
         let turns = args.iter().find_map(|a| a.parse().ok()).unwrap_or(2000);
         return table::run(turns, &chosen(&args, &["file", "sqlite"]));

@@ -314,10 +314,12 @@ fn a_tidy_writes_the_journaled_files_and_checkpoints_when_due() {
     let (dir, id, session_dir) = fixture();
     let journal = session_dir.join("journal.jsonl");
     let store = open(dir.path());
+    assert!(!store.tidy_pending(&id), "nothing journaled yet");
     store
         .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "hello"))
         .unwrap();
     assert!(!message_file(&session_dir, 2).exists(), "journaled only");
+    assert!(store.tidy_pending(&id), "a journaled message to write");
     store.tidy_session(&id).unwrap();
     assert!(
         message_file(&session_dir, 2).exists(),
@@ -335,6 +337,7 @@ fn a_tidy_writes_the_journaled_files_and_checkpoints_when_due() {
         0,
         "512 batches: emptied"
     );
+    assert!(!store.tidy_pending(&id), "checkpointed: nothing left");
     assert_eq!(texts(&store, &id).len(), 3);
     assert_eq!(event_types(&store, &id).len(), 512);
 }

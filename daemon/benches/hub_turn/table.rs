@@ -13,8 +13,11 @@
 //!   turn after another) next to one session, over the same socket. Target: ≥ 4×.
 //! - One-shot: `tau ask hello` and `tau version`, the release binaries next to `taud`, spawned
 //!   one after another with the hub running (file store). Targets: p50 ≤ 4 ms and ≤ 3 ms.
+//!
+//! `TAU_BENCH_TAUD=<path>` runs another `taud` (and the `tau` beside it), e.g. a copy of the
+//! build before a change, so before and after meet the same disk minutes apart.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::soak::SoakHub;
@@ -176,9 +179,17 @@ fn spawn_times(hub: &SoakHub, command: &Path, args: &[&str]) -> BenchResult<Vec<
     Ok(times)
 }
 
+/// The `taud` to run: `TAU_BENCH_TAUD` when set (a copy of an earlier build, with its `tau` beside
+/// it, so one run can measure before and after), else the one this benchmark was built with.
+fn taud_binary() -> PathBuf {
+    std::env::var_os("TAU_BENCH_TAUD")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_taud")), PathBuf::from)
+}
+
 /// Runs the whole table (see the module documentation).
 pub fn run(turns: usize, backends: &[&str]) -> BenchResult<()> {
-    let taud = Path::new(env!("CARGO_BIN_EXE_taud"));
+    let taud = taud_binary();
+    let taud = taud.as_path();
     let client_runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -251,5 +262,39 @@ pub fn run(turns: usize, backends: &[&str]) -> BenchResult<()> {
         }
     }
     println!("{failed} target(s) failed");
+    Ok(())
+}
+
+/// `hub_turn -- scale [ROUNDS] [file|sqlite]`: the parallel row alone, `ROUNDS` times (5 by
+/// default) on one hub per store, one session and then ten taking turns, each round's ratio
+/// printed with their range: the row's spread within one run. With `TMPDIR` on a tmpfs the
+/// hub's syncs cost nothing, so the same rows show what the processor alone allows.
+pub fn scale(rounds: usize, backends: &[&str]) -> BenchResult<()> {
+    let taud = taud_binary();
+    let taud = taud.as_path();
+    let client_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    for &backend in backends {
+        let hub = SoakHub::start_plain(taud, backend)?;
+        let ratios = client_runtime.block_on(async {
+            let mut ratios = Vec::with_capacity(rounds);
+            for round in 1..=rounds {
+                let one = parallel(&hub, 1, 600).await?;
+                let ten = parallel(&hub, 10, 200).await?;
+                let ratio = ten / one.max(f64::MIN_POSITIVE);
+                println!(
+                    "{backend} round {round}: 10 sessions {ten:.0} turns/s, 1 session {one:.0} turns/s, {ratio:.2}×"
+                );
+                ratios.push(ratio);
+            }
+            BenchResult::Ok(ratios)
+        })?;
+        let low = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = ratios.iter().copied().fold(0.0, f64::max);
+        println!(
+            "{backend}: 10 sessions vs 1, {low:.2}–{high:.2}× over {rounds} rounds (target ≥ 4×)"
+        );
+    }
     Ok(())
 }

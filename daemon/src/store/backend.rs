@@ -135,6 +135,14 @@ pub trait StoreBackend: Send + Sync {
         Ok(())
     }
 
+    /// Whether `tidy_session` has anything to do (see
+    /// [`SessionStore::tidy_pending`](crate::store::SessionStore::tidy_pending)); never blocks on
+    /// the disk.
+    fn tidy_pending(&self, session_id: &str) -> bool {
+        let _ = session_id;
+        false
+    }
+
     /// `flush_session` for a closing session (see
     /// [`SessionStore::close_session`](crate::store::SessionStore::close_session)).
     fn close_session(&self, session_id: &str) -> Result<(), SessionError> {

@@ -302,6 +302,10 @@ impl<B: StoreBackend> SessionStore for CheckedStore<B> {
         self.backend.tidy_session(session_id)
     }
 
+    fn tidy_pending(&self, session_id: &str) -> bool {
+        self::session_id(session_id).is_ok() && self.backend.tidy_pending(session_id)
+    }
+
     fn close_session(&self, session_id: &str) -> Result<(), SessionError> {
         self::session_id(session_id)?;
         self.backend.close_session(session_id)

@@ -157,12 +157,23 @@ pub trait SessionStore: Send + Sync {
 
     /// Does, off a turn's path, what the backend left for later about the session and no reader
     /// waits for: the file backend writes its journaled records to their files and checkpoints
-    /// the journal when one is due. The hub calls it after each turn, without waiting for it;
-    /// nothing about durability depends on it (a write that returned is durable already). This
-    /// default does nothing.
+    /// the journal when one is due; sqlite checkpoints its WAL once enough commits gathered (the
+    /// whole database's, whichever session's tidy finds it due). The hub calls it after a turn
+    /// when `tidy_pending` says so, without waiting for it; nothing about durability depends on
+    /// it (a write that returned is durable already). This default does nothing.
     fn tidy_session(&self, session_id: &str) -> Result<(), SessionError> {
         let _ = session_id;
         Ok(())
+    }
+
+    /// Whether `tidy_session` has anything to do for the session now, answered from memory
+    /// without waiting on the disk: the hub starts a tidy only when it does. The file backend
+    /// says yes while the session's journal holds records (or another call is busy with it);
+    /// sqlite once its WAL is due a checkpoint (every few hundred commits); this default, for
+    /// backends that leave nothing for later, always no.
+    fn tidy_pending(&self, session_id: &str) -> bool {
+        let _ = session_id;
+        false
     }
 
     /// `flush_session` for a session the hub closes: the file backend also syncs and empties the

@@ -17,8 +17,9 @@
 //!   either way; only the record's copy of the count and time waits (every read sees the current
 //!   values).
 //!   The worker never waits for that write, nor for the store's tidying after a turn
-//!   (`SessionStore::tidy_session`, at most one at a time per session): both run beside the next
-//!   turn, so a turn's latency holds only its own durable writes.
+//!   (`SessionStore::tidy_session`, at most one at a time per session, and only when
+//!   `SessionStore::tidy_pending` says the store left something for later): both run beside the
+//!   next turn, so a turn's latency holds only its own durable writes.
 //! - Std locks here are short and never held across an `.await`.
 //! - A role switch or compaction never waits behind a turn (which may wait for a person): it takes
 //!   `agent_lock` only while no turn runs or waits ([`SessionRuntime::lock_agent_idle`]).
@@ -37,7 +38,12 @@ use crate::agent::TauAgent;
 use crate::hub::approvals::{ApprovalReadiness, TurnSlot};
 use crate::hub::error::CoreError;
 use crate::hub::events::EventBus;
-use crate::store::{DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionStore};
+use crate::store::{
+    DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionError, SessionStore,
+};
+
+/// A title's write running beside a turn: whether the session has a title once it is done.
+pub(crate) type TitleWrite = tokio::task::JoinHandle<Result<bool, SessionError>>;
 
 /// When the session's record was last written, and whether a delayed write is coming.
 #[derive(Debug, Default)]
@@ -265,7 +271,7 @@ impl SessionRuntime {
     /// the worker, unless one still runs: that one, or the next turn's, takes this turn's records
     /// too. A failure is logged; the records are durable already.
     pub(crate) fn tidy_store(&self) {
-        if self.tidying.swap(true, Ordering::AcqRel) {
+        if !self.store.tidy_pending(&self.session_id) || self.tidying.swap(true, Ordering::AcqRel) {
             return;
         }
         let store = Arc::clone(&self.store);
@@ -300,24 +306,34 @@ impl SessionRuntime {
             .elapsed()
     }
 
-    /// Sets the session's title from its first user text, if it has none. Once the session is
-    /// known to have a title, later turns skip the store (no read at every turn's start).
-    pub(crate) async fn note_first_text(&self, text: &str) {
+    /// Starts setting the session's title from its first user text, if it has none: the write
+    /// runs beside the turn (its syncs share the disk's flushes with the turn's own writes), and
+    /// [`SessionRuntime::finish_title`] waits for it before the turn's end is reported. Once the
+    /// session is known to have a title, later turns skip the store (no read at every turn's
+    /// start).
+    pub(crate) fn start_title(&self, text: &str) -> Option<TitleWrite> {
         if self.titled.load(Ordering::Acquire) {
-            return;
+            return None;
         }
         let store = Arc::clone(&self.store);
         let session_id = self.session_id.clone();
         let text = text.to_owned();
-        let written = tokio::task::spawn_blocking(move || {
+        Some(tokio::task::spawn_blocking(move || {
             let mut meta = store.read_meta(&session_id)?.unwrap_or_default();
             if meta.set_title_if_missing(&text) {
                 store.write_meta(&session_id, &meta)?;
             }
-            Ok::<_, crate::store::SessionError>(meta.title.is_some_and(|t| !t.is_empty()))
-        })
-        .await;
-        let error = match written {
+            Ok(meta.title.is_some_and(|t| !t.is_empty()))
+        }))
+    }
+
+    /// Waits for the title's write [`SessionRuntime::start_title`] started; a failure is logged
+    /// (the next turn tries again).
+    pub(crate) async fn finish_title(&self, write: Option<TitleWrite>) {
+        let Some(write) = write else {
+            return;
+        };
+        let error = match write.await {
             Ok(Ok(titled)) => return self.titled.store(titled, Ordering::Release),
             Ok(Err(error)) => error.to_string(),
             Err(error) => error.to_string(),

@@ -23,8 +23,8 @@ use crate::hub::limits::{
 };
 use crate::message::Message;
 use crate::store::{
-    DEFAULT_AGENT_ID, RECENT_SESSIONS_LIMIT, SessionMessage, SessionMeta, SessionStore,
-    create_fresh_session, most_recent_session, recent_sessions,
+    DEFAULT_AGENT_ID, RECENT_SESSIONS_LIMIT, SessionAgent, SessionMessage, SessionMeta,
+    SessionStore, create_fresh_complete_session, most_recent_session, now_utc, recent_sessions,
 };
 
 /// A session as listings and snapshots show it.
@@ -364,11 +364,17 @@ async fn create_session(
         context: Some(state.options().context),
         ..SessionMeta::default()
     };
+    // The record, its metadata and its agent in one step: the stores make it durable with one
+    // pass of syncs (file) or one commit (sqlite), not one per record.
+    let agent = SessionAgent::new(DEFAULT_AGENT_ID, state.options().context, now_utc());
     state
         .blocking(move |store| {
-            let session = create_fresh_session(store)?;
-            store.write_meta(&session.session_id, &meta)?;
-            Ok(session.session_id)
+            Ok(create_fresh_complete_session(
+                store,
+                agent,
+                Vec::new(),
+                meta,
+            )?)
         })
         .await
 }

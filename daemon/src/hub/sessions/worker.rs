@@ -65,7 +65,7 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     runtime
         .turn_slot
         .set_turn(Some(turn_id.clone()), record.held_for);
-    runtime.note_first_text(&record.info.text).await;
+    let title = runtime.start_title(&record.info.text);
     let options = TurnOptions {
         channel: Some(record.info.channel.clone()),
         cancel: Some(record.cancel.clone()),
@@ -98,6 +98,7 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
         }
     };
     runtime.turn_slot.set(None);
+    runtime.finish_title(title).await;
     runtime.save_pending_notice().await;
     let end = end.unwrap_or_else(|| {
         warn!(session_id = %runtime.session_id, %turn_id, "a turn ended without its end event");

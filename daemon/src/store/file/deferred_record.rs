@@ -16,7 +16,9 @@ use std::sync::{MutexGuard, PoisonError};
 use crate::store::file::fsutil::replace;
 use crate::store::store_error::SessionError;
 
-use super::{FileBackend, SESSION_FILE, SessionFile, index_entry, to_json};
+use super::index::IndexEntry;
+use super::{FileBackend, SESSION_FILE, SessionFile, to_json};
+use crate::store::records::FORMAT_VERSION;
 
 /// A session's `session.json` waiting for its flush, and whether a flush is writing it.
 pub(super) struct Deferred {
@@ -105,5 +107,16 @@ impl Drop for FileBackend {
         {
             tracing::warn!(%err, "cannot mark the session store as stopped cleanly; the next start surveys every session");
         }
+    }
+}
+
+/// The listing index's line for a session record.
+pub(super) fn index_entry(file: &SessionFile) -> IndexEntry {
+    IndexEntry {
+        v: FORMAT_VERSION,
+        session_id: file.session.session_id.clone(),
+        created_at: file.session.created_at,
+        updated_at: file.session.updated_at,
+        message_count: file.message_count,
     }
 }

@@ -179,6 +179,11 @@ impl TempFile {
         Ok(temp)
     }
 
+    /// Where the content is until it gets its name.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Gives the content the name `target` unless that name exists (`Ok(false)` then). The
     /// directory is not fsynced here.
     pub(crate) fn link_new(mut self, target: &Path) -> Result<bool, SessionError> {

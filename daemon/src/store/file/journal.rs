@@ -246,6 +246,19 @@ impl FileBackend {
         Ok(())
     }
 
+    /// Whether the session's journal holds records (journaled, or materialized and not yet
+    /// checkpointed); yes, without waiting, while another call holds its entry.
+    pub(super) fn journal_pending(&self, session_id: &str) -> bool {
+        let Some(entry) = self.existing_entry(session_id) else {
+            return false;
+        };
+        match entry.state.try_lock() {
+            Ok(journal) => !journal.is_clean(),
+            Err(TryLockError::Poisoned(poisoned)) => !poisoned.into_inner().is_clean(),
+            Err(TryLockError::WouldBlock) => true,
+        }
+    }
+
     /// Writes the session's journaled records to their files (not synced), so a read finds them.
     pub(super) fn materialize(&self, session_id: &str) -> Result<(), SessionError> {
         let Some(entry) = self.existing_entry(session_id) else {

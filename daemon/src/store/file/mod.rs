@@ -62,16 +62,14 @@ use crate::store::backend::{RecordKey, Rewrite, StoreBackend};
 use crate::store::checked_store::CheckedStore;
 use crate::store::contract::{Durability, NewSession};
 use crate::store::meta::SessionMeta;
-use crate::store::records::{
-    FORMAT_VERSION, Session, SessionAgent, SessionInfo, SessionMessage, check_version,
-};
+use crate::store::records::{Session, SessionAgent, SessionInfo, SessionMessage, check_version};
 use crate::store::store_error::SessionError;
 
-use deferred_record::Deferred;
+use deferred_record::{Deferred, index_entry};
 use fsutil::{
     TempFile, create_new, existing_dir, make_dir, make_root, read_json, replace, sync_dir,
 };
-use index::{INDEX_FILE, IndexEntry, ListingIndex};
+use index::{INDEX_FILE, ListingIndex};
 use layout::{
     AGENT_FILE, AGENTS_DIR, EVENTS_FILE, MESSAGES_DIR, META_FILE, SESSION_FILE, SessionFile,
     check_message_id, message_file_name, parse_message_file_name,
@@ -360,6 +358,11 @@ impl StoreBackend for FileBackend {
         self.checkpoint(session_id, false)
     }
 
+    /// While the session's journal holds records (to materialize, or to checkpoint).
+    fn tidy_pending(&self, session_id: &str) -> bool {
+        self.journal_pending(session_id)
+    }
+
     /// A flush that also empties the session's journal.
     fn close_session(&self, session_id: &str) -> Result<(), SessionError> {
         self.close_journal(session_id)?;
@@ -514,9 +517,9 @@ impl StoreBackend for FileBackend {
             }
             return Err(SessionError::SessionExists(id.to_owned()));
         }
-        // Everything but `session.json` is written unsynced, then synced in one pass (a file
-        // system commits such a pass in about one flush, not one per file); `session.json`, which
-        // makes the session whole, follows only once all of it is durable.
+        // Everything is written unsynced, then synced in one pass (a file system commits such a
+        // pass in about one flush, not one per file); the name `session.json`, which makes the
+        // session whole, is given only once all of it is durable.
         let dir = self.root.join(id);
         make_dir(&dir, AGENTS_DIR)?;
         let agents = dir.join(AGENTS_DIR);
@@ -553,9 +556,17 @@ impl StoreBackend for FileBackend {
         if !create_new(&dir, META_FILE, &to_json(&new.meta)?, Durability::NoSync)? {
             return Err(SessionError::SessionExists(id.to_owned()));
         }
+        // `session.json`'s content is synced in the same pass, under a temporary name; only its
+        // name, given after the pass, needs a sync of its own (the directory's).
+        let file = SessionFile {
+            session: new.session.clone(),
+            message_count: u64::try_from(new.messages.len()).unwrap_or(u64::MAX),
+        };
+        let record = TempFile::write(&dir, SESSION_FILE, &to_json(&file)?, Durability::NoSync)?;
         to_sync.extend([
             agent_dir.join(AGENT_FILE),
             dir.join(META_FILE),
+            record.path().to_path_buf(),
             messages,
             agent_dir,
             agents,
@@ -563,29 +574,17 @@ impl StoreBackend for FileBackend {
             self.root.clone(),
         ]);
         checkpoint::sync_paths(to_sync.iter(), self.durability)?;
-        let file = SessionFile {
-            session: new.session.clone(),
-            message_count: u64::try_from(new.messages.len()).unwrap_or(u64::MAX),
-        };
-        if !create_new(&dir, SESSION_FILE, &to_json(&file)?, self.durability)? {
+        if !record.link_new(&dir.join(SESSION_FILE))? {
             return Err(SessionError::SessionExists(id.to_owned()));
         }
-        self.lock_index().record(&index_entry(&file))
+        sync_dir(&dir, self.durability)?;
+        // Unsynced, as a turn's: every listing finds a session directory the index lacks.
+        self.lock_index().record_unsynced(&index_entry(&file))
     }
 
     fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
         let dir = self.require_session_dir(session_id)?;
         read_json::<SessionMeta>(&dir.join(META_FILE))
-    }
-}
-
-fn index_entry(file: &SessionFile) -> IndexEntry {
-    IndexEntry {
-        v: FORMAT_VERSION,
-        session_id: file.session.session_id.clone(),
-        created_at: file.session.created_at,
-        updated_at: file.session.updated_at,
-        message_count: file.message_count,
     }
 }
 

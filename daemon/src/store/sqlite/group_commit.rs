@@ -36,8 +36,8 @@ use crate::store::store_error::SessionError;
 pub(super) const MAX_BATCH: usize = 64;
 
 /// How long a staged job waits for its batch's commit before giving up with an error. A commit
-/// is one fsync (and now and then a WAL checkpoint); this only bounds a wait that should never
-/// end otherwise.
+/// is one fsync (the WAL's checkpoints run at tidies, see `wal_checkpoint`, unless they fall far
+/// behind); this only bounds a wait that should never end otherwise.
 const COMMIT_WAIT: Duration = Duration::from_secs(60);
 
 /// The write connection and its open batch.
@@ -45,6 +45,8 @@ pub(super) struct GroupCommit {
     writer: Mutex<Writer>,
     /// Threads that called `write` and do not hold the connection yet.
     arriving: AtomicUsize,
+    /// Commits since the last WAL checkpoint.
+    uncheckpointed: Arc<AtomicUsize>,
 }
 
 struct Writer {
@@ -55,6 +57,9 @@ struct Writer {
     batch: Arc<Batch>,
     /// Commits made since the store opened (how many fsyncs the writes cost).
     commits: u64,
+    /// Commits since the last WAL checkpoint (see `wal_checkpoint`), shared with
+    /// [`GroupCommit`] so it is read without the connection's lock.
+    uncheckpointed: Arc<AtomicUsize>,
 }
 
 /// One commit's outcome, shared by the jobs it holds.
@@ -234,6 +239,9 @@ impl Writer {
                 }
             }
         };
+        if outcome.is_ok() {
+            self.uncheckpointed.fetch_add(1, Ordering::Relaxed);
+        }
         self.staged = 0;
         self.commits += 1;
         std::mem::take(&mut self.batch).finish(outcome);
@@ -243,15 +251,33 @@ impl Writer {
 impl GroupCommit {
     /// The write path over `conn`, an open connection with no transaction.
     pub(super) fn new(conn: Connection) -> Self {
+        let uncheckpointed = Arc::new(AtomicUsize::new(0));
         Self {
             writer: Mutex::new(Writer {
                 conn,
                 staged: 0,
                 batch: Arc::default(),
                 commits: 0,
+                uncheckpointed: Arc::clone(&uncheckpointed),
             }),
             arriving: AtomicUsize::new(0),
+            uncheckpointed,
         }
+    }
+
+    /// Commits made since the last WAL checkpoint (read without the connection's lock).
+    pub(super) fn uncheckpointed(&self) -> usize {
+        self.uncheckpointed.load(Ordering::Relaxed)
+    }
+
+    /// A checkpoint covered `commits` of them: those are taken off the count, not the ones made
+    /// while it ran.
+    pub(super) fn checkpointed(&self, commits: usize) {
+        let _ = self
+            .uncheckpointed
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(commits))
+            });
     }
 
     /// Runs `job` on the write connection inside one commit shared with the writes that arrive

@@ -2,7 +2,8 @@
 //! contract as the file backend. [`SqliteBackend`] is the storage engine (a `StoreBackend`: ids
 //! and record versions are checked by `checked_store` before it is called); what callers open is
 //! [`SqliteSessionStore`], the engine under those checks. `group_commit` runs the writes on the
-//! one write connection, `read_pool` the reads on their own connections; `row_writes` and
+//! one write connection, `read_pool` the reads on their own connections, `wal_checkpoint` the WAL's
+//! checkpoints at a tidy, off the commit path; `row_writes` and
 //! `row_reads` are the statements, `rows` their shared helpers, `private_file` keeps the database
 //! file 0600, `schema` migrates it. See ARCHITECTURE.md (store).
 //!
@@ -29,6 +30,7 @@ mod row_reads;
 mod row_writes;
 mod rows;
 mod schema;
+mod wal_checkpoint;
 
 use std::fs::DirBuilder;
 use std::os::unix::fs::DirBuilderExt;
@@ -49,6 +51,7 @@ use group_commit::GroupCommit;
 use private_file::create_private_file;
 use read_pool::ReadPool;
 use rows::{row_location, to_i64, to_json};
+use wal_checkpoint::{CHECKPOINT_COMMITS, WAL_BACKSTOP_PAGES, WalCheckpoint};
 
 /// How long a write waits for another process holding the database lock.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -65,6 +68,7 @@ pub struct SqliteBackend {
     path: PathBuf,
     // Dropped before the writer, so the write connection is the last to close (and checkpoint).
     readers: ReadPool,
+    checkpoint: WalCheckpoint,
     writer: GroupCommit,
 }
 
@@ -112,12 +116,16 @@ impl SqliteBackend {
             Durability::NoSync => "OFF",
         };
         conn.pragma_update(None, "synchronous", synchronous)?;
+        // Checkpoints run at tidies, off the commit path (see `wal_checkpoint`).
+        conn.pragma_update(None, "wal_autocheckpoint", WAL_BACKSTOP_PAGES)?;
         conn.pragma_update(None, "foreign_keys", true)?;
         schema::migrate(&mut conn, &path)?;
         let readers = ReadPool::new(&path, BUSY_TIMEOUT, STATEMENT_CACHE);
+        let checkpoint = WalCheckpoint::new(path.clone(), synchronous, BUSY_TIMEOUT);
         Ok(Self {
             path,
             readers,
+            checkpoint,
             writer: GroupCommit::new(conn),
         })
     }
@@ -231,6 +239,31 @@ impl StoreBackend for SqliteBackend {
 
     fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
         self.readers.read(|conn| row_reads::list_sessions(conn))
+    }
+
+    /// A WAL checkpoint once [`CHECKPOINT_COMMITS`] commits gathered (the whole database's,
+    /// whichever session's tidy finds it due).
+    fn tidy_session(&self, _session_id: &str) -> Result<(), SessionError> {
+        let commits = self.writer.uncheckpointed();
+        if commits < CHECKPOINT_COMMITS {
+            return Ok(());
+        }
+        if let Some(done) = self.checkpoint.run()? {
+            tracing::debug!(
+                commits,
+                log = done.log,
+                copied = done.copied,
+                "checkpointed the session database's WAL"
+            );
+            if done.copied >= done.log {
+                self.writer.checkpointed(commits);
+            }
+        }
+        Ok(())
+    }
+
+    fn tidy_pending(&self, _session_id: &str) -> bool {
+        self.writer.uncheckpointed() >= CHECKPOINT_COMMITS
     }
 
     fn append_event(&self, session_id: &str, record: &Value) -> Result<(), SessionError> {

@@ -206,3 +206,45 @@ fn batches_number_their_events_on_and_count_every_message() {
     assert_eq!(numbers, [0, 1, 2, 3]);
     assert_eq!(count(&store, "one"), 4);
 }
+
+/// Commits never checkpoint the WAL on the way (the database file keeps its size while the
+/// WAL grows); a tidy does, once enough commits gathered, and only then says it has work.
+#[test]
+fn the_wal_is_checkpointed_by_a_tidy_not_by_a_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_in(dir.path());
+    session_with_agent(&store, "s1");
+    let db = dir.path().join("sessions.db");
+    let checkpointed = store.backend().checkpoint.run().unwrap().unwrap();
+    assert_eq!(checkpointed.copied, checkpointed.log);
+    store.backend().writer.checkpointed(usize::MAX);
+    let size = std::fs::metadata(&db).unwrap().len();
+    for id in 0..wal_checkpoint::CHECKPOINT_COMMITS as u64 - 1 {
+        store
+            .append_batch("s1", DEFAULT_AGENT_ID, &[], &[message(id)])
+            .unwrap();
+    }
+    assert!(!store.tidy_pending("s1"), "not due yet");
+    store.tidy_session("s1").unwrap();
+    assert_eq!(
+        std::fs::metadata(&db).unwrap().len(),
+        size,
+        "nothing copied"
+    );
+    store
+        .append_batch("s1", DEFAULT_AGENT_ID, &[], &[message(999)])
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&db).unwrap().len(),
+        size,
+        "every commit stayed in the WAL"
+    );
+    assert!(store.tidy_pending("s1"), "due");
+    store.tidy_session("s1").unwrap();
+    assert!(std::fs::metadata(&db).unwrap().len() > size, "copied in");
+    assert!(!store.tidy_pending("s1"), "done");
+    let stored = store
+        .list_messages("s1", DEFAULT_AGENT_ID, None, 0)
+        .unwrap();
+    assert_eq!(stored.len(), wal_checkpoint::CHECKPOINT_COMMITS);
+}
