@@ -12,6 +12,7 @@ mod chat_resume_replay;
 mod components;
 mod doctor;
 mod doctor_files;
+mod doctor_node;
 mod init;
 mod logging;
 mod plugin_commands;

@@ -50,6 +50,7 @@ mod node_changed;
 mod node_link;
 mod node_mcp;
 mod node_process;
+mod node_routines;
 mod node_tool_listing;
 mod otel_export;
 mod provider_anthropic;

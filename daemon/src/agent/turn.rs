@@ -173,6 +173,24 @@ impl HeldMessages {
     }
 }
 
+impl super::TauAgent {
+    /// For a call gated outside a turn (a routine's firing, registration or manual run): applies
+    /// the catalog source now, as a turn's start does ([`drive`]), so the call sees the tools of
+    /// now (a node that joined, or a claim that changed, since the session's last turn). Skipped
+    /// while a turn runs, so a turn sees one tool set; whether it was applied.
+    pub fn refresh_catalog(&self) -> bool {
+        let Some(source) = &self.inner.catalog_source else {
+            return false;
+        };
+        // Held while the catalog is replaced, so no turn starts in between.
+        let Ok(_idle) = self.inner.turn_lock.try_lock() else {
+            return false;
+        };
+        self.inner.gate.set_catalog(std::sync::Arc::new(source()));
+        true
+    }
+}
+
 async fn drive(
     inner: &AgentInner,
     prompt: String,

@@ -10,6 +10,12 @@
 //! `[components]` that nothing provides; who may read the private files; and whether a hub answers
 //! on the control port (one second for both requests, information only).
 //!
+//! On a node (TAU_ROLE=node, or `[hub] role = "node"`, resolved by `Settings` as taud resolves
+//! it) the checks only a hub needs (model roles and their servers, sessions, persona, Telegram,
+//! routines) are skipped with one line saying so, and the node's pairing with its hub is checked
+//! instead (`node_checks`); the configuration, `.env`, components, MCP servers, permissions and
+//! the control port are checked as on a hub.
+//!
 //! Invariants: the doctor only reads (it creates, changes and deletes nothing, and contacts
 //! nothing but 127.0.0.1 and the `http://` model servers the roles name); a problem in one area does not hide the checks that do not depend on it
 //! (a broken `tau.toml` still gets its persona, `.env`, permission and hub lines); a planned
@@ -20,6 +26,7 @@ mod credentials;
 mod file_checks;
 mod mcp_checks;
 pub(crate) mod model_server;
+mod node_checks;
 mod report;
 mod routine_checks;
 mod store;
@@ -31,8 +38,8 @@ use std::time::{Duration, Instant};
 
 use tau_api::components::{HubServiceReport, component_states, merge_hub_report, unknown_names};
 use tau_api::config::{
-    Config, ConfigSource, DEFAULT_CONTROL_PORT, KnownNames, PLANNED_PROVIDERS, Settings,
-    hub_port_from_env,
+    Config, ConfigSource, DEFAULT_CONTROL_PORT, KnownNames, NodeRole, PLANNED_PROVIDERS, Settings,
+    hub_port_from_env, role_from_env,
 };
 use tau_api::dotenv::{self, Dotenv};
 use tau_api::env::Env;
@@ -94,16 +101,27 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
         }
     };
 
-    let config = config_checks(&mut report, &env, &paths);
-    if let Some(config) = &config {
-        role_checks(&mut report, config, &env, &paths);
-        for check in model_server::checks(config, &env) {
+    let (config, role) = match config_checks(&mut report, &env, &paths) {
+        Some((config, settings)) => (Some(config), settings.role),
+        // Without a configuration, TAU_ROLE alone says (taud would not start either way).
+        None => (None, role_from_env(&env).unwrap_or_default()),
+    };
+    let node = role == NodeRole::Node;
+    if node {
+        // A node has no model and no agent: taud in the node role needs none of these.
+        report.push(node_checks::skipped());
+        report.push(node_checks::pairing(&paths.hub.dir));
+    } else {
+        if let Some(config) = &config {
+            role_checks(&mut report, config, &env, &paths);
+            for check in model_server::checks(config, &env) {
+                report.push(check);
+            }
+            report.push(file_checks::sessions(config, &paths));
+        }
+        for check in file_checks::persona(&paths) {
             report.push(check);
         }
-        report.push(file_checks::sessions(config, &paths));
-    }
-    for check in file_checks::persona(&paths) {
-        report.push(check);
     }
     let problems = dotenv_file
         .as_ref()
@@ -125,23 +143,30 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
         for check in mcp_checks::checks(config, &env, &paths.hub.token_file) {
             report.push(check);
         }
-        for check in telegram_checks::checks(config, &env, &paths.data_dir, &paths.hub.token_file) {
-            report.push(check);
+        if !node {
+            let telegram =
+                telegram_checks::checks(config, &env, &paths.data_dir, &paths.hub.token_file);
+            for check in telegram {
+                report.push(check);
+            }
         }
     }
     for check in file_checks::permissions(&paths) {
         report.push(check);
     }
-    for check in routine_checks::checks(port, &paths.hub.token_file) {
-        report.push(check);
+    if !node {
+        for check in routine_checks::checks(port, &paths.hub.token_file) {
+            report.push(check);
+        }
     }
     report.push(hub_line);
     report
 }
 
 /// Loads `tau.toml` (a planned provider is accepted here and warned about per role) and the TAU_*
-/// variables; the config when it loaded.
-fn config_checks(report: &mut Report, env: &Env, paths: &Paths) -> Option<Config> {
+/// variables; the config and the settings (the role among them, resolved as taud resolves it)
+/// when they loaded.
+fn config_checks(report: &mut Report, env: &Env, paths: &Paths) -> Option<(Config, Settings)> {
     let known = PLANNED_PROVIDERS
         .iter()
         .fold(KnownNames::builtin(), |k, p| k.with_provider(*p));
@@ -193,7 +218,7 @@ fn config_checks(report: &mut Report, env: &Env, paths: &Paths) -> Option<Config
             paths.config_file.display()
         )));
     }
-    Some(config)
+    Some((config, settings))
 }
 
 /// One line per model role (and per fallback): provider, model and credentials.

@@ -22,7 +22,6 @@ use crate::hub::builtin_tools::tool_summaries;
 use crate::hub::error::CoreError;
 use crate::hub::limits::{check_channel, check_session_id};
 use crate::hub::sessions::CoreState;
-use crate::mcp::hub_catalog;
 use crate::routine::{
     CatchUp, Creator, Firing, FiringResult, Routine, RoutineAction, RoutineEngine, RoutineError,
     RoutineView, Schedule, parse_local_time, register, run_by_hand,
@@ -178,7 +177,8 @@ fn is_tier_two(state: &CoreState, tool: &str) -> bool {
 }
 
 /// The gate a routine question is asked through: the agent's gate of `session_id` (on
-/// `channel`), or with no session a gate over the hub's catalog that can ask nobody. The
+/// `channel`), its catalog refreshed as a turn's start refreshes it, or with no session a gate
+/// over the catalog a session would get now (node tools included) that can ask nobody. The
 /// callback marks a question ready to show once recorded (outside a turn no events precede
 /// it).
 async fn asking_gate(
@@ -195,18 +195,20 @@ async fn asking_gate(
 > {
     let mut readiness = None;
     let gate = if session_id.is_empty() {
-        let catalog = hub_catalog(
-            Arc::new(SystemClock),
-            &state.options().disabled_tools,
-            &state.parts().mcp,
-        )
-        .map_err(|e| CoreError::Unavailable(e.to_string()))?;
+        // A session's catalog as a turn would start with it now, node tools included.
+        let parts = state.parts();
+        let catalog = parts
+            .builtin_tools
+            .catalog(&parts.options.disabled_tools, &parts.mcp)
+            .map_err(|e| CoreError::Unavailable(e.to_string()))?;
         TierGate::builder(Arc::new(catalog)).build()
     } else {
         check_session_id(session_id)?;
         let runtime = state.runtime(session_id, None).await?;
         readiness = Some(Arc::clone(&runtime.readiness));
-        runtime.agent().0.gate().clone()
+        let agent = runtime.agent().0;
+        agent.refresh_catalog();
+        agent.gate().clone()
     };
     let ctx = CallContext {
         session_id: session_id.to_owned(),

@@ -1,6 +1,7 @@
 //! How the hub fires a routine: a prompt as a turn on the routine's own session, on the routine's
 //! `approval_channel`, queued behind any running turn like every turn; a tool action through the
-//! gate of that session's agent, exempt only as `routine::fire_tool_action` allows.
+//! gate of that session's agent, over the catalog a turn would start with now (the MCP and node
+//! tools offered now), exempt only as `routine::fire_tool_action` allows.
 //!
 //! Invariants: the routine's session (`routine-<name>`) is created on its first firing and then
 //! reused; a prompt firing's turn is started unattended: the runner's stream is nobody's
@@ -144,6 +145,9 @@ async fn fire_routine(
         RoutineAction::Tool { .. } => {
             let runtime = state.runtime(&session_id, None).await?;
             let (agent, recorder) = runtime.agent();
+            // The catalog a turn would start with now (node tools lent since the session's last
+            // turn among them): the tool is resolved and gated as a turn's call would be.
+            agent.refresh_catalog();
             let ctx = CallContext {
                 session_id,
                 channel: ROUTINE_CHANNEL.to_owned(),
