@@ -14,6 +14,12 @@ use serde::{Deserialize, Serialize};
 /// The format version of `state.json`, `crash.json` and the crash reports written by this build.
 pub const FORMAT_VERSION: u32 = 1;
 
+/// The node pairing store's name in the hub directory (`nodes.json`: written by `taud`, read
+/// by `tau doctor` on a node).
+pub const PAIRING_FILE: &str = "nodes.json";
+/// The pairing store's version this build writes and the newest it reads.
+pub const PAIRING_VERSION: u32 = 1;
+
 /// The reason recorded when a hub died without writing `crash.json`.
 pub const UNEXPECTED_EXIT_REASON: &str = "unexpected exit (no clean shutdown)";
 

@@ -13,10 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::NodeError;
 use super::identity::Identity;
 
-/// The file's name in the hub directory.
-pub const PAIRING_FILE: &str = "nodes.json";
-/// The version this build writes.
-pub const PAIRING_VERSION: u32 = 1;
+pub use tau_api::hub_files::{PAIRING_FILE, PAIRING_VERSION};
 
 /// The whole file.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

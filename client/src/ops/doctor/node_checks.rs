@@ -10,13 +10,9 @@
 use std::path::Path;
 
 use serde_json::Value;
+use tau_api::hub_files::{PAIRING_FILE, PAIRING_VERSION};
 
 use super::report::Check;
-
-/// The pairing store's name in the hub directory (`taud`'s `node::PAIRING_FILE`).
-const PAIRING_FILE: &str = "nodes.json";
-/// The newest pairing store version `taud` reads (`taud`'s `node::PAIRING_VERSION`).
-const PAIRING_VERSION: u64 = 1;
 
 /// The line that says what a node does not need.
 pub(super) fn skipped() -> Check {
@@ -58,7 +54,7 @@ pub(super) fn pairing(hub_dir: &Path) -> Check {
         Err(e) => return damaged(e.to_string()),
     };
     match file.get("version").and_then(Value::as_u64) {
-        Some(version) if (1..=PAIRING_VERSION).contains(&version) => {}
+        Some(version) if (1..=u64::from(PAIRING_VERSION)).contains(&version) => {}
         Some(version) => return damaged(format!("version {version}")),
         None => return damaged("no version".to_owned()),
     }
