@@ -41,6 +41,7 @@ mod hub_soak;
 mod hub_spend;
 mod hub_stop_events;
 mod hub_summarize_memory;
+mod hub_turn_durable;
 mod hub_turns;
 mod hub_window;
 mod mcp_hub_process;
