@@ -7,12 +7,13 @@ sandbox). Prints one JSON report on success; any failed check exits non-zero wit
 import http.server
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 from urllib.parse import urlsplit
 
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 ORIGIN, LAPTOP_URL, PHONE_URL, CHROMIUM, TAU = sys.argv[1:6]
 TIMEOUT = 20000
@@ -118,7 +119,7 @@ with sync_playwright() as p:
     # The link works once: another browser profile cannot use it again.
     again = browser.new_context().new_page()
     again.goto(LAPTOP_URL)
-    again.wait_for_function("document.getElementById('notice').textContent.length > 0", timeout=TIMEOUT)
+    again.locator("#notice").filter(has_text=re.compile(r"\S")).wait_for(timeout=TIMEOUT)
     check(again.query_selector("#input") is None, "a used link enrolled a second browser")
     report["link_works_once"] = again.text_content("#notice")
 
@@ -189,9 +190,7 @@ with sync_playwright() as p:
     laptop.wait_for_selector(".card[data-resolution='approved']", timeout=TIMEOUT)
     phone.wait_for_selector(".card[data-decided='elsewhere']", timeout=TIMEOUT)
     report["decided_elsewhere"] = phone.text_content(".card[data-decided='elsewhere'] .verdict")
-    laptop.wait_for_function(
-        "[...document.querySelectorAll('.line.tool')].some(e => e.textContent.includes('success (approved)'))",
-        timeout=TIMEOUT)
+    laptop.locator(".line.tool", has_text="success (approved)").first.wait_for(timeout=TIMEOUT)
     ran = [t for t in tool_lines(laptop) if "success (approved)" in t]
     check(len(ran) == 1, "the tool ran once: %r" % ran)
 
@@ -201,9 +200,7 @@ with sync_playwright() as p:
     phone.wait_for_selector(".card.armed:not(.decided)", timeout=TIMEOUT)
     phone.tap(".card.armed:not(.decided) .approve")
     phone.wait_for_selector(".card[data-resolution='approved'][data-decided='here']", timeout=TIMEOUT)
-    phone.wait_for_function(
-        "[...document.querySelectorAll('.line.tool')].filter(e => e.textContent.includes('success (approved)'))"
-        ".length === 2", timeout=TIMEOUT)
+    expect(phone.locator(".line.tool", has_text="success (approved)")).to_have_count(2, timeout=TIMEOUT)
     width = phone.evaluate("document.documentElement.scrollWidth")
     check(width <= 390, "the page with cards fits a phone's width (scrollWidth %s)" % width)
     report["phone_approved"] = True
@@ -246,9 +243,8 @@ with sync_playwright() as p:
 
     # Revoke ends the phone's stream at once.
     subprocess.run([TAU, "web", "revoke", "phone"], check=True, capture_output=True)
-    phone.wait_for_function(
-        "document.getElementById('notice') && document.getElementById('notice').textContent.length > 0"
-        " && !document.getElementById('input')", timeout=TIMEOUT)
+    phone.locator("#notice").filter(has_text=re.compile(r"\S")).wait_for(timeout=TIMEOUT)
+    phone.locator("#input").wait_for(state="detached", timeout=TIMEOUT)
     report["revoked"] = phone.text_content("#notice")
 
     browser.close()
