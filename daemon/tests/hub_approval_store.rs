@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::support::hooked_store::{Hooked, StoreHooks};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,91 +16,26 @@ use taud::hub::{
     ApprovalAnswer, ApprovalOutcome, CoreOptions, DecideOutcome, EventKind, HubCore,
     SharedModelFactory, StartTurn,
 };
-use taud::store::{
-    Durability, FileSessionStore, Session, SessionAgent, SessionError, SessionInfo, SessionMessage,
-    SessionMeta, SessionStore, create_fresh_session,
-};
+use taud::store::{Durability, FileSessionStore, SessionError, SessionStore, create_fresh_session};
 use taud::testing::{FakeModel, FakeReply};
 
-/// A file store whose disk is full for `approved` approval events.
-struct NoRoomForApprovals(FileSessionStore);
+/// A file store's disk, full for `approved` approval events.
+struct NoRoomForApprovals;
 
-impl SessionStore for NoRoomForApprovals {
-    fn backend_name(&self) -> &str {
-        self.0.backend_name()
-    }
-    fn create_session(&self, session: &Session) -> Result<(), SessionError> {
-        self.0.create_session(session)
-    }
-    fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError> {
-        self.0.read_session(session_id)
-    }
-    fn create_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
-        self.0.create_agent(session_id, agent)
-    }
-    fn read_agent(
+impl StoreHooks for NoRoomForApprovals {
+    fn append_event(
         &self,
+        inner: &FileSessionStore,
         session_id: &str,
-        agent_id: &str,
-    ) -> Result<Option<SessionAgent>, SessionError> {
-        self.0.read_agent(session_id, agent_id)
-    }
-    fn update_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
-        self.0.update_agent(session_id, agent)
-    }
-    fn create_message(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-        message: &SessionMessage,
+        event: &Value,
     ) -> Result<(), SessionError> {
-        self.0.create_message(session_id, agent_id, message)
-    }
-    fn read_message(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-        message_id: u64,
-    ) -> Result<Option<SessionMessage>, SessionError> {
-        self.0.read_message(session_id, agent_id, message_id)
-    }
-    fn update_message(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-        message: &SessionMessage,
-    ) -> Result<(), SessionError> {
-        self.0.update_message(session_id, agent_id, message)
-    }
-    fn list_messages(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-        limit: Option<usize>,
-        offset: usize,
-    ) -> Result<Vec<SessionMessage>, SessionError> {
-        self.0.list_messages(session_id, agent_id, limit, offset)
-    }
-    fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
-        self.0.list_sessions()
-    }
-    fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError> {
         if event["type"] == "approval" && event["status"] == "approved" {
             return Err(SessionError::Io {
                 path: "events.jsonl".into(),
                 source: std::io::Error::other("No space left on device"),
             });
         }
-        self.0.append_event(session_id, event)
-    }
-    fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError> {
-        self.0.read_events(session_id)
-    }
-    fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError> {
-        self.0.write_meta(session_id, meta)
-    }
-    fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
-        self.0.read_meta(session_id)
+        inner.append_event(session_id, event)
     }
 }
 
@@ -107,7 +44,10 @@ async fn an_approval_the_store_cannot_record_runs_no_tool() {
     let dir = tempfile::tempdir().unwrap();
     let files = FileSessionStore::open(dir.path().join("sessions"), Durability::NoSync).unwrap();
     let session_id = create_fresh_session(&files).unwrap().session_id;
-    let store: Arc<dyn SessionStore> = Arc::new(NoRoomForApprovals(files));
+    let store: Arc<dyn SessionStore> = Arc::new(Hooked {
+        inner: files,
+        hooks: NoRoomForApprovals,
+    });
     let model = Arc::new(FakeModel::scripted([
         FakeReply::tool_call(
             "demo_physical_action",

@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::support::hooked_store::{Hooked, StoreHooks};
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -17,15 +19,13 @@ use taud::hub::{
     HubCore, ModelFactory, SharedModelFactory, StartTurn,
 };
 use taud::store::{
-    Durability, FileSessionStore, Session, SessionAgent, SessionError, SessionInfo, SessionMessage,
-    SessionMeta, SessionStore, create_fresh_session,
+    Durability, FileSessionStore, SessionError, SessionInfo, SessionStore, create_fresh_session,
 };
 use taud::testing::{FakeModel, FakeReply};
 
-/// A file store whose `list_sessions` shows the `aged` sessions as updated `age` ago, and which
-/// counts `read_events` per session.
-struct AgingStore {
-    inner: FileSessionStore,
+/// Hooks under which a file store's `list_sessions` shows the `aged` sessions as updated `age` ago,
+/// and which count `read_events` per session.
+struct Aging {
     aged: HashSet<String>,
     age: SignedDuration,
     reads: Mutex<HashMap<String, usize>>,
@@ -33,7 +33,10 @@ struct AgingStore {
     unreadable: Mutex<HashSet<String>>,
 }
 
-impl AgingStore {
+/// The file store with [`Aging`]'s hooks.
+type AgingStore = Hooked<Aging>;
+
+impl Aging {
     fn reads_of(&self, session_id: &str) -> usize {
         self.reads
             .lock()
@@ -44,65 +47,9 @@ impl AgingStore {
     }
 }
 
-impl SessionStore for AgingStore {
-    fn backend_name(&self) -> &str {
-        self.inner.backend_name()
-    }
-    fn create_session(&self, session: &Session) -> Result<(), SessionError> {
-        self.inner.create_session(session)
-    }
-    fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError> {
-        self.inner.read_session(session_id)
-    }
-    fn create_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
-        self.inner.create_agent(session_id, agent)
-    }
-    fn read_agent(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-    ) -> Result<Option<SessionAgent>, SessionError> {
-        self.inner.read_agent(session_id, agent_id)
-    }
-    fn update_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
-        self.inner.update_agent(session_id, agent)
-    }
-    fn create_message(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-        message: &SessionMessage,
-    ) -> Result<(), SessionError> {
-        self.inner.create_message(session_id, agent_id, message)
-    }
-    fn read_message(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-        message_id: u64,
-    ) -> Result<Option<SessionMessage>, SessionError> {
-        self.inner.read_message(session_id, agent_id, message_id)
-    }
-    fn update_message(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-        message: &SessionMessage,
-    ) -> Result<(), SessionError> {
-        self.inner.update_message(session_id, agent_id, message)
-    }
-    fn list_messages(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-        limit: Option<usize>,
-        offset: usize,
-    ) -> Result<Vec<SessionMessage>, SessionError> {
-        self.inner
-            .list_messages(session_id, agent_id, limit, offset)
-    }
-    fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
-        let mut sessions = self.inner.list_sessions()?;
+impl StoreHooks for Aging {
+    fn list_sessions(&self, inner: &FileSessionStore) -> Result<Vec<SessionInfo>, SessionError> {
+        let mut sessions = inner.list_sessions()?;
         for info in &mut sessions {
             if self.aged.contains(&info.session_id) {
                 info.updated_at = info.updated_at.checked_sub(self.age).unwrap();
@@ -111,10 +58,11 @@ impl SessionStore for AgingStore {
         sessions.sort_by_key(|info| std::cmp::Reverse(info.updated_at));
         Ok(sessions)
     }
-    fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError> {
-        self.inner.append_event(session_id, event)
-    }
-    fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError> {
+    fn read_events(
+        &self,
+        inner: &FileSessionStore,
+        session_id: &str,
+    ) -> Result<Vec<Value>, SessionError> {
         *self
             .reads
             .lock()
@@ -127,13 +75,7 @@ impl SessionStore for AgingStore {
                 source: std::io::Error::other("bad sector"),
             });
         }
-        self.inner.read_events(session_id)
-    }
-    fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError> {
-        self.inner.write_meta(session_id, meta)
-    }
-    fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
-        self.inner.read_meta(session_id)
+        inner.read_events(session_id)
     }
 }
 
@@ -162,12 +104,14 @@ fn stored() -> Stored {
         ids.push(id);
     }
     let (old, new) = (ids[0].clone(), ids[1].clone());
-    let store = Arc::new(AgingStore {
+    let store = Arc::new(Hooked {
         inner,
-        aged: HashSet::from([old.clone()]),
-        age: SignedDuration::from_hours(3),
-        reads: Mutex::new(HashMap::new()),
-        unreadable: Mutex::new(HashSet::new()),
+        hooks: Aging {
+            aged: HashSet::from([old.clone()]),
+            age: SignedDuration::from_hours(3),
+            reads: Mutex::new(HashMap::new()),
+            unreadable: Mutex::new(HashSet::new()),
+        },
     });
     Stored {
         mark: dir.path().join("approval-scan.json"),

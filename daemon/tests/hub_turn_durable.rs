@@ -5,113 +5,43 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::support::hooked_store::{Hooked, StoreHooks};
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use serde_json::Value;
 use taud::hub::{CoreOptions, EventKind, HubCore, SharedModelFactory, StartTurn};
 use taud::message::Role;
 use taud::model::StopReason;
 use taud::store::{
-    DEFAULT_AGENT_ID, Durability, FileSessionStore, Session, SessionAgent, SessionError,
-    SessionInfo, SessionMessage, SessionMeta, SessionStore, create_fresh_session,
+    DEFAULT_AGENT_ID, Durability, FileSessionStore, SessionError, SessionMessage, SessionStore,
+    create_fresh_session,
 };
 use taud::testing::{FakeModel, FakeReply};
 
 /// The reply the model gives, so the store can tell its write apart.
 const REPLY: &str = "the reply under test";
 
-/// A file store that takes its time over (or refuses) the write holding the model's reply, and
-/// says when that write returned.
+/// Hooks under which a file store takes its time over (or refuses) writing the model's reply,
+/// and says when that write returned.
 struct SlowReplies {
-    inner: FileSessionStore,
     refuse: bool,
     reply_written: AtomicBool,
 }
 
-impl SlowReplies {
-    fn holds_reply(messages: &[SessionMessage]) -> bool {
-        messages
-            .iter()
-            .any(|m| m.message.role == Role::Assistant && m.message.text().contains(REPLY))
-    }
-}
-
-impl SessionStore for SlowReplies {
-    fn backend_name(&self) -> &str {
-        self.inner.backend_name()
-    }
-    fn create_session(&self, session: &Session) -> Result<(), SessionError> {
-        self.inner.create_session(session)
-    }
-    fn read_session(&self, session_id: &str) -> Result<Option<Session>, SessionError> {
-        self.inner.read_session(session_id)
-    }
-    fn create_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
-        self.inner.create_agent(session_id, agent)
-    }
-    fn read_agent(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-    ) -> Result<Option<SessionAgent>, SessionError> {
-        self.inner.read_agent(session_id, agent_id)
-    }
-    fn update_agent(&self, session_id: &str, agent: &SessionAgent) -> Result<(), SessionError> {
-        self.inner.update_agent(session_id, agent)
-    }
+impl StoreHooks for SlowReplies {
     fn create_message(
         &self,
+        inner: &FileSessionStore,
         session_id: &str,
         agent_id: &str,
         message: &SessionMessage,
     ) -> Result<(), SessionError> {
-        self.append_batch(session_id, agent_id, &[], std::slice::from_ref(message))
-    }
-    fn read_message(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-        message_id: u64,
-    ) -> Result<Option<SessionMessage>, SessionError> {
-        self.inner.read_message(session_id, agent_id, message_id)
-    }
-    fn update_message(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-        message: &SessionMessage,
-    ) -> Result<(), SessionError> {
-        self.inner.update_message(session_id, agent_id, message)
-    }
-    fn list_messages(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-        limit: Option<usize>,
-        offset: usize,
-    ) -> Result<Vec<SessionMessage>, SessionError> {
-        self.inner
-            .list_messages(session_id, agent_id, limit, offset)
-    }
-    fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
-        self.inner.list_sessions()
-    }
-    fn append_event(&self, session_id: &str, event: &Value) -> Result<(), SessionError> {
-        self.inner.append_event(session_id, event)
-    }
-    fn append_batch(
-        &self,
-        session_id: &str,
-        agent_id: &str,
-        events: &[Value],
-        messages: &[SessionMessage],
-    ) -> Result<(), SessionError> {
-        if !Self::holds_reply(messages) {
-            return self
-                .inner
-                .append_batch(session_id, agent_id, events, messages);
+        let is_reply =
+            message.message.role == Role::Assistant && message.message.text().contains(REPLY);
+        if !is_reply {
+            return inner.create_message(session_id, agent_id, message);
         }
         if self.refuse {
             return Err(SessionError::Io {
@@ -121,20 +51,9 @@ impl SessionStore for SlowReplies {
         }
         // Long enough that a hub reporting the end before this returns is caught.
         std::thread::sleep(Duration::from_millis(300));
-        let written = self
-            .inner
-            .append_batch(session_id, agent_id, events, messages);
+        let written = inner.create_message(session_id, agent_id, message);
         self.reply_written.store(written.is_ok(), Ordering::SeqCst);
         written
-    }
-    fn read_events(&self, session_id: &str) -> Result<Vec<Value>, SessionError> {
-        self.inner.read_events(session_id)
-    }
-    fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError> {
-        self.inner.write_meta(session_id, meta)
-    }
-    fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
-        self.inner.read_meta(session_id)
     }
 }
 
@@ -144,10 +63,12 @@ async fn one_turn(refuse: bool) -> (taud::agent::TurnEnd, bool, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let files = FileSessionStore::open(dir.path().join("sessions"), Durability::NoSync).unwrap();
     let session_id = create_fresh_session(&files).unwrap().session_id;
-    let store = Arc::new(SlowReplies {
+    let store = Arc::new(Hooked {
         inner: files,
-        refuse,
-        reply_written: AtomicBool::new(false),
+        hooks: SlowReplies {
+            refuse,
+            reply_written: AtomicBool::new(false),
+        },
     });
     let model = Arc::new(FakeModel::scripted([FakeReply::text(REPLY)]));
     let factory = Arc::new(SharedModelFactory(model as _));

@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod hooked_store;
 pub mod hub;
 pub mod mcp;
 pub mod nodes;
