@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::{MutexGuard, PoisonError};
 
 use crate::store::file::fsutil::replace;
+use crate::store::records::SessionInfo;
 use crate::store::store_error::SessionError;
 
 use super::index::IndexEntry;
@@ -77,6 +78,33 @@ impl FileBackend {
             }
         }
         written
+    }
+}
+
+impl FileBackend {
+    /// The reconciled listing with each session's deferred record in place of its index line.
+    ///
+    /// Deferred records are read before the listing as well as after it: a flush between the two
+    /// writes the index line and then drops its record, so a listing that read the index before
+    /// that line still finds the record it would otherwise lose.
+    pub(super) fn listing_with_deferred(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        let before: HashMap<String, SessionFile> = self
+            .lock_deferred()
+            .iter()
+            .map(|(id, entry)| (id.clone(), entry.file.clone()))
+            .collect();
+        let mut sessions = self.reconciled_listing()?;
+        let deferred = self.lock_deferred();
+        for info in &mut sessions {
+            let newest = deferred
+                .get(&info.session_id)
+                .map(|entry| &entry.file)
+                .or_else(|| before.get(&info.session_id));
+            if let Some(file) = newest {
+                *info = index_entry(file).info();
+            }
+        }
+        Ok(sessions)
     }
 }
 

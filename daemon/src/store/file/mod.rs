@@ -450,14 +450,7 @@ impl StoreBackend for FileBackend {
     /// Every session, reconciled with its files first where this process has not yet (see
     /// [`reconcile`]).
     fn list_sessions(&self) -> Result<Vec<SessionInfo>, SessionError> {
-        let mut sessions = self.reconciled_listing()?;
-        let deferred = self.lock_deferred();
-        for info in &mut sessions {
-            if let Some(entry) = deferred.get(&info.session_id) {
-                *info = index_entry(&entry.file).info();
-            }
-        }
-        drop(deferred);
+        let mut sessions = self.listing_with_deferred()?;
         sort_sessions(&mut sessions);
         Ok(sessions)
     }
