@@ -229,22 +229,19 @@ fn status_of_a_stopped_hub_exits_3_and_has_json() {
     assert_eq!(value["service_manager"]["installed"], false);
 }
 
-#[test]
-fn status_of_a_running_hub_reads_the_lock_and_state() {
-    let s = Setup::new();
-    let ctx = s.linux();
-    let _held = super::probe::tests::hold_lock(&ctx.paths.hub, 4242);
+/// Writes the `state.json` of a hub `pid` that started and beat just now.
+fn write_state(ctx: &HubContext, pid: u32, listening_port: Option<u16>, ready_at: Option<&str>) {
     let now = jiff::Timestamp::now().to_string();
     let state = tau_api::hub_files::HubState {
         version: tau_api::hub_files::FORMAT_VERSION,
-        pid: 4242,
+        pid,
         started_at: now.clone(),
         heartbeat_at: now,
         stopped_at: None,
         heartbeat_seconds: 30,
         control_port: 0,
-        listening_port: Some(40123),
-        ready_at: Some("2026-12-01T00:00:00Z".into()),
+        listening_port,
+        ready_at: ready_at.map(Into::into),
         profile: "home".into(),
         role: "hub".into(),
         tau_version: "0.1.0".into(),
@@ -254,6 +251,14 @@ fn status_of_a_running_hub_reads_the_lock_and_state() {
         serde_json::to_string(&state).unwrap(),
     )
     .unwrap();
+}
+
+#[test]
+fn status_of_a_running_hub_reads_the_lock_and_state() {
+    let s = Setup::new();
+    let ctx = s.linux();
+    let _held = super::probe::tests::hold_lock(&ctx.paths.hub, 4242);
+    write_state(&ctx, 4242, Some(40123), Some("2026-12-01T00:00:00Z"));
     std::fs::create_dir_all(ctx.config_home.join("systemd/user")).unwrap();
     std::fs::write(ctx.config_home.join("systemd/user/taud.service"), "").unwrap();
     let (code, text) = run_to_string(HubCommand::Status { json: false }, &ctx);
@@ -278,26 +283,7 @@ fn status_of_a_hub_still_starting_says_so() {
     let s = Setup::new();
     let ctx = s.linux();
     let _held = super::probe::tests::hold_lock(&ctx.paths.hub, 4243);
-    let now = jiff::Timestamp::now().to_string();
-    let state = tau_api::hub_files::HubState {
-        version: tau_api::hub_files::FORMAT_VERSION,
-        pid: 4243,
-        started_at: now.clone(),
-        heartbeat_at: now,
-        stopped_at: None,
-        heartbeat_seconds: 30,
-        control_port: 0,
-        listening_port: None,
-        ready_at: None,
-        profile: "home".into(),
-        role: "hub".into(),
-        tau_version: "0.1.0".into(),
-    };
-    std::fs::write(
-        &ctx.paths.hub.state_file,
-        serde_json::to_string(&state).unwrap(),
-    )
-    .unwrap();
+    write_state(&ctx, 4243, None, None);
     let (code, text) = run_to_string(HubCommand::Status { json: false }, &ctx);
     assert_eq!(code.unwrap(), ExitCode::SUCCESS, "a starting hub runs");
     assert!(text.starts_with("tau hub: starting (pid 4243): "), "{text}");
