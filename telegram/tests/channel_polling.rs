@@ -1,5 +1,5 @@
 //! The long-poll loop against the fake Bot API: the offset is persisted, a 429's retry_after is
-//! waited out (at most the cap, however large it asks, and a stop ends the wait), a 409 stops the
+//! waited out (and a stop ends the wait at once, however long it is), a 409 stops the
 //! run and says so, a refused token stops it, and the token appears in no log line or error after
 //! a forced network failure; an update id out of range is dropped, never overflowing the offset.
 
@@ -89,38 +89,27 @@ async fn a_429_waits_exactly_its_retry_after() {
     channel.stop().await.unwrap();
 }
 
+/// A 429 asking for ever puts the poller in a pause that a stop ends at once, with no poll after
+/// it. (That the pause lasts at most `MAX_RETRY_AFTER` is the poller's unit test, on a paused
+/// clock: waiting out the real minute here made this the slowest test of the workspace.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_429_asking_for_ever_is_waited_at_most_the_cap_and_a_stop_still_ends_it_at_once() {
-    let cap = tau_telegram::bot_api::MAX_RETRY_AFTER;
+async fn a_429_asking_for_ever_is_ended_at_once_by_a_stop() {
     let bot = FakeBot::start().await;
     let hub = TestHub::start(vec![]).await;
     hub.pair_owner();
     bot.fail(
         "getUpdates",
-        [
-            Failure::TooMany {
-                retry_after: u64::MAX,
-            },
-            Failure::TooMany {
-                retry_after: u64::MAX,
-            },
-        ],
+        [Failure::TooMany {
+            retry_after: u64::MAX,
+        }],
     );
     let channel = start_channel(&hub, config(&bot));
-    // The poller polls again after the capped wait, not after 584 billion years.
-    let end = Instant::now() + cap + Duration::from_secs(20);
-    while bot.request_times("getUpdates").len() < 2 {
-        assert!(Instant::now() < end, "no poll after the capped wait");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let times = bot.request_times("getUpdates");
-    let gap = times[1] - times[0];
-    assert!(
-        gap >= cap - Duration::from_millis(100),
-        "waited only {gap:?}"
-    );
-    assert!(gap < cap + Duration::from_secs(5), "waited {gap:?}");
-    // The second 429 starts another long wait; a stop ends it at once.
+    bot.wait_for("the first poll", |b| {
+        (!b.request_times("getUpdates").is_empty()).then_some(())
+    })
+    .await;
+    // Long enough for the poller to read the 429 and start its pause.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let stopping = Instant::now();
     channel.stop().await.unwrap();
     assert!(
@@ -130,8 +119,8 @@ async fn a_429_asking_for_ever_is_waited_at_most_the_cap_and_a_stop_still_ends_i
     );
     assert_eq!(
         bot.requests("getUpdates").len(),
-        2,
-        "no poll after the stop"
+        1,
+        "no poll during the pause nor after the stop"
     );
 }
 

@@ -17,6 +17,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::bot_api::{BotError, MAX_RETRY_AFTER};
 use crate::state;
 
@@ -92,10 +94,17 @@ pub(super) async fn poll(shared: &Arc<Shared>) -> Result<(), ChannelError> {
                 pause
             }
         };
-        tokio::select! {
-            () = shared.stop.cancelled() => return Ok(()),
-            () = tokio::time::sleep(pause.min(MAX_RETRY_AFTER)) => {}
+        if !pause_unless_stopped(&shared.stop, pause).await {
+            return Ok(());
         }
+    }
+}
+
+/// Sleeps for `pause`, but never longer than [`MAX_RETRY_AFTER`]; `false` when `stop` came first.
+async fn pause_unless_stopped(stop: &CancellationToken, pause: Duration) -> bool {
+    tokio::select! {
+        () = stop.cancelled() => false,
+        () = tokio::time::sleep(pause.min(MAX_RETRY_AFTER)) => true,
     }
 }
 
@@ -146,5 +155,32 @@ mod tests {
             assert_eq!(admit(0, hostile), Admit::OutOfRange, "{hostile}");
             assert_eq!(admit(1001, hostile), Admit::OutOfRange, "{hostile}");
         }
+    }
+
+    /// A 429 asking for ever (its wait already capped by `retry_wait`, and capped here again for
+    /// any other pause) ends after [`MAX_RETRY_AFTER`]; a stop ends any pause at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_pause_lasts_at_most_the_cap_and_a_stop_ends_it_at_once() {
+        let stop = CancellationToken::new();
+        let started = tokio::time::Instant::now();
+        let huge = BotError::RetryAfter {
+            retry_after: u64::MAX,
+        }
+        .retry_wait()
+        .unwrap_or(Duration::ZERO);
+        assert!(pause_unless_stopped(&stop, huge).await);
+        assert_eq!(started.elapsed(), MAX_RETRY_AFTER);
+        let started = tokio::time::Instant::now();
+        assert!(pause_unless_stopped(&stop, Duration::MAX).await);
+        assert_eq!(started.elapsed(), MAX_RETRY_AFTER);
+
+        let started = tokio::time::Instant::now();
+        let stopper = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            stopper.cancel();
+        });
+        assert!(!pause_unless_stopped(&stop, Duration::MAX).await);
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
     }
 }
