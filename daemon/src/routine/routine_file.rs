@@ -1,16 +1,17 @@
 //! `<data_dir>/routines.json`: every routine, with its state and history, in one versioned file.
 //!
-//! Format (version 2): `{"version": 2, "routines": [<Routine>, ...]}`, each routine as
+//! Format (version 3): `{"version": 3, "routines": [<Routine>, ...]}`, each routine as
 //! [`Routine`] serializes it; fixtures are kept in `daemon/tests/fixtures/routines-v{1,2}.json`.
 //! Version 2 added who registered a routine (`created_by`) and bound a registration approval to
 //! everything its question showed (`approval.shown`: schedule, catch-up rule, session, action, the
 //! tool's distribution, own name and effect). A version 1 file still reads: its routines were
 //! registered by `unknown`, and its approvals (which bound only a tool and its arguments) cover
 //! nothing, so a tier-2 tool routine of version 1 fails its firings until it is registered again.
-//! A node's tool also binds the digest of the node's claim (`approval.shown.tool.claim`, written
-//! only for such tools, so every other record reads and writes as before): an approval given
-//! before a node's tool changed covers nothing after, and one stored without it covers no node
-//! tool.
+//! Version 3 binds a node's tool to the digest of the node's claim as well
+//! (`approval.shown.tool.claim`, written only for such tools, so every other record reads and
+//! writes as before): an approval given before a node's tool changed covers nothing after, and one
+//! stored without it (as every version 2 approval is) covers no node tool. The version was raised
+//! so that an older `taud`, which would ignore the claim, refuses the file instead.
 //! Invariants: the file is replaced atomically (a temporary file, fsync, rename, fsync of the
 //! directory) and is 0600; a missing file is no routines; a newer version or a file that does not
 //! parse is an error naming the file, never silently replaced.
@@ -25,7 +26,7 @@ use super::routine_error::RoutineError;
 use super::routine_record::Routine;
 
 /// The format version written.
-pub const ROUTINES_FILE_VERSION: u32 = 2;
+pub const ROUTINES_FILE_VERSION: u32 = 3;
 /// The file's name in the data directory.
 pub const ROUTINES_FILE_NAME: &str = "routines.json";
 
@@ -110,7 +111,7 @@ mod tests {
     const V2_FIXTURE: &str = include_str!("../../tests/fixtures/routines-v2.json");
 
     #[test]
-    fn the_v2_fixture_reads_and_writes_back_the_same() {
+    fn the_v2_fixture_reads_and_writes_back_the_same_as_version_3() {
         let dir = tempfile::tempdir().unwrap();
         let path = routines_path(dir.path());
         fs::write(&path, V2_FIXTURE).unwrap();
@@ -132,7 +133,8 @@ mod tests {
         save_routines(&path, &routines).unwrap();
         let written: serde_json::Value =
             serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
-        let fixture: serde_json::Value = serde_json::from_str(V2_FIXTURE).unwrap();
+        let mut fixture: serde_json::Value = serde_json::from_str(V2_FIXTURE).unwrap();
+        fixture["version"] = 3.into();
         assert_eq!(written, fixture, "the format written is the fixture's");
     }
 
@@ -156,7 +158,7 @@ mod tests {
         save_routines(&path, &routines).unwrap();
         let written: serde_json::Value =
             serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
-        assert_eq!(written["version"], 2);
+        assert_eq!(written["version"], 3);
         assert_eq!(written["routines"][0]["created_by"], "unknown");
         assert_eq!(
             written["routines"][0]["approval"]["shown"],
@@ -239,10 +241,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = routines_path(dir.path());
         assert!(load_routines(&path).unwrap().is_empty());
-        fs::write(&path, r#"{"version": 3, "routines": []}"#).unwrap();
+        fs::write(&path, r#"{"version": 4, "routines": []}"#).unwrap();
         let err = load_routines(&path).unwrap_err().to_string();
         assert!(
-            err.contains("routines.json") && err.contains("version 3"),
+            err.contains("routines.json") && err.contains("version 4"),
             "{err}"
         );
         fs::write(&path, "{nope").unwrap();
