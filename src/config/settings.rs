@@ -104,7 +104,7 @@ impl Settings {
     pub fn resolve(env: &Env, config: &Config) -> Result<Self, ConfigError> {
         Ok(Self {
             profile: profile_from_env(env)?,
-            role: match closed_set(env, "TAU_ROLE", &NodeRole::ALL.map(|r| (r.as_str(), r)))? {
+            role: match role_from_env(env)? {
                 Some(role) => role,
                 None => config.hub.role.unwrap_or_default(),
             },
@@ -120,10 +120,10 @@ pub fn profile_from_env(env: &Env) -> Result<Profile, ConfigError> {
         .map(Option::unwrap_or_default)
 }
 
-/// TAU_ROLE, default hub.
-pub fn role_from_env(env: &Env) -> Result<NodeRole, ConfigError> {
+/// TAU_ROLE, if set (it overrides `[hub] role`; with neither, the role is hub). Every reader of
+/// the role (taud, `tau doctor`, `tau hub install`) parses it here, so they agree on its spelling.
+pub fn role_from_env(env: &Env) -> Result<Option<NodeRole>, ConfigError> {
     closed_set(env, "TAU_ROLE", &NodeRole::ALL.map(|r| (r.as_str(), r)))
-        .map(Option::unwrap_or_default)
 }
 
 /// TAU_LANG, if set.

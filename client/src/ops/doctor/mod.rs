@@ -104,7 +104,7 @@ pub fn diagnose(mut env: Env, cwd: &Path) -> Report {
     let (config, role) = match config_checks(&mut report, &env, &paths) {
         Some((config, settings)) => (Some(config), settings.role),
         // Without a configuration, TAU_ROLE alone says (taud would not start either way).
-        None => (None, role_from_env(&env).unwrap_or_default()),
+        None => (None, role_from_env(&env).ok().flatten().unwrap_or_default()),
     };
     let node = role == NodeRole::Node;
     if node {

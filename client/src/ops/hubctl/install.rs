@@ -17,7 +17,7 @@ use super::service_manager::{ToolError, parse_launchctl_print};
 use super::status::ManagerStatus;
 use super::units::{LAUNCHD_LABEL, SYSTEMD_UNIT, ServiceValues, render_launchd, render_systemd};
 use super::{HubContext, Platform};
-use tau_api::config::{Config, KnownNames, NodeRole};
+use tau_api::config::{Config, ConfigError, KnownNames, NodeRole, role_from_env};
 
 /// The launchd agent's log file name, in `<TAU_DATA_DIR>/logs`.
 const LAUNCHD_LOG: &str = "taud.launchd.log";
@@ -48,8 +48,8 @@ pub enum InstallError {
         source: ToolError,
     },
     /// TAU_ROLE names no role.
-    #[error("environment variable TAU_ROLE = \"{0}\": expected \"hub\" or \"node\"")]
-    BadRole(String),
+    #[error(transparent)]
+    BadRole(ConfigError),
     /// Not macOS or Linux.
     #[error(
         "tau hub {0} supports macOS (launchd) and Linux (systemd); run `tau hub run` under your own supervisor"
@@ -96,10 +96,8 @@ pub fn service_role(
     if flag.is_some() {
         return Ok(flag);
     }
-    if let Some(value) = ctx.env.non_empty("TAU_ROLE") {
-        return NodeRole::parse(value)
-            .map(Some)
-            .ok_or_else(|| InstallError::BadRole(value.to_owned()));
+    if let Some(role) = role_from_env(&ctx.env).map_err(InstallError::BadRole)? {
+        return Ok(Some(role));
     }
     match Config::load_with(&ctx.paths.config_file, &ctx.env, &KnownNames::builtin()) {
         Ok(config) => Ok(config.hub.role.filter(|role| *role == NodeRole::Node)),

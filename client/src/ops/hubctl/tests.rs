@@ -507,6 +507,11 @@ fn install_on_a_node_writes_tau_role_from_the_flag_the_environment_or_tau_toml()
     let mut ctx = s.linux();
     ctx.env.set("TAU_ROLE", "node");
     assert_eq!(installed_environment(&s, &ctx, None)[2], role_line);
+    // Spelled as taud reads it (any case, spaces around it).
+    let s = Setup::new();
+    let mut ctx = s.linux();
+    ctx.env.set("TAU_ROLE", " Node ");
+    assert_eq!(installed_environment(&s, &ctx, None)[2], role_line);
 
     // --role node alone.
     let s = Setup::new();
