@@ -372,7 +372,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Checks an action's sizes; the error says which bound was passed.
+/// Checks an action's sizes, and that a tool routine does not call `schedule_routine` (a routine
+/// that registers routines would put registrations on a timer, away from the person asked to
+/// approve each one; a prompt routine's model may still propose one, asked like any other); the
+/// error says which rule was broken.
 pub fn check_action(action: &RoutineAction) -> Result<(), String> {
     match action {
         RoutineAction::Prompt {
@@ -398,6 +401,11 @@ pub fn check_action(action: &RoutineAction) -> Result<(), String> {
         RoutineAction::Tool { tool, arguments } => {
             if tool.trim().is_empty() {
                 return Err("routine tool: expected a tool name".into());
+            }
+            if tool == crate::tool::builtin::ScheduleRoutine::NAME {
+                return Err(format!(
+                    "routine tool {tool}: a routine cannot register routines; expected another tool"
+                ));
             }
             if !arguments.is_object() {
                 return Err(format!(
@@ -489,6 +497,12 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.contains("JSON object"), "{err}");
+        let err = check_action(&RoutineAction::Tool {
+            tool: "schedule_routine".into(),
+            arguments: serde_json::json!({"name": "x", "prompt": "y"}),
+        })
+        .unwrap_err();
+        assert!(err.contains("cannot register routines"), "{err}");
         assert!(
             check_action(&RoutineAction::Prompt {
                 text: " ".into(),
