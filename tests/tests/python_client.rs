@@ -10,11 +10,8 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use tau_e2e::Sandbox;
-
-const DEADLINE: Duration = Duration::from_secs(20);
 
 fn python() -> Option<String> {
     let python = std::env::var("TAU_TEST_PYTHON").unwrap_or_else(|_| "python3".to_owned());
@@ -40,37 +37,15 @@ fn a_python_grpcio_client_drives_a_turn_and_an_approval() {
     };
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let sandbox = Sandbox::new().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut hub = sandbox
-        .command("taud")
-        .unwrap()
-        .env("TAU_HUB_PORT", port.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let hub = sandbox.start_hub(tau_e2e::free_port().unwrap()).unwrap();
     let socket = sandbox.data_dir().join("hub/taud.sock");
-    let started = Instant::now();
-    while !(socket.exists() && sandbox.data_dir().join("hub/state.json").exists()) {
-        if started.elapsed() > DEADLINE {
-            let _ = hub.kill();
-            panic!("the hub never came up");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let out = Command::new(&python)
         .arg(root.join("python/drive_turn.py"))
         .arg(root.join("../proto"))
         .arg(&socket)
         .output()
         .unwrap();
-    let _ = hub.kill();
-    let _ = hub.wait();
+    drop(hub);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
