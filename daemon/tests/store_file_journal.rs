@@ -281,7 +281,7 @@ fn a_long_journal_is_emptied_at_a_flush_and_removed_at_close() {
     assert_eq!(event_types(&store, &id).len(), 514);
 }
 
-/// A flush checkpoints a journal whose materialized files pass 128 (`CHECKPOINT_UNSYNCED`), long
+/// A flush checkpoints a journal whose materialized files pass 512 (`CHECKPOINT_UNSYNCED`), long
 /// before 512 batches or 30 s: the paths to sync are what a session holds in memory meanwhile.
 #[test]
 fn a_journal_with_many_files_to_sync_is_emptied_at_a_flush() {
@@ -289,22 +289,121 @@ fn a_journal_with_many_files_to_sync_is_emptied_at_a_flush() {
     let journal = session_dir.join("journal.jsonl");
     let store = open(dir.path());
     let mut emptied_after = None;
-    for n in 2..300 {
+    // Four messages a batch, as a tool turn stores them.
+    for batch in 0..300u64 {
+        let first = 2 + batch * 4;
+        let messages: Vec<_> = (first..first + 4)
+            .map(|n| user_message(n, "hello"))
+            .collect();
         store
-            .create_message(&id, DEFAULT_AGENT_ID, &user_message(n, "hello"))
+            .append_batch(&id, DEFAULT_AGENT_ID, &[], &messages)
             .unwrap();
         store.flush_session(&id).unwrap();
         if fs::metadata(&journal).unwrap().len() == 0 {
-            emptied_after = Some(n - 1);
+            emptied_after = Some(batch + 1);
             break;
         }
     }
-    let messages = emptied_after.expect("the journal was emptied");
+    let batches = emptied_after.expect("the journal was emptied");
     assert!(
-        (120..=130).contains(&messages),
-        "emptied after {messages} messages"
+        (126..=129).contains(&batches),
+        "emptied after {batches} batches"
     );
-    assert_eq!(texts(&store, &id).len() as u64, messages + 2);
+    assert_eq!(texts(&store, &id).len() as u64, batches * 4 + 2);
+}
+
+/// A checkpoint empties its journal without a sync of its own: a crash before the session's next
+/// append may find the journal whole again, and its replay changes nothing (every record it holds
+/// is in a synced file already).
+#[test]
+fn a_journal_whose_emptying_a_crash_lost_replays_without_a_change() {
+    let (dir, id, session_dir) = fixture();
+    let journal = session_dir.join("journal.jsonl");
+    let store = open(dir.path());
+    for n in 2..6 {
+        store
+            .append_batch(
+                &id,
+                DEFAULT_AGENT_ID,
+                &[json!({"type": "turn", "n": n})],
+                &[user_message(n, "hello")],
+            )
+            .unwrap();
+    }
+    for n in 0..508 {
+        store
+            .append_event(&id, &json!({"type": "tick", "n": n}))
+            .unwrap();
+    }
+    let kept = fs::read(&journal).unwrap();
+    store.flush_session(&id).unwrap();
+    assert_eq!(
+        fs::metadata(&journal).unwrap().len(),
+        0,
+        "512 batches: emptied"
+    );
+    let texts_before = texts(&store, &id);
+    let events_before = fs::read(session_dir.join("events.jsonl")).unwrap();
+    assert_eq!(texts_before.len(), 6);
+    std::mem::forget(store);
+
+    // The emptying lost: the journal as it was before the checkpoint.
+    fs::write(&journal, &kept).unwrap();
+    let store = open(dir.path());
+    assert_eq!(texts(&store, &id), texts_before);
+    assert_eq!(
+        fs::read(session_dir.join("events.jsonl")).unwrap(),
+        events_before,
+        "no event twice, none lost"
+    );
+    assert!(!journal.exists(), "replayed and removed");
+    assert!(aside_journals(&session_dir).is_empty(), "nothing damaged");
+}
+
+/// Tidies write files without the lock appends take, beside the appends: every read still finds
+/// every message journaled before it, and an id being written is still taken.
+#[test]
+fn appends_and_reads_beside_tidies_see_every_message() {
+    let (dir, id, _) = fixture();
+    let store = open(dir.path());
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                store.tidy_session(&id).unwrap();
+            }
+        });
+        for turn in 1..=150u64 {
+            let first = turn * 2;
+            store
+                .append_batch(
+                    &id,
+                    DEFAULT_AGENT_ID,
+                    &[json!({"type": "turn", "n": turn})],
+                    &[
+                        user_message(first, "question"),
+                        assistant_message(first + 1, "answer"),
+                    ],
+                )
+                .unwrap();
+            let retaken =
+                store.create_message(&id, DEFAULT_AGENT_ID, &user_message(first, "again"));
+            assert!(
+                matches!(retaken, Err(SessionError::MessageExists { .. })),
+                "{retaken:?}"
+            );
+            if turn % 10 == 0 {
+                assert_eq!(texts(&store, &id).len() as u64, first + 2, "turn {turn}");
+                assert_eq!(event_types(&store, &id).len() as u64, turn + 1);
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Release);
+    });
+    store.close_session(&id).unwrap();
+    drop(store);
+    let store = open(dir.path());
+    assert_eq!(texts(&store, &id).len(), 302);
+    assert_eq!(event_types(&store, &id).len(), 151);
 }
 
 /// `tidy_session`, which the hub runs after each turn beside the next one, writes what was
