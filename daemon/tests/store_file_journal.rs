@@ -406,6 +406,57 @@ fn appends_and_reads_beside_tidies_see_every_message() {
     assert_eq!(event_types(&store, &id).len(), 151);
 }
 
+/// A session created whole gets its journal, empty, with its other files (its first append then
+/// syncs no directory); closing it removes the journal, with or without a turn, and a journal
+/// that holds records is never removed by a close that did not checkpoint it.
+#[test]
+fn a_session_created_whole_has_its_journal_until_it_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let new_session = |store: &FileSessionStore| {
+        taud::store::create_fresh_complete_session(
+            store,
+            SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now_utc()),
+            Vec::new(),
+            taud::store::SessionMeta::default(),
+        )
+        .unwrap()
+    };
+    let idle = new_session(&store);
+    let idle_journal = dir
+        .path()
+        .join("sessions")
+        .join(&idle)
+        .join("journal.jsonl");
+    assert_eq!(
+        fs::metadata(&idle_journal).unwrap().len(),
+        0,
+        "created empty"
+    );
+    store.close_session(&idle).unwrap();
+    assert!(!idle_journal.exists(), "removed at close");
+
+    let busy = new_session(&store);
+    let journal = dir
+        .path()
+        .join("sessions")
+        .join(&busy)
+        .join("journal.jsonl");
+    store
+        .create_message(&busy, DEFAULT_AGENT_ID, &user_message(0, "hello"))
+        .unwrap();
+    assert!(fs::metadata(&journal).unwrap().len() > 0, "appended to");
+    std::mem::forget(store);
+
+    // A close in another process, which appended nothing: a crash's journal is kept for its
+    // replay, which the next read makes.
+    let store = open(dir.path());
+    store.close_session(&busy).unwrap();
+    assert!(fs::metadata(&journal).unwrap().len() > 0, "kept");
+    assert_eq!(texts(&store, &busy), ["hello"]);
+    assert!(!journal.exists(), "replayed and removed");
+}
+
 /// `tidy_session`, which the hub runs after each turn beside the next one, writes what was
 /// journaled to its files without a read, and checkpoints the journal once one is due.
 #[test]

@@ -181,3 +181,19 @@ pub(super) fn empty_journal(
     };
     file.set_len(0).map_err(|err| SessionError::io(&path, err))
 }
+
+/// Removes the session's journal if it is empty (one a creation left), syncing the directory.
+pub(super) fn remove_empty_journal(
+    session_dir: &Path,
+    durability: Durability,
+) -> Result<(), SessionError> {
+    let path = session_dir.join(JOURNAL_FILE);
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() && meta.len() == 0 => {
+            empty_journal(session_dir, true, durability)
+        }
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(SessionError::io(&path, err)),
+    }
+}

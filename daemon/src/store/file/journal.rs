@@ -61,7 +61,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::checkpoint::{Unsynced, empty_journal};
+use super::checkpoint::{Unsynced, empty_journal, remove_empty_journal};
 use super::fsutil::{TempFile, read_into};
 use super::journal_replay::*;
 use super::layout::{EVENTS_FILE, JOURNAL_FILE, message_file_name};
@@ -502,6 +502,10 @@ impl FileBackend {
 
     /// Checkpoints the session's journal and forgets its entry when nobody else holds it.
     pub(super) fn close_journal(&self, session_id: &str) -> Result<(), SessionError> {
+        if self.existing_entry(session_id).is_none() {
+            // Nothing appended by this process: at most the empty journal a creation left.
+            return remove_empty_journal(&self.root.join(session_id), self.durability);
+        }
         self.checkpoint_as(session_id, true, true)?;
         let mut journals = self.lock_journals();
         if let Some(entry) = journals.get(session_id)
