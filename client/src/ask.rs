@@ -38,14 +38,20 @@ use crate::context::Context;
 use crate::environment;
 use crate::hub_link::{self, EXIT_NO_HUB, HubAddress};
 
-/// Runs `tau ask`.
-pub fn run(args: &AskArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
+/// Runs `tau ask`, in `installation` when the logging's set-up found it already.
+pub fn run(
+    args: &AskArgs,
+    ctx: &Context,
+    installation: Option<Installation>,
+) -> anyhow::Result<ExitCode> {
     let text = args.text.join(" ");
     if text.trim().is_empty() {
         anyhow::bail!("nothing to ask");
     }
-    let installation =
-        Installation::discover(environment::snapshot(ctx), &environment::current_dir()?)?;
+    let installation = match installation {
+        Some(found) => found,
+        None => Installation::discover(environment::snapshot(ctx), &environment::current_dir()?)?,
+    };
     if args.approve && !tty_available() {
         anyhow::bail!(
             "--approve needs a terminal to ask on (/dev/tty), and there is none; tier-2 actions cannot be approved here"

@@ -19,25 +19,41 @@ use crate::cli::Command;
 use crate::context::Context;
 use crate::environment;
 
-/// Sets up the logging `command` uses; the guard must live until the command ends.
-pub fn start(command: &Command, ctx: &Context) -> Option<LoggingGuard> {
+/// The logging a command set up, and the installation found for it.
+pub struct Started {
+    /// Must live until the command ends.
+    pub guard: Option<LoggingGuard>,
+    /// The installation `tau chat`, `ask` or `tui` logs into, found once here for the command
+    /// too (`None`: not found, or another command).
+    pub installation: Option<Installation>,
+}
+
+/// Sets up the logging `command` uses.
+pub fn start(command: &Command, ctx: &Context) -> Started {
+    let console_only = || Started {
+        guard: configure_logging(None, ctx.verbose, true).ok(),
+        installation: None,
+    };
     let name = match command {
         Command::Chat(_) => "chat",
         Command::Ask(_) => "ask",
         Command::Tui(_) => "tui",
-        _ => return configure_logging(None, ctx.verbose, true).ok(),
+        _ => return console_only(),
     };
     let Ok(cwd) = environment::current_dir() else {
-        return configure_logging(None, ctx.verbose, true).ok();
+        return console_only();
     };
     let env = environment::snapshot(ctx);
     let format = LogFormat::from_env(&env);
+    let mut installation = None;
     let (logs_dir, problems, warnings) = match Installation::discover(env.clone(), &cwd) {
-        Ok(found) => (
-            Some(found.paths.logs_dir),
-            found.dotenv_problems,
-            found.config.warnings,
-        ),
+        Ok(mut found) => {
+            let problems = std::mem::take(&mut found.dotenv_problems);
+            let warnings = std::mem::take(&mut found.config.warnings);
+            let logs_dir = found.paths.logs_dir.clone();
+            installation = Some(found);
+            (Some(logs_dir), problems, warnings)
+        }
         // The command reports the error itself; the log file is still wanted when the paths
         // resolve.
         Err(_) => match Located::discover(env, &cwd) {
@@ -64,7 +80,10 @@ pub fn start(command: &Command, ctx: &Context) -> Option<LoggingGuard> {
     for warning in &warnings {
         tracing::warn!("{warning}");
     }
-    guard
+    Started {
+        guard,
+        installation,
+    }
 }
 
 /// Console and `<logs_dir>/tau.log` (in `format`); the console only (with one warning) when the

@@ -34,10 +34,11 @@ fn main() -> ExitCode {
     let cli = parse_command_line();
     let ctx = cli.context();
     // chat and ask also log to <TAU_DATA_DIR>/logs/tau.log; the other commands to stderr only.
-    let _logging = logs::start(&cli.command, &ctx);
+    let logging = logs::start(&cli.command, &ctx);
+    let _guard = logging.guard;
     let result = match &cli.command {
         Command::Version(args) => version::run(args, &ctx),
-        Command::Ask(args) => ask::run(args, &ctx),
+        Command::Ask(args) => ask::run(args, &ctx, logging.installation),
         Command::Components(args) => components::run(args, &ctx),
         Command::Doctor(args) => doctor::run(args, &ctx),
         Command::Init(args) => init::run(args, &ctx, cli.profile),

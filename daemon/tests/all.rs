@@ -62,6 +62,7 @@ mod provider_openai;
 mod routine_engine;
 mod routine_gate;
 mod store_contract;
+mod store_file_checkpoint;
 mod store_file_journal;
 mod store_file_layout;
 mod store_file_pages;

@@ -281,32 +281,6 @@ fn a_long_journal_is_emptied_at_a_flush_and_removed_at_close() {
     assert_eq!(event_types(&store, &id).len(), 514);
 }
 
-/// A flush checkpoints a journal whose materialized files pass 128 (`CHECKPOINT_UNSYNCED`), long
-/// before 512 batches or 30 s: the paths to sync are what a session holds in memory meanwhile.
-#[test]
-fn a_journal_with_many_files_to_sync_is_emptied_at_a_flush() {
-    let (dir, id, session_dir) = fixture();
-    let journal = session_dir.join("journal.jsonl");
-    let store = open(dir.path());
-    let mut emptied_after = None;
-    for n in 2..300 {
-        store
-            .create_message(&id, DEFAULT_AGENT_ID, &user_message(n, "hello"))
-            .unwrap();
-        store.flush_session(&id).unwrap();
-        if fs::metadata(&journal).unwrap().len() == 0 {
-            emptied_after = Some(n - 1);
-            break;
-        }
-    }
-    let messages = emptied_after.expect("the journal was emptied");
-    assert!(
-        (120..=130).contains(&messages),
-        "emptied after {messages} messages"
-    );
-    assert_eq!(texts(&store, &id).len() as u64, messages + 2);
-}
-
 /// `tidy_session`, which the hub runs after each turn beside the next one, writes what was
 /// journaled to its files without a read, and checkpoints the journal once one is due.
 #[test]

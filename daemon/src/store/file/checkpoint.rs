@@ -1,10 +1,17 @@
 //! How a journal's records end: the paths they materialized are synced ([`sync_paths`]), then the
 //! journal is emptied or removed ([`empty_journal`]). Both a checkpoint (`journal.rs`) and the
-//! replay of a journal found on open (`journal_replay.rs`) end this way.
+//! replay of a journal found on open (`journal_replay.rs`) end this way. What a checkpoint is to
+//! sync is gathered meanwhile in an [`Unsynced`].
 //!
-//! Invariant: the journal is emptied only after what it covered is synced (with
+//! Invariants: the journal is emptied only after what it covered is synced (with
 //! `Durability::Full`), and a removal syncs the session directory; a journal already gone is fine.
+//! An emptying is not synced itself: the session's next append makes it durable (its `fdatasync`
+//! makes the file's new length durable with its line), a close removes the journal and syncs the
+//! directory, and a crash before either finds the journal whole, all of whose records are in
+//! synced files already, which its replay leaves as they are (a message file that parses as its
+//! message is kept, `events.jsonl` is cut back and given the same events again).
 
+use std::collections::{HashMap, HashSet};
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -12,9 +19,77 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::OFlag;
 
 use super::fsutil::sync_dir;
-use super::layout::JOURNAL_FILE;
+use super::layout::{EVENTS_FILE, JOURNAL_FILE, message_file_name};
 use crate::store::contract::Durability;
 use crate::store::store_error::SessionError;
+
+/// What a session's materializations wrote since its last checkpoint, to sync at the next one.
+/// Message files are kept as their ids (8 bytes each, not a path), so a checkpoint can cover
+/// hundreds of them.
+#[derive(Default)]
+pub(super) struct Unsynced {
+    /// Directories, and `events.jsonl`.
+    paths: HashSet<PathBuf>,
+    /// Message files, by their directory.
+    messages: HashMap<PathBuf, Vec<u64>>,
+    /// Message files in `messages`.
+    files: usize,
+}
+
+impl Unsynced {
+    /// A directory or `events.jsonl` written to.
+    pub(super) fn add_path(&mut self, path: PathBuf) {
+        self.paths.insert(path);
+    }
+
+    /// The file of message `id` written in `dir` (a directory is synced too).
+    pub(super) fn add_message(&mut self, dir: &Path, id: u64) {
+        match self.messages.get_mut(dir) {
+            Some(ids) => ids.push(id),
+            None => {
+                self.messages.insert(dir.to_path_buf(), vec![id]);
+            }
+        }
+        self.files += 1;
+    }
+
+    /// Paths to sync, directories included.
+    pub(super) fn len(&self) -> usize {
+        self.paths.len() + self.messages.len() + self.files
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Takes `other`'s paths too (a failed sync's, to try again).
+    pub(super) fn extend(&mut self, other: Unsynced) {
+        self.paths.extend(other.paths);
+        for (dir, ids) in other.messages {
+            self.files += ids.len();
+            self.messages.entry(dir).or_default().extend(ids);
+        }
+    }
+
+    /// Syncs every path (see [`sync_paths`]): the files first, the directories after them.
+    pub(super) fn sync(&self, durability: Durability) -> Result<(), SessionError> {
+        if durability == Durability::NoSync || self.is_empty() {
+            return Ok(());
+        }
+        let mut paths = Vec::with_capacity(self.len());
+        for (dir, ids) in &self.messages {
+            paths.extend(ids.iter().map(|&id| dir.join(message_file_name(id))));
+        }
+        let (dirs, files): (Vec<&PathBuf>, Vec<&PathBuf>) = self
+            .paths
+            .iter()
+            .partition(|path| !path.ends_with(EVENTS_FILE));
+        paths.extend(files.into_iter().cloned());
+        paths.extend(self.messages.keys().cloned());
+        paths.extend(dirs.into_iter().cloned());
+        sync_paths(paths.iter(), durability)
+    }
+}
 
 /// Paths synced at once at most (one thread each): a file system commits syncs that arrive
 /// together in one journal commit, so a pass of many paths costs about one sync, not one each.
@@ -80,8 +155,8 @@ fn sync_lane(paths: &[&PathBuf], lane: usize, lanes: usize) -> Result<(), Sessio
     Ok(())
 }
 
-/// Empties the session's journal, or removes it with `remove` (a checkpoint's or a replay's last
-/// step).
+/// Empties the session's journal (unsynced, see the module's invariants), or removes it with
+/// `remove` and syncs the directory (a checkpoint's or a replay's last step).
 pub(super) fn empty_journal(
     session_dir: &Path,
     remove: bool,
@@ -104,11 +179,21 @@ pub(super) fn empty_journal(
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(err) => return Err(SessionError::io(&path, err)),
     };
-    file.set_len(0)
-        .map_err(|err| SessionError::io(&path, err))?;
-    if durability == Durability::Full {
-        file.sync_data()
-            .map_err(|err| SessionError::io(&path, err))?;
+    file.set_len(0).map_err(|err| SessionError::io(&path, err))
+}
+
+/// Removes the session's journal if it is empty (one a creation left), syncing the directory.
+pub(super) fn remove_empty_journal(
+    session_dir: &Path,
+    durability: Durability,
+) -> Result<(), SessionError> {
+    let path = session_dir.join(JOURNAL_FILE);
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() && meta.len() == 0 => {
+            empty_journal(session_dir, true, durability)
+        }
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(SessionError::io(&path, err)),
     }
-    Ok(())
 }

@@ -43,21 +43,25 @@
 //!   each reconciliation) the next.
 //! - One store per sessions directory (one hub owns it): another store opened on it would replay,
 //!   and remove, a journal this one still writes.
-//! - Locks: the journal map's lock is held only to find or drop an entry; an entry's state lock is
-//!   held through its disk work, but for a checkpoint's sync of what it found materialized, which
-//!   holds the entry's checkpoint lock instead (taken before the state lock), so appends go on
-//!   meanwhile; what they journaled in the meantime is materialized and synced under the state
-//!   lock (a turn's few files), so a busy session's journal still empties. Both come before the
-//!   deferred, reserved and index locks, never after them.
+//! - Locks: the journal map's lock is held only to find or drop an entry. An entry's state lock is
+//!   held through an append (its write and sync), but not through a materialization's writes,
+//!   which hold the entry's materializing lock instead (one at a time; records leave the state
+//!   only once their files are written, so an append still finds their ids taken and a read that
+//!   materialized first finds them), nor through a checkpoint's sync of what it found
+//!   materialized, which holds the entry's checkpoint lock; so a session's next turn appends
+//!   while its last turn's tidy writes and syncs files. What the appends journaled in the
+//!   meantime is materialized and synced under both locks at the end (a turn's few files), so a
+//!   busy session's journal still empties. Order: checkpoint, materializing, state; all before
+//!   the deferred, reserved and index locks, never after them.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::checkpoint::{empty_journal, sync_paths};
+use super::checkpoint::{Unsynced, empty_journal, remove_empty_journal};
 use super::fsutil::{TempFile, read_into};
 use super::journal_replay::*;
 use super::layout::{EVENTS_FILE, JOURNAL_FILE, message_file_name};
@@ -82,14 +86,28 @@ const LOCKED_SYNC_MAX: usize = 16;
 /// next one.
 const CHECKPOINT_ROUNDS: usize = 4;
 /// Files and directories materialized since the last checkpoint past which the next tidy
-/// checkpoints: each is a path the session holds in memory until then (a busy session would
-/// otherwise gather 30 s of them, some 100 KiB).
-const CHECKPOINT_UNSYNCED: usize = 128;
+/// checkpoints (about 250 text turns, 130 tool turns): a busy session would otherwise gather 30 s
+/// of them, held in memory (8 bytes a message file) and synced in one checkpoint. Each checkpoint
+/// costs its turns some time on the disk whatever its size, so fewer, larger ones leave fewer
+/// turns slower.
+const CHECKPOINT_UNSYNCED: usize = 512;
 
 /// A message journaled and not yet materialized: its directory and record.
 pub(super) struct PendingMessage {
     dir: PathBuf,
     message: SessionMessage,
+}
+
+/// Writes `pending`'s file (not synced); a file there already is kept.
+fn write_message(pending: &PendingMessage) -> Result<(), SessionError> {
+    let name = message_file_name(pending.message.message_id);
+    let path = pending.dir.join(&name);
+    let bytes = to_json(&pending.message)?;
+    if !TempFile::write(&pending.dir, &name, &bytes, Durability::NoSync)?.link_new(&path)? {
+        // Refused at the append, so only someone writing behind the store's back.
+        tracing::warn!(path = %path.display(), "a journaled message's file exists already; kept");
+    }
+    Ok(())
 }
 
 /// One session's journal as this process knows it.
@@ -105,9 +123,11 @@ pub(super) struct SessionJournal {
     /// `events.jsonl`'s length when the journal began, once known (every line carries it).
     events_len: Option<u64>,
     events: Vec<Value>,
-    messages: Vec<PendingMessage>,
+    /// Shared with a materialization writing them, which removes them once their files exist
+    /// (until then an append still finds their ids taken here).
+    messages: Vec<Arc<PendingMessage>>,
     /// Files and directories materialized since the last checkpoint, to sync at the next one.
-    unsynced: HashSet<PathBuf>,
+    unsynced: Unsynced,
 }
 
 impl SessionJournal {
@@ -116,12 +136,24 @@ impl SessionJournal {
     }
 }
 
-/// A session's journal state, and the lock that lets one checkpoint at a time sync it.
+/// A session's journal state, and the locks that let one materialization and one checkpoint at a
+/// time run without it.
 pub(super) struct JournalEntry {
     state: Mutex<SessionJournal>,
+    /// Held through a materialization, which writes files without `state` (so appends go on):
+    /// a read that materializes first finds every record journaled before it in its file.
+    materializing: Mutex<()>,
     /// Held by a checkpoint through its sync (without `state`, so appends go on): a second
     /// checkpoint must not empty the journal while the first still syncs what it covers.
     checkpointing: Mutex<()>,
+}
+
+fn lock_materializing(entry: &JournalEntry) -> MutexGuard<'_, ()> {
+    // Guards no data: a poisoned lock is as good as a free one.
+    entry
+        .materializing
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
 }
 
 pub(super) fn lock_entry(entry: &JournalEntry) -> MutexGuard<'_, SessionJournal> {
@@ -158,6 +190,7 @@ impl FileBackend {
                 events_len,
                 ..SessionJournal::default()
             }),
+            materializing: Mutex::new(()),
             checkpointing: Mutex::new(()),
         });
         journals.insert(session_id.to_owned(), Arc::clone(&entry));
@@ -235,13 +268,17 @@ impl FileBackend {
         if let Some((_, dir)) = messages_dir {
             journal
                 .messages
-                .extend(batch.messages.into_iter().map(|message| PendingMessage {
-                    dir: dir.to_path_buf(),
-                    message,
+                .extend(batch.messages.into_iter().map(|message| {
+                    Arc::new(PendingMessage {
+                        dir: dir.to_path_buf(),
+                        message,
+                    })
                 }));
         }
-        if journal.messages.len() > PENDING_MAX {
-            self.materialize_locked(session_dir, &mut journal)?;
+        let behind = journal.messages.len() > PENDING_MAX;
+        drop(journal);
+        if behind {
+            self.materialize_entry(&entry, session_dir)?;
         }
         Ok(())
     }
@@ -264,10 +301,89 @@ impl FileBackend {
         let Some(entry) = self.existing_entry(session_id) else {
             return Ok(());
         };
-        let mut journal = lock_entry(&entry);
-        self.materialize_locked(&self.root.join(session_id), &mut journal)
+        self.materialize_entry(&entry, &self.root.join(session_id))
     }
 
+    /// [`FileBackend::materialize`] of `entry`: its files are written without its state's lock,
+    /// so the session's appends need not wait for them.
+    fn materialize_entry(
+        &self,
+        entry: &JournalEntry,
+        session_dir: &Path,
+    ) -> Result<(), SessionError> {
+        let _materializing = lock_materializing(entry);
+        self.materialize_held(entry, session_dir)
+    }
+
+    /// Every record journaled so far materialized: what the entry's state shows once both
+    /// returned guards are dropped covers every line it counts. The files are written without
+    /// the state's lock, but for what was journaled meanwhile (a batch or two).
+    fn materialize_all<'a>(
+        &self,
+        entry: &'a JournalEntry,
+        session_dir: &Path,
+    ) -> Result<(MutexGuard<'a, ()>, MutexGuard<'a, SessionJournal>), SessionError> {
+        let materializing = lock_materializing(entry);
+        self.materialize_held(entry, session_dir)?;
+        let mut journal = lock_entry(entry);
+        self.materialize_locked(session_dir, &mut journal)?;
+        Ok((materializing, journal))
+    }
+
+    /// [`FileBackend::materialize_entry`] with its `materializing` lock held by the caller.
+    fn materialize_held(
+        &self,
+        entry: &JournalEntry,
+        session_dir: &Path,
+    ) -> Result<(), SessionError> {
+        // Only materializations, one at a time, take records out; appends add them at the end.
+        let (events, messages) = {
+            let mut journal = lock_entry(entry);
+            (
+                std::mem::take(&mut journal.events),
+                journal.messages.clone(),
+            )
+        };
+        let mut result = Ok(());
+        let events_written = events.is_empty()
+            || match jsonl::append_lines(session_dir, EVENTS_FILE, &events, Durability::NoSync) {
+                Ok(()) => true,
+                Err(err) => {
+                    result = Err(err);
+                    false
+                }
+            };
+        let mut written = 0;
+        if events_written {
+            for next in &messages {
+                if let Err(err) = write_message(next) {
+                    result = Err(err);
+                    break;
+                }
+                written += 1;
+            }
+        }
+        let mut journal = lock_entry(entry);
+        if !events.is_empty() {
+            if events_written {
+                journal.unsynced.add_path(session_dir.to_path_buf());
+                journal.unsynced.add_path(session_dir.join(EVENTS_FILE));
+            } else {
+                let later = std::mem::replace(&mut journal.events, events);
+                journal.events.extend(later);
+            }
+        }
+        let done: Vec<Arc<PendingMessage>> = journal.messages.drain(..written).collect();
+        for next in done {
+            journal
+                .unsynced
+                .add_message(&next.dir, next.message.message_id);
+        }
+        result
+    }
+
+    /// [`FileBackend::materialize`] with the entry's state locked (and its `materializing` lock
+    /// held): a checkpoint's last few records.
     fn materialize_locked(
         &self,
         session_dir: &Path,
@@ -282,31 +398,20 @@ impl FileBackend {
             )?;
             journal.events.clear();
             let events = session_dir.join(EVENTS_FILE);
-            journal.unsynced.insert(session_dir.to_path_buf());
-            journal.unsynced.insert(events);
+            journal.unsynced.add_path(session_dir.to_path_buf());
+            journal.unsynced.add_path(events);
         }
         let pending = std::mem::take(&mut journal.messages);
         let mut rest = pending.into_iter();
         while let Some(next) = rest.next() {
-            let name = message_file_name(next.message.message_id);
-            let path = next.dir.join(&name);
-            let written = to_json(&next.message).and_then(|bytes| {
-                TempFile::write(&next.dir, &name, &bytes, Durability::NoSync)?.link_new(&path)
-            });
-            match written {
-                Ok(true) => {}
-                // Refused at the append, so only someone writing behind the store's back.
-                Ok(false) => {
-                    tracing::warn!(path = %path.display(), "a journaled message's file exists already; kept");
-                }
-                Err(err) => {
-                    journal.messages.push(next);
-                    journal.messages.extend(rest);
-                    return Err(err);
-                }
+            if let Err(err) = write_message(&next) {
+                journal.messages.push(next);
+                journal.messages.extend(rest);
+                return Err(err);
             }
-            journal.unsynced.insert(path);
-            journal.unsynced.insert(next.dir);
+            journal
+                .unsynced
+                .add_message(&next.dir, next.message.message_id);
         }
         Ok(())
     }
@@ -334,8 +439,7 @@ impl FileBackend {
             Ok(guard) => guard,
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
             Err(TryLockError::WouldBlock) if !force => {
-                let mut journal = lock_entry(&entry);
-                return self.materialize_locked(&session_dir, &mut journal);
+                return self.materialize_entry(&entry, &session_dir);
             }
             Err(TryLockError::WouldBlock) => entry
                 .checkpointing
@@ -343,8 +447,7 @@ impl FileBackend {
                 .unwrap_or_else(PoisonError::into_inner),
         };
         let (mut lines, mut unsynced) = {
-            let mut journal = lock_entry(&entry);
-            self.materialize_locked(&session_dir, &mut journal)?;
+            let (_materializing, mut journal) = self.materialize_all(&entry, &session_dir)?;
             let due = journal.lines >= CHECKPOINT_LINES
                 || journal.unsynced.len() >= CHECKPOINT_UNSYNCED
                 || journal
@@ -356,31 +459,32 @@ impl FileBackend {
             (journal.lines, std::mem::take(&mut journal.unsynced))
         };
         let mut rounds = 1;
-        let mut journal = loop {
-            // Synced without the entry's lock, so the session's appends need not wait for it.
-            if let Err(err) = sync_paths(unsynced.iter(), self.durability) {
+        let (_materializing, mut journal) = loop {
+            // Synced without the entry's locks, so the session's appends need not wait for it.
+            if let Err(err) = unsynced.sync(self.durability) {
                 lock_entry(&entry).unsynced.extend(unsynced);
                 return Err(err);
             }
-            let mut journal = lock_entry(&entry);
+            let journal = lock_entry(&entry);
             if journal.inherited {
                 return Ok(());
             }
             if journal.lines == lines {
-                break journal;
+                break (None, journal);
             }
-            // Batches journaled during the sync: their records are materialized and synced
+            drop(journal);
+            // Batches journaled during the sync: their records are materialized, and synced
             // under the lock when they are few, so the journal empties even while turns go on;
             // when many (a slow disk), in another round without it, and after the last round
             // the next checkpoint goes on from there.
-            self.materialize_locked(&session_dir, &mut journal)?;
+            let (materializing, mut journal) = self.materialize_all(&entry, &session_dir)?;
             if force || journal.unsynced.len() <= LOCKED_SYNC_MAX {
                 let rest = std::mem::take(&mut journal.unsynced);
-                if let Err(err) = sync_paths(rest.iter(), self.durability) {
+                if let Err(err) = rest.sync(self.durability) {
                     journal.unsynced.extend(rest);
                     return Err(err);
                 }
-                break journal;
+                break (Some(materializing), journal);
             }
             if rounds == CHECKPOINT_ROUNDS {
                 return Ok(());
@@ -398,6 +502,10 @@ impl FileBackend {
 
     /// Checkpoints the session's journal and forgets its entry when nobody else holds it.
     pub(super) fn close_journal(&self, session_id: &str) -> Result<(), SessionError> {
+        if self.existing_entry(session_id).is_none() {
+            // Nothing appended by this process: at most the empty journal a creation left.
+            return remove_empty_journal(&self.root.join(session_id), self.durability);
+        }
         self.checkpoint_as(session_id, true, true)?;
         let mut journals = self.lock_journals();
         if let Some(entry) = journals.get(session_id)

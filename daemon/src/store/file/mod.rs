@@ -36,7 +36,8 @@
 //! serialized by one lock (taken after the reconciliation lock when both are held), and a
 //! session's deferred record by its `flushing` mark. A session created whole
 //! (`create_complete_session`, a compaction) gets every other file before its `session.json`, so
-//! it is seen complete or not at all.
+//! it is seen complete or not at all; its journal is among them, empty (removed again when the
+//! session closes, as every journal is).
 
 mod batch;
 mod checkpoint;
@@ -71,8 +72,8 @@ use fsutil::{
 };
 use index::{INDEX_FILE, ListingIndex};
 use layout::{
-    AGENT_FILE, AGENTS_DIR, EVENTS_FILE, MESSAGES_DIR, META_FILE, SESSION_FILE, SessionFile,
-    check_message_id, message_file_name, parse_message_file_name,
+    AGENT_FILE, AGENTS_DIR, EVENTS_FILE, JOURNAL_FILE, MESSAGES_DIR, META_FILE, SESSION_FILE,
+    SessionFile, check_message_id, message_file_name, parse_message_file_name,
 };
 use read::{message_ids, read_messages};
 
@@ -549,6 +550,11 @@ impl StoreBackend for FileBackend {
         if !create_new(&dir, META_FILE, &to_json(&new.meta)?, Durability::NoSync)? {
             return Err(SessionError::SessionExists(id.to_owned()));
         }
+        // The journal too, empty: the session's first append then needs no directory sync of
+        // its own (a new session's first turn follows at once, as `tau ask`'s does).
+        if !create_new(&dir, JOURNAL_FILE, b"", Durability::NoSync)? {
+            return Err(SessionError::SessionExists(id.to_owned()));
+        }
         // `session.json`'s content is synced in the same pass, under a temporary name; only its
         // name, given after the pass, needs a sync of its own (the directory's).
         let file = SessionFile {
@@ -559,6 +565,7 @@ impl StoreBackend for FileBackend {
         to_sync.extend([
             agent_dir.join(AGENT_FILE),
             dir.join(META_FILE),
+            dir.join(JOURNAL_FILE),
             record.path().to_path_buf(),
             messages,
             agent_dir,
