@@ -124,8 +124,34 @@ async fn long_sessions(client: &mut SocketClient, turns: usize) -> BenchResult<[
     Ok(samples)
 }
 
+/// utime + stime of process `pid` (`self` for this one), in seconds.
+fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // After the name: state is field 3 of the whole line, utime 14 and stime 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    let per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100);
+    Some((utime + stime) as f64 / per_second as f64)
+}
+
+/// The processor time the hub and this client spent on [`parallel`]'s turns, in µs per turn.
+#[derive(Clone, Copy, Default)]
+struct TurnCpu {
+    hub_us: f64,
+    client_us: f64,
+}
+
 /// Text turns per second over `clients` connections, one session each, `turns` turns each.
 async fn parallel(hub: &SoakHub, clients: usize, turns: usize) -> BenchResult<f64> {
+    Ok(parallel_cpu(hub, clients, turns).await?.0)
+}
+
+/// [`parallel`], and the processor time its turns cost the hub and the client.
+async fn parallel_cpu(hub: &SoakHub, clients: usize, turns: usize) -> BenchResult<(f64, TurnCpu)> {
     let mut sessions = Vec::with_capacity(clients);
     for _ in 0..clients {
         let mut client = hub.client().await?;
@@ -136,6 +162,8 @@ async fn parallel(hub: &SoakHub, clients: usize, turns: usize) -> BenchResult<f6
         }
         sessions.push((client, session));
     }
+    let hub_pid = hub.pid().to_string();
+    let cpu_before = (cpu_seconds(&hub_pid), cpu_seconds("self"));
     let started = Instant::now();
     let runs = sessions
         .into_iter()
@@ -148,7 +176,18 @@ async fn parallel(hub: &SoakHub, clients: usize, turns: usize) -> BenchResult<f6
     for done in futures::future::join_all(runs).await {
         done?;
     }
-    Ok((clients * turns) as f64 / started.elapsed().as_secs_f64())
+    let elapsed = started.elapsed().as_secs_f64();
+    let total = (clients * turns) as f64;
+    let per_turn = |before: Option<f64>, after: Option<f64>| {
+        before
+            .zip(after)
+            .map_or(0.0, |(b, a)| (a - b) * 1e6 / total)
+    };
+    let cpu = TurnCpu {
+        hub_us: per_turn(cpu_before.0, cpu_seconds(&hub_pid)),
+        client_us: per_turn(cpu_before.1, cpu_seconds("self")),
+    };
+    Ok((total / elapsed, cpu))
 }
 
 /// Runs `command` with `args` `SPAWNS` times against `hub`'s installation; its wall times.
@@ -267,7 +306,9 @@ pub fn run(turns: usize, backends: &[&str]) -> BenchResult<()> {
 
 /// `hub_turn -- scale [ROUNDS] [file|sqlite]`: the parallel row alone, `ROUNDS` times (5 by
 /// default) on one hub per store, one session and then ten taking turns, each round's ratio
-/// printed with their range: the row's spread within one run. With `TMPDIR` on a tmpfs the
+/// printed with their range: the row's spread within one run, and the processor time a turn cost
+/// the hub and the client (utime + stime, which load on the machine distorts far less than the
+/// turns per second). With `TMPDIR` on a tmpfs the
 /// hub's syncs cost nothing, so the same rows show what the processor alone allows.
 pub fn scale(rounds: usize, backends: &[&str]) -> BenchResult<()> {
     let taud = taud_binary();
@@ -280,11 +321,13 @@ pub fn scale(rounds: usize, backends: &[&str]) -> BenchResult<()> {
         let ratios = client_runtime.block_on(async {
             let mut ratios = Vec::with_capacity(rounds);
             for round in 1..=rounds {
-                let one = parallel(&hub, 1, 600).await?;
-                let ten = parallel(&hub, 10, 200).await?;
+                let (one, one_cpu) = parallel_cpu(&hub, 1, 600).await?;
+                let (ten, ten_cpu) = parallel_cpu(&hub, 10, 200).await?;
                 let ratio = ten / one.max(f64::MIN_POSITIVE);
                 println!(
-                    "{backend} round {round}: 10 sessions {ten:.0} turns/s, 1 session {one:.0} turns/s, {ratio:.2}×"
+                    "{backend} round {round}: 10 sessions {ten:.0} turns/s, 1 session {one:.0} turns/s, {ratio:.2}×; \
+                     CPU per turn, hub + client: 1 session {:.0} + {:.0} µs, 10 sessions {:.0} + {:.0} µs",
+                    one_cpu.hub_us, one_cpu.client_us, ten_cpu.hub_us, ten_cpu.client_us
                 );
                 ratios.push(ratio);
             }
