@@ -4,12 +4,17 @@
 //! connection per request as `tau doctor` does, and on one keep-alive connection), `GetStatus`
 //! latency over the Unix socket, and the time a SIGTERM takes to stop it.
 //!
+//! The idle RSS is also split into the hub's own (anonymous) memory, its executable's pages and
+//! the shared libraries' (`resident/mod.rs`). `TAU_BENCH_TAUD=<path>` runs another `taud`.
+//!
 //! Run it alone on a quiet machine; it uses only loopback and a temporary directory.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod resident;
 
 const REQUESTS: usize = 2000;
 const IDLE: Duration = Duration::from_secs(3);
@@ -39,8 +44,9 @@ fn main() -> anyhow::Result<()> {
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let data = tmp.path().join("data");
 
+    let taud = resident::taud_binary(env!("CARGO_BIN_EXE_taud"));
     let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_taud"))
+    let child = Command::new(&taud)
         .env_clear()
         .env("HOME", tmp.path().join("user"))
         .env("TAU_HOME", &home)
@@ -67,6 +73,7 @@ fn main() -> anyhow::Result<()> {
     std::thread::sleep(IDLE);
     let cpu_after = cpu_ticks(pid);
     let rss_idle = vm_rss_kib(pid);
+    let idle_split = resident::Resident::of(pid, &taud);
 
     let fresh = latencies(REQUESTS, || health(port).map(|_| ()))?;
     let mut keep = TcpStream::connect(("127.0.0.1", port))?;
@@ -98,6 +105,7 @@ fn main() -> anyhow::Result<()> {
             "release"
         }
     );
+    println!("  binary: {}", resident::describe(&taud));
     println!("  ready (spawn → /health answers):   {:.1} ms", ms(ready));
     println!("  RSS after start:                   {}", mib(rss_start));
     println!(
@@ -105,6 +113,9 @@ fn main() -> anyhow::Result<()> {
         IDLE.as_secs(),
         mib(rss_idle)
     );
+    if let Some(split) = idle_split {
+        println!("    = {}", split.line());
+    }
     println!(
         "  RSS after {} requests:           {}",
         REQUESTS * 3,

@@ -1,11 +1,13 @@
 //! The overhead of a tier-0 call on a node over the same call run locally: `current_time` as a
 //! `NodeTool` (the hub's side of the link in this process, TLS 1.3 over loopback to a real
 //! `taud` running as a node) against `CurrentTime` called in this process, p50/p99; and the
-//! node's idle RSS once its link is up, split into its own (anonymous) memory and the pages of the
-//! `taud` executable it maps (file-backed: shared, clean, mapped by the kernel in 64 KiB windows
-//! around the code that ran, so they follow the binary's size more than the node's work).
+//! node's idle RSS once its link is up, split into its own (anonymous) memory, the pages of the
+//! `taud` executable and those of the shared libraries it maps (see `resident/mod.rs`).
 //!
-//! Run: `cargo bench -p taud --bench node_call [-- ITERATIONS]` (default 2000).
+//! Run: `cargo bench -p taud --bench node_call [-- ITERATIONS]` (default 2000). The node is the
+//! `taud` this benchmark was built with, or `TAU_BENCH_TAUD=<path>` (e.g. a node-only build,
+//! `cargo build --profile node -p taud --no-default-features`); the report names the binary, its
+//! size and its `--version` (a node-only build says so).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -21,6 +23,8 @@ use taud::tool::builtin::{CurrentTime, SystemClock};
 use taud::tool::{ProgressReporter, Tool, ToolContext};
 use tokio_util::sync::CancellationToken;
 
+mod resident;
+
 const WARMUP: usize = 200;
 
 type BoxError = Box<dyn std::error::Error>;
@@ -29,18 +33,6 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort();
     let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
     samples[index]
-}
-
-/// A field of `/proc/PID/status` (kB for the memory ones), 0 when unreadable.
-fn status_field(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
-        })
-        .unwrap_or(0)
 }
 
 fn context() -> ToolContext {
@@ -124,7 +116,8 @@ async fn main() -> Result<(), BoxError> {
     let data = dir.path().join("node-data");
     std::fs::create_dir_all(&home)?;
     std::fs::write(home.join("tau.toml"), "[hub]\nrole = \"node\"\n")?;
-    let mut node = Command::new(env!("CARGO_BIN_EXE_taud"))
+    let taud = resident::taud_binary(env!("CARGO_BIN_EXE_taud"));
+    let mut node = Command::new(&taud)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", dir.path())
@@ -169,6 +162,7 @@ async fn main() -> Result<(), BoxError> {
         percentile(&mut remote_samples, 0.99),
     );
     println!("node call, {iterations} calls of current_time after {WARMUP} warm-up:");
+    println!("  node binary: {}", resident::describe(&taud));
     println!(
         "  local call:  p50 {:>8.3} ms   p99 {:>8.3} ms",
         l50.as_secs_f64() * 1e3,
@@ -187,15 +181,10 @@ async fn main() -> Result<(), BoxError> {
     // Idle: a few heartbeats with nothing else to do.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let pid = node.id();
-    let mib = |field: &str| status_field(pid, field) as f64 / 1024.0;
-    println!(
-        "  node idle RSS: {:.1} MiB (target <= 10 MiB): {:.1} MiB anonymous, {:.1} MiB file-backed (code and read-only data, shared), {} threads",
-        mib("VmRSS:"),
-        mib("RssAnon:"),
-        // The executable's pages count as shared memory when it runs from tmpfs.
-        mib("RssFile:") + mib("RssShmem:"),
-        status_field(pid, "Threads:")
-    );
+    match resident::Resident::of(pid, &taud) {
+        Some(rss) => println!("  node idle RSS (target <= 10 MiB): {}", rss.line()),
+        None => println!("  node idle RSS: n/a"),
+    }
     let _ = node.kill();
     let _ = node.wait();
     listener.stop().await?;

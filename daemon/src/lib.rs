@@ -3,6 +3,10 @@
 //! is a thin `main` over this crate, so tests and benchmarks can run the same code in-process.
 //!
 //! Invariant: the domain modules never see tonic or prost types; only `rpc` translates.
+//!
+//! The `hub` feature (on by default) builds what only a hub runs: the web client (`web`), the
+//! Telegram channel (`host::telegram_channel`) and the SQLite store; without it, `taud` runs only
+//! as a node.
 pub mod agent;
 pub mod clock;
 pub mod context;
@@ -25,4 +29,5 @@ pub mod store;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tool;
+#[cfg(feature = "hub")]
 pub mod web;

@@ -20,6 +20,10 @@
 //! refused start (1, 78) exits 0 instead, since launchd's KeepAlive cannot exempt exit codes the
 //! way systemd's RestartPreventExitStatus does.
 //!
+//! Built without the `hub` feature (`--no-default-features`), `taud` runs only as a node: started
+//! as a hub it refuses with one line (exit 78, `taud::services::HUB_LEFT_OUT`), and `--version`
+//! says "node only".
+//!
 //! Built with the `otel` feature, the spans are also exported over OTLP HTTP/protobuf when
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` is set (module `otel_export`); the exporter is flushed at exit.
 
@@ -27,33 +31,97 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
 use tau_api::env::Env;
 use tau_api::hub_files::exit;
 use tau_api::installation::Installation;
 use tau_api::logging::{LogFormat, LoggingGuard, configure_logging, configure_logging_with};
 use taud::host::{self, HubLock, HubOptions, LockError};
-use taud::hub::CoreSetup;
+
+/// What `taud --version` prints after the name: the version (the word `tau version` reads), and for
+/// a build without the `hub` feature, that it runs only as a node.
+const VERSION_LINE: &str = if cfg!(feature = "hub") {
+    tau_api::VERSION
+} else {
+    concat!(
+        env!("CARGO_PKG_VERSION"),
+        " (node only: built without the hub feature)"
+    )
+};
 
 /// How long the async runtime waits for its remaining tasks when the hub has stopped.
 const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(3);
 
-/// The tau hub daemon. Normally started by `tau chat`, launchd or systemd; `tau hub run` runs it in
-/// the foreground.
-#[derive(Debug, Parser)]
-#[command(name = "taud", version = tau_api::VERSION)]
+/// `taud --help`.
+const HELP: &str = "\
+The tau hub daemon. Normally started by `tau chat`, launchd or systemd; `tau hub run` runs it in
+the foreground.
+
+Usage: taud [OPTIONS]
+
+Options:
+  -v, --verbose  Log INFO and up to stderr (default: WARN and up)
+      --launchd  Started by launchd: a refused start (already running, bad config) exits 0 so
+                 KeepAlive does not restart it in a loop. The refusal is still printed to stderr
+  -h, --help     Print help
+  -V, --version  Print version
+";
+
+/// The exit code of a command line `taud` does not understand (as a usage error is elsewhere).
+const USAGE_ERROR: u8 = 2;
+
+/// `taud`'s options.
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Args {
-    /// Log INFO and up to stderr (default: WARN and up).
-    #[arg(short, long)]
+    /// Log INFO and up to stderr.
     verbose: bool,
-    /// Started by launchd: a refused start (already running, bad config) exits 0 so KeepAlive
-    /// does not restart it in a loop. The refusal is still printed to stderr.
-    #[arg(long)]
+    /// Started by launchd: a refused start exits 0.
     launchd: bool,
 }
 
+/// What a command line asks for. It is read by hand: a daemon has four flags, and a parser
+/// library's code was a good part of what a node's start-up touched.
+#[derive(Debug, PartialEq, Eq)]
+enum Invocation {
+    Run(Args),
+    Help,
+    Version,
+    /// An argument `taud` does not know.
+    Unknown(String),
+}
+
+/// Reads the arguments after the program's name.
+fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Invocation {
+    let mut parsed = Args::default();
+    for arg in args {
+        match arg.to_str() {
+            Some("-v" | "--verbose") => parsed.verbose = true,
+            Some("--launchd") => parsed.launchd = true,
+            Some("-h" | "--help") => return Invocation::Help,
+            Some("-V" | "--version") => return Invocation::Version,
+            _ => return Invocation::Unknown(arg.to_string_lossy().into_owned()),
+        }
+    }
+    Invocation::Run(parsed)
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match parse_args(std::env::args_os().skip(1)) {
+        Invocation::Run(args) => args,
+        Invocation::Help => {
+            print!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        Invocation::Version => {
+            println!("taud {VERSION_LINE}");
+            return ExitCode::SUCCESS;
+        }
+        Invocation::Unknown(arg) => {
+            eprintln!(
+                "taud: unexpected argument '{arg}'\n\nUsage: taud [OPTIONS] (see taud --help)"
+            );
+            return ExitCode::from(USAGE_ERROR);
+        }
+    };
     let refused = |code: u8| {
         if args.launchd {
             ExitCode::from(exit::OK)
@@ -75,8 +143,12 @@ fn main() -> ExitCode {
         eprintln!("taud: {e}");
         return refused(exit::CONFIG);
     }
-    let core_options = taud::hub::CoreOptions::from_installation(&installation);
     let node_role = installation.settings.role == tau_api::config::NodeRole::Node;
+    if !node_role && !cfg!(feature = "hub") {
+        eprintln!("taud: {}", taud::services::HUB_LEFT_OUT);
+        return refused(exit::CONFIG);
+    }
+    let core_options = taud::hub::CoreOptions::from_installation(&installation);
     // A node runs no agent, so it needs no persona.
     if let Err(e) = core_options
         .check_persona()
@@ -108,37 +180,16 @@ fn main() -> ExitCode {
             return refused(exit::CONFIG);
         }
     };
-    // A certificate or key that does not load is a configuration error, found before the lock.
-    let web = taud::web::WebLaunch::from_installation(&installation).filter(|_| !node_role);
-    if let Some(Err(e)) = web.as_ref().map(taud::web::WebLaunch::check_tls) {
-        eprintln!("taud: {}: {e}", installation.paths.config_file.display());
-        return refused(exit::CONFIG);
-    }
     // A node builds no session service (no providers, no store).
-    let setup = if node_role {
-        None
+    let services = if node_role {
+        taud::services::node_role_services(&nodes)
     } else {
-        Some(CoreSetup::from_installation(&installation))
-    };
-    let services = match setup {
-        None => taud::services::node_role_services(&nodes),
-        Some(Ok(setup)) => {
-            let mut setup = setup;
-            setup.options.lenders = taud::tool::Lenders::new(std::sync::Arc::new(
-                taud::node::NodeLender(std::sync::Arc::clone(nodes.registry())),
-            ));
-            let mut services = taud::services::builtin_services_with_nodes(setup, &nodes);
-            let telegram = taud::host::TelegramLaunch::from_installation(&installation);
-            taud::services::register_telegram(&mut services, telegram);
-            if let Some(web) = web {
-                let web = web.with_nodes(std::sync::Arc::clone(nodes.registry()));
-                taud::services::register_web(&mut services, web);
+        match hub_services(&installation, &nodes) {
+            Ok(services) => services,
+            Err(e) => {
+                eprintln!("taud: {e}");
+                return refused(exit::CONFIG);
             }
-            services
-        }
-        Some(Err(e)) => {
-            eprintln!("taud: {e}");
-            return refused(exit::CONFIG);
         }
     };
 
@@ -214,6 +265,43 @@ fn main() -> ExitCode {
             ExitCode::from(exit::FATAL)
         }
     }
+}
+
+/// A hub's services: the session service, the node services, Telegram and the web client. A web
+/// client's certificate or key that does not load is a configuration error, found here, before
+/// the lock.
+#[cfg(feature = "hub")]
+fn hub_services(
+    installation: &Installation,
+    nodes: &taud::link::NodeServices,
+) -> Result<taud::host::ServiceRegistry, String> {
+    use std::sync::Arc;
+    let web = taud::web::WebLaunch::from_installation(installation);
+    if let Some(Err(e)) = web.as_ref().map(taud::web::WebLaunch::check_tls) {
+        return Err(format!("{}: {e}", installation.paths.config_file.display()));
+    }
+    let mut setup =
+        taud::hub::CoreSetup::from_installation(installation).map_err(|e| e.to_string())?;
+    setup.options.lenders = taud::tool::Lenders::new(Arc::new(taud::node::NodeLender(Arc::clone(
+        nodes.registry(),
+    ))));
+    let mut services = taud::services::builtin_services_with_nodes(setup, nodes);
+    let telegram = taud::host::TelegramLaunch::from_installation(installation);
+    taud::services::register_telegram(&mut services, telegram);
+    if let Some(web) = web {
+        let web = web.with_nodes(Arc::clone(nodes.registry()));
+        taud::services::register_web(&mut services, web);
+    }
+    Ok(services)
+}
+
+/// A `taud` built without the `hub` feature runs only as a node.
+#[cfg(not(feature = "hub"))]
+fn hub_services(
+    _installation: &Installation,
+    _nodes: &taud::link::NodeServices,
+) -> Result<taud::host::ServiceRegistry, String> {
+    Err(taud::services::HUB_LEFT_OUT.to_owned())
 }
 
 /// stderr plus `<TAU_DATA_DIR>/logs/tau.log` (JSON lines with `TAU_LOG_FORMAT=json`); stderr only
@@ -372,6 +460,32 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::Instant;
+
+    fn parsed(args: &[&str]) -> Invocation {
+        parse_args(args.iter().map(std::ffi::OsString::from))
+    }
+
+    #[test]
+    fn the_command_line_reads_each_flag_and_stops_at_help_version_or_an_unknown_one() {
+        assert_eq!(parsed(&[]), Invocation::Run(Args::default()));
+        let both = Args {
+            verbose: true,
+            launchd: true,
+        };
+        assert_eq!(parsed(&["--verbose", "--launchd"]), Invocation::Run(both));
+        let verbose = Args {
+            verbose: true,
+            launchd: false,
+        };
+        assert_eq!(parsed(&["-v"]), Invocation::Run(verbose));
+        assert_eq!(parsed(&["--launchd", "--help"]), Invocation::Help);
+        assert_eq!(parsed(&["-V"]), Invocation::Version);
+        assert_eq!(
+            parsed(&["--verbose", "--port"]),
+            Invocation::Unknown("--port".into())
+        );
+        assert!(HELP.contains("Usage: taud") && HELP.contains("--launchd"));
+    }
 
     #[test]
     fn blocking_work_runs_on_at_most_max_blocking_threads() -> Result<(), String> {

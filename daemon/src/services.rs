@@ -5,6 +5,9 @@
 //! The hub's session service is assembled here ([`start_core`]: the `HubCore` and what the hub's
 //! status reports of it), and handed to the gRPC service that serves it.
 //!
+//! Without the `hub` feature the Telegram channel and the web client are not built
+//! ([`HUB_LEFT_OUT`] says so when such a `taud` is started as a hub).
+//!
 //! Invariant: the control API starts first, so gRPC over TCP is reachable as soon as gRPC starts;
 //! a channel starts after gRPC (its socket exists) and stops before it; the web client starts
 //! after gRPC too and serves the session service gRPC started.
@@ -12,14 +15,18 @@
 use std::sync::Arc;
 
 use crate::host::Hub;
-use crate::host::{
-    CONTROL_API, ControlApi, ServiceRegistry, TELEGRAM_SERVICE, TelegramChannelService,
-    TelegramLaunch,
-};
+use crate::host::{CONTROL_API, ControlApi, ServiceRegistry};
+#[cfg(feature = "hub")]
+use crate::host::{TELEGRAM_SERVICE, TelegramChannelService, TelegramLaunch};
 use crate::hub::{CoreSetup, HubCore};
 use crate::link::NodeServices;
 use crate::rpc::{GRPC, GrpcService, RoutesHook};
+#[cfg(feature = "hub")]
 use crate::web::{WEB_SERVICE, WebLaunch, WebService};
+
+/// Why a `taud` built without the `hub` feature refuses to run as a hub (one line; exit 78).
+pub const HUB_LEFT_OUT: &str = "this taud was built without the hub (cargo feature `hub`) and \
+     runs only as a node (TAU_ROLE=node); build the full hub with `cargo build --release -p taud`";
 
 /// A registry with the built-in services.
 pub fn builtin_services() -> ServiceRegistry {
@@ -118,6 +125,7 @@ pub async fn start_core(setup: CoreSetup, hub: Hub) -> Result<HubCore, String> {
 
 /// Adds the Telegram channel (after gRPC, so the socket it connects to exists). It runs only when
 /// `[component.telegram]` is configured and the token is set; otherwise its state says why.
+#[cfg(feature = "hub")]
 pub fn register_telegram(registry: &mut ServiceRegistry, launch: TelegramLaunch) {
     registry.register(TELEGRAM_SERVICE, move |_| {
         Ok(Arc::new(TelegramChannelService::new(launch.clone())))
@@ -126,6 +134,7 @@ pub fn register_telegram(registry: &mut ServiceRegistry, launch: TelegramLaunch)
 
 /// Adds the web client (after gRPC, whose session service it serves). Register it only when
 /// `[web] listen` is set ([`WebLaunch::from_installation`]).
+#[cfg(feature = "hub")]
 pub fn register_web(registry: &mut ServiceRegistry, launch: WebLaunch) {
     registry.register(WEB_SERVICE, move |_| {
         let core = Arc::new(|hub: &Hub| {

@@ -19,6 +19,7 @@ pub mod service;
 pub mod settings;
 pub mod snapshot;
 pub mod state;
+#[cfg(feature = "hub")]
 pub mod telegram_channel;
 pub mod token;
 
@@ -30,6 +31,7 @@ pub use routes::{RouteError, RouteHandler};
 pub use service::{BuildOutcome, ServiceFactory, ServiceRegistry};
 pub use settings::{DEFAULT_CONTROL_PORT, DEFAULT_HEARTBEAT, HubOptions, OptionsError};
 pub use snapshot::HubStatus;
+#[cfg(feature = "hub")]
 pub use telegram_channel::{
     ChannelReport, TELEGRAM_SERVICE, TelegramChannelService, TelegramLaunch,
 };

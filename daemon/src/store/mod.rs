@@ -28,6 +28,7 @@ mod meta;
 mod records;
 mod registry;
 mod resume;
+#[cfg(feature = "hub")]
 mod sqlite;
 mod store_error;
 
@@ -52,5 +53,6 @@ pub use registry::{
 pub use resume::{
     RECENT_SESSIONS_LIMIT, SessionListing, most_recent_session, recent_sessions, session_by_index,
 };
+#[cfg(feature = "hub")]
 pub use sqlite::SqliteSessionStore;
 pub use store_error::{IdKind, SessionError};

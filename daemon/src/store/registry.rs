@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::store::contract::{Durability, SessionStore};
 use crate::store::file::FileSessionStore;
+#[cfg(feature = "hub")]
 use crate::store::sqlite::SqliteSessionStore;
 use crate::store::store_error::SessionError;
 
@@ -62,13 +63,14 @@ impl SessionBackends {
         }
     }
 
-    /// The built-ins: `file` and `sqlite`.
+    /// The built-ins: `file` and `sqlite` (`sqlite` only with the `hub` feature).
     pub fn builtin() -> Self {
         let mut backends = Self::empty();
         backends.register_session_backend("file", |config: &SessionStoreConfig| {
             let store = FileSessionStore::open(&config.sessions_dir, config.durability)?;
             Ok(Arc::new(store) as Arc<dyn SessionStore>)
         });
+        #[cfg(feature = "hub")]
         backends.register_session_backend("sqlite", |config: &SessionStoreConfig| {
             let store = SqliteSessionStore::open(&config.sqlite_path, config.durability)?;
             Ok(Arc::new(store) as Arc<dyn SessionStore>)

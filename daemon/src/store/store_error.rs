@@ -96,6 +96,7 @@ pub enum SessionError {
         #[source]
         source: std::io::Error,
     },
+    #[cfg(feature = "hub")]
     #[error("session database: {0}")]
     Database(#[from] rusqlite::Error),
     /// The database was migrated by a newer tau.

@@ -6,7 +6,7 @@ use tau_api::components::HubServiceReport;
 use tau_api::hub_files::CrashReport;
 use tau_api::proto::v1 as pb;
 
-use crate::host::{Hub, HubStatus, TELEGRAM_SERVICE, TelegramChannelService};
+use crate::host::{Hub, HubStatus};
 
 /// A [`HubStatus`] as a `GetStatusResponse`.
 pub fn status(status: HubStatus) -> pb::GetStatusResponse {
@@ -38,7 +38,9 @@ pub fn services(reports: Vec<HubServiceReport>) -> Vec<pb::HubService> {
 }
 
 /// The channels the hub runs (Telegram), as `GetStatusResponse.channels`.
+#[cfg(feature = "hub")]
 pub fn channels(hub: &Hub) -> Vec<pb::HubChannel> {
+    use crate::host::{TELEGRAM_SERVICE, TelegramChannelService};
     hub.find_service_as::<TelegramChannelService>(TELEGRAM_SERVICE)
         .map(|service| service.report())
         .into_iter()
@@ -49,6 +51,12 @@ pub fn channels(hub: &Hub) -> Vec<pb::HubChannel> {
             restarts: report.restarts,
         })
         .collect()
+}
+
+/// A build without the `hub` feature runs no channel.
+#[cfg(not(feature = "hub"))]
+pub fn channels(_hub: &Hub) -> Vec<pb::HubChannel> {
+    Vec::new()
 }
 
 fn crash(report: CrashReport) -> pb::CrashReport {
