@@ -9,63 +9,25 @@
 use crate::support;
 
 use std::fs;
-use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use taud::store::{
-    ContextMode, DEFAULT_AGENT_ID, Durability, FileSessionStore, SessionAgent, SessionError,
-    SessionStore, now_utc,
+    ContextMode, DEFAULT_AGENT_ID, FileSessionStore, SessionAgent, SessionError, SessionStore,
+    now_utc,
 };
 
-use support::store::{assistant_message, session_with_agent, user_message};
-
-fn open(dir: &Path) -> FileSessionStore {
-    FileSessionStore::open(dir.join("sessions"), Durability::Full).unwrap()
-}
-
-/// A temporary directory holding a closed session with an agent and two messages: the
-/// directory, the id, the session's directory.
-fn fixture() -> (tempfile::TempDir, String, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
-    let id = session_with_agent(&store);
-    store
-        .create_message(&id, DEFAULT_AGENT_ID, &user_message(0, "first"))
-        .unwrap();
-    store
-        .create_message(&id, DEFAULT_AGENT_ID, &assistant_message(1, "reply"))
-        .unwrap();
-    store.append_event(&id, &json!({"type": "turn"})).unwrap();
-    store.close_session(&id).unwrap();
-    let session_dir = dir.path().join("sessions").join(&id);
-    (dir, id, session_dir)
-}
-
-fn texts(store: &dyn SessionStore, id: &str) -> Vec<String> {
-    store
-        .list_messages(id, DEFAULT_AGENT_ID, None, 0)
-        .unwrap()
-        .iter()
-        .map(|m| m.message.text())
-        .collect()
-}
-
-fn event_types(store: &dyn SessionStore, id: &str) -> Vec<Value> {
-    store
-        .read_events(id)
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].clone())
-        .collect()
-}
+use support::store::{
+    assistant_message, closed_file_fixture, open_file_store, stored_event_types, stored_texts,
+    user_message,
+};
 
 /// A flush checkpoints a journal whose materialized files pass 512 (`CHECKPOINT_UNSYNCED`), long
 /// before 512 batches or 30 s: the paths to sync are what a session holds in memory meanwhile.
 #[test]
 fn a_journal_with_many_files_to_sync_is_emptied_at_a_flush() {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     let journal = session_dir.join("journal.jsonl");
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     let mut emptied_after = None;
     // Four messages a batch, as a tool turn stores them.
     for batch in 0..300u64 {
@@ -87,7 +49,7 @@ fn a_journal_with_many_files_to_sync_is_emptied_at_a_flush() {
         (126..=129).contains(&batches),
         "emptied after {batches} batches"
     );
-    assert_eq!(texts(&store, &id).len() as u64, batches * 4 + 2);
+    assert_eq!(stored_texts(&store, &id).len() as u64, batches * 4 + 2);
 }
 
 /// A checkpoint empties its journal without a sync of its own: a crash before the session's next
@@ -95,9 +57,9 @@ fn a_journal_with_many_files_to_sync_is_emptied_at_a_flush() {
 /// is in a synced file already).
 #[test]
 fn a_journal_whose_emptying_a_crash_lost_replays_without_a_change() {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     let journal = session_dir.join("journal.jsonl");
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     for n in 2..6 {
         store
             .append_batch(
@@ -120,15 +82,15 @@ fn a_journal_whose_emptying_a_crash_lost_replays_without_a_change() {
         0,
         "512 batches: emptied"
     );
-    let texts_before = texts(&store, &id);
+    let texts_before = stored_texts(&store, &id);
     let events_before = fs::read(session_dir.join("events.jsonl")).unwrap();
     assert_eq!(texts_before.len(), 6);
     std::mem::forget(store);
 
     // The emptying lost: the journal as it was before the checkpoint.
     fs::write(&journal, &kept).unwrap();
-    let store = open(dir.path());
-    assert_eq!(texts(&store, &id), texts_before);
+    let store = open_file_store(dir.path());
+    assert_eq!(stored_texts(&store, &id), texts_before);
     assert_eq!(
         fs::read(session_dir.join("events.jsonl")).unwrap(),
         events_before,
@@ -149,8 +111,8 @@ fn a_journal_whose_emptying_a_crash_lost_replays_without_a_change() {
 /// every message journaled before it, and an id being written is still taken.
 #[test]
 fn appends_and_reads_beside_tidies_see_every_message() {
-    let (dir, id, _) = fixture();
-    let store = open(dir.path());
+    let (dir, id, _) = closed_file_fixture();
+    let store = open_file_store(dir.path());
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         scope.spawn(|| {
@@ -178,17 +140,21 @@ fn appends_and_reads_beside_tidies_see_every_message() {
                 "{retaken:?}"
             );
             if turn % 10 == 0 {
-                assert_eq!(texts(&store, &id).len() as u64, first + 2, "turn {turn}");
-                assert_eq!(event_types(&store, &id).len() as u64, turn + 1);
+                assert_eq!(
+                    stored_texts(&store, &id).len() as u64,
+                    first + 2,
+                    "turn {turn}"
+                );
+                assert_eq!(stored_event_types(&store, &id).len() as u64, turn + 1);
             }
         }
         done.store(true, std::sync::atomic::Ordering::Release);
     });
     store.close_session(&id).unwrap();
     drop(store);
-    let store = open(dir.path());
-    assert_eq!(texts(&store, &id).len(), 302);
-    assert_eq!(event_types(&store, &id).len(), 151);
+    let store = open_file_store(dir.path());
+    assert_eq!(stored_texts(&store, &id).len(), 302);
+    assert_eq!(stored_event_types(&store, &id).len(), 151);
 }
 
 /// A session created whole gets its journal, empty, with its other files (its first append then
@@ -197,7 +163,7 @@ fn appends_and_reads_beside_tidies_see_every_message() {
 #[test]
 fn a_session_created_whole_has_its_journal_until_it_closes() {
     let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     let new_session = |store: &FileSessionStore| {
         taud::store::create_fresh_complete_session(
             store,
@@ -235,9 +201,9 @@ fn a_session_created_whole_has_its_journal_until_it_closes() {
 
     // A close in another process, which appended nothing: a crash's journal is kept for its
     // replay, which the next read makes.
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     store.close_session(&busy).unwrap();
     assert!(fs::metadata(&journal).unwrap().len() > 0, "kept");
-    assert_eq!(texts(&store, &busy), ["hello"]);
+    assert_eq!(stored_texts(&store, &busy), ["hello"]);
     assert!(!journal.exists(), "replayed and removed");
 }

@@ -18,44 +18,18 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 use taud::store::{
-    ContextMode, DEFAULT_AGENT_ID, Durability, FileSessionStore, SessionAgent, SessionError,
-    SessionStore, now_utc,
+    ContextMode, DEFAULT_AGENT_ID, SessionAgent, SessionError, SessionStore, now_utc,
 };
 
-use support::store::{assistant_message, session_with_agent, user_message};
-
-fn open(dir: &Path) -> FileSessionStore {
-    FileSessionStore::open(dir.join("sessions"), Durability::Full).unwrap()
-}
-
-/// A session with an agent and two messages, closed (no journal).
-fn session(dir: &Path) -> (String, PathBuf) {
-    let store = open(dir);
-    let id = session_with_agent(&store);
-    store
-        .create_message(&id, DEFAULT_AGENT_ID, &user_message(0, "first"))
-        .unwrap();
-    store
-        .create_message(&id, DEFAULT_AGENT_ID, &assistant_message(1, "reply"))
-        .unwrap();
-    store.append_event(&id, &json!({"type": "turn"})).unwrap();
-    store.close_session(&id).unwrap();
-    let dir = dir.join("sessions").join(&id);
-    (id, dir)
-}
-
-/// A temporary directory holding [`session`]'s session: the directory, the id, the session's
-/// directory.
-fn fixture() -> (tempfile::TempDir, String, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let (id, session_dir) = session(dir.path());
-    (dir, id, session_dir)
-}
+use support::store::{
+    assistant_message, closed_file_fixture, open_file_store, stored_event_types, stored_texts,
+    user_message,
+};
 
 /// Writes a tool round as the hub does, then "crashes": the store is forgotten, so nothing it
 /// held in memory reaches a file.
 fn crash_after_a_batch(dir: &Path, id: &str) {
-    let store = open(dir);
+    let store = open_file_store(dir);
     store
         .append_batch(
             id,
@@ -70,31 +44,13 @@ fn crash_after_a_batch(dir: &Path, id: &str) {
     std::mem::forget(store);
 }
 
-fn texts(store: &dyn SessionStore, id: &str) -> Vec<String> {
-    store
-        .list_messages(id, DEFAULT_AGENT_ID, None, 0)
-        .unwrap()
-        .iter()
-        .map(|m| m.message.text())
-        .collect()
-}
-
-fn event_types(store: &dyn SessionStore, id: &str) -> Vec<Value> {
-    store
-        .read_events(id)
-        .unwrap()
-        .iter()
-        .map(|e| e["type"].clone())
-        .collect()
-}
-
 fn message_file(session_dir: &Path, id: u64) -> PathBuf {
     session_dir.join(format!("agents/tau/messages/{id:06}.json"))
 }
 
 #[test]
 fn a_batch_is_journaled_before_its_files_and_replayed_after_a_crash() {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     crash_after_a_batch(dir.path(), &id);
     assert!(
         !message_file(&session_dir, 2).exists(),
@@ -102,13 +58,13 @@ fn a_batch_is_journaled_before_its_files_and_replayed_after_a_crash() {
     );
     assert!(session_dir.join("journal.jsonl").exists());
 
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     assert_eq!(
-        texts(&store, &id),
+        stored_texts(&store, &id),
         ["first", "reply", "what time is it", "noon"]
     );
     assert_eq!(
-        event_types(&store, &id),
+        stored_event_types(&store, &id),
         [json!("turn"), json!("tool_call")]
     );
     let info = store.session_info(&id).unwrap().unwrap();
@@ -121,8 +77,8 @@ fn a_batch_is_journaled_before_its_files_and_replayed_after_a_crash() {
 
 #[test]
 fn files_a_power_loss_left_empty_or_torn_are_written_again() {
-    let (dir, id, session_dir) = fixture();
-    let store = open(dir.path());
+    let (dir, id, session_dir) = closed_file_fixture();
+    let store = open_file_store(dir.path());
     store
         .append_batch(
             &id,
@@ -132,7 +88,7 @@ fn files_a_power_loss_left_empty_or_torn_are_written_again() {
         )
         .unwrap();
     // Materialized (a read does it), not yet synced, then the machine loses power.
-    assert_eq!(texts(&store, &id).len(), 4);
+    assert_eq!(stored_texts(&store, &id).len(), 4);
     std::mem::forget(store);
     fs::write(message_file(&session_dir, 2), b"").unwrap();
     fs::write(message_file(&session_dir, 3), br#"{"v":1,"mess"#).unwrap();
@@ -140,18 +96,21 @@ fn files_a_power_loss_left_empty_or_torn_are_written_again() {
     let bytes = fs::read(&events).unwrap();
     fs::write(&events, &bytes[..bytes.len() - 5]).unwrap();
 
-    let store = open(dir.path());
-    assert_eq!(texts(&store, &id), ["first", "reply", "two", "three"]);
+    let store = open_file_store(dir.path());
     assert_eq!(
-        event_types(&store, &id),
+        stored_texts(&store, &id),
+        ["first", "reply", "two", "three"]
+    );
+    assert_eq!(
+        stored_event_types(&store, &id),
         [json!("turn"), json!("tool_call")]
     );
 }
 
 #[test]
 fn a_redaction_after_the_files_is_kept_by_a_replay() {
-    let (dir, id, _) = fixture();
-    let store = open(dir.path());
+    let (dir, id, _) = closed_file_fixture();
+    let store = open_file_store(dir.path());
     store
         .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "secret"))
         .unwrap();
@@ -165,7 +124,7 @@ fn a_redaction_after_the_files_is_kept_by_a_replay() {
         .unwrap();
     std::mem::forget(store);
 
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     let read = store
         .read_message(&id, DEFAULT_AGENT_ID, 2)
         .unwrap()
@@ -175,8 +134,8 @@ fn a_redaction_after_the_files_is_kept_by_a_replay() {
 
 #[test]
 fn a_taken_id_refuses_the_whole_batch() {
-    let (dir, id, _) = fixture();
-    let store = open(dir.path());
+    let (dir, id, _) = closed_file_fixture();
+    let store = open_file_store(dir.path());
     store
         .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "kept"))
         .unwrap();
@@ -190,17 +149,17 @@ fn a_taken_id_refuses_the_whole_batch() {
         .unwrap_err();
     assert!(err.to_string().contains('2'), "{err}");
     drop(store);
-    let store = open(dir.path());
-    assert_eq!(texts(&store, &id), ["first", "reply", "kept"]);
-    assert_eq!(event_types(&store, &id), [json!("turn")]);
+    let store = open_file_store(dir.path());
+    assert_eq!(stored_texts(&store, &id), ["first", "reply", "kept"]);
+    assert_eq!(stored_event_types(&store, &id), [json!("turn")]);
 }
 
 /// Ids are per agent: a second agent's message 2 is not taken by the first agent's, still only
 /// journaled.
 #[test]
 fn ids_are_taken_per_agent_while_journaled() {
-    let (dir, id, _) = fixture();
-    let store = open(dir.path());
+    let (dir, id, _) = closed_file_fixture();
+    let store = open_file_store(dir.path());
     store
         .create_agent(
             &id,
@@ -224,12 +183,12 @@ fn ids_are_taken_per_agent_while_journaled() {
         .map(|m| m.message.text())
         .collect();
     assert_eq!(helper, ["to the helper"]);
-    assert_eq!(texts(&store, &id), ["first", "reply", "to tau"]);
+    assert_eq!(stored_texts(&store, &id), ["first", "reply", "to tau"]);
 }
 
 #[test]
 fn the_first_journal_format_replays() {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     let events_len = fs::metadata(session_dir.join("events.jsonl"))
         .unwrap()
         .len();
@@ -237,13 +196,13 @@ fn the_first_journal_format_replays() {
         include_str!("fixtures/journal-v1.jsonl").replace("EVENTS_LEN", &events_len.to_string());
     fs::write(session_dir.join("journal.jsonl"), fixture).unwrap();
 
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     assert_eq!(
-        texts(&store, &id),
+        stored_texts(&store, &id),
         ["first", "reply", "what time is it", "It is noon."]
     );
     assert_eq!(
-        event_types(&store, &id),
+        stored_event_types(&store, &id),
         [json!("turn"), json!("approval"), json!("tool_call")]
     );
 }
@@ -252,9 +211,9 @@ fn the_first_journal_format_replays() {
 /// is open) and what it held is in the session's files; closing the session removes it.
 #[test]
 fn a_long_journal_is_emptied_at_a_flush_and_removed_at_close() {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     let journal = session_dir.join("journal.jsonl");
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     for n in 0..511 {
         store
             .append_event(&id, &json!({"type": "tick", "n": n}))
@@ -278,16 +237,16 @@ fn a_long_journal_is_emptied_at_a_flush_and_removed_at_close() {
         .unwrap();
     store.close_session(&id).unwrap();
     assert!(!journal.exists(), "a closed session keeps no journal");
-    assert_eq!(event_types(&store, &id).len(), 514);
+    assert_eq!(stored_event_types(&store, &id).len(), 514);
 }
 
 /// `tidy_session`, which the hub runs after each turn beside the next one, writes what was
 /// journaled to its files without a read, and checkpoints the journal once one is due.
 #[test]
 fn a_tidy_writes_the_journaled_files_and_checkpoints_when_due() {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     let journal = session_dir.join("journal.jsonl");
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     assert!(!store.tidy_pending(&id), "nothing journaled yet");
     store
         .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "hello"))
@@ -312,14 +271,14 @@ fn a_tidy_writes_the_journaled_files_and_checkpoints_when_due() {
         "512 batches: emptied"
     );
     assert!(!store.tidy_pending(&id), "checkpointed: nothing left");
-    assert_eq!(texts(&store, &id).len(), 3);
-    assert_eq!(event_types(&store, &id).len(), 512);
+    assert_eq!(stored_texts(&store, &id).len(), 3);
+    assert_eq!(stored_event_types(&store, &id).len(), 512);
 }
 
 /// Six turns (a `turn` event, a prompt and its answer each) journaled, then a crash: the store is
 /// forgotten before anything reached a file. Their journal lines, one a turn, in order.
 fn crash_after_six_turns(dir: &Path, id: &str) {
-    let store = open(dir);
+    let store = open_file_store(dir);
     for turn in 0..6u64 {
         store
             .append_batch(
@@ -403,12 +362,12 @@ fn next_id(store: &dyn SessionStore, id: &str) -> u64 {
 /// no id the journal held, so after a clean close and a restart everything is still there.
 #[test]
 fn a_damaged_first_journal_line_loses_only_its_own_turn() {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     crash_after_six_turns(dir.path(), &id);
     let before = damage_line(&session_dir, None, |_| "garbage".to_owned());
 
-    let store = open(dir.path());
-    assert_eq!(texts(&store, &id), six_turns_but(Some(0)));
+    let store = open_file_store(dir.path());
+    assert_eq!(stored_texts(&store, &id), six_turns_but(Some(0)));
     assert_eq!(
         message_ids(&store, &id),
         [0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
@@ -444,10 +403,10 @@ fn a_damaged_first_journal_line_loses_only_its_own_turn() {
     store.close_session(&id).unwrap();
     drop(store);
 
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     let mut expected = six_turns_but(Some(0));
     expected.extend(["question 6".to_owned(), "answer 6".to_owned()]);
-    assert_eq!(texts(&store, &id), expected);
+    assert_eq!(stored_texts(&store, &id), expected);
     assert_eq!(
         message_ids(&store, &id),
         [0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
@@ -459,7 +418,7 @@ fn a_damaged_first_journal_line_loses_only_its_own_turn() {
 /// A record whose bytes changed but still parse (one letter of a message) is found by its
 /// checksum and skipped, never replayed with the wrong content; the records around it replay.
 fn a_silently_changed_line_loses_only_itself(turn: u64) {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     crash_after_six_turns(dir.path(), &id);
     damage_line(&session_dir, Some(turn), |line| {
         let answer = format!("answer {turn}");
@@ -467,8 +426,8 @@ fn a_silently_changed_line_loses_only_itself(turn: u64) {
         line.replace(&answer, &format!("answeR {turn}"))
     });
 
-    let store = open(dir.path());
-    assert_eq!(texts(&store, &id), six_turns_but(Some(turn)));
+    let store = open_file_store(dir.path());
+    assert_eq!(stored_texts(&store, &id), six_turns_but(Some(turn)));
     assert!(!session_dir.join("journal.jsonl").exists());
     assert_eq!(aside_journals(&session_dir).len(), 1);
 }
@@ -487,14 +446,14 @@ fn a_silently_changed_last_line_loses_only_itself() {
 /// whole records replay and the journal is removed, not set aside.
 #[test]
 fn a_torn_last_line_is_no_damage() {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     crash_after_six_turns(dir.path(), &id);
     let journal = session_dir.join("journal.jsonl");
     let bytes = fs::read(&journal).unwrap();
     fs::write(&journal, &bytes[..bytes.len() - 20]).unwrap();
 
-    let store = open(dir.path());
-    assert_eq!(texts(&store, &id), six_turns_but(Some(5)));
+    let store = open_file_store(dir.path());
+    assert_eq!(stored_texts(&store, &id), six_turns_but(Some(5)));
     assert!(!journal.exists());
     assert!(aside_journals(&session_dir).is_empty());
 }

@@ -16,7 +16,7 @@ fn check_fixture_events_len(session_dir: &Path) {
 
 #[test]
 fn the_checksummed_journal_format_replays() {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     check_fixture_events_len(&session_dir);
     fs::write(
         session_dir.join("journal.jsonl"),
@@ -24,13 +24,13 @@ fn the_checksummed_journal_format_replays() {
     )
     .unwrap();
 
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     assert_eq!(
-        texts(&store, &id),
+        stored_texts(&store, &id),
         ["first", "reply", "what time is it", "It is noon."]
     );
     assert_eq!(
-        event_types(&store, &id),
+        stored_event_types(&store, &id),
         [json!("turn"), json!("approval"), json!("tool_call")]
     );
     assert!(!session_dir.join("journal.jsonl").exists());
@@ -54,12 +54,12 @@ fn a_changed_line_of_the_checksummed_fixture_is_skipped() {
         ),
     ];
     for (journal, messages, events) in cases {
-        let (dir, id, session_dir) = fixture();
+        let (dir, id, session_dir) = closed_file_fixture();
         check_fixture_events_len(&session_dir);
         fs::write(session_dir.join("journal.jsonl"), &journal).unwrap();
-        let store = open(dir.path());
-        assert_eq!(texts(&store, &id), messages);
-        assert_eq!(event_types(&store, &id), events);
+        let store = open_file_store(dir.path());
+        assert_eq!(stored_texts(&store, &id), messages);
+        assert_eq!(stored_event_types(&store, &id), events);
         let aside = aside_journals(&session_dir);
         assert_eq!(aside.len(), 1);
         assert_eq!(fs::read_to_string(&aside[0]).unwrap(), journal);
@@ -70,7 +70,7 @@ fn a_changed_line_of_the_checksummed_fixture_is_skipped() {
 /// events `events.jsonl` does not end with yet are appended.
 #[test]
 fn a_first_format_journal_without_its_first_line_still_replays() {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     let fixture_text = include_str!("../fixtures/journal-v1.jsonl");
     let damaged = fixture_text.replacen("{\"v\":1,\"events_len\":EVENTS_LEN}", "garbage", 1);
     assert_ne!(damaged, fixture_text);
@@ -83,13 +83,13 @@ fn a_first_format_journal_without_its_first_line_still_replays() {
     )
     .unwrap();
 
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     assert_eq!(
-        texts(&store, &id),
+        stored_texts(&store, &id),
         ["first", "reply", "what time is it", "It is noon."]
     );
     assert_eq!(
-        event_types(&store, &id),
+        stored_event_types(&store, &id),
         [json!("turn"), json!("approval"), json!("tool_call")]
     );
     assert_eq!(aside_journals(&session_dir).len(), 1);
@@ -100,14 +100,14 @@ fn a_first_format_journal_without_its_first_line_still_replays() {
 /// process or the next.
 #[test]
 fn a_journal_of_a_newer_version_is_set_aside_and_its_ids_stay_taken() {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     let journal = session_dir.join("journal.jsonl");
     let line =
         "{\"v\":3,\"agent_id\":\"tau\",\"messages\":[{\"message_id\":2},{\"message_id\":3}]}\n";
     fs::write(&journal, line).unwrap();
 
-    let store = open(dir.path());
-    assert_eq!(texts(&store, &id), ["first", "reply"]);
+    let store = open_file_store(dir.path());
+    assert_eq!(stored_texts(&store, &id), ["first", "reply"]);
     assert!(!journal.exists());
     let aside = aside_journals(&session_dir);
     assert_eq!(aside.len(), 1);
@@ -123,7 +123,7 @@ fn a_journal_of_a_newer_version_is_set_aside_and_its_ids_stay_taken() {
     );
     drop(store);
 
-    let store = open(dir.path());
+    let store = open_file_store(dir.path());
     assert_eq!(next_id(&store, &id), 4, "still taken after a restart");
     store
         .create_message(&id, DEFAULT_AGENT_ID, &user_message(4, "later"))
@@ -132,8 +132,8 @@ fn a_journal_of_a_newer_version_is_set_aside_and_its_ids_stay_taken() {
     assert!(!journal.exists(), "the new journal is emptied as usual");
     drop(store);
 
-    let store = open(dir.path());
-    assert_eq!(texts(&store, &id), ["first", "reply", "later"]);
+    let store = open_file_store(dir.path());
+    assert_eq!(stored_texts(&store, &id), ["first", "reply", "later"]);
     assert_eq!(next_id(&store, &id), 5);
     assert_eq!(
         fs::read_to_string(&aside[0]).unwrap(),
@@ -146,13 +146,13 @@ fn a_journal_of_a_newer_version_is_set_aside_and_its_ids_stay_taken() {
 /// and the session goes on with a new one.
 #[test]
 fn an_unreadable_journal_is_set_aside_and_the_session_goes_on() {
-    let (dir, id, session_dir) = fixture();
+    let (dir, id, session_dir) = closed_file_fixture();
     let journal = session_dir.join("journal.jsonl");
     fs::create_dir(&journal).unwrap();
     fs::write(journal.join("inside"), "kept").unwrap();
 
-    let store = open(dir.path());
-    assert_eq!(texts(&store, &id), ["first", "reply"]);
+    let store = open_file_store(dir.path());
+    assert_eq!(stored_texts(&store, &id), ["first", "reply"]);
     let aside = aside_journals(&session_dir);
     assert_eq!(aside.len(), 1);
     assert_eq!(fs::read_to_string(aside[0].join("inside")).unwrap(), "kept");
@@ -161,8 +161,8 @@ fn an_unreadable_journal_is_set_aside_and_the_session_goes_on() {
         .unwrap();
     std::mem::forget(store);
 
-    let store = open(dir.path());
-    assert_eq!(texts(&store, &id), ["first", "reply", "later"]);
+    let store = open_file_store(dir.path());
+    assert_eq!(stored_texts(&store, &id), ["first", "reply", "later"]);
     assert!(!journal.exists());
     assert_eq!(aside_journals(&session_dir).len(), 1);
 }

@@ -96,3 +96,56 @@ pub fn tree(dir: &Path) -> BTreeSet<String> {
     }
     names
 }
+
+/// Opens the file store under `dir` (its `sessions/`), fully durable.
+pub fn open_file_store(dir: &Path) -> taud::store::FileSessionStore {
+    taud::store::FileSessionStore::open(dir.join("sessions"), taud::store::Durability::Full)
+        .unwrap()
+}
+
+/// A file-store session under `dir` with an agent and two messages, closed (no journal): its id
+/// and its directory.
+pub fn closed_file_session(dir: &Path) -> (String, std::path::PathBuf) {
+    let store = open_file_store(dir);
+    let id = session_with_agent(&store);
+    store
+        .create_message(&id, DEFAULT_AGENT_ID, &user_message(0, "first"))
+        .unwrap();
+    store
+        .create_message(&id, DEFAULT_AGENT_ID, &assistant_message(1, "reply"))
+        .unwrap();
+    store
+        .append_event(&id, &serde_json::json!({"type": "turn"}))
+        .unwrap();
+    store.close_session(&id).unwrap();
+    let dir = dir.join("sessions").join(&id);
+    (id, dir)
+}
+
+/// A temporary directory holding [`closed_file_session`]'s session: the directory, the id, the
+/// session's directory.
+pub fn closed_file_fixture() -> (TempDir, String, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, session_dir) = closed_file_session(dir.path());
+    (dir, id, session_dir)
+}
+
+/// The texts of the default agent's stored messages, in order.
+pub fn stored_texts(store: &dyn SessionStore, id: &str) -> Vec<String> {
+    store
+        .list_messages(id, DEFAULT_AGENT_ID, None, 0)
+        .unwrap()
+        .iter()
+        .map(|m| m.message.text())
+        .collect()
+}
+
+/// The `type` of each stored event, in order.
+pub fn stored_event_types(store: &dyn SessionStore, id: &str) -> Vec<serde_json::Value> {
+    store
+        .read_events(id)
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].clone())
+        .collect()
+}
