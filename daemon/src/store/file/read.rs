@@ -124,10 +124,15 @@ pub(super) fn page_by_id(
 /// session is opened while a person waits.
 pub(super) fn read_messages(dir: &Path, ids: &[u64]) -> Result<Vec<SessionMessage>, SessionError> {
     const PER_THREAD_MIN: usize = 512;
+    let runs = ids.len() / PER_THREAD_MIN;
+    if runs < 2 {
+        // Asked only when threads could help: the answer reads the process's cgroup files.
+        return read_message_run(dir, ids);
+    }
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(4)
-        .min(ids.len() / PER_THREAD_MIN)
+        .min(runs)
         .max(1);
     if threads == 1 {
         return read_message_run(dir, ids);
