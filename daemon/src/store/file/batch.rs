@@ -18,7 +18,7 @@ use super::FileBackend;
 use super::deferred_record::Deferred;
 use super::fsutil::existing_dir_meta;
 use super::layout::{AGENTS_DIR, MESSAGES_DIR};
-use super::pending::MessagesDir;
+use super::materialize::MessagesDir;
 use crate::store::records::SessionMessage;
 use crate::store::store_error::SessionError;
 

@@ -67,7 +67,7 @@ use super::fsutil::read_into;
 use super::journal_replay::parse_journal;
 use super::jsonl::Appender;
 use super::layout::{EVENTS_FILE, JOURNAL_FILE};
-use super::pending::{EventsFile, MessagesDir, PendingMessage, encode_batch};
+use super::materialize::{EventsFile, MessagesDir, PendingMessage, encode_batch};
 use crate::store::records::SessionMessage;
 use crate::store::store_error::SessionError;
 

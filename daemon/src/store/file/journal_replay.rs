@@ -49,7 +49,7 @@ pub(super) struct JournalLine {
 
 /// Appends `line` to `out` as a journal line: its JSON with the checksum of what precedes it as
 /// the last field, and a newline. Appends encode theirs from bytes serialized once
-/// (`pending::encode_batch`), held equal to this by a test.
+/// (`materialize::encode_batch`), held equal to this by a test.
 #[cfg(test)]
 pub(super) fn encode_line(line: &JournalLine, out: &mut Vec<u8>) -> Result<(), SessionError> {
     use std::io::Write;

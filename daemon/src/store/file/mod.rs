@@ -17,7 +17,7 @@
 //! under those checks. See ARCHITECTURE.md (store).
 //!
 //! Invariants: the disk rules of [`fsutil`] (0700/0600, no symlink followed, records visible only
-//! complete but a journaled message's file, see `pending`; fsync with `Durability::Full`); nothing
+//! complete but a journaled message's file, see `materialize`; fsync with `Durability::Full`); nothing
 //! is deleted but the store's own stale temporary files (or a message file a failed write began)
 //! and emptied journals (a damaged one set aside); a message file is created once and only
 //! replaced to add its redaction (or, by a journal's replay, when a crash left it torn). The
@@ -50,7 +50,7 @@ mod journal;
 mod journal_replay;
 mod jsonl;
 mod layout;
-mod pending;
+mod materialize;
 mod read;
 mod reconcile;
 
