@@ -6,11 +6,10 @@
 //! Invariants:
 //! - [`encode_batch`] writes the journal's version 2 line exactly as `journal_replay`'s
 //!   `encode_line` of the same record would (a test holds them equal), checksum included.
-//! - A message file is created under its own name (`O_EXCL`, never through a link, 0600), not
-//!   through a temporary file: its record is in the journal until a checkpoint has synced the
-//!   file, and a replay rewrites a file that does not parse as its message (a crash in the
-//!   middle of its write). A write that fails removes the file it began, so a later attempt
-//!   creates it whole. A name taken already is left as it is.
+//! - A message file gets its name only whole (written to a temporary file of the store's pattern
+//!   in the held directory, then linked: `O_EXCL`, never through a link, 0600), so a crash leaves
+//!   no torn file even when the journal line that held it is damaged too. A name taken already is
+//!   left as it is.
 //! - A held directory or file is only ever used by the journal entry that opened it; one found
 //!   no longer at its path (a directory replaced behind the store's back) is opened again.
 
@@ -23,7 +22,7 @@ use std::sync::Arc;
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat};
 use nix::sys::stat::{Mode, fstatat};
-use nix::unistd::{UnlinkatFlags, unlinkat};
+use nix::unistd::{UnlinkatFlags, linkat, unlinkat};
 use serde_json::Value;
 
 use super::fsutil::{FILE_MODE, open_error};
@@ -79,29 +78,51 @@ impl MessagesDir {
     }
 
     /// Creates message `id`'s file holding `bytes` (not synced); `Ok(false)`, nothing written,
-    /// if the name is taken.
+    /// if the name is taken. The bytes go to a temporary file first, linked to the name once
+    /// whole: a process killed in the middle leaves only the temporary file (removed on the next
+    /// open), never a torn message whose journal line may be lost too.
     pub(super) fn create(&self, id: u64, bytes: &[u8]) -> Result<bool, SessionError> {
         let name = message_file_name(id);
+        // One materialization at a time writes a session's files (its entry's lock), so a
+        // name of the store's temporary pattern without a random part is free; one a failed
+        // write left is removed first.
+        let temp = format!(".{name}.{TEMP_MARK}.tmp");
         let flags =
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = match openat(
-            &self.dir,
-            name.as_str(),
-            flags,
-            Mode::from_bits_truncate(FILE_MODE),
-        ) {
-            Ok(fd) => fd,
-            Err(Errno::EEXIST) => return Ok(false),
-            Err(errno) => return Err(open_error(&self.path.join(&name), errno.into())),
-        };
-        if let Err(err) = File::from(fd).write_all(bytes) {
-            // Begun, not finished: removed, so the next attempt finds the name free.
-            let _ = unlinkat(&self.dir, name.as_str(), UnlinkatFlags::NoRemoveDir);
-            return Err(SessionError::io(self.path.join(&name), err));
+        let mode = Mode::from_bits_truncate(FILE_MODE);
+        let fd = match openat(&self.dir, temp.as_str(), flags, mode) {
+            Err(Errno::EEXIST) => {
+                let _ = unlinkat(&self.dir, temp.as_str(), UnlinkatFlags::NoRemoveDir);
+                openat(&self.dir, temp.as_str(), flags, mode)
+            }
+            opened => opened,
         }
-        Ok(true)
+        .map_err(|errno| open_error(&self.path.join(&temp), errno.into()))?;
+        let linked = File::from(fd)
+            .write_all(bytes)
+            .map_err(|err| SessionError::io(self.path.join(&temp), err))
+            .and_then(|()| {
+                match linkat(
+                    &self.dir,
+                    temp.as_str(),
+                    &self.dir,
+                    name.as_str(),
+                    AtFlags::empty(),
+                ) {
+                    Ok(()) => Ok(true),
+                    Err(Errno::EEXIST) => Ok(false),
+                    Err(errno) => Err(SessionError::io(self.path.join(&name), errno.into())),
+                }
+            });
+        if let Err(errno) = unlinkat(&self.dir, temp.as_str(), UnlinkatFlags::NoRemoveDir) {
+            tracing::warn!(path = %self.path.join(&temp).display(), %errno, "could not remove a temporary file");
+        }
+        linked
     }
 }
+
+/// The random part of a materialization's temporary file name (see [`MessagesDir::create`]).
+const TEMP_MARK: &str = "00000000";
 
 /// A message journaled and not yet materialized: its directory, id and file's bytes.
 pub(super) struct PendingMessage {
@@ -297,5 +318,14 @@ mod tests {
         assert!(messages.holds(8), "a link holds the name");
         assert!(!messages.create(8, b"x").unwrap());
         assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+        // A temporary file a failed write left is no obstacle, and none is left behind.
+        std::fs::write(dir.path().join(".000009.json.00000000.tmp"), b"stale").unwrap();
+        assert!(messages.create(9, b"[]").unwrap());
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["000007.json", "000008.json", "000009.json"]);
     }
 }

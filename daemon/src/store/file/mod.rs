@@ -17,9 +17,9 @@
 //! under those checks. See ARCHITECTURE.md (store).
 //!
 //! Invariants: the disk rules of [`fsutil`] (0700/0600, no symlink followed, records visible only
-//! complete but a journaled message's file, see `materialize`; fsync with `Durability::Full`); nothing
-//! is deleted but the store's own stale temporary files (or a message file a failed write began)
-//! and emptied journals (a damaged one set aside); a message file is created once and only
+//! complete, fsync with `Durability::Full`; a journaled message's file is written by `materialize`
+//! to the same rules); nothing is deleted but the store's own stale temporary files and emptied
+//! journals (a damaged one set aside); a message file is created once and only
 //! replaced to add its redaction (or, by a journal's replay, when a crash left it torn). The
 //! message files, with the journal replayed, are the truth: an append journals the message
 //! durably and keeps the session's new `updated_at` (the message's time) and `message_count` in
