@@ -10,11 +10,15 @@
 //! `flush_session`).
 
 use std::collections::hash_map::Entry;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::FileBackend;
 use super::deferred_record::Deferred;
+use super::fsutil::existing_dir_meta;
+use super::layout::{AGENTS_DIR, MESSAGES_DIR};
+use super::materialize::MessagesDir;
 use crate::store::records::SessionMessage;
 use crate::store::store_error::SessionError;
 
@@ -34,7 +38,7 @@ impl FileBackend {
         // directory also proves the session's, which is then not checked again.
         let messages_dir = match messages {
             [] => None,
-            _ => Some(self.require_messages_dir(session_id, agent_id)?),
+            _ => Some(self.messages_dir_for(session_id, agent_id)?),
         };
         let session_dir = match messages_dir {
             Some(_) => self.root.join(session_id),
@@ -43,7 +47,7 @@ impl FileBackend {
         self.journal_batch(
             session_id,
             &session_dir,
-            messages_dir.as_deref().map(|dir| (agent_id, dir)),
+            messages_dir.as_ref().map(|dir| (agent_id, dir)),
             events,
             messages,
         )?;
@@ -51,6 +55,29 @@ impl FileBackend {
             self.note_message(session_id, message)?;
         }
         Ok(())
+    }
+
+    /// The agent's messages directory, open: the one the session's journal holds while it is
+    /// still the directory at its path (checked, as every write checks it), else opened now.
+    fn messages_dir_for(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+    ) -> Result<Arc<MessagesDir>, SessionError> {
+        let components = [session_id, AGENTS_DIR, agent_id, MESSAGES_DIR];
+        let Some((path, meta)) = existing_dir_meta(&self.root, &components)? else {
+            // Missing: the precise error.
+            self.require_messages_dir(session_id, agent_id)?;
+            return Err(SessionError::AgentNotFound {
+                session_id: session_id.to_owned(),
+                agent_id: agent_id.to_owned(),
+            });
+        };
+        self.ensure_reconciled(session_id, &self.root.join(session_id));
+        if let Some(dir) = self.held_messages_dir(session_id, agent_id, &meta) {
+            return Ok(dir);
+        }
+        MessagesDir::open(path).map(Arc::new)
     }
 
     /// Keeps the session's new count and time in memory until `flush_session` (a crash before

@@ -42,6 +42,11 @@ impl Unsynced {
         self.paths.insert(path);
     }
 
+    /// Whether `path` was added (with [`Unsynced::add_path`]).
+    pub(super) fn holds(&self, path: &Path) -> bool {
+        self.paths.contains(path)
+    }
+
     /// The file of message `id` written in `dir` (a directory is synced too).
     pub(super) fn add_message(&mut self, dir: &Path, id: u64) {
         match self.messages.get_mut(dir) {

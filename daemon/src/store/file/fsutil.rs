@@ -47,14 +47,24 @@ pub(crate) fn existing_dir(
     root: &Path,
     components: &[&str],
 ) -> Result<Option<PathBuf>, SessionError> {
+    Ok(existing_dir_meta(root, components)?.map(|(path, _)| path))
+}
+
+/// [`existing_dir`], with the last directory's metadata (that of `root` when `components` is
+/// empty).
+pub(crate) fn existing_dir_meta(
+    root: &Path,
+    components: &[&str],
+) -> Result<Option<(PathBuf, fs::Metadata)>, SessionError> {
     let mut path = root.to_path_buf();
+    let mut last = None;
     for component in components {
         path.push(component);
         match fs::symlink_metadata(&path) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 return Err(SessionError::Symlink { path });
             }
-            Ok(meta) if meta.is_dir() => {}
+            Ok(meta) if meta.is_dir() => last = Some(meta),
             Ok(_) => {
                 return Err(SessionError::corrupt(
                     path.display(),
@@ -65,7 +75,11 @@ pub(crate) fn existing_dir(
             Err(err) => return Err(SessionError::io(path, err)),
         }
     }
-    Ok(Some(path))
+    let meta = match last {
+        Some(meta) => meta,
+        None => fs::metadata(&path).map_err(|err| SessionError::io(&path, err))?,
+    };
+    Ok(Some((path, meta)))
 }
 
 /// Creates `parent/name` as a private directory; `Ok(true)` if it was created, `Ok(false)` if a real

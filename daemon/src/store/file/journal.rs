@@ -29,7 +29,7 @@
 //! - Every read of a session's messages or events materializes first ([`FileBackend::materialize`]),
 //!   so readers only ever read files; the message count (deferred record) moves at the append.
 //! - A checkpoint syncs what was materialized (files, directories, `events.jsonl`) before it
-//!   empties the journal; a journal found with records on open is replayed ([`replay`]) before the
+//!   empties the journal; a journal found with records on open is replayed (`journal_replay::replay`) before the
 //!   session's files are counted: a message file that does not parse as its message is rewritten,
 //!   and `events.jsonl` is cut back to `events_len` and given the journal's events again.
 //! - A damaged record loses at most itself: a line whose checksum fails (or, version 1, that does
@@ -55,18 +55,19 @@
 //!   the deferred, reserved and index locks, never after them.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::FileBackend;
 use super::checkpoint::{Unsynced, empty_journal, remove_empty_journal};
-use super::fsutil::{TempFile, read_into};
-use super::journal_replay::*;
-use super::layout::{EVENTS_FILE, JOURNAL_FILE, message_file_name};
-use super::{FileBackend, jsonl, to_json};
-use crate::store::contract::Durability;
+use super::fsutil::read_into;
+use super::journal_replay::parse_journal;
+use super::jsonl::Appender;
+use super::layout::{EVENTS_FILE, JOURNAL_FILE};
+use super::materialize::{EventsFile, MessagesDir, PendingMessage, encode_batch};
 use crate::store::records::SessionMessage;
 use crate::store::store_error::SessionError;
 
@@ -92,24 +93,6 @@ const CHECKPOINT_ROUNDS: usize = 4;
 /// turns slower.
 const CHECKPOINT_UNSYNCED: usize = 512;
 
-/// A message journaled and not yet materialized: its directory and record.
-pub(super) struct PendingMessage {
-    dir: PathBuf,
-    message: SessionMessage,
-}
-
-/// Writes `pending`'s file (not synced); a file there already is kept.
-fn write_message(pending: &PendingMessage) -> Result<(), SessionError> {
-    let name = message_file_name(pending.message.message_id);
-    let path = pending.dir.join(&name);
-    let bytes = to_json(&pending.message)?;
-    if !TempFile::write(&pending.dir, &name, &bytes, Durability::NoSync)?.link_new(&path)? {
-        // Refused at the append, so only someone writing behind the store's back.
-        tracing::warn!(path = %path.display(), "a journaled message's file exists already; kept");
-    }
-    Ok(())
-}
-
 /// One session's journal as this process knows it.
 #[derive(Default)]
 pub(super) struct SessionJournal {
@@ -122,12 +105,18 @@ pub(super) struct SessionJournal {
     inherited: bool,
     /// `events.jsonl`'s length when the journal began, once known (every line carries it).
     events_len: Option<u64>,
-    events: Vec<Value>,
+    /// The journaled events not yet materialized, as `events.jsonl` lines.
+    events: Vec<u8>,
     /// Shared with a materialization writing them, which removes them once their files exist
     /// (until then an append still finds their ids taken here).
     messages: Vec<Arc<PendingMessage>>,
     /// Files and directories materialized since the last checkpoint, to sync at the next one.
     unsynced: Unsynced,
+    /// `journal.jsonl`, held open between appends (dropped after a failed one, and before the
+    /// file is removed).
+    file: Option<Appender>,
+    /// The agents' messages directories, held open (see [`FileBackend::messages_dir_for`]).
+    agents: HashMap<String, Arc<MessagesDir>>,
 }
 
 impl SessionJournal {
@@ -141,15 +130,17 @@ impl SessionJournal {
 pub(super) struct JournalEntry {
     state: Mutex<SessionJournal>,
     /// Held through a materialization, which writes files without `state` (so appends go on):
-    /// a read that materializes first finds every record journaled before it in its file.
-    materializing: Mutex<()>,
+    /// a read that materializes first finds every record journaled before it in its file. It
+    /// holds the session's `events.jsonl` open.
+    materializing: Mutex<EventsFile>,
     /// Held by a checkpoint through its sync (without `state`, so appends go on): a second
     /// checkpoint must not empty the journal while the first still syncs what it covers.
     checkpointing: Mutex<()>,
 }
 
-fn lock_materializing(entry: &JournalEntry) -> MutexGuard<'_, ()> {
-    // Guards no data: a poisoned lock is as good as a free one.
+fn lock_materializing(entry: &JournalEntry) -> MutexGuard<'_, EventsFile> {
+    // Guards only an open file, dropped after a failed append: a poisoned lock is as good as a
+    // free one.
     entry
         .materializing
         .lock()
@@ -190,7 +181,7 @@ impl FileBackend {
                 events_len,
                 ..SessionJournal::default()
             }),
-            materializing: Mutex::new(()),
+            materializing: Mutex::new(EventsFile::default()),
             checkpointing: Mutex::new(()),
         });
         journals.insert(session_id.to_owned(), Arc::clone(&entry));
@@ -201,13 +192,30 @@ impl FileBackend {
         self.lock_journals().get(session_id).cloned()
     }
 
+    /// The agent's messages directory held open by the session's journal entry, if it is still
+    /// the one at its path (`meta`, a look at that path that found a directory).
+    pub(super) fn held_messages_dir(
+        &self,
+        session_id: &str,
+        agent_id: &str,
+        meta: &std::fs::Metadata,
+    ) -> Option<Arc<MessagesDir>> {
+        let entry = self.existing_entry(session_id)?;
+        let journal = lock_entry(&entry);
+        journal
+            .agents
+            .get(agent_id)
+            .filter(|dir| dir.is(meta))
+            .cloned()
+    }
+
     /// Journals `events` and `messages` (of `agent_id`, in `messages_dir`) durably; they are
     /// materialized later. `MessageExists` (nothing written) if an id is taken.
     pub(super) fn journal_batch(
         &self,
         session_id: &str,
         session_dir: &Path,
-        messages_dir: Option<(&str, &Path)>,
+        messages_dir: Option<(&str, &Arc<MessagesDir>)>,
         events: &[Value],
         messages: &[SessionMessage],
     ) -> Result<(), SessionError> {
@@ -226,54 +234,63 @@ impl FileBackend {
             };
             journal.events_len.get_or_insert(events_len);
         }
-        let mut batch = JournalLine {
-            v: JOURNAL_VERSION,
-            events_len: journal.events_len,
-            agent_id: None,
-            events: events.to_vec(),
-            messages: Vec::new(),
-        };
-        if let Some((agent_id, dir)) = messages_dir {
-            for (n, message) in messages.iter().enumerate() {
-                let taken = messages[..n]
-                    .iter()
-                    .chain(
-                        journal
+        let agent_id = match messages_dir {
+            Some((agent_id, dir)) => {
+                for (n, message) in messages.iter().enumerate() {
+                    let id = message.message_id;
+                    let taken = messages[..n].iter().any(|m| m.message_id == id)
+                        || journal
                             .messages
                             .iter()
-                            .filter(|p| p.dir == dir)
-                            .map(|p| &p.message),
-                    )
-                    .any(|m| m.message_id == message.message_id)
-                    || self.is_reserved(session_id, agent_id, message.message_id)
-                    || std::fs::symlink_metadata(dir.join(message_file_name(message.message_id)))
-                        .is_ok();
-                if taken {
-                    return Err(SessionError::MessageExists {
-                        session_id: session_id.to_owned(),
-                        agent_id: agent_id.to_owned(),
-                        message_id: message.message_id,
-                    });
+                            .any(|p| p.id == id && p.dir.path() == dir.path())
+                        || self.is_reserved(session_id, agent_id, id)
+                        || dir.holds(id);
+                    if taken {
+                        return Err(SessionError::MessageExists {
+                            session_id: session_id.to_owned(),
+                            agent_id: agent_id.to_owned(),
+                            message_id: id,
+                        });
+                    }
                 }
+                agent_id
             }
-            batch.agent_id = Some(agent_id.to_owned());
-            batch.messages = messages.to_vec();
+            None => "",
+        };
+        let messages = if messages_dir.is_some() {
+            messages
+        } else {
+            &[]
+        };
+        let batch = encode_batch(journal.events_len, agent_id, events, messages)?;
+        let file = match &mut journal.file {
+            Some(file) => file,
+            None => journal
+                .file
+                .insert(Appender::open(session_dir, JOURNAL_FILE)?),
+        };
+        if let Err(err) = file.append(&batch.line, self.durability) {
+            // Where the file ends is not known now: opened again at the next append.
+            journal.file = None;
+            return Err(err);
         }
-        let mut line = Vec::with_capacity(512);
-        encode_line(&batch, &mut line)?;
-        jsonl::append_bytes(session_dir, JOURNAL_FILE, &line, self.durability)?;
         journal.lines += 1;
         journal.began.get_or_insert_with(Instant::now);
-        journal.events.extend(batch.events);
-        if let Some((_, dir)) = messages_dir {
+        journal.events.extend_from_slice(&batch.event_lines);
+        if let Some((agent_id, dir)) = messages_dir {
             journal
                 .messages
-                .extend(batch.messages.into_iter().map(|message| {
+                .extend(batch.messages.into_iter().map(|(id, bytes)| {
                     Arc::new(PendingMessage {
-                        dir: dir.to_path_buf(),
-                        message,
+                        dir: Arc::clone(dir),
+                        id,
+                        bytes,
                     })
                 }));
+            let held = journal.agents.get(agent_id);
+            if !held.is_some_and(|held| Arc::ptr_eq(held, dir)) {
+                journal.agents.insert(agent_id.to_owned(), Arc::clone(dir));
+            }
         }
         let behind = journal.messages.len() > PENDING_MAX;
         drop(journal);
@@ -311,8 +328,8 @@ impl FileBackend {
         entry: &JournalEntry,
         session_dir: &Path,
     ) -> Result<(), SessionError> {
-        let _materializing = lock_materializing(entry);
-        self.materialize_held(entry, session_dir)
+        let mut materializing = lock_materializing(entry);
+        self.materialize_held(entry, session_dir, &mut materializing)
     }
 
     /// Every record journaled so far materialized: what the entry's state shows once both
@@ -322,11 +339,11 @@ impl FileBackend {
         &self,
         entry: &'a JournalEntry,
         session_dir: &Path,
-    ) -> Result<(MutexGuard<'a, ()>, MutexGuard<'a, SessionJournal>), SessionError> {
-        let materializing = lock_materializing(entry);
-        self.materialize_held(entry, session_dir)?;
+    ) -> Result<(MutexGuard<'a, EventsFile>, MutexGuard<'a, SessionJournal>), SessionError> {
+        let mut materializing = lock_materializing(entry);
+        self.materialize_held(entry, session_dir, &mut materializing)?;
         let mut journal = lock_entry(entry);
-        self.materialize_locked(session_dir, &mut journal)?;
+        materialize_locked(session_dir, &mut journal, &mut materializing)?;
         Ok((materializing, journal))
     }
 
@@ -335,6 +352,7 @@ impl FileBackend {
         &self,
         entry: &JournalEntry,
         session_dir: &Path,
+        events_file: &mut EventsFile,
     ) -> Result<(), SessionError> {
         // Only materializations, one at a time, take records out; appends add them at the end.
         let (events, messages) = {
@@ -346,7 +364,7 @@ impl FileBackend {
         };
         let mut result = Ok(());
         let events_written = events.is_empty()
-            || match jsonl::append_lines(session_dir, EVENTS_FILE, &events, Durability::NoSync) {
+            || match events_file.append(session_dir, &events) {
                 Ok(()) => true,
                 Err(err) => {
                     result = Err(err);
@@ -356,7 +374,7 @@ impl FileBackend {
         let mut written = 0;
         if events_written {
             for next in &messages {
-                if let Err(err) = write_message(next) {
+                if let Err(err) = next.write() {
                     result = Err(err);
                     break;
                 }
@@ -366,54 +384,17 @@ impl FileBackend {
         let mut journal = lock_entry(entry);
         if !events.is_empty() {
             if events_written {
-                journal.unsynced.add_path(session_dir.to_path_buf());
-                journal.unsynced.add_path(session_dir.join(EVENTS_FILE));
+                note_events(session_dir, &mut journal.unsynced);
             } else {
                 let later = std::mem::replace(&mut journal.events, events);
-                journal.events.extend(later);
+                journal.events.extend_from_slice(&later);
             }
         }
         let done: Vec<Arc<PendingMessage>> = journal.messages.drain(..written).collect();
         for next in done {
-            journal
-                .unsynced
-                .add_message(&next.dir, next.message.message_id);
+            journal.unsynced.add_message(next.dir.path(), next.id);
         }
         result
-    }
-
-    /// [`FileBackend::materialize`] with the entry's state locked (and its `materializing` lock
-    /// held): a checkpoint's last few records.
-    fn materialize_locked(
-        &self,
-        session_dir: &Path,
-        journal: &mut SessionJournal,
-    ) -> Result<(), SessionError> {
-        if !journal.events.is_empty() {
-            jsonl::append_lines(
-                session_dir,
-                EVENTS_FILE,
-                &journal.events,
-                Durability::NoSync,
-            )?;
-            journal.events.clear();
-            let events = session_dir.join(EVENTS_FILE);
-            journal.unsynced.add_path(session_dir.to_path_buf());
-            journal.unsynced.add_path(events);
-        }
-        let pending = std::mem::take(&mut journal.messages);
-        let mut rest = pending.into_iter();
-        while let Some(next) = rest.next() {
-            if let Err(err) = write_message(&next) {
-                journal.messages.push(next);
-                journal.messages.extend(rest);
-                return Err(err);
-            }
-            journal
-                .unsynced
-                .add_message(&next.dir, next.message.message_id);
-        }
-        Ok(())
     }
 
     /// Materializes, then (when `force`, or the journal is large or old) syncs what was
@@ -493,7 +474,19 @@ impl FileBackend {
             lines = journal.lines;
             unsynced = std::mem::take(&mut journal.unsynced);
         };
-        empty_journal(&session_dir, remove, self.durability)?;
+        match &mut journal.file {
+            Some(file) if !remove => {
+                if let Err(err) = file.truncate() {
+                    journal.file = None;
+                    return Err(err);
+                }
+            }
+            // Never held past its removal: an append would go to a file no longer there.
+            _ => {
+                journal.file = None;
+                empty_journal(&session_dir, remove, self.durability)?;
+            }
+        }
         journal.lines = 0;
         journal.began = None;
         journal.events_len = None;
@@ -559,5 +552,39 @@ impl FileBackend {
     }
 }
 
-/// Message ids a journal set aside still holds, by session and agent (see [`kept_ids`]).
+/// Writes the records the entry's state (locked, as is its `materializing`) still holds: a
+/// checkpoint's last few.
+fn materialize_locked(
+    session_dir: &Path,
+    journal: &mut SessionJournal,
+    events_file: &mut EventsFile,
+) -> Result<(), SessionError> {
+    if !journal.events.is_empty() {
+        events_file.append(session_dir, &journal.events)?;
+        journal.events.clear();
+        note_events(session_dir, &mut journal.unsynced);
+    }
+    let pending = std::mem::take(&mut journal.messages);
+    let mut rest = pending.into_iter();
+    while let Some(next) = rest.next() {
+        if let Err(err) = next.write() {
+            journal.messages.push(next);
+            journal.messages.extend(rest);
+            return Err(err);
+        }
+        journal.unsynced.add_message(next.dir.path(), next.id);
+    }
+    Ok(())
+}
+
+/// `events.jsonl` and its directory written, to sync at the next checkpoint.
+fn note_events(session_dir: &Path, unsynced: &mut Unsynced) {
+    if !unsynced.holds(session_dir) {
+        unsynced.add_path(session_dir.to_path_buf());
+        unsynced.add_path(session_dir.join(EVENTS_FILE));
+    }
+}
+
+/// Message ids a journal set aside still holds, by session and agent (see
+/// `journal_replay::kept_ids`).
 pub(super) type ReservedIds = HashMap<String, HashMap<String, BTreeSet<u64>>>;

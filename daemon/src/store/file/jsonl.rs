@@ -12,10 +12,10 @@
 //!   damage) is skipped with a warning, so one bad line never makes a history unreadable. Lines are
 //!   never rewritten in place.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nix::fcntl::OFlag;
 use serde::Serialize;
@@ -60,57 +60,106 @@ pub(crate) fn append_bytes(
     lines: &[u8],
     durability: Durability,
 ) -> Result<(), SessionError> {
-    let path = dir.join(name);
-    let open = |create: bool| {
-        OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(create)
-            .mode(FILE_MODE)
-            .custom_flags(OFlag::O_NOFOLLOW.bits())
-            .open(&path)
-    };
-    let (mut file, created) = match open(false) {
-        Ok(file) => (file, false),
-        Err(err) if err.kind() == ErrorKind::NotFound => match open(true) {
-            Ok(file) => (file, true),
-            // Someone else created it in between.
-            Err(err) if err.kind() == ErrorKind::AlreadyExists => {
-                (open(false).map_err(|err| open_error(&path, err))?, false)
-            }
+    Appender::open(dir, name)?.append(lines, durability)
+}
+
+/// An append-only file held open between appends (`O_APPEND`, never through a link), so each
+/// append is one write (and one sync) without an open or a look at the file's last byte: that
+/// is known from the last append. After a failed append the file's end is not known, so its
+/// holder drops it and opens it again.
+pub(crate) struct Appender {
+    file: File,
+    path: PathBuf,
+    /// The file does not end with a newline (an earlier append was torn by a crash).
+    torn: bool,
+    /// Created by this open: its directory is synced with the first synced append.
+    created: bool,
+}
+
+impl Appender {
+    /// Opens `dir/name` to append to it (created 0600 if missing).
+    pub(crate) fn open(dir: &Path, name: &str) -> Result<Self, SessionError> {
+        let path = dir.join(name);
+        let open = |create: bool| {
+            OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create_new(create)
+                .mode(FILE_MODE)
+                .custom_flags(OFlag::O_NOFOLLOW.bits())
+                .open(&path)
+        };
+        let (file, created) = match open(false) {
+            Ok(file) => (file, false),
+            Err(err) if err.kind() == ErrorKind::NotFound => match open(true) {
+                Ok(file) => (file, true),
+                // Someone else created it in between.
+                Err(err) if err.kind() == ErrorKind::AlreadyExists => {
+                    (open(false).map_err(|err| open_error(&path, err))?, false)
+                }
+                Err(err) => return Err(open_error(&path, err)),
+            },
             Err(err) => return Err(open_error(&path, err)),
-        },
-        Err(err) => return Err(open_error(&path, err)),
-    };
-    let len = file
-        .metadata()
-        .map_err(|err| SessionError::io(&path, err))?
-        .len();
-    let mut torn = false;
-    if len > 0 {
-        let mut last = [0u8; 1];
-        file.read_exact_at(&mut last, len - 1)
-            .map_err(|err| SessionError::io(&path, err))?;
-        torn = last[0] != b'\n';
+        };
+        let len = file
+            .metadata()
+            .map_err(|err| SessionError::io(&path, err))?
+            .len();
+        let mut torn = false;
+        if len > 0 {
+            let mut last = [0u8; 1];
+            file.read_exact_at(&mut last, len - 1)
+                .map_err(|err| SessionError::io(&path, err))?;
+            torn = last[0] != b'\n';
+        }
+        Ok(Self {
+            file,
+            path,
+            torn,
+            created,
+        })
     }
-    let written = if torn {
-        // Rare (an earlier append was cut short): still one write.
-        let mut prefixed = Vec::with_capacity(lines.len() + 1);
-        prefixed.push(b'\n');
-        prefixed.extend_from_slice(lines);
-        file.write_all(&prefixed)
-    } else {
-        file.write_all(lines)
-    };
-    written.map_err(|err| SessionError::io(&path, err))?;
-    if durability == Durability::Full {
-        file.sync_data()
-            .map_err(|err| SessionError::io(&path, err))?;
+
+    /// Appends `lines`, complete lines each ending with a newline, with one write and (with
+    /// `Durability::Full`) one `fdatasync`; the directory too after the file's creation.
+    pub(crate) fn append(
+        &mut self,
+        lines: &[u8],
+        durability: Durability,
+    ) -> Result<(), SessionError> {
+        let written = if self.torn {
+            // Rare (an earlier append was cut short): still one write.
+            let mut prefixed = Vec::with_capacity(lines.len() + 1);
+            prefixed.push(b'\n');
+            prefixed.extend_from_slice(lines);
+            self.file.write_all(&prefixed)
+        } else {
+            self.file.write_all(lines)
+        };
+        written.map_err(|err| SessionError::io(&self.path, err))?;
+        self.torn = false;
+        if durability == Durability::Full {
+            self.file
+                .sync_data()
+                .map_err(|err| SessionError::io(&self.path, err))?;
+        }
+        if self.created && durability == Durability::Full {
+            if let Some(dir) = self.path.parent() {
+                sync_dir(dir, durability)?;
+            }
+            self.created = false;
+        }
+        Ok(())
     }
-    if created {
-        sync_dir(dir, durability)?;
+
+    /// Cuts the file to nothing (unsynced).
+    pub(crate) fn truncate(&mut self) -> Result<(), SessionError> {
+        self.file
+            .set_len(0)
+            .map_err(|err| SessionError::io(&self.path, err))?;
+        self.torn = false;
+        Ok(())
     }
-    Ok(())
 }
 
 /// Reads every record of `path` (empty if the file does not exist), applying the torn-line policy.

@@ -17,9 +17,10 @@
 //! under those checks. See ARCHITECTURE.md (store).
 //!
 //! Invariants: the disk rules of [`fsutil`] (0700/0600, no symlink followed, records visible only
-//! complete, fsync with `Durability::Full`); nothing is deleted but the store's own stale temporary
-//! files and emptied journals (a damaged one is set aside); a message file is created once and
-//! only replaced to add its redaction (or, by a journal's replay, when a crash left it torn). The
+//! complete, fsync with `Durability::Full`; a journaled message's file is written by `materialize`
+//! to the same rules); nothing is deleted but the store's own stale temporary files and emptied
+//! journals (a damaged one set aside); a message file is created once and only
+//! replaced to add its redaction (or, by a journal's replay, when a crash left it torn). The
 //! message files, with the journal replayed, are the truth: an append journals the message
 //! durably and keeps the session's new `updated_at` (the message's time) and `message_count` in
 //! memory, where every read of this store sees them; `flush_session` (after turns, at most once a second) writes the index
@@ -49,6 +50,7 @@ mod journal;
 mod journal_replay;
 mod jsonl;
 mod layout;
+mod materialize;
 mod read;
 mod reconcile;
 
