@@ -154,8 +154,11 @@ impl OpenSessions {
         }
     }
 
-    /// Retires every session unused for `idle_after` with no turn running or queued.
+    /// Retires every session unused for `idle_after` with no turn running or queued. A title's
+    /// write still running after a session's last turn is waited for first (a session is not
+    /// retired while one runs).
     pub(crate) async fn retire_idle(&self, idle_after: Duration) {
+        self.settle_titles().await;
         let mut entries = self.entries.lock().await;
         let idle: Vec<Arc<SessionRuntime>> = entries
             .values()

@@ -124,6 +124,10 @@ pub(super) fn page_by_id(
 /// session is opened while a person waits.
 pub(super) fn read_messages(dir: &Path, ids: &[u64]) -> Result<Vec<SessionMessage>, SessionError> {
     const PER_THREAD_MIN: usize = 512;
+    if ids.len() < 2 * PER_THREAD_MIN {
+        // One thread whatever the machine: not worth asking it (cgroup files are read for that).
+        return read_message_run(dir, ids);
+    }
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(4)
