@@ -2,9 +2,11 @@
 //! no hub answers it exits 69 with a hint to run `tau hub start`.
 //!
 //! The reply (the turn's last assistant text) goes to stdout; `--json` prints the turn's events as
-//! JSON lines instead. `--session ID` continues a session, otherwise a new one is opened.
+//! JSON lines instead. `--session ID` continues a session (OpenSession, then StartTurn); otherwise
+//! the turn starts in a new session in one call (StartTurn's `new_session`), and with a hub older
+//! than that field (it answers that `session_id is empty`) in a session opened first.
 //!
-//! Opening the session and sending a decision are one-shot calls with a deadline
+//! Opening the session, starting the turn and sending a decision are one-shot calls with a deadline
 //! ([`tau_client::call::CALL_DEADLINE`], `TAU_HUB_TIMEOUT` seconds when set): a stalled hub
 //! ends `tau ask` with an error.
 //!
@@ -36,7 +38,7 @@ use crate::approve;
 use crate::cli::{AskArgs, CLI_CHANNEL};
 use crate::context::Context;
 use crate::environment;
-use crate::hub_link::{self, EXIT_NO_HUB, HubAddress};
+use crate::hub_link::{self, EXIT_NO_HUB, HubAddress, HubClient};
 
 /// Runs `tau ask`, in `installation` when the logging's set-up found it already.
 pub fn run(
@@ -118,34 +120,12 @@ impl Ask {
                 return Ok(ExitCode::from(EXIT_NO_HUB));
             }
         };
-        let target = match &self.session {
-            Some(id) => Target::SessionId(id.clone()),
-            None => Target::NewSession(true),
-        };
-        let request = client.open_session(pb::OpenSessionRequest {
-            target: Some(target),
-            channel: CLI_CHANNEL.to_owned(),
-            ..Default::default()
-        });
-        let opened = within(self.deadline, request)
-            .await
-            .map_err(|e| call_error("cannot open the session", e))?;
-        let session_id = opened.session.map(|s| s.session_id).unwrap_or_default();
-        // The deadline covers the hub accepting the turn, not the turn itself (which may wait on
-        // a person).
-        let request = client.start_turn(pb::StartTurnRequest {
-            session_id: session_id.clone(),
-            text: self.text.clone(),
-            channel: CLI_CHANNEL.to_owned(),
-            idempotency_key: idempotency_key(),
-        });
-        let stream = within(self.deadline, request)
-            .await
-            .map_err(|e| call_error("cannot start the turn", e))?;
+        let (session_id, stream) = self.start(&mut client).await?;
         let mut front = AskFront {
             ask: &self,
             messages: Messages::builtin(),
             failure: None,
+            session_id: session_id.clone(),
         };
         let outcome = Relay::new(
             client,
@@ -176,10 +156,64 @@ impl Ask {
             }
         };
         if self.verbose && !self.json {
-            eprintln!("session {session_id}");
+            eprintln!("session {}", front.session_id);
         }
         Ok(code)
     }
+
+    /// Starts the turn: in a new session in one call, or in the session `--session` names (or a
+    /// new one, with a hub that predates `new_session`) opened first. Returns the session's id
+    /// (empty until the turn's `accepted` names a new one) and the turn's stream.
+    async fn start(
+        &self,
+        client: &mut HubClient,
+    ) -> anyhow::Result<(String, tonic::Streaming<pb::StartTurnResponse>)> {
+        // The deadline covers the hub accepting the turn, not the turn itself (which may wait on
+        // a person).
+        if self.session.is_none() {
+            let request = client.start_turn(self.turn(String::new(), true));
+            match within(self.deadline, request).await {
+                Ok(stream) => return Ok((String::new(), stream)),
+                Err(CallError::Hub(status)) if predates_new_session(&status) => {}
+                Err(error) => return Err(call_error("cannot start the turn", error)),
+            }
+        }
+        let target = match &self.session {
+            Some(id) => Target::SessionId(id.clone()),
+            None => Target::NewSession(true),
+        };
+        let request = client.open_session(pb::OpenSessionRequest {
+            target: Some(target),
+            channel: CLI_CHANNEL.to_owned(),
+            ..Default::default()
+        });
+        let opened = within(self.deadline, request)
+            .await
+            .map_err(|e| call_error("cannot open the session", e))?;
+        let session_id = opened.session.map(|s| s.session_id).unwrap_or_default();
+        let request = client.start_turn(self.turn(session_id.clone(), false));
+        let stream = within(self.deadline, request)
+            .await
+            .map_err(|e| call_error("cannot start the turn", e))?;
+        Ok((session_id, stream))
+    }
+
+    /// The StartTurn request of this ask.
+    fn turn(&self, session_id: String, new_session: bool) -> pb::StartTurnRequest {
+        pb::StartTurnRequest {
+            session_id,
+            text: self.text.clone(),
+            channel: CLI_CHANNEL.to_owned(),
+            idempotency_key: idempotency_key(),
+            new_session,
+        }
+    }
+}
+
+/// Whether a refused StartTurn with `new_session` came from a hub that predates the field: it
+/// read the request as one without a session.
+fn predates_new_session(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::InvalidArgument && status.message() == "session_id is empty"
 }
 
 /// `tau ask` as the relay's front: JSON lines or the reply, questions on `/dev/tty`, no Ctrl-C
@@ -189,10 +223,15 @@ struct AskFront<'a> {
     messages: Messages,
     /// Why the relay was stopped.
     failure: Option<anyhow::Error>,
+    /// The session, once known (a new one's comes with the turn's `accepted`).
+    session_id: String,
 }
 
 impl Front for AskFront<'_> {
     fn accepted(&mut self, accepted: &pb::TurnAccepted) {
+        if !accepted.session_id.is_empty() {
+            self.session_id.clone_from(&accepted.session_id);
+        }
         if self.ask.json {
             println!("{}", event_json::accepted(accepted));
         }
@@ -303,5 +342,18 @@ mod tests {
     #[test]
     fn idempotency_keys_differ() {
         assert_ne!(idempotency_key(), idempotency_key());
+    }
+
+    #[test]
+    fn only_an_older_hubs_answer_falls_back_to_opening_the_session() {
+        let older = tonic::Status::invalid_argument("session_id is empty");
+        assert!(predates_new_session(&older));
+        for refused in [
+            tonic::Status::invalid_argument("text is empty"),
+            tonic::Status::not_found("session_id is empty"),
+            tonic::Status::resource_exhausted("too many"),
+        ] {
+            assert!(!predates_new_session(&refused), "{refused:?}");
+        }
     }
 }

@@ -279,6 +279,7 @@ async fn socket_stages(client: &mut SocketClient, iterations: usize) -> BenchRes
                 text: TEXT.to_owned(),
                 channel: "bench".into(),
                 idempotency_key: String::new(),
+                new_session: false,
             })
             .await?
             .into_inner();

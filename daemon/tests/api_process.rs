@@ -1,6 +1,7 @@
 //! The wire API against the real `taud` binary (temporary TAU_HOME and TAU_DATA_DIR, a free port,
 //! the offline demo model): turns over the Unix socket and over TCP with the token, approvals
-//! decided through the API, a client dropped mid-turn, two subscribers and `after_seq` resumption.
+//! decided through the API, a client dropped mid-turn, two subscribers and `after_seq` resumption,
+//! a turn that creates its session.
 
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -99,6 +100,70 @@ async fn text_and_tool_turns_over_the_unix_socket() {
         .unwrap()
         .into_inner();
     assert_eq!(roles.default_role, "brain");
+}
+
+/// StartTurn's `new_session`: one call creates the session, titled from the text, and runs the
+/// turn in it; a request it refuses creates nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_creates_its_session_over_the_unix_socket() {
+    let install = Install::new();
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let mut client = socket_client(&install).await;
+    let sessions_dir = install.data.join("sessions");
+    let stored = || {
+        std::fs::read_dir(&sessions_dir).map_or(0, |dir| {
+            dir.filter(|e| e.as_ref().is_ok_and(|e| e.path().is_dir()))
+                .count()
+        })
+    };
+
+    let new_turn = |text: &str| pb::StartTurnRequest {
+        new_session: true,
+        ..turn("", text, "cli")
+    };
+    let (mut stream, accepted) = start(&mut client, new_turn("lamp  status")).await;
+    let id = accepted.session_id;
+    assert!(!id.is_empty(), "accepted names the new session");
+    let kinds = rest(&mut stream).await;
+    assert_eq!(ended(&kinds).stop_reason, "end_turn");
+    let listed = client
+        .list_sessions(pb::ListSessionsRequest {
+            channel: "cli".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .sessions;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].session_id, id);
+    assert_eq!(listed[0].title, "lamp status");
+    assert_eq!(listed[0].channel, "cli");
+    assert_eq!(listed[0].message_count, 2);
+    assert_eq!(stored(), 1);
+
+    // The session goes on like any other.
+    let (mut stream, accepted) = start(&mut client, turn(&id, "and now?", "cli")).await;
+    assert_eq!(accepted.session_id, id);
+    assert_eq!(ended(&rest(&mut stream).await).stop_reason, "end_turn");
+
+    // Refused before anything is made: a session named as well, a blank text.
+    for (request, field) in [
+        (
+            pb::StartTurnRequest {
+                new_session: true,
+                ..turn(&id, "hello", "cli")
+            },
+            "session_id",
+        ),
+        (new_turn("   "), "text"),
+    ] {
+        let status = client.start_turn(request).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains(field), "{status:?}");
+    }
+    assert_eq!(stored(), 1, "a refused turn created no session");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -446,6 +446,7 @@ async fn execute(client: &mut Client, known: &Known, call: &Call) -> Result<(), 
                     text: r(text),
                     channel: r(channel),
                     idempotency_key: r(key),
+                    new_session: false,
                 })
                 .await?
                 .into_inner();

@@ -96,8 +96,18 @@ fn a_reply_on_stdout_and_events_as_json_lines() {
         serde_json::from_str(text(&out.stdout).lines().next().unwrap()).unwrap();
     assert_eq!(first["session_id"], session.as_str());
     // Through the API: the file store may still hold the newest messages in its journal.
-    let stored = chat.session(&session).unwrap().messages.len();
-    assert_eq!(stored, 6, "4 messages of the tool turn, 2 of the second");
+    let stored = chat.session(&session).unwrap();
+    assert_eq!(
+        stored.messages.len(),
+        6,
+        "4 messages of the tool turn, 2 of the second"
+    );
+    let summary = stored.session.unwrap();
+    assert_eq!(
+        (summary.title.as_str(), summary.channel.as_str()),
+        ("what time is it", "cli"),
+        "the session `tau ask` made is titled from its first text"
+    );
 
     let out = ask(sandbox, port, &["--session", "20990101-000000-beef", "hi"]);
     assert_eq!(out.status.code(), Some(1));

@@ -26,8 +26,9 @@ where
     <C::ResponseBody as Body>::Error: Into<StdError> + Send,
     F: Front,
 {
-    /// The relay of the turn `stream` started on `session_id` for `channel`; `deadline` bounds
-    /// each decision and cancel call.
+    /// The relay of the turn `stream` started on `session_id` for `channel` (empty for a turn
+    /// started in a new session: its `accepted` names the session); `deadline` bounds each
+    /// decision and cancel call.
     pub fn new(
         client: pb::tau_client::TauClient<C>,
         session_id: &str,
@@ -73,6 +74,10 @@ where
             let event = match item {
                 Item::Accepted(accepted) => {
                     self.turn_id.clone_from(&accepted.turn_id);
+                    // A turn started in a new session learns its session here.
+                    if !accepted.session_id.is_empty() {
+                        self.session_id.clone_from(&accepted.session_id);
+                    }
                     self.front.accepted(&accepted);
                     continue;
                 }

@@ -82,6 +82,7 @@ pub(crate) async fn start(
         text: text.to_owned(),
         channel: CHANNEL.to_owned(),
         idempotency_key: chat.next_turn_key(),
+        new_session: false,
     };
     call(
         &mut chat.interrupts,

@@ -376,6 +376,16 @@ impl HubCore {
         sessions::start_turn(&self.inner, request, None).await
     }
 
+    /// Starts a turn in a new session created for it, titled from its text (StartTurn's
+    /// `new_session`: one call instead of OpenSession and StartTurn); `request.session_id` must
+    /// be empty. The stream's accepted turn names the session.
+    pub async fn start_turn_in_new_session(
+        &self,
+        request: StartTurn,
+    ) -> Result<TurnStream, CoreError> {
+        sessions::start_turn_in_new_session(&self.inner, request).await
+    }
+
     /// Cancels a turn (`None`: the running one); returns the turn it applied to, if any.
     pub async fn cancel_turn(
         &self,
@@ -494,13 +504,14 @@ impl HubCore {
         self.inner.parts()
     }
 
-    /// The role a session opens on (blocking; see `CoreState::resolve_role`).
+    /// The role a session opens on, and whether it has a title (blocking; see
+    /// `CoreState::resolve_role`).
     #[cfg(test)]
     pub(super) fn resolve_role(
         &self,
         session_id: &str,
         pin: Option<&str>,
-    ) -> Result<String, CoreError> {
+    ) -> Result<(String, bool), CoreError> {
         self.inner.resolve_role(session_id, pin)
     }
 

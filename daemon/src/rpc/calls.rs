@@ -136,7 +136,12 @@ pub async fn start_turn(
     core: &HubCore,
     request: pb::StartTurnRequest,
 ) -> Result<BoxStream<pb::StartTurnResponse>, Status> {
-    let stream = core.start_turn(from_proto::start_turn(request)).await?;
+    let stream = if request.new_session {
+        core.start_turn_in_new_session(from_proto::start_turn(request))
+            .await?
+    } else {
+        core.start_turn(from_proto::start_turn(request)).await?
+    };
     let accepted = {
         let a = stream.accepted();
         pb::TurnAccepted {

@@ -45,6 +45,7 @@ pub fn turn(session_id: &str, text: &str, channel: &str) -> pb::StartTurnRequest
         text: text.into(),
         channel: channel.into(),
         idempotency_key: String::new(),
+        new_session: false,
     }
 }
 

@@ -1,7 +1,7 @@
 //! [`Hooked`]: a file store with a test's [`StoreHooks`] on the few calls a test watches or
-//! breaks (listing sessions, writing a message or an event, reading events). Every other required
-//! call goes to the file store as is; the calls the store contract gives defaults for keep those
-//! defaults, so a batch is written record by record through the hooks.
+//! breaks (listing sessions, writing a message, an event or the metadata, reading events). Every
+//! other required call goes to the file store as is; the calls the store contract gives defaults
+//! for keep those defaults, so a batch is written record by record through the hooks.
 #![allow(dead_code)]
 
 use std::ops::Deref;
@@ -40,6 +40,14 @@ pub trait StoreHooks: Send + Sync {
         session_id: &str,
     ) -> Result<Vec<Value>, SessionError> {
         inner.read_events(session_id)
+    }
+    fn write_meta(
+        &self,
+        inner: &FileSessionStore,
+        session_id: &str,
+        meta: &SessionMeta,
+    ) -> Result<(), SessionError> {
+        inner.write_meta(session_id, meta)
     }
 }
 
@@ -124,7 +132,7 @@ impl<H: StoreHooks> SessionStore for Hooked<H> {
         self.hooks.read_events(&self.inner, session_id)
     }
     fn write_meta(&self, session_id: &str, meta: &SessionMeta) -> Result<(), SessionError> {
-        self.inner.write_meta(session_id, meta)
+        self.hooks.write_meta(&self.inner, session_id, meta)
     }
     fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
         self.inner.read_meta(session_id)

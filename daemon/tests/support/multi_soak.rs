@@ -336,6 +336,7 @@ pub async fn turn_approving(
             text: text.to_owned(),
             channel: "soak".into(),
             idempotency_key: String::new(),
+            new_session: false,
         })
         .await?
         .into_inner();

@@ -285,6 +285,7 @@ pub async fn turn(client: &mut TauClient<Channel>, session: &str, text: &str) ->
             text: text.to_owned(),
             channel: "soak".into(),
             idempotency_key: String::new(),
+            new_session: false,
         })
         .await?
         .into_inner();

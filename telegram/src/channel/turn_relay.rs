@@ -84,6 +84,7 @@ async fn start(
         text: text.to_owned(),
         channel: CHANNEL.into(),
         idempotency_key: format!("telegram-update-{update_id}"),
+        new_session: false,
     };
     match tokio::time::timeout(crate::hub_link::CALL_TIMEOUT, hub.start_turn(request)).await {
         Ok(result) => result.map(tonic::Response::into_inner),

@@ -93,12 +93,13 @@ impl CoreState {
     }
 
     /// The role a session opens on: the pin, else its stored role (if still defined), else the
-    /// default; recorded in its metadata (blocking).
+    /// default; recorded in its metadata (blocking). Also whether the session has a title (so its
+    /// turns need not look).
     pub(crate) fn resolve_role(
         &self,
         session_id: &str,
         pin: Option<&str>,
-    ) -> Result<String, CoreError> {
+    ) -> Result<(String, bool), CoreError> {
         let options = self.options();
         let store = self.store();
         store
@@ -118,7 +119,8 @@ impl CoreState {
             meta.role = Some(role.clone());
             store.write_meta(session_id, &meta)?;
         }
-        Ok(role)
+        let titled = meta.title.is_some_and(|t| !t.is_empty());
+        Ok((role, titled))
     }
 
     /// The open runtime of a session, opening it (on `pin`, else its stored role, else the default
@@ -141,7 +143,7 @@ impl CoreState {
         let pin = pin.map(str::to_owned);
         let runtime = tokio::task::spawn_blocking(move || {
             // Fails for a session that does not exist, before anything is made for it.
-            let role = state.resolve_role(&id, pin.as_deref())?;
+            let (role, titled) = state.resolve_role(&id, pin.as_deref())?;
             let options = state.options();
             let bus = Arc::new(EventBus::continuing(
                 id.as_str(),
@@ -149,7 +151,11 @@ impl CoreState {
                 options.subscriber_lag,
                 last_seq,
             ));
-            SessionRuntime::open(&state.parts, &id, &role, bus)
+            let runtime = SessionRuntime::open(&state.parts, &id, &role, bus)?;
+            if titled {
+                runtime.mark_titled();
+            }
+            Ok::<_, CoreError>(runtime)
         })
         .await
         .map_err(|e| CoreError::Unavailable(e.to_string()))??;
@@ -161,6 +167,12 @@ impl CoreState {
         open.insert(Arc::clone(&runtime), worker);
         info!(session_id, role = %runtime.role(), "session opened");
         Ok(runtime)
+    }
+
+    /// Waits for the title writes running in open sessions (see `OpenSessions::settle_titles`):
+    /// every read of sessions' metadata comes after it.
+    pub(crate) async fn settle_titles(&self) {
+        self.sessions.settle_titles().await;
     }
 
     /// The open runtime of a session, if it is in memory.

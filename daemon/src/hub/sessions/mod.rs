@@ -3,7 +3,7 @@
 //! that `HubCore` delegates to.
 //!
 //! - The calls: [`session_api`] (list, get, open, switch role, compact, read events) and
-//!   [`streams`] (start and cancel turns, subscribe, and the [`TurnStream`] and [`EventStream`] a
+//!   [`streams`] (start and cancel turns, a turn in a new session, subscribe, and the [`TurnStream`] and [`EventStream`] a
 //!   watching client holds).
 //! - The state they share: `core_state` ([`CoreState`]: what building an agent needs, the open
 //!   sessions, the channels' last listings, this process's event numbering, the stop token, the
@@ -60,5 +60,5 @@ pub(in crate::hub) use session_api::{
     switch_role,
 };
 pub use streams::{EventStream, Snapshot, StartTurn, TurnStream};
-pub(in crate::hub) use streams::{cancel_turn, start_turn, subscribe};
+pub(in crate::hub) use streams::{cancel_turn, start_turn, start_turn_in_new_session, subscribe};
 pub use turn_queue::Accepted;

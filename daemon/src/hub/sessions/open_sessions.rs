@@ -13,8 +13,8 @@
 //!   stops), its pending approvals are cancelled, its worker is stopped, it leaves the map and its
 //!   last seq is remembered (at most [`REMEMBERED_SEQS`] sessions), all before any call can open it
 //!   again, so an old and a new bus never number the same seq.
-//! - A session is unused when it has no attachment, subscriber or pending approval and no call
-//!   holds its runtime (only the map and its worker do); only an unused session that has no turn
+//! - A session is unused when it has no attachment, subscriber or pending approval, no title's
+//!   write runs in it, and no call holds its runtime (only the map and its worker do); only an unused session that has no turn
 //!   running or queued is retired as idle.
 //! - Once closed for the hub's stop, nothing opens again.
 //! - An open session without a turn for [`TRIM_IDLE_AFTER`] keeps at most [`IDLE_REPLAY_BYTES`] of
@@ -109,6 +109,22 @@ impl OpenSessions {
             .map(|e| Arc::clone(&e.runtime))
     }
 
+    /// Waits for the title writes that run in open sessions (`SessionRuntime::start_title`), so a
+    /// read of the store's metadata after it sees their titles.
+    pub(crate) async fn settle_titles(&self) {
+        let writing: Vec<Arc<SessionRuntime>> = self
+            .entries
+            .lock()
+            .await
+            .values()
+            .filter(|e| e.runtime.title_in_flight())
+            .map(|e| Arc::clone(&e.runtime))
+            .collect();
+        for runtime in writing {
+            runtime.settle_title().await;
+        }
+    }
+
     /// How many sessions are open.
     pub(crate) fn len(&self) -> usize {
         self.count.load(Ordering::Relaxed)
@@ -138,8 +154,11 @@ impl OpenSessions {
         }
     }
 
-    /// Retires every session unused for `idle_after` with no turn running or queued.
+    /// Retires every session unused for `idle_after` with no turn running or queued. A title's
+    /// write still running after a session's last turn is waited for first (a session is not
+    /// retired while one runs).
     pub(crate) async fn retire_idle(&self, idle_after: Duration) {
+        self.settle_titles().await;
         let mut entries = self.entries.lock().await;
         let idle: Vec<Arc<SessionRuntime>> = entries
             .values()
@@ -186,10 +205,12 @@ impl OpenSessions {
     }
 
     /// Whether nothing uses an open session (see the module invariants): the map and the worker
-    /// hold its runtime; a call holding it too is about to use it.
+    /// hold its runtime; a call holding it too is about to use it. A title's write running counts
+    /// as a use: a session opened again meanwhile would rewrite its metadata beside it.
     fn unused(&self, runtime: &Arc<SessionRuntime>) -> bool {
         let id = runtime.session_id.as_str();
         Arc::strong_count(runtime) <= 2
+            && !runtime.title_in_flight()
             && self.registry.attachments_on(id) == 0
             && self.registry.list_pending(Some(id)).is_empty()
             && runtime.bus.subscriber_count() == 0

@@ -20,6 +20,12 @@
 //!   (`SessionStore::tidy_session`, at most one at a time per session, and only when
 //!   `SessionStore::tidy_pending` says the store left something for later): both run beside the
 //!   next turn, so a turn's latency holds only its own durable writes.
+//! - The session's title (`meta.json` in the file store) follows the turn that gives it, like the
+//!   record: at most one title's write runs per session, beside the turn and never waited for by
+//!   it; every read or rewrite of the session's metadata waits for it first
+//!   ([`SessionRuntime::settle_title`]), a session is not retired while it runs, and the worker
+//!   waits for it before the session's record is closed. A crash before it is durable loses only
+//!   the title, which the next turn takes again from the first user message.
 //! - Std locks here are short and never held across an `.await`.
 //! - A role switch or compaction never waits behind a turn (which may wait for a person): it takes
 //!   `agent_lock` only while no turn runs or waits ([`SessionRuntime::lock_agent_idle`]).
@@ -38,12 +44,11 @@ use crate::agent::TauAgent;
 use crate::hub::approvals::{ApprovalReadiness, TurnSlot};
 use crate::hub::error::CoreError;
 use crate::hub::events::EventBus;
+use crate::message::{Message, Role};
 use crate::store::{
-    DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionError, SessionStore,
+    DEFAULT_AGENT_ID, REPAIR_NOTICE_VERSION, RepairNotice, SessionError, SessionMessage,
+    SessionStore,
 };
-
-/// A title's write running beside a turn: whether the session has a title once it is done.
-pub(crate) type TitleWrite = tokio::task::JoinHandle<Result<bool, SessionError>>;
 
 /// When the session's record was last written, and whether a delayed write is coming.
 #[derive(Debug, Default)]
@@ -92,7 +97,9 @@ pub(crate) struct SessionRuntime {
     /// A tidy of the session's store records runs ([`SessionRuntime::tidy_store`]).
     tidying: Arc<AtomicBool>,
     /// The session has a title (set or found): turns no longer check.
-    titled: AtomicBool,
+    titled: Arc<AtomicBool>,
+    /// Held by a title's write for as long as it runs ([`SessionRuntime::start_title`]).
+    title_write: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl SessionRuntime {
@@ -121,7 +128,8 @@ impl SessionRuntime {
             record_flush: Arc::default(),
             record_interval: parts.options.session_record_interval,
             tidying: Arc::default(),
-            titled: AtomicBool::new(false),
+            titled: Arc::default(),
+            title_write: Arc::default(),
         })
     }
 
@@ -306,38 +314,77 @@ impl SessionRuntime {
             .elapsed()
     }
 
-    /// Starts setting the session's title from its first user text, if it has none: the write
-    /// runs beside the turn (its syncs share the disk's flushes with the turn's own writes), and
-    /// [`SessionRuntime::finish_title`] waits for it before the turn's end is reported. Once the
-    /// session is known to have a title, later turns skip the store (no read at every turn's
-    /// start).
-    pub(crate) fn start_title(&self, text: &str) -> Option<TitleWrite> {
-        if self.titled.load(Ordering::Acquire) {
-            return None;
-        }
-        let store = Arc::clone(&self.store);
-        let session_id = self.session_id.clone();
-        let text = text.to_owned();
-        Some(tokio::task::spawn_blocking(move || {
-            let mut meta = store.read_meta(&session_id)?.unwrap_or_default();
-            if meta.set_title_if_missing(&text) {
-                store.write_meta(&session_id, &meta)?;
-            }
-            Ok(meta.title.is_some_and(|t| !t.is_empty()))
-        }))
+    /// Marks the session as titled (its stored metadata has a title): turns skip the title.
+    pub(crate) fn mark_titled(&self) {
+        self.titled.store(true, Ordering::Release);
     }
 
-    /// Waits for the title's write [`SessionRuntime::start_title`] started; a failure is logged
-    /// (the next turn tries again).
-    pub(crate) async fn finish_title(&self, write: Option<TitleWrite>) {
-        let Some(write) = write else {
+    /// Starts setting the session's title, if it has none and no title's write runs already: from
+    /// its first stored user message when that makes a title (a title lost to a crash comes back
+    /// from the same message; not read on the session's `first_turn`), else from `text`. The write runs beside the turn and may
+    /// outlive it: the turn's end is not held back for it (a crash before it is durable loses only
+    /// the title). Whoever reads or rewrites the session's metadata waits for it first
+    /// ([`SessionRuntime::settle_title`]), and a session is not retired while it runs
+    /// ([`SessionRuntime::title_in_flight`]). A failure is logged; the next turn tries again. Once
+    /// the session is known to have a title, later turns skip the store.
+    pub(crate) fn start_title(&self, text: &str, first_turn: bool) {
+        if self.titled.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(writing) = Arc::clone(&self.title_write).try_lock_owned() else {
             return;
         };
-        let error = match write.await {
-            Ok(Ok(titled)) => return self.titled.store(titled, Ordering::Release),
-            Ok(Err(error)) => error.to_string(),
-            Err(error) => error.to_string(),
-        };
-        warn!(session_id = %self.session_id, "cannot set the session title: {error}");
+        let store = Arc::clone(&self.store);
+        let titled = Arc::clone(&self.titled);
+        let session_id = self.session_id.clone();
+        let text = text.to_owned();
+        tokio::task::spawn_blocking(move || {
+            match write_title(store.as_ref(), &session_id, &text, first_turn) {
+                Ok(found) => titled.store(found, Ordering::Release),
+                Err(error) => warn!(%session_id, "cannot set the session title: {error}"),
+            }
+            drop(writing);
+        });
     }
+
+    /// Waits for a title's write [`SessionRuntime::start_title`] started, if one runs.
+    pub(crate) async fn settle_title(&self) {
+        drop(self.title_write.lock().await);
+    }
+
+    /// Whether a title's write runs.
+    pub(crate) fn title_in_flight(&self) -> bool {
+        self.title_write.try_lock().is_err()
+    }
+}
+
+/// Sets the session's title unless it has one (blocking; see [`SessionRuntime::start_title`]);
+/// whether the session has a title afterwards.
+fn write_title(
+    store: &dyn SessionStore,
+    session_id: &str,
+    text: &str,
+    first_turn: bool,
+) -> Result<bool, SessionError> {
+    let mut meta = store.read_meta(session_id)?.unwrap_or_default();
+    if meta.title.as_deref().is_some_and(|t| !t.is_empty()) {
+        return Ok(true);
+    }
+    let first_user_text = if first_turn {
+        None
+    } else {
+        store
+            .list_messages(session_id, DEFAULT_AGENT_ID, Some(1), 0)?
+            .first()
+            .map(SessionMessage::to_message)
+            .filter(|m| m.role == Role::User)
+            .map(Message::text)
+    };
+    // The first stored user text names the session when it makes a title, else this turn's.
+    let changed = first_user_text.is_some_and(|first| meta.set_title_if_missing(&first))
+        || meta.set_title_if_missing(text);
+    if changed {
+        store.write_meta(session_id, &meta)?;
+    }
+    Ok(meta.title.is_some_and(|t| !t.is_empty()))
 }

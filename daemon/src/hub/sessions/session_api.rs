@@ -189,6 +189,7 @@ pub(in crate::hub) async fn summary(
     session_id: &str,
 ) -> Result<SessionSummary, CoreError> {
     check_session_id(session_id)?;
+    state.settle_titles().await;
     let id = session_id.to_owned();
     state.blocking(move |store| read_summary(store, &id)).await
 }
@@ -224,6 +225,7 @@ pub(in crate::hub) async fn list_sessions(
         limit
     };
     let exclude = exclude.filter(|e| !e.is_empty()).map(str::to_owned);
+    state.settle_titles().await;
     let listing = state
         .blocking(move |store| {
             let listing = recent_sessions(store, limit, exclude.as_deref())?;
@@ -275,6 +277,7 @@ pub(in crate::hub) async fn get_session_with(
     selection: MessageSelection,
 ) -> Result<SessionDetail, CoreError> {
     check_session_id(session_id)?;
+    state.settle_titles().await;
     let id = session_id.to_owned();
     let (summary, (messages, next_before)) = state
         .blocking(move |store| {
@@ -321,7 +324,7 @@ pub(in crate::hub) async fn open_session(
     }
     let exclude = exclude.filter(|e| !e.is_empty()).map(str::to_owned);
     let (session_id, resumed) = match target {
-        OpenTarget::New => (create_session(state, &channel, role).await?, false),
+        OpenTarget::New => (create_session(state, &channel, role, None).await?, false),
         OpenTarget::Id(id) => {
             check_session_id(&id)?;
             require_session(state, &id).await?;
@@ -352,18 +355,24 @@ pub(in crate::hub) async fn open_session(
     })
 }
 
-async fn create_session(
+/// Creates a new, empty session on `channel` (on `role`, else the default role), titled from
+/// `first_text` when given (the text of the turn it is created for); returns its id.
+pub(in crate::hub) async fn create_session(
     state: &Arc<CoreState>,
     channel: &str,
     role: Option<&str>,
+    first_text: Option<&str>,
 ) -> Result<String, CoreError> {
-    let meta = SessionMeta {
+    let mut meta = SessionMeta {
         channel: Some(channel.to_owned()),
         profile: Some(state.options().profile.clone()),
         role: Some(role.map_or_else(|| state.options().default_role.clone(), str::to_owned)),
         context: Some(state.options().context),
         ..SessionMeta::default()
     };
+    if let Some(text) = first_text {
+        meta.set_title_if_missing(text);
+    }
     // The record, its metadata and its agent in one step: the stores make it durable with one
     // pass of syncs (file) or one commit (sqlite), not one per record.
     let agent = SessionAgent::new(DEFAULT_AGENT_ID, state.options().context, now_utc());
@@ -415,6 +424,8 @@ pub(in crate::hub) async fn switch_role(
             "a turn is running or waiting in this session; switch the role when it has finished",
         )
         .await?;
+    // The metadata is rewritten below: a title still being written lands first.
+    runtime.settle_title().await;
     let current = runtime.role();
     if current == role {
         return Ok(RoleSwitch {
@@ -470,6 +481,8 @@ pub(in crate::hub) async fn compact(
             "a turn is running or waiting in this session; compact it when it has finished",
         )
         .await?;
+    // The old session's metadata is read (its title) and rewritten: a title's write lands first.
+    runtime.settle_title().await;
     let (agent, _) = runtime.agent();
     let model = agent.model();
     let call = SummaryCall::new(model.as_ref(), state.stop_token());

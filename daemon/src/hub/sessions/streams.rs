@@ -1,7 +1,8 @@
 //! What the hub core hands a client that watches a session: a [`TurnStream`] (one turn's events,
 //! from StartTurn: [`start_turn`]) or an [`EventStream`] (a [`Snapshot`], then every event, from
 //! Subscribe: [`subscribe`]). Each holds the client's [`Attachment`] on the session's channel for
-//! as long as it lives. Also cancelling a turn ([`cancel_turn`]).
+//! as long as it lives. Also a turn that creates its session ([`start_turn_in_new_session`]) and
+//! cancelling a turn ([`cancel_turn`]).
 //!
 //! Invariants: a turn's stream is attached before its turn is accepted, so an approval the turn
 //! asks at once finds it attached; a turn no client started has no attachment and decides nothing;
@@ -20,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::core_state::CoreState;
 use super::runtime::SessionRuntime;
-use super::session_api::{SessionSummary, require_session, summary};
+use super::session_api::{SessionSummary, create_session, require_session, summary};
 use super::turn_queue::{AcceptError, Accepted};
 use crate::hub::approvals::{Attachment, LAG_GRACE};
 use crate::hub::error::CoreError;
@@ -262,6 +263,26 @@ pub(in crate::hub) async fn start_turn(
     Err(CoreError::Unavailable(
         "the session was closing; try again".to_owned(),
     ))
+}
+
+/// Starts a turn in a new session (StartTurn's `new_session`): the session is created whole, titled
+/// from the turn's text (no title write follows the turn), then the turn starts in it as in
+/// [`start_turn`]. `session_id` must be empty. The request's fields are checked before anything
+/// is created, so a refused turn leaves no session behind.
+pub(in crate::hub) async fn start_turn_in_new_session(
+    state: &Arc<CoreState>,
+    mut request: StartTurn,
+) -> Result<TurnStream, CoreError> {
+    if !request.session_id.is_empty() {
+        return Err(CoreError::InvalidArgument(
+            "session_id must be empty when new_session is set".to_owned(),
+        ));
+    }
+    let channel = check_channel(&request.channel)?;
+    check_text(&request.text)?;
+    check_idempotency_key(&request.idempotency_key)?;
+    request.session_id = create_session(state, &channel, None, Some(&request.text)).await?;
+    start_turn(state, request, None).await
 }
 
 /// For a repeated turn whose events are no longer buffered: its end if it ended, else the live

@@ -109,7 +109,7 @@ mod tests {
         // A second runtime of the session stands in for the open one, with a worker that panics
         // before it runs anything: the turn accepted on it waits for nobody.
         let stand_in = {
-            let role = core.resolve_role(&id, None).unwrap();
+            let (role, _) = core.resolve_role(&id, None).unwrap();
             let last = core.open_runtime(&id).await.unwrap().bus.last_seq();
             let bus = Arc::new(crate::hub::EventBus::continuing(id.as_str(), 64, 64, last));
             Arc::new(SessionRuntime::open(core.parts(), &id, &role, bus).unwrap())

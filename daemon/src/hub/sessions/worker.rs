@@ -55,6 +55,8 @@ pub(super) async fn run_worker(runtime: &SessionRuntime) {
             break;
         }
     }
+    // A title's write still running is durable before the session's record is closed.
+    runtime.settle_title().await;
     runtime.close_session_record().await;
 }
 
@@ -65,7 +67,6 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     runtime
         .turn_slot
         .set_turn(Some(turn_id.clone()), record.held_for);
-    let title = runtime.start_title(&record.info.text);
     let options = TurnOptions {
         channel: Some(record.info.channel.clone()),
         cancel: Some(record.cancel.clone()),
@@ -75,6 +76,8 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
     // event sits before the turn's first stored message.
     let repair = agent.repair_notice();
     let before_turn = next_message(&recorder, &agent);
+    // The title's write runs beside the turn and is not waited for (see `start_title`).
+    runtime.start_title(&record.info.text, before_turn == Some(0));
     // The turn waited in the turn table; the agent runs it now or refuses, never queues it.
     let end = match agent.try_stream_with(record.info.text.clone(), options) {
         Ok(stream) => {
@@ -98,7 +101,6 @@ async fn run_turn(runtime: &SessionRuntime, record: TurnRecord) {
         }
     };
     runtime.turn_slot.set(None);
-    runtime.finish_title(title).await;
     runtime.save_pending_notice().await;
     let end = end.unwrap_or_else(|| {
         warn!(session_id = %runtime.session_id, %turn_id, "a turn ended without its end event");
