@@ -64,24 +64,11 @@ impl StoreHooks for SlowReplies {
 /// returned when the end arrived, and the stored messages' texts.
 async fn one_turn(refuse: bool) -> (taud::agent::TurnEnd, bool, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
-    let files = FileSessionStore::open(dir.path().join("sessions"), Durability::NoSync).unwrap();
-    let session_id = create_fresh_session(&files).unwrap().session_id;
-    let store = Arc::new(Hooked {
-        inner: files,
-        hooks: SlowReplies {
-            refuse,
-            reply_written: AtomicBool::new(false),
-        },
-    });
-    let model = Arc::new(FakeModel::scripted([FakeReply::text(REPLY)]));
-    let factory = Arc::new(SharedModelFactory(model as _));
-    let core = HubCore::new(
-        Arc::clone(&store) as Arc<dyn SessionStore>,
-        CoreOptions::default(),
-        factory,
-    )
-    .unwrap();
-    core.start().await.unwrap();
+    let hooks = SlowReplies {
+        refuse,
+        reply_written: AtomicBool::new(false),
+    };
+    let (store, core, session_id) = hooked_hub(dir.path(), hooks, 1).await;
     let mut turn = core
         .start_turn(StartTurn {
             session_id: session_id.clone(),
@@ -174,17 +161,18 @@ impl StoreHooks for TitleGate {
     }
 }
 
-/// A hub over `gate` and a session in it (made without metadata, as OpenSession's is untitled).
-async fn gated_hub(
+/// A hub over a file store seen through `hooks`, whose model gives `replies` replies of
+/// [`REPLY`], and a session in it (made without metadata, as OpenSession's is untitled).
+async fn hooked_hub<H: StoreHooks + 'static>(
     dir: &std::path::Path,
-    gate: TitleGate,
+    hooks: H,
     replies: usize,
-) -> (Arc<Hooked<TitleGate>>, HubCore, String) {
+) -> (Arc<Hooked<H>>, HubCore, String) {
     let files = FileSessionStore::open(dir.join("sessions"), Durability::NoSync).unwrap();
     let session_id = create_fresh_session(&files).unwrap().session_id;
     let store = Arc::new(Hooked {
         inner: files,
-        hooks: gate,
+        hooks,
     });
     let model = Arc::new(FakeModel::scripted(vec![FakeReply::text(REPLY); replies]));
     let factory = Arc::new(SharedModelFactory(model as _));
@@ -224,7 +212,7 @@ async fn turn_to_end(core: &HubCore, session_id: &str, text: &str) -> taud::agen
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_title_follows_the_turn_and_is_read_and_stored_once_written() {
     let dir = tempfile::tempdir().unwrap();
-    let (store, core, id) = gated_hub(dir.path(), TitleGate::default(), 1).await;
+    let (store, core, id) = hooked_hub(dir.path(), TitleGate::default(), 1).await;
     let end = turn_to_end(&core, &id, "lamp  status").await;
     assert_eq!(end.stop_reason, StopReason::EndTurn, "{end:?}");
     assert_eq!(
@@ -257,7 +245,7 @@ async fn a_title_whose_write_was_lost_comes_back_from_the_first_user_message() {
         ..TitleGate::default()
     };
     gate.open();
-    let (store, core, id) = gated_hub(dir.path(), gate, 2).await;
+    let (store, core, id) = hooked_hub(dir.path(), gate, 2).await;
     turn_to_end(&core, &id, "first words").await;
     let title = core.get_session(&id, false).await.unwrap().summary.title;
     assert_eq!(title, "", "the store refused the title");
