@@ -321,9 +321,9 @@ impl SessionRuntime {
 
     /// Starts setting the session's title, if it has none and no title's write runs already: from
     /// its first stored user message when that makes a title (a title lost to a crash comes back
-    /// from the same message; not read on the session's `first_turn`), else from `text`. The write runs beside the turn and may
-    /// outlive it: the turn's end is not held back for it (a crash before it is durable loses only
-    /// the title). Whoever reads or rewrites the session's metadata waits for it first
+    /// from the same message; not read on the session's `first_turn`), else from `text`. The
+    /// write runs beside the turn and may outlive it: the turn's end is not held back for it (a
+    /// crash before it is durable loses only the title). Whoever reads or rewrites the session's metadata waits for it first
     /// ([`SessionRuntime::settle_title`]), and a session is not retired while it runs
     /// ([`SessionRuntime::title_in_flight`]). A failure is logged; the next turn tries again. Once
     /// the session is known to have a title, later turns skip the store.
