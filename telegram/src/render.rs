@@ -1,12 +1,14 @@
 //! What the channel sends as HTML: escaping, splitting at Telegram's 4,096-character limit, and
 //! the approval card's body.
 //!
-//! Invariants: every dynamic text goes through [`escape_html`] after the shared display rules
-//! made its invisible characters visible; no chunk is longer than [`MAX_MESSAGE_CHARS`] and no
+//! Invariants: every dynamic text goes through [`escape_html`] (or [`escape_prose_html`] for a
+//! model's reply), which first makes its invisible characters visible by the rule every client
+//! and the gate share (`tau_api::display`), never a list of its own; no chunk is longer than [`MAX_MESSAGE_CHARS`] and no
 //! chunk ends inside an HTML entity; a card's arguments are cut at a character boundary to
 //! [`MAX_CARD_ARGUMENT_BYTES`] with the full text's size and sha256 prefix shown.
 
 use sha2::{Digest, Sha256};
+use tau_client::sanitize::{sanitize, sanitize_prose};
 
 use crate::texts::Texts;
 
@@ -15,9 +17,21 @@ pub const MAX_MESSAGE_CHARS: usize = 4096;
 /// The most of a tool's arguments shown on a card.
 pub const MAX_CARD_ARGUMENT_BYTES: usize = 3000;
 
-/// Escapes `&`, `<`, `>` and `"` for `parse_mode: HTML`, after replacing control, bidirectional
-/// and invisible characters with visible escapes.
+/// Untrusted or hub text as HTML for `parse_mode: HTML`: every character that could hide or
+/// reorder text written visibly by the clients' one rule (`tau_client::sanitize::sanitize`, the
+/// gate's set), then `&`, `<`, `>` and `"` escaped.
 pub fn escape_html(text: &str) -> String {
+    markup_inert(&sanitize(text))
+}
+
+/// A model's reply as HTML: as [`escape_html`], except that emoji sequences read as themselves,
+/// as they do in `tau chat` (`tau_client::sanitize::sanitize_prose`).
+pub fn escape_prose_html(text: &str) -> String {
+    markup_inert(&sanitize_prose(None, text))
+}
+
+/// `text` with `&`, `<`, `>` and `"` as entities.
+fn markup_inert(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -25,21 +39,10 @@ pub fn escape_html(text: &str) -> String {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
-            '\n' | '\t' => out.push(c),
-            c if is_hidden(c) => out.push_str(&format!("\\u{{{:04x}}}", u32::from(c))),
             c => out.push(c),
         }
     }
     out
-}
-
-/// Control, bidirectional and zero-width characters: shown as escapes, never raw.
-fn is_hidden(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            u32::from(c),
-            0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2069 | 0xFEFF | 0x061C
-        )
 }
 
 /// Splits escaped HTML into chunks of at most [`MAX_MESSAGE_CHARS`] characters, preferring a
@@ -136,7 +139,33 @@ mod tests {
     #[test]
     fn escaping_makes_markup_and_hidden_characters_inert() {
         let shown = escape_html("<script>&\u{202E}x\u{1b}[31m");
-        assert_eq!(shown, "&lt;script&gt;&amp;\\u{202e}x\\u{001b}[31m");
+        assert_eq!(shown, "&lt;script&gt;&amp;\\u{202e}x\\u{1b}[31m");
+    }
+
+    /// The characters a hand list missed: tags, a soft hyphen, a variation selector, private
+    /// use, a Hangul filler. Each is shown as an escape on a card and in a reply.
+    #[test]
+    fn invisible_characters_beyond_controls_and_bidi_are_shown() {
+        for (c, shown) in [
+            ('\u{e0041}', "\\u{e0041}"),
+            ('\u{ad}', "\\u{ad}"),
+            ('\u{fe0f}', "\\u{fe0f}"),
+            ('\u{e000}', "\\u{e000}"),
+            ('\u{3164}', "\\u{3164}"),
+        ] {
+            let text = format!("rm{c} -rf");
+            assert_eq!(escape_html(&text), format!("rm{shown} -rf"));
+            assert_eq!(escape_prose_html(&text), format!("rm{shown} -rf"));
+        }
+    }
+
+    /// A reply's emoji keep their presentation selector and joiner, as in `tau chat`; on a card
+    /// they are shown escaped.
+    #[test]
+    fn a_reply_keeps_emoji_sequences_and_a_card_does_not() {
+        let heart = "\u{2764}\u{fe0f} <3";
+        assert_eq!(escape_prose_html(heart), "\u{2764}\u{fe0f} &lt;3");
+        assert_eq!(escape_html(heart), "\u{2764}\\u{fe0f} &lt;3");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use tonic::Code;
 
 use crate::bot_api::BotError;
 use crate::hub_link::HubError;
-use crate::render::{escape_html, split_message};
+use crate::render::{escape_prose_html, split_message};
 
 use super::commands::{CHANNEL, open_new};
 use super::{Shared, cards, claims, lock};
@@ -248,7 +248,7 @@ impl Reply {
         if self.text.trim().is_empty() {
             return;
         }
-        let chunks = split_message(&escape_html(&self.text));
+        let chunks = split_message(&escape_prose_html(&self.text));
         for (i, chunk) in chunks.into_iter().enumerate() {
             if self.shown.get(i) == Some(&chunk) {
                 continue;
