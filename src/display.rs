@@ -14,7 +14,8 @@
 //!
 //! Any of them can hide, reorder or disguise what a person reads. Everything else (letters of
 //! every script with their combining marks, digits, punctuation, symbols, emoji, spaces) is shown
-//! as itself.
+//! as itself. [`escape_hidden`] and [`escape_hidden_in_prose`] write them visibly: every client
+//! (through `tau_client::sanitize`) and the hub's web page (its event JSON) show text through them.
 
 use icu_properties::props::{DefaultIgnorableCodePoint, Emoji, GeneralCategory};
 use icu_properties::{CodePointMapData, CodePointSetData};
@@ -55,6 +56,36 @@ pub fn is_hiding_char_in_prose(previous: Option<char>, c: char) -> bool {
         return false;
     }
     is_hiding_char(c)
+}
+
+/// Untrusted text made safe to show: newline and tab pass, every other character
+/// [`is_hiding_char`] names is written visibly as `\u{..}` (lower-case hex).
+pub fn escape_hidden(text: &str) -> String {
+    escape_where(None, text, |_, c| is_hiding_char(c))
+}
+
+/// A model's reply made safe to show like [`escape_hidden`], except that emoji sequences read as
+/// themselves ([`is_hiding_char_in_prose`]); `previous` is the character shown just before `text`.
+pub fn escape_hidden_in_prose(previous: Option<char>, text: &str) -> String {
+    escape_where(previous, text, is_hiding_char_in_prose)
+}
+
+/// `text` with every character `hides(previous, c)` names, but newline and tab, written `\u{..}`.
+fn escape_where(
+    mut previous: Option<char>,
+    text: &str,
+    hides: impl Fn(Option<char>, char) -> bool,
+) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == '\n' || c == '\t' || !hides(previous, c) {
+            out.push(c);
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        }
+        previous = Some(c);
+    }
+    out
 }
 
 #[cfg(test)]

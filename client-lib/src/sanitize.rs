@@ -5,13 +5,13 @@
 //! bidirectional control and invisible character is written visibly as `\u{..}`; a reply's emoji
 //! sequences read as themselves ([`sanitize_prose`]); [`one_line`] never returns a newline.
 
-use tau_api::display::{is_hiding_char, is_hiding_char_in_prose};
+use tau_api::display::{escape_hidden, escape_hidden_in_prose};
 
 /// A model's reply text made safe to print like [`sanitize`], except that emoji sequences (an
 /// emoji with its presentation selector or joiner, `tau_api::display::is_hiding_char_in_prose`)
 /// read as themselves; `previous` is the character printed just before `text`.
 pub fn sanitize_prose(previous: Option<char>, text: &str) -> String {
-    escape_where(previous, text, is_hiding_char_in_prose)
+    escape_hidden_in_prose(previous, text)
 }
 
 /// Untrusted text made safe to print: newline and tab pass, every other control character (C0,
@@ -20,25 +20,7 @@ pub fn sanitize_prose(previous: Option<char>, text: &str) -> String {
 /// ignorables such as variation selectors, tags and fillers: `tau_api::display`, the gate's set)
 /// is written visibly as `\u{..}`.
 pub fn sanitize(text: &str) -> String {
-    escape_where(None, text, |_, c| is_hiding_char(c))
-}
-
-/// `text` with every character `hides(previous, c)` names, but newline and tab, written `\u{..}`.
-fn escape_where(
-    mut previous: Option<char>,
-    text: &str,
-    hides: impl Fn(Option<char>, char) -> bool,
-) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c == '\n' || c == '\t' || !hides(previous, c) {
-            out.push(c);
-        } else {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        }
-        previous = Some(c);
-    }
-    out
+    escape_hidden(text)
 }
 
 /// `text` sanitized, on one line (newlines as `⏎`), cut to `max` characters with `…`.

@@ -17,6 +17,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tau_api::display::{escape_hidden, escape_hidden_in_prose};
 
 use super::event_json;
 use super::signin::{error, signed_in};
@@ -137,10 +138,10 @@ pub(super) async fn messages(
         for block in &message.content {
             match block {
                 ContentBlock::Text(text) if !text.is_empty() => {
-                    lines.push(json!({"role": role, "text": text}));
+                    lines.push(json!({"role": role, "text": escape_hidden_in_prose(None, text)}));
                 }
                 ContentBlock::ToolUse(tool_use) => {
-                    lines.push(json!({"role": "tool", "tool": tool_use.name}));
+                    lines.push(json!({"role": "tool", "tool": escape_hidden(&tool_use.name)}));
                 }
                 _ => {}
             }

@@ -4,9 +4,11 @@
 //! Invariants: an approval's arguments leave only as the gate formats them for a person (sorted
 //! JSON, control and bidirectional characters escaped), together with its tool, tier and effect,
 //! so the card shows exactly what the decision covers; text is sent as data for the page to set as
-//! text, never as markup.
+//! text, never as markup, and every text from a model, a tool or a person leaves with its hiding
+//! characters written visibly (`tau_api::display`, the rule every client shows text by).
 
 use serde_json::{Value, json};
+use tau_api::display::{escape_hidden, escape_hidden_in_prose};
 
 use crate::hub::Snapshot;
 use crate::hub::sessions::SessionSummary;
@@ -33,7 +35,7 @@ pub fn pending(info: &PendingInfo) -> Value {
 pub fn session(summary: &SessionSummary) -> Value {
     json!({
         "session_id": summary.session_id,
-        "title": summary.title,
+        "title": escape_hidden(&summary.title),
         "updated_at": summary.updated_at,
         "channel": summary.channel,
         "message_count": summary.message_count,
@@ -54,6 +56,12 @@ pub fn snapshot(snapshot: &Snapshot, stream_key: &str) -> Value {
     })
 }
 
+/// A person's or a model's text: emoji sequences read as themselves. A delta is escaped on its
+/// own, so a sequence split between two deltas shows its selector escaped.
+fn prose(text: &str) -> String {
+    escape_hidden_in_prose(None, text)
+}
+
 /// One event: `{"seq", "turn_id", "type", …}`.
 pub fn event(event: &SessionEvent) -> Value {
     let mut out = json!({
@@ -62,24 +70,32 @@ pub fn event(event: &SessionEvent) -> Value {
         "type": event.kind.name(),
     });
     let body = match &event.kind {
-        EventKind::TurnQueued { turn, ahead } => json!({"text": turn.text, "ahead": ahead}),
-        EventKind::TurnStarted { turn } => json!({"text": turn.text, "channel": turn.channel}),
-        EventKind::TextDelta(text) | EventKind::ReasoningDelta(text) => json!({"text": text}),
+        EventKind::TurnQueued { turn, ahead } => json!({"text": prose(&turn.text), "ahead": ahead}),
+        EventKind::TurnStarted { turn } => {
+            json!({"text": prose(&turn.text), "channel": turn.channel})
+        }
+        EventKind::TextDelta(text) | EventKind::ReasoningDelta(text) => {
+            json!({"text": prose(text)})
+        }
         EventKind::ToolUseStarted { tool_use_id, name } => {
-            json!({"tool_use_id": tool_use_id, "tool": name})
+            json!({"tool_use_id": tool_use_id, "tool": escape_hidden(name)})
         }
         EventKind::ToolProgress {
             tool_use_id,
             tool,
             progress,
-        } => json!({"tool_use_id": tool_use_id, "tool": tool, "message": progress.message}),
+        } => json!({
+            "tool_use_id": tool_use_id,
+            "tool": escape_hidden(tool),
+            "message": escape_hidden(&progress.message),
+        }),
         EventKind::ToolCall(call) => json!({
             "tool_use_id": call.tool_use_id,
-            "tool": call.tool,
+            "tool": escape_hidden(&call.tool),
             "tier": call.tier.map(|t| t.number()),
             "status": call.status,
             "approval": call.approval.as_str(),
-            "result_summary": call.result_summary,
+            "result_summary": escape_hidden(&call.result_summary),
             "duration_ms": call.duration_ms,
         }),
         EventKind::ApprovalRequested(info) => json!({"approval": pending(info)}),
@@ -91,7 +107,7 @@ pub fn event(event: &SessionEvent) -> Value {
             ..
         } => json!({
             "approval_id": approval_id,
-            "tool": tool,
+            "tool": escape_hidden(tool),
             "resolution": resolution.as_str(),
             "decided_by_channel": decided_by_channel,
         }),
@@ -99,10 +115,13 @@ pub fn event(event: &SessionEvent) -> Value {
         EventKind::OutputDiscarded => json!({}),
         EventKind::TurnEnded(end) => json!({
             "stop_reason": end.stop_reason.as_str(),
-            "text": end.text,
-            "notice": end.notice,
+            "text": prose(&end.text),
+            "notice": end.notice.as_deref().map(escape_hidden),
         }),
-        EventKind::Error(error) => json!({"message": error.message, "tool": error.tool}),
+        EventKind::Error(error) => json!({
+            "message": escape_hidden(&error.message),
+            "tool": error.tool.as_deref().map(escape_hidden),
+        }),
         EventKind::RoleSwitched {
             role,
             previous_role,
@@ -112,4 +131,37 @@ pub fn event(event: &SessionEvent) -> Value {
         out.extend(body);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event_of(kind: EventKind) -> SessionEvent {
+        SessionEvent {
+            seq: 1,
+            session_id: "s".into(),
+            turn_id: Some("t".into()),
+            at: "2026-12-06T00:00:00Z".into(),
+            kind,
+        }
+    }
+
+    /// A reply's bidirectional override, tag and zero-width characters reach the page written
+    /// visibly, as `tau chat` shows them; its emoji keep their selector.
+    #[test]
+    fn a_reply_reaches_the_page_with_its_hiding_characters_visible() {
+        let json = event(&event_of(EventKind::TextDelta(
+            "rm \u{202e}txt.exe\u{e0041}\u{200b} \u{2764}\u{fe0f}".into(),
+        )));
+        assert_eq!(
+            json["text"],
+            "rm \\u{202e}txt.exe\\u{e0041}\\u{200b} \u{2764}\u{fe0f}"
+        );
+        let json = event(&event_of(EventKind::ToolUseStarted {
+            tool_use_id: "u".into(),
+            name: "lamp\u{ad}on".into(),
+        }));
+        assert_eq!(json["tool"], "lamp\\u{ad}on");
+    }
 }
