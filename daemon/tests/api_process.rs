@@ -1,7 +1,7 @@
 //! The wire API against the real `taud` binary (temporary TAU_HOME and TAU_DATA_DIR, a free port,
 //! the offline demo model): turns over the Unix socket and over TCP with the token, approvals
 //! decided through the API, a client dropped mid-turn, two subscribers and `after_seq` resumption,
-//! a turn that creates its session.
+//! a turn that creates its session, and its retry.
 
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -164,6 +164,56 @@ async fn a_turn_that_creates_its_session_over_the_unix_socket() {
         assert!(status.message().contains(field), "{status:?}");
     }
     assert_eq!(stored(), 1, "a refused turn created no session");
+}
+
+/// A retried `new_session` turn with an idempotency key finds the session its first request made
+/// and there its first turn: one session, the turn run once. The same key on another channel, or
+/// another key, is another request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_new_session_turn_runs_once_in_one_session() {
+    let install = Install::new();
+    let hub = install.spawn();
+    install.wait_ready(hub.pid());
+    let mut client = socket_client(&install).await;
+    let keyed = |channel: &str, key: &str| pb::StartTurnRequest {
+        new_session: true,
+        idempotency_key: key.into(),
+        ..turn("", "hello", channel)
+    };
+
+    let (mut stream, first) = start(&mut client, keyed("cli", "retry-1")).await;
+    assert_eq!(ended(&rest(&mut stream).await).stop_reason, "end_turn");
+    let (mut stream, again) = start(&mut client, keyed("cli", "retry-1")).await;
+    assert_eq!(again.session_id, first.session_id, "the same session");
+    assert_eq!(again.turn_id, first.turn_id, "the first turn, replayed");
+    assert_eq!(ended(&rest(&mut stream).await).stop_reason, "end_turn");
+
+    let (mut stream, other_channel) = start(&mut client, keyed("web", "retry-1")).await;
+    rest(&mut stream).await;
+    let (mut stream, other_key) = start(&mut client, keyed("cli", "retry-2")).await;
+    rest(&mut stream).await;
+    assert_ne!(other_channel.session_id, first.session_id);
+    assert_ne!(other_key.session_id, first.session_id);
+
+    let listed = client
+        .list_sessions(pb::ListSessionsRequest {
+            channel: "cli".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .sessions;
+    assert_eq!(
+        listed.len(),
+        3,
+        "three requests, three sessions: {listed:?}"
+    );
+    let retried = listed
+        .iter()
+        .find(|s| s.session_id == first.session_id)
+        .unwrap();
+    assert_eq!(retried.message_count, 2, "the turn ran once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

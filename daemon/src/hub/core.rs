@@ -47,8 +47,8 @@ use super::routine_ops::{self, AddRoutine, HubRoutineProposer, ManualRun, Routin
 use super::sessions::SessionRuntime;
 use super::sessions::{
     self, AgentParts, ChannelListings, Compacted, CoreState, EventStream, MessageSelection,
-    OpenSessions, OpenTarget, Opened, RoleSwitch, SessionDetail, SessionSummary, StartTurn,
-    TurnStream,
+    NewSessionKeys, OpenSessions, OpenTarget, Opened, RoleSwitch, SessionDetail, SessionSummary,
+    StartTurn, TurnStream,
 };
 use super::spend_usage::{MAX_USAGE_DAYS, open_spend_meter};
 use crate::agent::SystemPromptSource;
@@ -147,6 +147,7 @@ impl HubCore {
                     sessions,
                     reaper_passes: Arc::new(AtomicU64::new(0)),
                     listings: ChannelListings::default(),
+                    new_session_keys: NewSessionKeys::default(),
                     ids: AtomicU64::new(0),
                     stop: CancellationToken::new(),
                     routines: OnceLock::new(),

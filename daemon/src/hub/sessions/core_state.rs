@@ -21,7 +21,7 @@ use tracing::info;
 
 use super::agent_build::AgentParts;
 use super::open_sessions::OpenSessions;
-use super::remembered::ChannelListings;
+use super::remembered::{ChannelListings, NewSessionKeys};
 use super::runtime::SessionRuntime;
 use super::supervise::run_watched;
 use crate::hub::approvals::ApprovalRegistry;
@@ -43,6 +43,8 @@ pub(crate) struct CoreState {
     pub(in crate::hub) reaper_passes: Arc<AtomicU64>,
     /// The last listing per channel, for `OpenSession.index`.
     pub(in crate::hub) listings: ChannelListings,
+    /// The sessions `new_session` made per idempotency key.
+    pub(in crate::hub) new_session_keys: NewSessionKeys,
     pub(in crate::hub) ids: AtomicU64,
     pub(in crate::hub) stop: CancellationToken,
     /// The routine engine, once `start` opened it (see `hub/routine_ops/`).

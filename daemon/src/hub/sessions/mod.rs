@@ -48,7 +48,7 @@ pub(crate) use core_state::CoreState;
 pub(crate) use open_sessions::OpenSessions;
 pub(in crate::hub) use reaper::spawn_reaper;
 pub use recorder::SessionRecorder;
-pub(crate) use remembered::ChannelListings;
+pub(crate) use remembered::{ChannelListings, NewSessionKeys};
 #[cfg(test)]
 pub(crate) use runtime::SessionRuntime;
 pub use session_api::{

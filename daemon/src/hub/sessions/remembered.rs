@@ -2,14 +2,18 @@
 //! the last seq of sessions that left memory) with a fixed number of entries, so nothing a client
 //! does, however many channels or sessions it names, grows the hub's memory without bound.
 //!
-//! [`ChannelListings`] is the one kept per channel.
+//! [`ChannelListings`] is the one kept per channel; [`NewSessionKeys`] the sessions StartTurn's
+//! `new_session` made for an idempotency key.
 //!
 //! Invariants: at most `capacity` entries; inserting a new key when full forgets the key inserted
 //! longest ago (an update keeps its place); what is forgotten is only a convenience (a listing
-//! index to list again, an `after_seq` to subscribe afresh), never state.
+//! index to list again, an `after_seq` to subscribe afresh, a retried `new_session` turn with a
+//! key forgotten long ago), never state.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::OnceCell;
 
 /// Channels whose last listing is remembered.
 pub const REMEMBERED_LISTINGS: usize = 64;
@@ -48,6 +52,56 @@ impl ChannelListings {
             .unwrap_or_else(PoisonError::into_inner)
             .get(channel)
             .cloned()
+    }
+}
+
+/// `new_session` idempotency keys remembered (per channel and key), so that many retries' worth.
+pub const REMEMBERED_NEW_SESSION_KEYS: usize = 1024;
+
+/// The session StartTurn's `new_session` made for each (channel, idempotency key), so a retried
+/// request starts its turn in the same session (where the key then finds the first turn) instead
+/// of making another. At most [`REMEMBERED_NEW_SESSION_KEYS`] keys; forgotten at a restart.
+///
+/// Each key holds a cell the first request fills with its session's id: a second request with
+/// the same key waits for that one's creation instead of racing it, and if the creation fails
+/// the next request tries again.
+#[derive(Debug)]
+pub(crate) struct NewSessionKeys {
+    keys: Mutex<Remembered<Arc<OnceCell<String>>>>,
+}
+
+impl Default for NewSessionKeys {
+    fn default() -> Self {
+        Self {
+            keys: Mutex::new(Remembered::new(REMEMBERED_NEW_SESSION_KEYS)),
+        }
+    }
+}
+
+impl NewSessionKeys {
+    /// The cell for `channel`'s `key`, made empty when not remembered.
+    pub(crate) fn cell(&self, channel: &str, key: &str) -> Arc<OnceCell<String>> {
+        let name = Self::name(channel, key);
+        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(cell) = keys.get(&name) {
+            return Arc::clone(cell);
+        }
+        let cell = Arc::new(OnceCell::new());
+        keys.insert(name, Arc::clone(&cell));
+        cell
+    }
+
+    /// Forgets `channel`'s `key` (its session is gone).
+    pub(crate) fn forget(&self, channel: &str, key: &str) {
+        self.keys
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&Self::name(channel, key));
+    }
+
+    /// One map key: a channel name holds no newline (`limits::check_channel`).
+    fn name(channel: &str, key: &str) -> String {
+        format!("{channel}\n{key}")
     }
 }
 
@@ -122,6 +176,30 @@ mod tests {
         assert_eq!(map.len(), 3);
         assert_eq!(map.get("c"), None);
         assert!(map.get("d").is_some() && map.get("e").is_some() && map.get("f").is_some());
+    }
+
+    #[test]
+    fn a_key_holds_one_cell_per_channel_until_forgotten() {
+        let keys = NewSessionKeys::default();
+        let first = keys.cell("cli", "k");
+        assert!(first.set("session-1".to_owned()).is_ok());
+        assert_eq!(
+            keys.cell("cli", "k").get().map(String::as_str),
+            Some("session-1")
+        );
+        assert!(keys.cell("web", "k").get().is_none(), "another channel");
+        assert!(keys.cell("cli", "k2").get().is_none(), "another key");
+        keys.forget("cli", "k");
+        assert!(keys.cell("cli", "k").get().is_none());
+        for i in 0..REMEMBERED_NEW_SESSION_KEYS + 10 {
+            keys.cell("cli", &format!("key-{i}"));
+        }
+        let held = keys
+            .keys
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        assert_eq!(held, REMEMBERED_NEW_SESSION_KEYS);
     }
 
     #[test]

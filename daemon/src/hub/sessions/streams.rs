@@ -268,7 +268,9 @@ pub(in crate::hub) async fn start_turn(
 /// Starts a turn in a new session (StartTurn's `new_session`): the session is created whole, titled
 /// from the turn's text (no title write follows the turn), then the turn starts in it as in
 /// [`start_turn`]. `session_id` must be empty. The request's fields are checked before anything
-/// is created, so a refused turn leaves no session behind.
+/// is created, so a refused turn leaves no session behind. With an idempotency key, a repeated
+/// request (same channel and key) starts its turn in the session the first one made, where the
+/// key returns the first turn (`NewSessionKeys`).
 pub(in crate::hub) async fn start_turn_in_new_session(
     state: &Arc<CoreState>,
     mut request: StartTurn,
@@ -280,9 +282,22 @@ pub(in crate::hub) async fn start_turn_in_new_session(
     }
     let channel = check_channel(&request.channel)?;
     check_text(&request.text)?;
-    check_idempotency_key(&request.idempotency_key)?;
-    request.session_id = create_session(state, &channel, None, Some(&request.text)).await?;
-    start_turn(state, request, None).await
+    let Some(key) = check_idempotency_key(&request.idempotency_key)? else {
+        request.session_id = create_session(state, &channel, None, Some(&request.text)).await?;
+        return start_turn(state, request, None).await;
+    };
+    // A retry finds the session its first request made, and there the key finds the first turn.
+    let cell = state.new_session_keys.cell(&channel, &key);
+    let session_id = cell
+        .get_or_try_init(|| create_session(state, &channel, None, Some(&request.text)))
+        .await?;
+    request.session_id = session_id.clone();
+    let started = start_turn(state, request, None).await;
+    if let Err(CoreError::NotFound(_)) = &started {
+        // Deleted since: the key names nothing now, and the turn is not run again.
+        state.new_session_keys.forget(&channel, &key);
+    }
+    started
 }
 
 /// For a repeated turn whose events are no longer buffered: its end if it ended, else the live
