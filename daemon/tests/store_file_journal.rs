@@ -461,3 +461,37 @@ fn a_torn_last_line_is_no_damage() {
 /// The checksummed format, the first format without its first line, and journals set aside.
 #[path = "store_file_journal_cases/formats.rs"]
 mod formats;
+
+/// The messages directory a session's journal holds open is written to only while it is still
+/// the directory at its path: one put in its place behind the store's back gets the next
+/// message, the old one (moved away) does not.
+#[test]
+fn a_messages_directory_replaced_behind_the_store_gets_the_next_message() {
+    let (dir, id, session_dir) = closed_file_fixture();
+    let store = open_file_store(dir.path());
+    store
+        .create_message(&id, DEFAULT_AGENT_ID, &user_message(2, "held"))
+        .unwrap();
+    store.tidy_session(&id).unwrap();
+    let messages = session_dir.join("agents/tau/messages");
+    let moved = session_dir.join("agents/tau/moved");
+    fs::rename(&messages, &moved).unwrap();
+    fs::create_dir(&messages).unwrap();
+    store
+        .create_message(&id, DEFAULT_AGENT_ID, &assistant_message(3, "new"))
+        .unwrap();
+    store.close_session(&id).unwrap();
+    assert!(moved.join("000002.json").exists());
+    assert!(
+        !moved.join("000003.json").exists(),
+        "written to the old directory"
+    );
+    let written: SessionMessageFile =
+        serde_json::from_slice(&fs::read(messages.join("000003.json")).unwrap()).unwrap();
+    assert_eq!(written.message_id, 3);
+}
+
+#[derive(serde::Deserialize)]
+struct SessionMessageFile {
+    message_id: u64,
+}

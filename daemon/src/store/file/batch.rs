@@ -7,7 +7,9 @@
 //! checksum fails, is skipped on replay);
 //! a message id already taken refuses the whole batch before anything is written; the session's
 //! count and time are updated in memory once the batch is journaled (they reach `session.json` at
-//! `flush_session`).
+//! `flush_session`); a message is written only into a messages directory opened after a walk of
+//! its path that found no link in any component, and held by the session's journal while one
+//! look at its whole path still finds that directory.
 
 use std::collections::hash_map::Entry;
 use std::sync::Arc;
@@ -58,12 +60,24 @@ impl FileBackend {
     }
 
     /// The agent's messages directory, open: the one the session's journal holds while it is
-    /// still the directory at its path (checked, as every write checks it), else opened now.
+    /// still the directory at its path (checked at every write), else opened now after a walk
+    /// of its path that refuses a link in any component.
     fn messages_dir_for(
         &self,
         session_id: &str,
         agent_id: &str,
     ) -> Result<Arc<MessagesDir>, SessionError> {
+        if let Some(dir) = self.held_messages_dir(session_id, agent_id) {
+            // One look at the whole path (the last component not followed) instead of a walk
+            // of four: a directory opened after a walk that found no link, and still the one
+            // at its path, is written to through its descriptor, never through a path. (A
+            // link put in place of a parent that leads back to the same directory would not
+            // be noticed; files still go where the walk had found them.) Anything else is
+            // walked again.
+            if std::fs::symlink_metadata(dir.path()).is_ok_and(|meta| dir.is(&meta)) {
+                return Ok(dir);
+            }
+        }
         let components = [session_id, AGENTS_DIR, agent_id, MESSAGES_DIR];
         let Some((path, meta)) = existing_dir_meta(&self.root, &components)? else {
             // Missing: the precise error.
@@ -74,7 +88,9 @@ impl FileBackend {
             });
         };
         self.ensure_reconciled(session_id, &self.root.join(session_id));
-        if let Some(dir) = self.held_messages_dir(session_id, agent_id, &meta) {
+        if let Some(dir) = self.held_messages_dir(session_id, agent_id)
+            && dir.is(&meta)
+        {
             return Ok(dir);
         }
         MessagesDir::open(path).map(Arc::new)

@@ -11,27 +11,37 @@
 //! synced files already, which its replay leaves as they are (a message file that parses as its
 //! message is kept, `events.jsonl` is cut back and given the same events again).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use nix::fcntl::OFlag;
 
 use super::fsutil::sync_dir;
-use super::layout::{EVENTS_FILE, JOURNAL_FILE, message_file_name};
+use super::layout::{EVENTS_FILE, JOURNAL_FILE};
 use crate::store::contract::Durability;
 use crate::store::store_error::SessionError;
 
+/// A directory held open that message files were written in (`materialize`'s `MessagesDir`).
+pub(super) trait HeldDir: Send + Sync {
+    /// Syncs message `id`'s file, opened relative to the directory (one not there is nothing
+    /// to sync).
+    fn sync_message(&self, id: u64) -> Result<(), SessionError>;
+    /// Syncs the directory itself (the names created in it).
+    fn sync(&self) -> Result<(), SessionError>;
+}
+
 /// What a session's materializations wrote since its last checkpoint, to sync at the next one.
-/// Message files are kept as their ids (8 bytes each, not a path), so a checkpoint can cover
-/// hundreds of them.
+/// Message files are kept as their ids (8 bytes each, not a path) beside the held directory they
+/// were written in, so a checkpoint can cover hundreds of them and opens each relative to it.
 #[derive(Default)]
 pub(super) struct Unsynced {
     /// Directories, and `events.jsonl`.
     paths: HashSet<PathBuf>,
-    /// Message files, by their directory.
-    messages: HashMap<PathBuf, Vec<u64>>,
+    /// Message files, by the held directory they were written in (one per agent, seldom more).
+    messages: Vec<(Arc<dyn HeldDir>, Vec<u64>)>,
     /// Message files in `messages`.
     files: usize,
 }
@@ -47,13 +57,20 @@ impl Unsynced {
         self.paths.contains(path)
     }
 
-    /// The file of message `id` written in `dir` (a directory is synced too).
-    pub(super) fn add_message(&mut self, dir: &Path, id: u64) {
-        match self.messages.get_mut(dir) {
-            Some(ids) => ids.push(id),
-            None => {
-                self.messages.insert(dir.to_path_buf(), vec![id]);
-            }
+    /// The file of message `id` written in `dir` (the directory is synced too).
+    pub(super) fn add_message<D: HeldDir + 'static>(&mut self, dir: &Arc<D>, id: u64) {
+        let dir: Arc<dyn HeldDir> = Arc::clone(dir) as Arc<dyn HeldDir>;
+        self.add_held(&dir, id);
+    }
+
+    fn add_held(&mut self, dir: &Arc<dyn HeldDir>, id: u64) {
+        match self
+            .messages
+            .iter_mut()
+            .find(|(held, _)| Arc::ptr_eq(held, dir))
+        {
+            Some((_, ids)) => ids.push(id),
+            None => self.messages.push((Arc::clone(dir), vec![id])),
         }
         self.files += 1;
     }
@@ -71,28 +88,59 @@ impl Unsynced {
     pub(super) fn extend(&mut self, other: Unsynced) {
         self.paths.extend(other.paths);
         for (dir, ids) in other.messages {
-            self.files += ids.len();
-            self.messages.entry(dir).or_default().extend(ids);
+            for id in ids {
+                self.add_held(&dir, id);
+            }
         }
     }
 
-    /// Syncs every path (see [`sync_paths`]): the files first, the directories after them.
+    /// Syncs everything (see [`sync_paths`]): the files first, the directories after them.
     pub(super) fn sync(&self, durability: Durability) -> Result<(), SessionError> {
         if durability == Durability::NoSync || self.is_empty() {
             return Ok(());
         }
-        let mut paths = Vec::with_capacity(self.len());
+        let mut targets = Vec::with_capacity(self.len());
         for (dir, ids) in &self.messages {
-            paths.extend(ids.iter().map(|&id| dir.join(message_file_name(id))));
+            targets.extend(ids.iter().map(|&id| SyncTarget::Message(dir.as_ref(), id)));
         }
         let (dirs, files): (Vec<&PathBuf>, Vec<&PathBuf>) = self
             .paths
             .iter()
             .partition(|path| !path.ends_with(EVENTS_FILE));
-        paths.extend(files.into_iter().cloned());
-        paths.extend(self.messages.keys().cloned());
-        paths.extend(dirs.into_iter().cloned());
-        sync_paths(paths.iter(), durability)
+        targets.extend(files.into_iter().map(|path| SyncTarget::Path(path)));
+        targets.extend(
+            self.messages
+                .iter()
+                .map(|(dir, _)| SyncTarget::Dir(dir.as_ref())),
+        );
+        targets.extend(dirs.into_iter().map(|path| SyncTarget::Path(path)));
+        sync_targets(&targets)
+    }
+}
+
+/// One file or directory to sync.
+enum SyncTarget<'a> {
+    /// By its path.
+    Path(&'a Path),
+    /// A message file, opened relative to the held directory it was written in.
+    Message(&'a dyn HeldDir, u64),
+    /// A held directory, through its descriptor.
+    Dir(&'a dyn HeldDir),
+}
+
+impl SyncTarget<'_> {
+    fn sync(&self) -> Result<(), SessionError> {
+        let (file, path) = match self {
+            Self::Path(path) => match std::fs::File::open(path) {
+                Ok(file) => (file, *path),
+                // Nothing to sync (a replay names `events.jsonl` whether or not one was written).
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(err) => return Err(SessionError::io(path, err)),
+            },
+            Self::Message(dir, id) => return dir.sync_message(*id),
+            Self::Dir(dir) => return dir.sync(),
+        };
+        file.sync_all().map_err(|err| SessionError::io(path, err))
     }
 }
 
@@ -110,33 +158,37 @@ pub(super) fn sync_paths<'a>(
     if durability == Durability::NoSync || paths.len() == 0 {
         return Ok(());
     }
-    let paths: Vec<&PathBuf> = paths.collect();
-    let lanes = paths.len().min(SYNC_LANES);
-    if lanes == 1 {
-        return sync_lane(&paths, 0, 1);
+    let targets: Vec<SyncTarget<'_>> = paths.map(|path| SyncTarget::Path(path)).collect();
+    sync_targets(&targets)
+}
+
+/// Syncs every target, up to [`SYNC_LANES`] at once.
+fn sync_targets(targets: &[SyncTarget<'_>]) -> Result<(), SessionError> {
+    let lanes = targets.len().min(SYNC_LANES);
+    if lanes <= 1 {
+        return sync_lane(targets, 0, 1);
     }
     std::thread::scope(|scope| {
-        let paths = &paths;
         let mut inline = vec![0];
         let mut spawned = Vec::with_capacity(lanes - 1);
         for lane in 1..lanes {
             match std::thread::Builder::new()
                 .name("tau-sync".to_owned())
-                .spawn_scoped(scope, move || sync_lane(paths, lane, lanes))
+                .spawn_scoped(scope, move || sync_lane(targets, lane, lanes))
             {
-                Ok(handle) => spawned.push((lane, handle)),
+                Ok(handle) => spawned.push(handle),
                 // No thread to be had: this one syncs that lane too.
                 Err(_) => inline.push(lane),
             }
         }
         let mut result = Ok(());
         for lane in inline {
-            result = result.and(sync_lane(paths, lane, lanes));
+            result = result.and(sync_lane(targets, lane, lanes));
         }
-        for (lane, handle) in spawned {
+        for handle in spawned {
             let synced = handle.join().unwrap_or_else(|_| {
                 Err(SessionError::io(
-                    paths[lane],
+                    "a checkpoint's sync",
                     std::io::Error::other("the thread syncing it panicked"),
                 ))
             });
@@ -146,16 +198,10 @@ pub(super) fn sync_paths<'a>(
     })
 }
 
-/// Syncs every `lanes`-th path of `paths` from `lane` on.
-fn sync_lane(paths: &[&PathBuf], lane: usize, lanes: usize) -> Result<(), SessionError> {
-    for path in paths.iter().skip(lane).step_by(lanes) {
-        let file = match std::fs::File::open(path) {
-            Ok(file) => file,
-            // Nothing to sync (a replay names `events.jsonl` whether or not one was written).
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(err) => return Err(SessionError::io(path, err)),
-        };
-        file.sync_all().map_err(|err| SessionError::io(path, err))?;
+/// Syncs every `lanes`-th target from `lane` on.
+fn sync_lane(targets: &[SyncTarget<'_>], lane: usize, lanes: usize) -> Result<(), SessionError> {
+    for target in targets.iter().skip(lane).step_by(lanes) {
+        target.sync()?;
     }
     Ok(())
 }

@@ -192,21 +192,16 @@ impl FileBackend {
         self.lock_journals().get(session_id).cloned()
     }
 
-    /// The agent's messages directory held open by the session's journal entry, if it is still
-    /// the one at its path (`meta`, a look at that path that found a directory).
+    /// The agent's messages directory held open by the session's journal entry (whether it is
+    /// still the one at its path is the caller's to check).
     pub(super) fn held_messages_dir(
         &self,
         session_id: &str,
         agent_id: &str,
-        meta: &std::fs::Metadata,
     ) -> Option<Arc<MessagesDir>> {
         let entry = self.existing_entry(session_id)?;
         let journal = lock_entry(&entry);
-        journal
-            .agents
-            .get(agent_id)
-            .filter(|dir| dir.is(meta))
-            .cloned()
+        journal.agents.get(agent_id).cloned()
     }
 
     /// Journals `events` and `messages` (of `agent_id`, in `messages_dir`) durably; they are
@@ -392,7 +387,7 @@ impl FileBackend {
         }
         let done: Vec<Arc<PendingMessage>> = journal.messages.drain(..written).collect();
         for next in done {
-            journal.unsynced.add_message(next.dir.path(), next.id);
+            journal.unsynced.add_message(&next.dir, next.id);
         }
         result
     }
@@ -572,7 +567,7 @@ fn materialize_locked(
             journal.messages.extend(rest);
             return Err(err);
         }
-        journal.unsynced.add_message(next.dir.path(), next.id);
+        journal.unsynced.add_message(&next.dir, next.id);
     }
     Ok(())
 }

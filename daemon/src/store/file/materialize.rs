@@ -7,9 +7,10 @@
 //! - [`encode_batch`] writes the journal's version 2 line exactly as `journal_replay`'s
 //!   `encode_line` of the same record would (a test holds them equal), checksum included.
 //! - A message file gets its name only whole (written to a temporary file of the store's pattern
-//!   in the held directory, then linked: `O_EXCL`, never through a link, 0600), so a crash leaves
-//!   no torn file even when the journal line that held it is damaged too. A name taken already is
-//!   left as it is.
+//!   in the held directory, `O_EXCL`, never through a link, 0600, then given the name without
+//!   replacing anything: `renameat2(RENAME_NOREPLACE)` on Linux, a link elsewhere), so a crash
+//!   leaves no torn file even when the journal line that held it is damaged too. A name taken
+//!   already is left as it is.
 //! - A held directory or file is only ever used by the journal entry that opened it; one found
 //!   no longer at its path (a directory replaced behind the store's back) is opened again.
 
@@ -25,6 +26,7 @@ use nix::sys::stat::{Mode, fstatat};
 use nix::unistd::{UnlinkatFlags, linkat, unlinkat};
 use serde_json::Value;
 
+use super::checkpoint::HeldDir;
 use super::fsutil::{FILE_MODE, open_error};
 use super::journal_replay::{CRC_FIELD, JOURNAL_VERSION};
 use super::jsonl::Appender;
@@ -78,9 +80,9 @@ impl MessagesDir {
     }
 
     /// Creates message `id`'s file holding `bytes` (not synced); `Ok(false)`, nothing written,
-    /// if the name is taken. The bytes go to a temporary file first, linked to the name once
-    /// whole: a process killed in the middle leaves only the temporary file (removed on the next
-    /// open), never a torn message whose journal line may be lost too.
+    /// if the name is taken. The bytes go to a temporary file first, given the name once whole
+    /// ([`MessagesDir::name_new`]): a process killed in the middle leaves only the temporary
+    /// file (removed on the next open), never a torn message whose journal line may be lost too.
     pub(super) fn create(&self, id: u64, bytes: &[u8]) -> Result<bool, SessionError> {
         let name = message_file_name(id);
         // One materialization at a time writes a session's files (its entry's lock), so a
@@ -98,27 +100,84 @@ impl MessagesDir {
             opened => opened,
         }
         .map_err(|errno| open_error(&self.path.join(&temp), errno.into()))?;
-        let linked = File::from(fd)
+        let written = File::from(fd)
             .write_all(bytes)
-            .map_err(|err| SessionError::io(self.path.join(&temp), err))
-            .and_then(|()| {
-                match linkat(
-                    &self.dir,
-                    temp.as_str(),
-                    &self.dir,
-                    name.as_str(),
-                    AtFlags::empty(),
-                ) {
-                    Ok(()) => Ok(true),
-                    Err(Errno::EEXIST) => Ok(false),
-                    Err(errno) => Err(SessionError::io(self.path.join(&name), errno.into())),
-                }
-            });
-        if let Err(errno) = unlinkat(&self.dir, temp.as_str(), UnlinkatFlags::NoRemoveDir) {
+            .map_err(|err| SessionError::io(self.path.join(&temp), err));
+        let named = match written {
+            Ok(()) => self.name_new(&temp, &name),
+            Err(err) => Err(err),
+        };
+        // Renamed: the temporary name is gone already.
+        if !matches!(named, Ok(Named::Renamed))
+            && let Err(errno) = unlinkat(&self.dir, temp.as_str(), UnlinkatFlags::NoRemoveDir)
+        {
             tracing::warn!(path = %self.path.join(&temp).display(), %errno, "could not remove a temporary file");
         }
-        linked
+        named.map(|named| named != Named::Taken)
     }
+
+    /// Gives the whole temporary file `temp` the name `name` unless that name exists. On Linux
+    /// one `renameat2(RENAME_NOREPLACE)`; elsewhere, or on a file system without it, a link (the
+    /// caller then removes the temporary name).
+    fn name_new(&self, temp: &str, name: &str) -> Result<Named, SessionError> {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            use nix::fcntl::{RenameFlags, renameat2};
+            match renameat2(
+                &self.dir,
+                temp,
+                &self.dir,
+                name,
+                RenameFlags::RENAME_NOREPLACE,
+            ) {
+                Ok(()) => return Ok(Named::Renamed),
+                Err(Errno::EEXIST) => return Ok(Named::Taken),
+                // Not supported here: linked instead.
+                Err(Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => {}
+                Err(errno) => return Err(SessionError::io(self.path.join(name), errno.into())),
+            }
+        }
+        match linkat(&self.dir, temp, &self.dir, name, AtFlags::empty()) {
+            Ok(()) => Ok(Named::Linked),
+            Err(Errno::EEXIST) => Ok(Named::Taken),
+            Err(errno) => Err(SessionError::io(self.path.join(name), errno.into())),
+        }
+    }
+}
+
+impl HeldDir for MessagesDir {
+    /// Syncs message `id`'s file, opened relative to this directory (one not there is
+    /// nothing to sync).
+    fn sync_message(&self, id: u64) -> Result<(), SessionError> {
+        let name = message_file_name(id);
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = match openat(&self.dir, name.as_str(), flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => return Ok(()),
+            Err(errno) => return Err(open_error(&self.path.join(&name), errno.into())),
+        };
+        File::from(fd)
+            .sync_all()
+            .map_err(|err| SessionError::io(self.path.join(&name), err))
+    }
+
+    /// Syncs the directory itself (the names created in it).
+    fn sync(&self) -> Result<(), SessionError> {
+        self.dir
+            .sync_all()
+            .map_err(|err| SessionError::io(&self.path, err))
+    }
+}
+
+/// How [`MessagesDir::name_new`] named a temporary file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Named {
+    /// Renamed: the temporary name is gone.
+    Renamed,
+    /// Linked: the temporary name is still there.
+    Linked,
+    /// The name was taken: the temporary file is still there.
+    Taken,
 }
 
 /// The random part of a materialization's temporary file name (see [`MessagesDir::create`]).
