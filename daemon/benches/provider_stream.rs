@@ -134,7 +134,7 @@ async fn first_delta(provider: &str, iterations: usize) -> Result<Vec<Duration>,
     let request = ModelRequest {
         system: Vec::new(),
         messages: vec![Message::user_text("hello")],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
     };
     let mut samples = Vec::with_capacity(iterations);
     for i in 0..WARMUP + iterations {

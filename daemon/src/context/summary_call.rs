@@ -134,7 +134,7 @@ pub fn summary_request(
     Ok(ModelRequest {
         system: vec![SystemContentBlock::Text(summary_system_prompt(focus))],
         messages: copy,
-        tools: Vec::new(),
+        tools: Vec::new().into(),
     })
 }
 

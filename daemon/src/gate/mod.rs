@@ -154,12 +154,17 @@ impl TierGate {
     }
 
     /// Replaces the catalog (the agent does it at a turn boundary, so a turn sees one tool set).
+    /// A catalog of the very same tools as the current one leaves the current one in place, with
+    /// the specs it already shares with the model's requests.
     pub fn set_catalog(&self, catalog: Arc<ToolCatalog>) {
-        *self
+        let mut current = self
             .inner
             .catalog
             .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = catalog;
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !current.same_tools(&catalog) {
+            *current = catalog;
+        }
     }
 
     pub fn approver_name(&self) -> &str {

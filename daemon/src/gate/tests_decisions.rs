@@ -203,3 +203,26 @@ async fn an_approval_that_cannot_be_recorded_issues_no_permit() {
         "the question still ends"
     );
 }
+
+/// A catalog of the same tool objects leaves the gate's catalog (and its shared specs) in place;
+/// one with another tool replaces it.
+#[test]
+fn a_catalog_of_the_same_tools_keeps_the_shared_specs() {
+    let first = catalog();
+    let gate = TierGate::builder(Arc::clone(&first))
+        .approver(Arc::new(ScriptedApprover::new(vec![])) as _)
+        .sink(Arc::new(MemorySink::default()) as _)
+        .build();
+    let specs = gate.catalog().specs();
+    let mut same = ToolCatalog::new();
+    for entry in first.entries() {
+        same.add(Arc::clone(entry.tool())).unwrap();
+    }
+    gate.set_catalog(Arc::new(same));
+    assert!(Arc::ptr_eq(&gate.catalog(), &first));
+    assert!(Arc::ptr_eq(&gate.catalog().specs(), &specs));
+    let other = catalog();
+    gate.set_catalog(Arc::clone(&other));
+    assert!(Arc::ptr_eq(&gate.catalog(), &other));
+    assert!(!Arc::ptr_eq(&gate.catalog().specs(), &specs));
+}

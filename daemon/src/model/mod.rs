@@ -15,6 +15,7 @@ mod assemble;
 mod stop_reason;
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -37,8 +38,9 @@ pub struct ModelRequest {
     pub system: Vec<SystemContentBlock>,
     /// The conversation, metadata stripped.
     pub messages: Vec<Message>,
-    /// The tools the model may call (providers drop `annotations` on the wire where needed).
-    pub tools: Vec<ToolSpec>,
+    /// The tools the model may call (providers drop `annotations` on the wire where needed),
+    /// shared with the catalog they come from.
+    pub tools: Arc<[ToolSpec]>,
 }
 
 /// A piece of streamed reasoning.

@@ -249,7 +249,8 @@ impl PersonaLoader {
         };
         let user = self.user.as_ref().and_then(WatchedFile::current);
         let user: &str = user.as_deref().unwrap_or(NO_USER_FILE);
-        format!("{persona}\n\n## User\n{user}\n")
+        // Sized once (`concat`): `format!` would grow a persona of a few KiB through several copies.
+        [&*persona, "\n\n## User\n", user, "\n"].concat()
     }
 
     /// The `## Now` block, without a trailing newline.

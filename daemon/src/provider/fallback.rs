@@ -231,7 +231,7 @@ mod tests {
         ModelRequest {
             system: Vec::new(),
             messages: vec![crate::message::Message::user_text("hi")],
-            tools: Vec::new(),
+            tools: Vec::new().into(),
         }
     }
 

@@ -343,7 +343,7 @@ mod tests {
         ModelRequest {
             system: Vec::new(),
             messages: Vec::new(),
-            tools: Vec::new(),
+            tools: Vec::new().into(),
         }
     }
 

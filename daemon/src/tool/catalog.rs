@@ -3,9 +3,10 @@
 //! Invariants: every entry has a tier (a spec without `annotations.tau.tier` is refused with
 //! [`UntieredToolError`]); names are valid and unique (also across `-`/`_`); `[components.tools]
 //! disabled` can only remove entries, never add one or change a tier. The gate looks tools up here;
-//! a tool that is not in the catalog never runs.
+//! a tool that is not in the catalog never runs. The specs offered to the model are copied once per
+//! catalog ([`ToolCatalog::specs`]) and shared by every model call that uses it.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::call::Tool;
 use super::spec::{Tier, ToolSpec, is_valid_tool_name};
@@ -73,6 +74,8 @@ impl std::fmt::Debug for CatalogEntry {
 #[derive(Debug, Clone, Default)]
 pub struct ToolCatalog {
     entries: Vec<CatalogEntry>,
+    /// The entries' specs, copied at the first [`ToolCatalog::specs`] after the last change.
+    specs: OnceLock<Arc<[ToolSpec]>>,
 }
 
 impl ToolCatalog {
@@ -95,6 +98,7 @@ impl ToolCatalog {
             return Err(CatalogError::Duplicate(name));
         }
         let distribution = tool.distribution().to_owned();
+        self.specs = OnceLock::new();
         self.entries.push(CatalogEntry {
             tool,
             tier,
@@ -115,6 +119,7 @@ impl ToolCatalog {
                 })
         };
         let mut removed = Vec::new();
+        self.specs = OnceLock::new();
         self.entries.retain(|entry| {
             if is_disabled(entry) {
                 removed.push(entry.name().to_owned());
@@ -141,9 +146,24 @@ impl ToolCatalog {
         &self.entries
     }
 
-    /// The specs the model is offered, in registration order.
-    pub fn specs(&self) -> Vec<ToolSpec> {
-        self.entries.iter().map(|e| e.spec().clone()).collect()
+    /// The specs the model is offered, in registration order: copied once, then shared (a model
+    /// request holds them without copying each tool's schema again).
+    pub fn specs(&self) -> Arc<[ToolSpec]> {
+        Arc::clone(
+            self.specs
+                .get_or_init(|| self.entries.iter().map(|e| e.spec().clone()).collect()),
+        )
+    }
+
+    /// Whether `other` holds the very same tools (the same objects, so the same specs), with the
+    /// same tiers and distributions, in the same order.
+    pub fn same_tools(&self, other: &ToolCatalog) -> bool {
+        self.entries.len() == other.entries.len()
+            && self.entries.iter().zip(&other.entries).all(|(a, b)| {
+                Arc::ptr_eq(&a.tool, &b.tool)
+                    && a.tier == b.tier
+                    && a.distribution == b.distribution
+            })
     }
 
     /// The registered names, in registration order.
@@ -270,5 +290,40 @@ mod tests {
         assert_eq!(catalog.tier_of("one"), Some(Tier::Read));
         assert!(!catalog.has_physical());
         assert_eq!(catalog.get("one").unwrap().distribution(), "core");
+    }
+
+    #[test]
+    fn specs_are_copied_once_and_follow_every_change() {
+        let one = tiered("one", Tier::Read, "core");
+        let two = tiered("two", Tier::Physical, "extra");
+        let mut catalog = ToolCatalog::new();
+        catalog.add(Arc::clone(&one)).unwrap();
+        let first = catalog.specs();
+        assert!(Arc::ptr_eq(&first, &catalog.specs()));
+        catalog.add(Arc::clone(&two)).unwrap();
+        let names = |specs: &[ToolSpec]| specs.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&catalog.specs()), vec!["one", "two"]);
+        catalog.disable(&["one".into()]);
+        assert_eq!(names(&catalog.specs()), vec!["two"]);
+        assert_eq!(names(&first), vec!["one"]);
+    }
+
+    #[test]
+    fn same_tools_means_the_same_objects_in_the_same_order() {
+        let one = tiered("one", Tier::Read, "core");
+        let two = tiered("two", Tier::Physical, "extra");
+        let of = |tools: &[&Arc<dyn Tool>]| {
+            let mut catalog = ToolCatalog::new();
+            for tool in tools {
+                catalog.add(Arc::clone(tool)).unwrap();
+            }
+            catalog
+        };
+        assert!(of(&[&one, &two]).same_tools(&of(&[&one, &two])));
+        assert!(!of(&[&one, &two]).same_tools(&of(&[&two, &one])));
+        assert!(!of(&[&one, &two]).same_tools(&of(&[&one])));
+        // An equal spec in another object is not the same tool.
+        let other_one = tiered("one", Tier::Read, "core");
+        assert!(!of(&[&one]).same_tools(&of(&[&other_one])));
     }
 }

@@ -264,7 +264,7 @@ pub fn hello() -> ModelRequest {
     ModelRequest {
         system: Vec::new(),
         messages: vec![taud::message::Message::user_text("Merhaba")],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
     }
 }
 
@@ -321,6 +321,6 @@ pub fn image_result() -> ModelRequest {
                 metadata: None,
             },
         ],
-        tools: Vec::new(),
+        tools: Vec::new().into(),
     }
 }

@@ -271,7 +271,7 @@ mod tests {
                     metadata: None,
                 },
             ],
-            tools: vec![spec("clock"), spec("lamp")],
+            tools: vec![spec("clock"), spec("lamp")].into(),
         }
     }
 
@@ -331,7 +331,7 @@ mod tests {
                     metadata: None,
                 },
             ],
-            tools: Vec::new(),
+            tools: Vec::new().into(),
         };
         let body = body(&request, "claude-sonnet-4-5", 10, CachePlan::OFF);
         assert_eq!(

@@ -167,7 +167,8 @@ mod tests {
                 ToolSpec::builder("lamp", "Switch the lamp")
                     .tier(Tier::Physical)
                     .build(),
-            ],
+            ]
+            .into(),
         };
         let plan = CachePlan {
             enabled: true,

@@ -173,7 +173,7 @@ mod tests {
         ModelRequest {
             system: Vec::new(),
             messages: vec![Message::user_text(text)],
-            tools: Vec::new(),
+            tools: Vec::new().into(),
         }
     }
 

@@ -241,7 +241,8 @@ mod tests {
                     .input_schema(json!({"type": "object"}))
                     .tier(Tier::Read)
                     .build(),
-            ],
+            ]
+            .into(),
         };
         let tuning = ModelTuning {
             num_ctx: Some(32768),

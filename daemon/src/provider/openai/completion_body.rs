@@ -253,7 +253,7 @@ mod tests {
                     metadata: None,
                 },
             ],
-            tools: Vec::new(),
+            tools: Vec::new().into(),
         };
         let tuning = ModelTuning {
             temperature: Temperature::new(0.0),
