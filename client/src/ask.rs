@@ -7,8 +7,11 @@
 //! than that field (it answers that `session_id is empty`) in a session opened first.
 //!
 //! Opening the session, starting the turn and sending a decision are one-shot calls with a deadline
-//! ([`tau_client::call::CALL_DEADLINE`], `TAU_HUB_TIMEOUT` seconds when set): a stalled hub
-//! ends `tau ask` with an error.
+//! ([`tau_client::call::CALL_DEADLINE`], `TAU_HUB_TIMEOUT` seconds when set), and so is the wait
+//! for the turn's `accepted` once StartTurn answered
+//! ([`tau_client::feed::FeedError::NotAccepted`]): a stalled hub ends `tau ask` with an error. The
+//! rest of the answer has no deadline of its own (a model may think long, a person answer late);
+//! it ends with the turn, or when the hub's connection closes.
 //!
 //! Invariants: tier-2 calls are rejected unless `--approve` is given and a terminal (`/dev/tty`) is
 //! there to ask on; only `y`, `yes`, `e` or `evet` approve (the shared i18n rule), and only when
@@ -85,7 +88,8 @@ fn tty_available() -> bool {
 }
 
 struct Ask {
-    /// How long opening the session and sending a decision may take.
+    /// How long opening the session, starting the turn, its `accepted` and sending a decision may
+    /// each take.
     deadline: Duration,
     text: String,
     json: bool,
@@ -147,6 +151,9 @@ impl Ask {
             }
             Outcome::StreamLost(None) | Outcome::Detached => {
                 anyhow::bail!("the hub ended the stream before the turn ended")
+            }
+            Outcome::StreamLost(Some(error @ FeedError::NotAccepted(_))) => {
+                anyhow::bail!("cannot start the turn: {error}")
             }
             Outcome::StreamLost(Some(error)) => return Err(error.into()),
             Outcome::Stopped => {
