@@ -40,6 +40,7 @@ pub mod display;
 pub mod dotenv;
 pub mod env;
 pub mod error_marks;
+pub mod hub_features;
 pub mod installation;
 pub mod mcp_names;
 pub mod model_endpoints;

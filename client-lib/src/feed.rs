@@ -4,9 +4,13 @@
 //! the last seq seen), until the turn ends. Also recognises the item that resolves an approval
 //! elsewhere ([`Item::resolves`]), for a prompt left open while the feed is read.
 //!
-//! Invariants: an event is yielded at most once and in seq order (nothing is printed twice); after
-//! a resumption only the turn's own events are yielded; [`TurnFeed::attachment`] is the
-//! attachment of the live stream (a resumed stream has its own, the hub holds the old one's
+//! Invariants: the turn's `accepted` comes within the feed's accept deadline of the feed's start
+//! (the StartTurn's response headers), or the feed ends with [`FeedError::NotAccepted`]: a hub
+//! that answers the call and then sends nothing never keeps a client waiting for ever (later
+//! events have no deadline here, since a model may think long or a person answer late; see
+//! [`TurnFeed::new`]); an event is yielded at most once and in seq order (nothing is printed
+//! twice); after a resumption only the turn's own events are yielded; [`TurnFeed::attachment`] is
+//! the attachment of the live stream (a resumed stream has its own, the hub holds the old one's
 //! approvals for a grace period); a hub that cuts the feed off again and again with nothing new in
 //! between ends it with an error instead of a loop; `next` is cancel-safe (a resumption cancelled
 //! half-way is retried by the next call).
@@ -17,12 +21,16 @@
 //! until the resumed stream names its new attachment, so the caller can decide again with it.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::time::Duration;
 
 use tau_api::proto::v1::{self as pb, session_event, start_turn_response, subscribe_response};
+use tokio::time::Instant;
 use tonic::Streaming;
 use tonic::client::GrpcService;
 use tonic::codegen::{Body, Bytes, StdError};
+
+use crate::call::seconds;
 
 /// The trailer naming the seq a cut-off stream resumes after.
 pub const RESUME_TRAILER: &str = "tau-resume-after-seq";
@@ -67,6 +75,10 @@ pub enum FeedError {
     /// The Subscribe that would resume it was refused.
     #[error("the turn's stream was cut off and cannot be resumed: {0}")]
     CannotResume(String),
+    /// The hub answered StartTurn but did not accept the turn (its first message) within this
+    /// deadline.
+    #[error("the hub answered but did not accept the turn within {} s", seconds(*.0))]
+    NotAccepted(Duration),
 }
 
 impl FeedError {
@@ -83,6 +95,10 @@ impl FeedError {
             FeedError::CannotResume(message) => {
                 format!("cut off and cannot be resumed: {message}")
             }
+            FeedError::NotAccepted(deadline) => format!(
+                "the hub answered but did not accept the turn within {} s",
+                seconds(*deadline)
+            ),
         }
     }
 }
@@ -131,6 +147,10 @@ pub struct TurnFeed<C> {
     attachment: String,
     last_seq: u64,
     fruitless: u32,
+    /// How long the turn's `accepted` may take, and by when it must come (`None`: a deadline
+    /// beyond the clock's range, none).
+    accept_within: Duration,
+    accept_by: Option<Instant>,
 }
 
 impl<C> TurnFeed<C>
@@ -140,14 +160,24 @@ where
     C::ResponseBody: Body<Data = Bytes> + Send + 'static,
     <C::ResponseBody as Body>::Error: Into<StdError> + Send,
 {
-    /// The feed of the turn `stream` (a StartTurn on `session_id` and `channel`) started.
+    /// The feed of the turn `stream` (a StartTurn on `session_id` and `channel`) started, whose
+    /// `accepted` must come within `accept_within` from now (the hub sends it at once with the
+    /// response's headers).
+    ///
+    /// Only that first message has a deadline here. What bounds a later wait is the hub's own
+    /// deadlines (a model response's reads, an MCP call's, an approval's when one is configured;
+    /// an approval may wait on a person), the turn's `turn_ended`, and the connection: a hub that
+    /// exits or is killed closes the socket, which ends the stream at once.
     pub fn new(
         client: pb::tau_client::TauClient<C>,
         session_id: &str,
         channel: &str,
         stream: Streaming<pb::StartTurnResponse>,
+        accept_within: Duration,
     ) -> Self {
         Self {
+            accept_within,
+            accept_by: Instant::now().checked_add(accept_within),
             client,
             channel: channel.to_owned(),
             session_id: session_id.to_owned(),
@@ -203,14 +233,19 @@ where
     /// One item, the attachment of a resumed stream, or the end.
     async fn step(&mut self) -> Result<Step, FeedError> {
         loop {
+            // Until the turn is accepted, its stream has a deadline.
+            let accept_by = self.accept_by.filter(|_| self.turn_id.is_none());
             let raw = match &mut self.source {
-                Source::Turn(stream) => stream.message().await.map(|m| {
-                    m.map(|m| match m.kind {
-                        Some(start_turn_response::Kind::Accepted(a)) => Raw::Accepted(a),
-                        Some(start_turn_response::Kind::Event(e)) => Raw::Event(e),
-                        None => Raw::Nothing,
-                    })
-                }),
+                Source::Turn(stream) => first_within(accept_by, stream.message())
+                    .await
+                    .ok_or(FeedError::NotAccepted(self.accept_within))?
+                    .map(|m| {
+                        m.map(|m| match m.kind {
+                            Some(start_turn_response::Kind::Accepted(a)) => Raw::Accepted(a),
+                            Some(start_turn_response::Kind::Event(e)) => Raw::Event(e),
+                            None => Raw::Nothing,
+                        })
+                    }),
                 Source::Events(stream) => stream.message().await.map(|m| {
                     m.map(|m| match m.kind {
                         Some(subscribe_response::Kind::Snapshot(s)) => Raw::Snapshot(s),
@@ -296,6 +331,14 @@ where
     }
 }
 
+/// `read`'s result, or `None` when `by` is given and passes first.
+async fn first_within<T>(by: Option<Instant>, read: impl Future<Output = T>) -> Option<T> {
+    match by {
+        Some(by) => tokio::time::timeout_at(by, read).await.ok(),
+        None => Some(read.await),
+    }
+}
+
 /// The seq a cut-off status names in its trailer.
 fn resume_after(status: &tonic::Status) -> Option<u64> {
     status
@@ -359,5 +402,28 @@ mod tests {
             assert!(!reason.contains("stream"), "{reason}");
             assert!(error.to_string().ends_with(&reason), "{error}");
         }
+        let late = FeedError::NotAccepted(Duration::from_millis(1500));
+        assert_eq!(
+            late.reason(),
+            "the hub answered but did not accept the turn within 2 s"
+        );
+        assert_eq!(late.to_string(), late.reason());
+    }
+
+    #[tokio::test]
+    async fn only_a_given_deadline_ends_the_wait() {
+        let by = Instant::now() + Duration::from_millis(50);
+        assert_eq!(
+            first_within(Some(by), std::future::pending::<u8>()).await,
+            None
+        );
+        assert!(Instant::now() >= by);
+        // A message already there is taken, even at the deadline.
+        assert_eq!(first_within(Some(by), async { 7 }).await, Some(7));
+        let slow = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            8
+        };
+        assert_eq!(first_within(None, slow).await, Some(8));
     }
 }

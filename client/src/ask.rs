@@ -4,11 +4,16 @@
 //! The reply (the turn's last assistant text) goes to stdout; `--json` prints the turn's events as
 //! JSON lines instead. `--session ID` continues a session (OpenSession, then StartTurn); otherwise
 //! the turn starts in a new session in one call (StartTurn's `new_session`), and with a hub older
-//! than that field (it answers that `session_id is empty`) in a session opened first.
+//! than that field in a session opened first. Only a refusal (INVALID_ARGUMENT) costs a GetStatus
+//! call, whose features say whether the hub knows the field; a hub older than that list is known by
+//! its answer to such a request (`session_id is empty`).
 //!
 //! Opening the session, starting the turn and sending a decision are one-shot calls with a deadline
-//! ([`tau_client::call::CALL_DEADLINE`], `TAU_HUB_TIMEOUT` seconds when set): a stalled hub
-//! ends `tau ask` with an error.
+//! ([`tau_client::call::CALL_DEADLINE`], `TAU_HUB_TIMEOUT` seconds when set), and so is the wait
+//! for the turn's `accepted` once StartTurn answered
+//! ([`tau_client::feed::FeedError::NotAccepted`]): a stalled hub ends `tau ask` with an error. The
+//! rest of the answer has no deadline of its own (a model may think long, a person answer late);
+//! it ends with the turn, or when the hub's connection closes.
 //!
 //! Invariants: tier-2 calls are rejected unless `--approve` is given and a terminal (`/dev/tty`) is
 //! there to ask on; only `y`, `yes`, `e` or `evet` approve (the shared i18n rule), and only when
@@ -24,6 +29,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use tau_api::hub_features::{self, Support};
 use tau_api::i18n::{ApprovalPrompt, Messages, format_approval_prompt, is_approval_answer};
 use tau_api::installation::Installation;
 use tau_api::lang::Lang;
@@ -85,7 +91,8 @@ fn tty_available() -> bool {
 }
 
 struct Ask {
-    /// How long opening the session and sending a decision may take.
+    /// How long opening the session, starting the turn, its `accepted` and sending a decision may
+    /// each take.
     deadline: Duration,
     text: String,
     json: bool,
@@ -148,6 +155,9 @@ impl Ask {
             Outcome::StreamLost(None) | Outcome::Detached => {
                 anyhow::bail!("the hub ended the stream before the turn ended")
             }
+            Outcome::StreamLost(Some(error @ FeedError::NotAccepted(_))) => {
+                anyhow::bail!("cannot start the turn: {error}")
+            }
             Outcome::StreamLost(Some(error)) => return Err(error.into()),
             Outcome::Stopped => {
                 return Err(front
@@ -174,7 +184,9 @@ impl Ask {
             let request = client.start_turn(self.turn(String::new(), true));
             match within(self.deadline, request).await {
                 Ok(stream) => return Ok((String::new(), stream)),
-                Err(CallError::Hub(status)) if predates_new_session(&status) => {}
+                Err(CallError::Hub(status))
+                    if status.code() == tonic::Code::InvalidArgument
+                        && !self.takes_new_session(client, &status).await => {}
                 Err(error) => return Err(call_error("cannot start the turn", error)),
             }
         }
@@ -198,6 +210,19 @@ impl Ask {
         Ok((session_id, stream))
     }
 
+    /// Whether the hub that refused a StartTurn with `new_session` (INVALID_ARGUMENT) knows the
+    /// field, so the refusal stands: it says so in GetStatus's features. A hub that lists none
+    /// (older than the list), or whose status does not come, is judged by the refusal's message.
+    async fn takes_new_session(&self, client: &mut HubClient, refusal: &tonic::Status) -> bool {
+        let status = within(self.deadline, client.get_status(pb::GetStatusRequest {})).await;
+        let listed = status.map(|status| status.features).unwrap_or_default();
+        match hub_features::support(&listed, hub_features::START_TURN_NEW_SESSION) {
+            Support::Listed => true,
+            Support::Absent => false,
+            Support::Unsaid => !predates_new_session(refusal),
+        }
+    }
+
     /// The StartTurn request of this ask.
     fn turn(&self, session_id: String, new_session: bool) -> pb::StartTurnRequest {
         pb::StartTurnRequest {
@@ -210,8 +235,8 @@ impl Ask {
     }
 }
 
-/// Whether a refused StartTurn with `new_session` came from a hub that predates the field: it
-/// read the request as one without a session.
+/// Whether a refused StartTurn with `new_session` came from a hub that predates the field (it
+/// read the request as one without a session), for a hub too old to list its features.
 fn predates_new_session(status: &tonic::Status) -> bool {
     status.code() == tonic::Code::InvalidArgument && status.message() == "session_id is empty"
 }

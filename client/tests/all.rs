@@ -19,3 +19,4 @@ mod plugin_commands;
 mod shell_docs;
 mod telegram_cli;
 mod tui_fake_hub;
+mod turn_start;

@@ -10,8 +10,6 @@
 
 use crate::support;
 
-use std::time::Duration;
-
 use tau_api::proto::v1 as pb;
 
 use support::scripted_hub::*;
@@ -446,80 +444,6 @@ fn a_discarded_partial_reply_is_marked_and_the_final_reply_is_shown() {
     assert!(shown.contains("Throttled; retrying in 1 s"), "{shown:?}");
     assert!(!shown.contains("ansThe"), "{shown:?}");
     fixture.quit();
-}
-
-/// Runs `tau ask [--session ID] hello` with a one-second deadline against a hub scripted to
-/// stall, and returns its stderr once it gave up (failing the test if it waits on).
-fn tau_ask_against_a_stalled_hub(script: Script, session: Option<&str>) -> (String, Notices) {
-    let (root, _runtime, notices) = scripted_hub(script);
-    let mut args = vec!["ask"];
-    if let Some(id) = session {
-        args.extend(["--session", id]);
-    }
-    args.push("hello");
-    let mut ask = tau_command(root.path())
-        .args(args)
-        .env("TAU_HUB_TIMEOUT", "1")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let until = std::time::Instant::now() + WAIT;
-    while ask.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > until {
-            let _ = ask.kill();
-            panic!("tau ask still waits for the hub after {WAIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let output = ask.wait_with_output().unwrap();
-    assert!(!output.status.success(), "{output:?}");
-    (String::from_utf8(output.stderr).unwrap(), notices)
-}
-
-#[test]
-fn tau_ask_gives_up_on_a_hub_that_does_not_open_the_session() {
-    // Only a session named with --session is opened first; a new one comes with the turn.
-    let (stderr, notices) = tau_ask_against_a_stalled_hub(
-        Script {
-            stall_open: true,
-            ..Script::default()
-        },
-        Some(EARLIER),
-    );
-    assert!(
-        stderr.contains("cannot open the session: the hub did not answer within 1 s"),
-        "{stderr}"
-    );
-    assert!(notices.opens.try_recv().is_ok());
-    assert!(
-        notices.turns.try_recv().is_err(),
-        "no turn without a session"
-    );
-}
-
-#[test]
-fn tau_ask_gives_up_on_a_hub_that_does_not_accept_the_turn() {
-    let (stderr, notices) = tau_ask_against_a_stalled_hub(
-        Script {
-            stall_start: true,
-            ..Script::default()
-        },
-        None,
-    );
-    assert!(
-        stderr.contains("cannot start the turn: the hub did not answer within 1 s"),
-        "{stderr}"
-    );
-    // One call: the turn creates its session, nothing is opened first.
-    assert!(
-        notices.opens.try_recv().is_err(),
-        "a session was opened first"
-    );
-    let (turn, _events) = notices.turns.try_recv().expect("the turn was asked for");
-    assert!(turn.new_session, "{turn:?}");
-    assert!(turn.session_id.is_empty(), "{turn:?}");
 }
 
 #[test]

@@ -102,8 +102,8 @@ async fn text_and_tool_turns_over_the_unix_socket() {
     assert_eq!(roles.default_role, "brain");
 }
 
-/// StartTurn's `new_session`: one call creates the session, titled from the text, and runs the
-/// turn in it; a request it refuses creates nothing.
+/// StartTurn's `new_session`, listed in GetStatus's features: one call creates the session, titled
+/// from the text, and runs the turn in it; a request it refuses creates nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_that_creates_its_session_over_the_unix_socket() {
     let install = Install::new();
@@ -117,6 +117,14 @@ async fn a_turn_that_creates_its_session_over_the_unix_socket() {
                 .count()
         })
     };
+
+    // The hub says it takes new_session, so a client can tell its refusals from an older hub's.
+    let status = client
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status.features, ["start_turn.new_session"]);
 
     let new_turn = |text: &str| pb::StartTurnRequest {
         new_session: true,

@@ -12,7 +12,8 @@
 //!   while a decision is retried wait in the backlog and are shown after.
 //! - Every hub call has a deadline ([`crate::call::within`]) and gives way to the front's interrupt
 //!   ([`Front::interrupted`]); a second interrupt, or one while cancelling, detaches (the hub
-//!   keeps the turn).
+//!   keeps the turn). So has the wait for the turn's `accepted` once StartTurn answered (the
+//!   feed's, [`FeedError::NotAccepted`]); later events wait as long as the turn lasts.
 //!
 //! The path: [`Relay::run`] reads and dispatches (`run.rs`); `decide.rs` sends a decision and
 //! cancels. See ARCHITECTURE.md for where this sits.

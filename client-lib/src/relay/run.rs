@@ -27,8 +27,9 @@ where
     F: Front,
 {
     /// The relay of the turn `stream` started on `session_id` for `channel` (empty for a turn
-    /// started in a new session: its `accepted` names the session); `deadline` bounds each
-    /// decision and cancel call.
+    /// started in a new session: its `accepted` names the session); `deadline` bounds the wait for
+    /// the turn's `accepted` (from now: the stream's headers have come) and each decision and
+    /// cancel call.
     pub fn new(
         client: pb::tau_client::TauClient<C>,
         session_id: &str,
@@ -37,7 +38,7 @@ where
         front: &'f mut F,
         deadline: Duration,
     ) -> Self {
-        let feed = TurnFeed::new(client.clone(), session_id, channel, stream);
+        let feed = TurnFeed::new(client.clone(), session_id, channel, stream, deadline);
         Self {
             client,
             feed,

@@ -10,7 +10,8 @@
 //! - Ctrl-C during a reply cancels the turn and keeps rendering until the hub ends it; a second
 //!   Ctrl-C stops watching (the turn still ends and is stored by the hub). Starting the turn,
 //!   cancelling it and sending a decision are one-shot calls with a deadline
-//!   ([`tau_client::call`]); Ctrl-C while a decision is on its way cancels the turn.
+//!   ([`tau_client::call`]), and so is the turn's `accepted` once StartTurn answered (the relay's
+//!   feed); Ctrl-C while a decision is on its way cancels the turn.
 //! - A stream the hub cuts off is resumed by the feed ([`tau_client::feed`]); only a failure the feed
 //!   cannot resume from is reported as a lost stream.
 

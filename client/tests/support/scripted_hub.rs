@@ -12,7 +12,7 @@
 
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc as std_mpsc};
 use std::time::Duration;
 
@@ -40,6 +40,8 @@ pub struct Notices {
     pub subscribes: std_mpsc::Receiver<(pb::SubscribeRequest, SubscribeSender)>,
     /// Lets the refusal of a [`Script::cut_off_first_decision`] go out.
     pub refusal: Arc<Notify>,
+    /// How many `GetStatus` calls the hub answered.
+    pub statuses: Arc<AtomicUsize>,
 }
 
 pub struct ScriptedHub {
@@ -53,6 +55,7 @@ pub struct ScriptedHub {
     pub refusal: Arc<Notify>,
     /// Whether the first decision was refused already.
     pub refused_one: AtomicBool,
+    pub statuses: Arc<AtomicUsize>,
 }
 
 /// An earlier session that was recorded under `[agent] context = "summarize"`: opening it fails.
@@ -75,6 +78,11 @@ pub struct Script {
     pub cut_off_first_decision: bool,
     /// A resumed session has a stored conversation whose turns stopped and repaired.
     pub stored_stops: bool,
+    /// `StartTurn` without a session (a new one's) is refused: INVALID_ARGUMENT with this message
+    /// (`session_id is empty` is how a hub older than `new_session` refuses it).
+    pub refuse_new_session: Option<&'static str>,
+    /// What `GetStatus` lists as the hub's features (none: a hub older than the list).
+    pub features: &'static [&'static str],
 }
 
 pub fn session() -> pb::SessionInfo {
@@ -101,9 +109,11 @@ impl tau_server::Tau for ScriptedHub {
         &self,
         _: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
+        self.statuses.fetch_add(1, Ordering::SeqCst);
         Ok(Response::new(pb::GetStatusResponse {
             version: "9.9.9".into(),
             profile: "home".into(),
+            features: self.script.features.iter().map(|&f| f.into()).collect(),
             ..Default::default()
         }))
     }
@@ -201,9 +211,15 @@ impl tau_server::Tau for ScriptedHub {
         &self,
         request: Request<pb::StartTurnRequest>,
     ) -> Result<Response<Self::StartTurnStream>, Status> {
+        let request = request.into_inner();
+        if let Some(message) = self.script.refuse_new_session
+            && request.session_id.is_empty()
+        {
+            return Err(Status::invalid_argument(message));
+        }
         let (sender, receiver) = mpsc::channel(32);
         self.turns
-            .send((request.into_inner(), sender))
+            .send((request, sender))
             .map_err(|_| Status::unavailable("test gone"))?;
         if self.script.stall_start {
             std::future::pending::<()>().await;
@@ -462,6 +478,7 @@ pub fn scripted_hub_in(root: &Path, script: Script) -> (tokio::runtime::Runtime,
     let (opens_tx, opens) = std_mpsc::channel();
     let (subscribes_tx, subscribes) = std_mpsc::channel();
     let refusal = Arc::new(Notify::new());
+    let statuses = Arc::new(AtomicUsize::new(0));
     let hub = ScriptedHub {
         turns: turns_tx,
         cancels: cancels_tx,
@@ -471,6 +488,7 @@ pub fn scripted_hub_in(root: &Path, script: Script) -> (tokio::runtime::Runtime,
         script,
         refusal: Arc::clone(&refusal),
         refused_one: AtomicBool::new(false),
+        statuses: Arc::clone(&statuses),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -493,6 +511,7 @@ pub fn scripted_hub_in(root: &Path, script: Script) -> (tokio::runtime::Runtime,
         opens,
         subscribes,
         refusal,
+        statuses,
     };
     (runtime, notices)
 }

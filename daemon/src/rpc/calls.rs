@@ -320,6 +320,10 @@ pub fn status_extras(core: &HubCore, response: &mut pb::GetStatusResponse) {
     let options = core.options();
     response.sessions_open = u32::try_from(core.open_sessions()).unwrap_or(u32::MAX);
     response.session_backend = core.backend_name().to_owned();
+    response.features = tau_api::hub_features::SERVED
+        .iter()
+        .map(|&name| name.to_owned())
+        .collect();
     response.default_role = options.default_role.clone();
     response.model_roles = options.roles.keys().cloned().collect();
     response.tools = core

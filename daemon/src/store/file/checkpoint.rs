@@ -1,7 +1,7 @@
-//! How a journal's records end: the paths they materialized are synced ([`sync_paths`]), then the
-//! journal is emptied or removed ([`empty_journal`]). Both a checkpoint (`journal.rs`) and the
-//! replay of a journal found on open (`journal_replay.rs`) end this way. What a checkpoint is to
-//! sync is gathered meanwhile in an [`Unsynced`].
+//! How a journal's records end: the paths they materialized are synced (one pass of the store's
+//! `SyncPool`), then the journal is emptied or removed ([`empty_journal`]). Both a checkpoint
+//! (`journal.rs`) and the replay of a journal found on open (`journal_replay.rs`) end this way.
+//! What a checkpoint is to sync is gathered meanwhile in an [`Unsynced`].
 //!
 //! Invariants: the journal is emptied only after what it covered is synced (with
 //! `Durability::Full`), and a removal syncs the session directory; a journal already gone is fine.
@@ -21,17 +21,9 @@ use nix::fcntl::OFlag;
 
 use super::fsutil::sync_dir;
 use super::layout::{EVENTS_FILE, JOURNAL_FILE};
+use super::sync_pool::{HeldDir, SyncPool, SyncTarget};
 use crate::store::contract::Durability;
 use crate::store::store_error::SessionError;
-
-/// A directory held open that message files were written in (`materialize`'s `MessagesDir`).
-pub(super) trait HeldDir: Send + Sync {
-    /// Syncs message `id`'s file, opened relative to the directory (one not there is nothing
-    /// to sync).
-    fn sync_message(&self, id: u64) -> Result<(), SessionError>;
-    /// Syncs the directory itself (the names created in it).
-    fn sync(&self) -> Result<(), SessionError>;
-}
 
 /// What a session's materializations wrote since its last checkpoint, to sync at the next one.
 /// Message files are kept as their ids (8 bytes each, not a path) beside the held directory they
@@ -94,116 +86,35 @@ impl Unsynced {
         }
     }
 
-    /// Syncs everything (see [`sync_paths`]): the files first, the directories after them.
-    pub(super) fn sync(&self, durability: Durability) -> Result<(), SessionError> {
+    /// Syncs everything in one pass of `syncer`: the files first, the directories after them.
+    pub(super) fn sync(
+        &self,
+        syncer: &SyncPool,
+        durability: Durability,
+    ) -> Result<(), SessionError> {
         if durability == Durability::NoSync || self.is_empty() {
             return Ok(());
         }
         let mut targets = Vec::with_capacity(self.len());
         for (dir, ids) in &self.messages {
-            targets.extend(ids.iter().map(|&id| SyncTarget::Message(dir.as_ref(), id)));
+            targets.extend(
+                ids.iter()
+                    .map(|&id| SyncTarget::Message(Arc::clone(dir), id)),
+            );
         }
         let (dirs, files): (Vec<&PathBuf>, Vec<&PathBuf>) = self
             .paths
             .iter()
             .partition(|path| !path.ends_with(EVENTS_FILE));
-        targets.extend(files.into_iter().map(|path| SyncTarget::Path(path)));
+        targets.extend(files.into_iter().cloned().map(SyncTarget::Path));
         targets.extend(
             self.messages
                 .iter()
-                .map(|(dir, _)| SyncTarget::Dir(dir.as_ref())),
+                .map(|(dir, _)| SyncTarget::Dir(Arc::clone(dir))),
         );
-        targets.extend(dirs.into_iter().map(|path| SyncTarget::Path(path)));
-        sync_targets(&targets)
+        targets.extend(dirs.into_iter().cloned().map(SyncTarget::Path));
+        syncer.sync_targets(targets, durability)
     }
-}
-
-/// One file or directory to sync.
-enum SyncTarget<'a> {
-    /// By its path.
-    Path(&'a Path),
-    /// A message file, opened relative to the held directory it was written in.
-    Message(&'a dyn HeldDir, u64),
-    /// A held directory, through its descriptor.
-    Dir(&'a dyn HeldDir),
-}
-
-impl SyncTarget<'_> {
-    fn sync(&self) -> Result<(), SessionError> {
-        let (file, path) = match self {
-            Self::Path(path) => match std::fs::File::open(path) {
-                Ok(file) => (file, *path),
-                // Nothing to sync (a replay names `events.jsonl` whether or not one was written).
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-                Err(err) => return Err(SessionError::io(path, err)),
-            },
-            Self::Message(dir, id) => return dir.sync_message(*id),
-            Self::Dir(dir) => return dir.sync(),
-        };
-        file.sync_all().map_err(|err| SessionError::io(path, err))
-    }
-}
-
-/// Paths synced at once at most (one thread each): a file system commits syncs that arrive
-/// together in one journal commit, so a pass of many paths costs about one sync, not one each.
-const SYNC_LANES: usize = 8;
-
-/// Syncs every path in `paths` (files and directories), up to [`SYNC_LANES`] at once. Never
-/// `syncfs`: a whole file system's sync also writes every other program's dirty pages, and a
-/// session's appends would wait behind it (hundreds of milliseconds next to a build).
-pub(super) fn sync_paths<'a>(
-    paths: impl ExactSizeIterator<Item = &'a PathBuf>,
-    durability: Durability,
-) -> Result<(), SessionError> {
-    if durability == Durability::NoSync || paths.len() == 0 {
-        return Ok(());
-    }
-    let targets: Vec<SyncTarget<'_>> = paths.map(|path| SyncTarget::Path(path)).collect();
-    sync_targets(&targets)
-}
-
-/// Syncs every target, up to [`SYNC_LANES`] at once.
-fn sync_targets(targets: &[SyncTarget<'_>]) -> Result<(), SessionError> {
-    let lanes = targets.len().min(SYNC_LANES);
-    if lanes <= 1 {
-        return sync_lane(targets, 0, 1);
-    }
-    std::thread::scope(|scope| {
-        let mut inline = vec![0];
-        let mut spawned = Vec::with_capacity(lanes - 1);
-        for lane in 1..lanes {
-            match std::thread::Builder::new()
-                .name("tau-sync".to_owned())
-                .spawn_scoped(scope, move || sync_lane(targets, lane, lanes))
-            {
-                Ok(handle) => spawned.push(handle),
-                // No thread to be had: this one syncs that lane too.
-                Err(_) => inline.push(lane),
-            }
-        }
-        let mut result = Ok(());
-        for lane in inline {
-            result = result.and(sync_lane(targets, lane, lanes));
-        }
-        for handle in spawned {
-            let synced = handle.join().unwrap_or_else(|_| {
-                Err(SessionError::io(
-                    "a checkpoint's sync",
-                    std::io::Error::other("the thread syncing it panicked"),
-                ))
-            });
-            result = result.and(synced);
-        }
-        result
-    })
-}
-
-/// Syncs every `lanes`-th target from `lane` on.
-fn sync_lane(targets: &[SyncTarget<'_>], lane: usize, lanes: usize) -> Result<(), SessionError> {
-    for target in targets.iter().skip(lane).step_by(lanes) {
-        target.sync()?;
-    }
-    Ok(())
 }
 
 /// Empties the session's journal (unsynced, see the module's invariants), or removes it with

@@ -189,6 +189,16 @@ impl ListingIndex {
     }
 }
 
+/// Newest `updated_at` first; ties broken by the larger id first (ids start with their time): the
+/// order of a listing.
+pub(crate) fn sort_sessions(sessions: &mut [SessionInfo]) {
+    sessions.sort_unstable_by(|a, b| {
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| b.session_id.cmp(&a.session_id))
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -437,7 +437,7 @@ impl FileBackend {
         let mut rounds = 1;
         let (_materializing, mut journal) = loop {
             // Synced without the entry's locks, so the session's appends need not wait for it.
-            if let Err(err) = unsynced.sync(self.durability) {
+            if let Err(err) = unsynced.sync(&self.syncer, self.durability) {
                 lock_entry(&entry).unsynced.extend(unsynced);
                 return Err(err);
             }
@@ -456,7 +456,7 @@ impl FileBackend {
             let (materializing, mut journal) = self.materialize_all(&entry, &session_dir)?;
             if force || journal.unsynced.len() <= LOCKED_SYNC_MAX {
                 let rest = std::mem::take(&mut journal.unsynced);
-                if let Err(err) = rest.sync(self.durability) {
+                if let Err(err) = rest.sync(&self.syncer, self.durability) {
                     journal.unsynced.extend(rest);
                     return Err(err);
                 }

@@ -11,9 +11,10 @@ use nix::fcntl::OFlag;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::checkpoint::{empty_journal, sync_paths};
+use super::checkpoint::empty_journal;
 use super::fsutil::{TempFile, existing_dir, open_read, read_into, read_json, sync_dir};
 use super::layout::{AGENTS_DIR, EVENTS_FILE, JOURNAL_FILE, MESSAGES_DIR, message_file_name};
+use super::sync_pool::SyncPool;
 use super::{jsonl, to_json};
 use crate::store::contract::Durability;
 use crate::store::records::SessionMessage;
@@ -215,6 +216,7 @@ pub(super) fn set_aside_journals(session_dir: &Path) -> Vec<PathBuf> {
 pub(super) fn replay(
     session_id: &str,
     session_dir: &Path,
+    syncer: &SyncPool,
     durability: Durability,
 ) -> Result<usize, SessionError> {
     let path = session_dir.join(JOURNAL_FILE);
@@ -283,7 +285,7 @@ pub(super) fn replay(
         }
     }
     if !lines.is_empty() {
-        sync_paths(paths.iter(), durability)?;
+        syncer.sync_paths(paths.iter(), durability)?;
     }
     if read.damaged.is_empty() {
         empty_journal(session_dir, true, durability)?;

@@ -26,11 +26,11 @@ use nix::sys::stat::{Mode, fstatat};
 use nix::unistd::{UnlinkatFlags, linkat, unlinkat};
 use serde_json::Value;
 
-use super::checkpoint::HeldDir;
 use super::fsutil::{FILE_MODE, open_error};
 use super::journal_replay::{CRC_FIELD, JOURNAL_VERSION};
 use super::jsonl::Appender;
 use super::layout::{EVENTS_FILE, message_file_name};
+use super::sync_pool::HeldDir;
 use crate::store::contract::Durability;
 use crate::store::records::SessionMessage;
 use crate::store::store_error::SessionError;

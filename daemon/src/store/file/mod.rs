@@ -53,6 +53,7 @@ mod layout;
 mod materialize;
 mod read;
 mod reconcile;
+mod sync_pool;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -72,7 +73,7 @@ use deferred_record::{Deferred, index_entry};
 use fsutil::{
     TempFile, create_new, existing_dir, make_dir, make_root, read_json, replace, sync_dir,
 };
-use index::{INDEX_FILE, ListingIndex};
+use index::{INDEX_FILE, ListingIndex, sort_sessions};
 use layout::{
     AGENT_FILE, AGENTS_DIR, EVENTS_FILE, JOURNAL_FILE, MESSAGES_DIR, META_FILE, SESSION_FILE,
     SessionFile, check_message_id, message_file_name, parse_message_file_name,
@@ -112,6 +113,8 @@ pub struct FileBackend {
     /// The last process closed the store cleanly ([`clean_stop`]): the first listing trusts the
     /// index instead of surveying every session.
     stopped_cleanly: bool,
+    /// The threads of its passes of syncs, started once.
+    syncer: sync_pool::SyncPool,
 }
 
 impl CheckedStore<FileBackend> {
@@ -144,6 +147,7 @@ impl FileBackend {
             journals: Mutex::new(HashMap::new()),
             reserved: Mutex::new(HashMap::new()),
             stopped_cleanly,
+            syncer: sync_pool::SyncPool::default(),
             root,
             durability,
         })
@@ -575,7 +579,7 @@ impl StoreBackend for FileBackend {
             dir.clone(),
             self.root.clone(),
         ]);
-        checkpoint::sync_paths(to_sync.iter(), self.durability)?;
+        self.syncer.sync_paths(to_sync.iter(), self.durability)?;
         if !record.link_new(&dir.join(SESSION_FILE))? {
             return Err(SessionError::SessionExists(id.to_owned()));
         }
@@ -588,13 +592,4 @@ impl StoreBackend for FileBackend {
         let dir = self.require_session_dir(session_id)?;
         read_json::<SessionMeta>(&dir.join(META_FILE))
     }
-}
-
-/// Newest `updated_at` first; ties broken by the larger id first (ids start with their time).
-pub(crate) fn sort_sessions(sessions: &mut [SessionInfo]) {
-    sessions.sort_unstable_by(|a, b| {
-        b.updated_at
-            .cmp(&a.updated_at)
-            .then_with(|| b.session_id.cmp(&a.session_id))
-    });
 }

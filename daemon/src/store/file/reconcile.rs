@@ -293,7 +293,8 @@ impl FileBackend {
     /// Scans the session and reads its `session.json` (no lock needed: no write of this process
     /// touches a session not yet reconciled), with the values its message files give.
     fn survey(&self, session_id: &str, dir: &Path) -> Result<Survey, SessionError> {
-        let replayed = match journal_replay::replay(session_id, dir, self.durability) {
+        let replayed = match journal_replay::replay(session_id, dir, &self.syncer, self.durability)
+        {
             Ok(replayed) => replayed,
             Err(err) => {
                 // The journal stays for the next process to replay; until then no id it holds
