@@ -2,7 +2,8 @@
 //! holds as for any local client), connected through the client library
 //! (`tau_client::connect::unix_channel`), and a deadline around every unary call.
 //!
-//! Invariant: connecting ends by [`CONNECT_TIMEOUT`]; a unary call by [`CALL_TIMEOUT`].
+//! Invariant: connecting ends by [`CONNECT_TIMEOUT`]; a unary call, and the wait for a turn's
+//! first message, by [`CALL_TIMEOUT`].
 
 use std::future::Future;
 use std::path::Path;
@@ -47,6 +48,16 @@ pub async fn connect(socket: &Path) -> Result<HubClient, HubError> {
     Ok(TauClient::new(channel))
 }
 
+/// `read` (a stream's next message, say) under [`CALL_TIMEOUT`].
+pub async fn within_call_timeout<T>(
+    read: impl Future<Output = Result<T, tonic::Status>>,
+) -> Result<T, HubError> {
+    match tokio::time::timeout(CALL_TIMEOUT, read).await {
+        Ok(read) => read.map_err(HubError::from),
+        Err(_) => Err(HubError::Timeout(CALL_TIMEOUT)),
+    }
+}
+
 /// Runs one unary call under [`CALL_TIMEOUT`].
 pub async fn unary<T>(
     call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
@@ -55,5 +66,26 @@ pub async fn unary<T>(
         Ok(Ok(response)) => Ok(response.into_inner()),
         Ok(Err(status)) => Err(status.into()),
         Err(_) => Err(HubError::Timeout(CALL_TIMEOUT)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read that never ends gives way at the call timeout; one that ends is taken as it is.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_that_never_ends_times_out() {
+        let never = std::future::pending::<Result<u8, tonic::Status>>();
+        assert_eq!(
+            within_call_timeout(never).await,
+            Err(HubError::Timeout(CALL_TIMEOUT))
+        );
+        assert_eq!(within_call_timeout(async { Ok(7) }).await, Ok(7));
+        let refused = async { Err::<u8, _>(tonic::Status::not_found("gone")) };
+        assert!(matches!(
+            within_call_timeout(refused).await,
+            Err(HubError::Status(_))
+        ));
     }
 }

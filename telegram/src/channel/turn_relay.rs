@@ -9,7 +9,8 @@
 //! question (see `claims`) before showing the text above it, so a question gets one card; a
 //! chatter message that cannot be sent is dropped after its retry, never an approval card (see
 //! `cards`); a chatter message waits out a 429 once, and only if its `retry_after` (capped by the
-//! client) is at most [`MAX_CHATTER_WAIT`].
+//! client) is at most [`MAX_CHATTER_WAIT`]; the turn's first message comes within the hub link's
+//! call timeout or the relay ends with an error the owner is shown.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -114,7 +115,17 @@ async fn relay_turn(
     let mut attachment = String::new();
     let mut own_turn: Option<OwnTurn> = None;
     let mut call_mark = 0;
-    while let Some(message) = stream.message().await? {
+    let mut first = true;
+    loop {
+        // The hub sends the turn's `accepted` at once: one that answered the call and then sends
+        // nothing ends the relay with an error instead of holding it for ever. Later events wait
+        // as long as the turn lasts (a model may think long, a person answer late).
+        let message = if std::mem::take(&mut first) {
+            crate::hub_link::within_call_timeout(stream.message()).await?
+        } else {
+            stream.message().await?
+        };
+        let Some(message) = message else { break };
         let event = match message.kind {
             Some(pb::start_turn_response::Kind::Accepted(accepted)) => {
                 attachment = accepted.attachment_id;
