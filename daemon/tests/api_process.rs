@@ -102,6 +102,19 @@ async fn text_and_tool_turns_over_the_unix_socket() {
     assert_eq!(roles.default_role, "brain");
 }
 
+/// Every stored session, listed on channel `cli`.
+async fn cli_sessions(client: &mut TauClient<tonic::transport::Channel>) -> Vec<pb::SessionInfo> {
+    client
+        .list_sessions(pb::ListSessionsRequest {
+            channel: "cli".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .sessions
+}
+
 /// StartTurn's `new_session`, listed in GetStatus's features: one call creates the session, titled
 /// from the text, and runs the turn in it; a request it refuses creates nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,15 +148,7 @@ async fn a_turn_that_creates_its_session_over_the_unix_socket() {
     assert!(!id.is_empty(), "accepted names the new session");
     let kinds = rest(&mut stream).await;
     assert_eq!(ended(&kinds).stop_reason, "end_turn");
-    let listed = client
-        .list_sessions(pb::ListSessionsRequest {
-            channel: "cli".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .sessions;
+    let listed = cli_sessions(&mut client).await;
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0].session_id, id);
     assert_eq!(listed[0].title, "lamp status");
@@ -203,15 +208,7 @@ async fn a_retried_new_session_turn_runs_once_in_one_session() {
     assert_ne!(other_channel.session_id, first.session_id);
     assert_ne!(other_key.session_id, first.session_id);
 
-    let listed = client
-        .list_sessions(pb::ListSessionsRequest {
-            channel: "cli".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .sessions;
+    let listed = cli_sessions(&mut client).await;
     assert_eq!(
         listed.len(),
         3,
