@@ -16,6 +16,10 @@
 //! - One-shot: `tau ask hello` (each store) and `tau version` (once), the release binaries next to
 //!   `taud`, spawned one after another with the hub running. Targets: p50 ≤ 4 ms and ≤ 3 ms.
 //!
+//! Every hub's files (and the floors') stay on disk until the run's last measurement; then they
+//! are removed together and the run waits out the minute for which ext4 without a journal holds
+//! freed inodes back ([`settle`]), so neither the next store's rows nor the next run pay for them.
+//!
 //! `TAU_BENCH_TAUD=<path>` runs another `taud` (and the `tau` beside it), e.g. a copy of the
 //! build before a change, so before and after meet the same disk minutes apart.
 
@@ -55,8 +59,9 @@ fn verdict(pass: bool) -> &'static str {
 }
 
 /// The two floors: an atomic small-file write (temporary file, fsync, rename, directory fsync)
-/// and an append with fdatasync, back to back.
-fn floors(iterations: usize) -> BenchResult<(Spread, Spread)> {
+/// and an append with fdatasync, back to back. The directory they wrote in is returned, to be
+/// removed with the rest of the run's files (see [`settle`]).
+fn floors(iterations: usize) -> BenchResult<(Spread, Spread, tempfile::TempDir)> {
     use std::io::Write as _;
     let dir = tempfile::tempdir()?;
     let record = vec![b'x'; 600];
@@ -86,7 +91,31 @@ fn floors(iterations: usize) -> BenchResult<(Spread, Spread)> {
             appends.push(started.elapsed());
         }
     }
-    Ok((Spread::of(&atomic), Spread::of(&appends)))
+    Ok((Spread::of(&atomic), Spread::of(&appends), dir))
+}
+
+/// How long ext4 without a journal holds a freed inode back from reuse once the inode table
+/// block that frees it is written (the kernel's `RECENTCY_MIN`, `fs/ext4/ialloc.c`; 300 s more
+/// while that block is dirty), and a margin.
+const INODE_HOLD: Duration = Duration::from_secs(62);
+
+/// Removes the run's files, all at once after its last measurement, syncs, and waits out
+/// [`INODE_HOLD`]. Every file created meanwhile on that file system (by any process) skips
+/// each inode just freed, one inode table lookup apiece, and a `file` run frees thousands: a
+/// run that starts within a minute or two of another's removal paid twice the hub's processor
+/// per turn. So a store's run never follows another's removal, and neither does the next run.
+fn settle(kept: Vec<tempfile::TempDir>) {
+    let started = Instant::now();
+    drop(kept);
+    nix::unistd::sync();
+    let waited = started.elapsed();
+    if let Some(rest) = INODE_HOLD.checked_sub(waited) {
+        println!(
+            "(removed this run's files; waiting {} s so the next run's new files do not skip the inodes they freed)",
+            rest.as_secs()
+        );
+        std::thread::sleep(rest);
+    }
 }
 
 /// The floors' rows; their ratio is the disk's own p99 / p50, the tail no turn can beat.
@@ -257,8 +286,10 @@ pub fn run(turns: usize, backends: &[&str]) -> BenchResult<()> {
         failed += usize::from(!pass);
         println!("{line} {} |", verdict(pass));
     };
+    let mut kept = Vec::with_capacity(backends.len() * 2);
     for &backend in backends {
-        let (atomic, append) = floors(500)?;
+        let (atomic, append, floors_dir) = floors(500)?;
+        kept.push(floors_dir);
         print_floors(&atomic, &append);
         let hub = SoakHub::start_plain(taud, backend)?;
         let (text, tool, one, ten) = client_runtime.block_on(async {
@@ -298,33 +329,35 @@ pub fn run(turns: usize, backends: &[&str]) -> BenchResult<()> {
         );
         let dir = taud.parent().ok_or("taud has no directory")?;
         let tau = dir.join("tau");
-        if !tau.exists() {
+        if tau.exists() {
+            // `tau version` does not reach the hub: once is enough.
+            let one_shots: &[(&[&str], f64)] = if backend == "file" {
+                &[(&["ask", "hello"], 4.0), (&["version"], 3.0)]
+            } else {
+                &[(&["ask", "hello"], 4.0)]
+            };
+            for &(args, target) in one_shots {
+                let s = Spread::of(&spawn_times(&hub, &tau, args)?);
+                check(
+                    format!(
+                        "| {backend} `tau {}`, process start to exit | {:>6.3} | {:>6.3} | {:>7.3} | | p50 ≤ {target} ms",
+                        args.join(" "),
+                        s.p50,
+                        s.p99,
+                        s.max
+                    ),
+                    s.p50 <= target,
+                );
+            }
+        } else {
             println!(
                 "| one-shot | not measured: build `cargo build --release -p tau-cli` | | | | |"
             );
-            continue;
         }
-        // `tau version` does not reach the hub: once is enough.
-        let one_shots: &[(&[&str], f64)] = if backend == "file" {
-            &[(&["ask", "hello"], 4.0), (&["version"], 3.0)]
-        } else {
-            &[(&["ask", "hello"], 4.0)]
-        };
-        for &(args, target) in one_shots {
-            let s = Spread::of(&spawn_times(&hub, &tau, args)?);
-            check(
-                format!(
-                    "| {backend} `tau {}`, process start to exit | {:>6.3} | {:>6.3} | {:>7.3} | | p50 ≤ {target} ms",
-                    args.join(" "),
-                    s.p50,
-                    s.p99,
-                    s.max
-                ),
-                s.p50 <= target,
-            );
-        }
+        kept.push(hub.stop());
     }
     println!("{failed} target(s) failed");
+    settle(kept);
     Ok(())
 }
 
@@ -340,6 +373,7 @@ pub fn scale(rounds: usize, backends: &[&str]) -> BenchResult<()> {
     let client_runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let mut kept = Vec::with_capacity(backends.len());
     for &backend in backends {
         let hub = SoakHub::start_plain(taud, backend)?;
         let ratios = client_runtime.block_on(async {
@@ -362,6 +396,8 @@ pub fn scale(rounds: usize, backends: &[&str]) -> BenchResult<()> {
         println!(
             "{backend}: 10 sessions vs 1, {low:.2}–{high:.2}× over {rounds} rounds (target ≥ 4×)"
         );
+        kept.push(hub.stop());
     }
+    settle(kept);
     Ok(())
 }

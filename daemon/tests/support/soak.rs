@@ -83,16 +83,19 @@ impl SoakReport {
     }
 }
 
-/// The hub under test; killed on drop.
+/// The hub under test; killed on drop, before its installation is removed.
 pub struct SoakHub {
-    child: Child,
+    child: Killed,
     root: tempfile::TempDir,
 }
 
-impl Drop for SoakHub {
+/// A child process killed (and waited for) on drop.
+struct Killed(Child);
+
+impl Drop for Killed {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -164,10 +167,13 @@ impl SoakHub {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
-        let mut hub = Self { child, root };
+        let mut hub = Self {
+            child: Killed(child),
+            root,
+        };
         let started = Instant::now();
         while !(hub.socket().exists() && hub.root.path().join("data/hub/state.json").exists()) {
-            if let Ok(Some(status)) = hub.child.try_wait() {
+            if let Ok(Some(status)) = hub.child.0.try_wait() {
                 return Err(format!("taud exited ({status}) before it came up").into());
             }
             if started.elapsed() > Duration::from_secs(30) {
@@ -181,6 +187,13 @@ impl SoakHub {
     /// A gRPC client on the hub's Unix socket.
     pub async fn client(&self) -> SoakResult<TauClient<Channel>> {
         connect(self.socket()).await
+    }
+
+    /// Stops the hub and hands over its installation, removed when the guard returned is dropped:
+    /// a benchmark removes every hub's files after its last measurement (see `hub_turn/table.rs`).
+    pub fn stop(self) -> tempfile::TempDir {
+        drop(self.child);
+        self.root
     }
 
     /// The installation's root: `home/` is its TAU_HOME, `data/` its TAU_DATA_DIR.
@@ -204,17 +217,17 @@ impl SoakHub {
 
     /// How many file descriptors the hub has open.
     pub fn fds(&self) -> SoakResult<u64> {
-        let entries = std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))?;
+        let entries = std::fs::read_dir(format!("/proc/{}/fd", self.child.0.id()))?;
         Ok(entries.count() as u64)
     }
 
     /// The hub's process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.0.id()
     }
 
     fn status_field(&self, name: &str) -> SoakResult<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.0.id()))?;
         status
             .lines()
             .find_map(|l| l.strip_prefix(name))
