@@ -25,10 +25,11 @@ use tokio_util::sync::CancellationToken;
 use super::fake_bot::{FakeBot, OWNER, TEST_TOKEN};
 
 pub struct TestHub {
-    pub tmp: tempfile::TempDir,
     pub hub: Hub,
     pub service: GrpcService,
     pub model: Arc<FakeModel>,
+    /// Declared last, so dropped last: what writes into it is gone first.
+    pub tmp: tempfile::TempDir,
 }
 
 pub fn core_options() -> CoreOptions {
