@@ -20,13 +20,14 @@ use taud::testing::{FakeModel, FakeReply};
 use tonic::Code;
 
 struct Setup {
-    tmp: tempfile::TempDir,
     hub: Hub,
     factory: Arc<dyn ModelFactory>,
+    /// Declared last, so dropped last: what writes into it is gone first.
+    tmp: crate::support::temp::TestDir,
 }
 
 fn hub_setup() -> Setup {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let options = HubOptions::new(tmp.path().join("data"));
     let dir = options.paths().dir.clone();
     std::fs::create_dir_all(&dir).unwrap();

@@ -161,7 +161,7 @@ impl Harness {
     }
 }
 
-fn options(tmp: &tempfile::TempDir) -> HubOptions {
+fn options(tmp: &crate::support::temp::TestDir) -> HubOptions {
     let mut o = HubOptions::new(tmp.path().join("data"));
     o.control_port = 0;
     o
@@ -169,7 +169,7 @@ fn options(tmp: &tempfile::TempDir) -> HubOptions {
 
 #[tokio::test]
 async fn services_start_in_order_and_stop_in_reverse_and_failures_are_skipped() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let mut h = Harness::new();
     h.add("a", Behaviour::Ok)
         .add("broken", Behaviour::Fail)
@@ -208,7 +208,7 @@ async fn services_start_in_order_and_stop_in_reverse_and_failures_are_skipped() 
 
 #[tokio::test]
 async fn a_conflicting_route_fails_the_later_service_and_its_additions_are_taken_back() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let mut h = Harness::new();
     h.add("first", Behaviour::AddRoutes)
         .add("second", Behaviour::AddRoutes);
@@ -239,7 +239,7 @@ async fn a_conflicting_route_fails_the_later_service_and_its_additions_are_taken
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_control_api_routes_cannot_be_replaced() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let mut h = Harness::new();
     h.registry
         .register(CONTROL_API, |_| Ok(Arc::new(ControlApi::new())));
@@ -267,7 +267,7 @@ async fn the_control_api_routes_cannot_be_replaced() {
 
 #[tokio::test]
 async fn the_enabled_list_picks_services() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let mut h = Harness::new();
     h.add("a", Behaviour::Ok).add("b", Behaviour::Ok);
     let mut o = options(&tmp);
@@ -280,7 +280,7 @@ async fn the_enabled_list_picks_services() {
 
 #[tokio::test]
 async fn status_lists_each_service_as_started_skipped_or_failed_with_its_error() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let mut h = Harness::new();
     h.add("a", Behaviour::Ok)
         .add("broken", Behaviour::Fail)

@@ -41,7 +41,7 @@ impl StoreHooks for NoRoomForApprovals {
 
 #[tokio::test]
 async fn an_approval_the_store_cannot_record_runs_no_tool() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let files = FileSessionStore::open(dir.path().join("sessions"), Durability::NoSync).unwrap();
     let session_id = create_fresh_session(&files).unwrap().session_id;
     let store: Arc<dyn SessionStore> = Arc::new(Hooked {

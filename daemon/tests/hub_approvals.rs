@@ -114,7 +114,7 @@ async fn attachments_per_session_are_bounded_with_resource_exhausted() {
 #[tokio::test]
 async fn a_session_is_noted_in_the_scan_mark_before_an_approval_is_asked_in_it() {
     let mut options = options();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let mark = dir.path().join("approval-scan.json");
     options.approval_scan_mark = Some(mark.clone());
     let f = fixture_with("file", vec![lamp(), FakeReply::text("ok")], options).await;

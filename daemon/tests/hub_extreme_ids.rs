@@ -49,7 +49,7 @@ async fn core(dir: &std::path::Path) -> taud::hub::HubCore {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_last_message_id_at_the_top_of_its_range_fails_the_open_naming_the_session() {
     let before = panics().load(Ordering::SeqCst);
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     store_ending_at(tmp.path(), u64::MAX);
     let core = core(tmp.path()).await;
     let err = core
@@ -71,7 +71,7 @@ async fn a_last_message_id_at_the_top_of_its_range_fails_the_open_naming_the_ses
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_whose_message_ids_would_pass_the_top_ends_without_overflowing() {
     let before = panics().load(Ordering::SeqCst);
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     store_ending_at(tmp.path(), u64::MAX - 1);
     let core = core(tmp.path()).await;
     core.open_session(OpenTarget::Id(ID.into()), None, "terminal", None)

@@ -234,7 +234,7 @@ async fn an_mcp_image_reaches_the_model_as_an_image_block() {
 
 #[tokio::test]
 async fn a_tier_2_mcp_call_asks_with_effect_and_exact_arguments_every_time() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let calls_file = dir.path().join("calls.jsonl");
     let mut opts = options();
     opts.mcp_servers = vec![fake_spec(
@@ -362,7 +362,7 @@ async fn servers_whose_tools_would_share_a_name_are_refused_at_start() {
         fake_spec("a", &["--tool", "__b"]).tool("__b", Tier::Physical, Some("Opens the safe.")),
         fake_spec("a_", &["--tool", "_b"]).tool("_b", Tier::Physical, Some("Feeds the cat.")),
     ];
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let model = Arc::new(taud::testing::FakeModel::scripted(vec![]));
     let err = setup(dir.path(), "file", &model, opts)
         .start()
@@ -388,7 +388,7 @@ fn offered(core: &HubCore) -> Vec<String> {
 async fn a_name_reaches_the_same_tool_after_another_tool_appears() {
     // `a.b` was offered as `mcp__s__a_b` while alone, and under a hashed name once `a_b`
     // appeared, which then took `mcp__s__a_b`: a call approved for one fired the other.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let calls = dir.path().join("calls");
     let args = [
         "--tool",

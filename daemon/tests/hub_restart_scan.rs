@@ -80,16 +80,17 @@ impl StoreHooks for Aging {
 }
 
 struct Stored {
-    _dir: tempfile::TempDir,
     mark: std::path::PathBuf,
     store: Arc<AgingStore>,
     old: String,
     new: String,
+    /// Declared last, so dropped last: what writes into it is gone first.
+    _dir: crate::support::temp::TestDir,
 }
 
 /// Two sessions with an approval left pending each; `old` shows as updated three hours ago.
 fn stored() -> Stored {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let inner = FileSessionStore::open(dir.path().join("sessions"), Durability::NoSync).unwrap();
     let mut ids = Vec::new();
     for n in 0..2 {

@@ -11,19 +11,16 @@ use crate::support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::hub::{DEADLINE, Fixture, fixture_with, next_event, options};
+use support::hub::{DEADLINE, Fixture, fixture_in, next_event, options};
 use taud::hub::{AddRoutine, ApprovalAnswer, CoreError, EventKind, EventStream};
 use taud::routine::{CatchUp, Creator, FiringOutcome, RoutineAction};
 use taud::testing::FakeReply;
 
 async fn routines_fixture(replies: Vec<FakeReply>) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let mut options = options();
     options.routines_file = Some(dir.path().join("routines.json"));
-    let f = fixture_with("file", replies, options).await;
-    // Keep the routines file's directory alive with the fixture's.
-    std::mem::forget(dir);
-    f
+    fixture_in(dir, "file", replies, options).await
 }
 
 fn lamp_routine(session_id: &str, action: &str) -> AddRoutine {
@@ -380,7 +377,7 @@ async fn a_tool_firings_events_reach_events_jsonl_without_waiting_for_a_checkpoi
 
 #[tokio::test]
 async fn a_routine_whose_tool_is_gone_is_reported() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = dir.path().join("routines.json");
     let gone = taud::routine::Routine::new(
         "porch",
@@ -395,7 +392,7 @@ async fn a_routine_whose_tool_is_gone_is_reported() {
     taud::routine::save_routines(&path, &[gone]).unwrap();
     let mut options = options();
     options.routines_file = Some(path);
-    let f = fixture_with("file", vec![], options).await;
+    let f = fixture_in(dir, "file", vec![], options).await;
     let status = f.core.routine_status();
     assert_eq!(
         status.missing_tools,
@@ -413,12 +410,12 @@ async fn a_routine_whose_tool_is_gone_is_reported() {
 
 #[tokio::test]
 async fn an_unreadable_routines_file_leaves_routines_off_and_says_why() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = dir.path().join("routines.json");
     std::fs::write(&path, "{not json").unwrap();
     let mut options = options();
     options.routines_file = Some(path);
-    let f = fixture_with("file", vec![], options).await;
+    let f = fixture_in(dir, "file", vec![], options).await;
     let err = f.core.list_routines().unwrap_err();
     assert!(err.to_string().contains("routines are off"), "{err}");
     let status = f.core.routine_status();
@@ -497,12 +494,13 @@ async fn pending_in(f: &Fixture, session: &str, not: Option<&str>) -> String {
 #[tokio::test]
 async fn a_prompt_routines_question_is_held_for_the_owner_and_ends_at_its_deadline() {
     let lamp = || FakeReply::tool_call("demo_physical_action", json!({"action": "desk lamp off"}));
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let mut options = options();
     options.routines_file = Some(dir.path().join("routines.json"));
     // Long enough for a loaded machine to subscribe and answer, short enough for a test.
     options.routine_approval_timeout = Duration::from_secs(8);
-    let f = fixture_with(
+    let f = fixture_in(
+        dir,
         "file",
         vec![
             lamp(),

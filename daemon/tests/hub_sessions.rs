@@ -199,7 +199,7 @@ async fn sessions_resume_by_index_and_most_recent_on_their_role() {
 #[tokio::test]
 async fn approvals_left_pending_by_a_dead_hub_expire_on_start() {
     for backend in BACKENDS {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::support::temp::dir();
         let model = Arc::new(FakeModel::scripted(vec![
             lamp(),
             FakeReply::text("I will not."),
@@ -427,7 +427,7 @@ async fn get_session_tells_the_in_memory_count_and_whether_the_fallback_answers(
     use taud::provider::FallbackModel;
     use taud::provider::fallback::DEFAULT_COOLDOWN;
 
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let primary = Arc::new(FakeModel::scripted(vec![
         FakeReply::text("from primary"),
         FakeReply::fail(ModelError::Unavailable("503 from the primary".into())),

@@ -85,7 +85,7 @@ async fn turn_on(core: &taud::hub::HubCore, session_id: &str, text: &str) -> tau
 #[tokio::test]
 async fn a_restarted_hub_keeps_the_pending_repair_notice_until_a_message_follows() {
     for backend in BACKENDS {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::support::temp::dir();
         let model = Arc::new(FakeModel::scripted(vec![
             FakeReply::error("boom"),
             FakeReply::text("ok"),
@@ -138,7 +138,7 @@ async fn a_restarted_hub_keeps_the_pending_repair_notice_until_a_message_follows
 /// ids: a restarted hub's next turn takes ids past them, so no id is given twice.
 #[tokio::test]
 async fn a_restarted_hub_takes_no_id_a_set_aside_journal_holds() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let model = Arc::new(FakeModel::scripted(vec![
         FakeReply::text("one"),
         FakeReply::text("two"),

@@ -90,7 +90,7 @@ async fn new_session(core: &HubCore) -> String {
 
 #[tokio::test]
 async fn a_role_over_its_budget_is_served_by_its_fallback_and_usage_adds_up() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let primary = Arc::new(FakeModel::scripted([
         FakeReply::text("first").with_usage(3, 1),
         FakeReply::text("second").with_usage(4, 2),
@@ -161,7 +161,7 @@ async fn a_role_over_its_budget_is_served_by_its_fallback_and_usage_adds_up() {
 
 #[tokio::test]
 async fn a_role_over_its_budget_without_a_fallback_refuses_the_turn_with_a_notice() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let primary = Arc::new(FakeModel::scripted([
         FakeReply::text("costly").with_usage(6, 1),
         FakeReply::text("never"),
@@ -190,7 +190,7 @@ async fn a_role_over_its_budget_without_a_fallback_refuses_the_turn_with_a_notic
 
 #[tokio::test]
 async fn a_broken_ledger_refuses_a_budgeted_role_instead_of_counting_from_zero() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let ledger = dir.path().join("spend.json");
     std::fs::write(&ledger, "{not a ledger").unwrap();
     let primary = Arc::new(FakeModel::scripted([FakeReply::text("never")]));

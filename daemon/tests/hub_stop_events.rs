@@ -60,7 +60,7 @@ async fn stop_then_repair(
     replies: Vec<FakeReply>,
     options: impl Fn() -> CoreOptions,
 ) -> (Vec<Value>, Vec<Value>) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let model = Arc::new(FakeModel::scripted(replies));
     let core = start(dir.path(), backend, &model, options()).await;
     let id = new_session(&core).await;
@@ -187,7 +187,7 @@ async fn a_turn_that_ends_normally_stores_no_stop() {
 #[tokio::test]
 async fn a_turn_after_a_crash_mid_turn_stores_its_repair() {
     for backend in BACKENDS {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::support::temp::dir();
         let model = Arc::new(FakeModel::scripted(vec![
             FakeReply::text("hi"),
             FakeReply::text("back"),
@@ -230,7 +230,7 @@ fn open_store(dir: &std::path::Path, backend: &str) -> Arc<dyn taud::store::Sess
 #[tokio::test]
 async fn an_events_file_without_the_turn_kinds_still_reads() {
     for backend in BACKENDS {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::support::temp::dir();
         let model = Arc::new(FakeModel::scripted(vec![FakeReply::text("ok")]));
         let core = start(dir.path(), backend, &model, options()).await;
         let id = new_session(&core).await;

@@ -22,7 +22,7 @@ fn lines_of_span(lines: &[Value], name: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn turn_model_and_tool_spans_carry_the_session_in_json_lines() {
-    let logs = tempfile::tempdir().unwrap();
+    let logs = crate::support::temp::dir();
     // A current-thread runtime: every task of the turn logs on this thread's scoped subscriber.
     let logging = scoped_logging_as(Some(logs.path()), false, false, LogFormat::Json).unwrap();
     let f = fixture(

@@ -63,7 +63,7 @@ impl StoreHooks for SlowReplies {
 /// Runs one text turn over `SlowReplies`; returns the turn's end, whether the reply's write had
 /// returned when the end arrived, and the stored messages' texts.
 async fn one_turn(refuse: bool) -> (taud::agent::TurnEnd, bool, Vec<String>) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let hooks = SlowReplies {
         refuse,
         reply_written: AtomicBool::new(false),
@@ -211,7 +211,7 @@ async fn turn_to_end(core: &HubCore, session_id: &str, text: &str) -> taud::agen
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_title_follows_the_turn_and_is_read_and_stored_once_written() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (store, core, id) = hooked_hub(dir.path(), TitleGate::default(), 1).await;
     let end = turn_to_end(&core, &id, "lamp  status").await;
     assert_eq!(end.stop_reason, StopReason::EndTurn, "{end:?}");
@@ -239,7 +239,7 @@ async fn a_title_follows_the_turn_and_is_read_and_stored_once_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_title_whose_write_was_lost_comes_back_from_the_first_user_message() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let gate = TitleGate {
         refuse_first: true,
         ..TitleGate::default()

@@ -20,7 +20,7 @@ fn server(install: &Install) -> serde_json::Value {
 
 #[test]
 fn a_killed_server_is_restarted_and_stopping_the_hub_leaves_no_process() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let pidfile = tmp.path().join("grandchild.pid");
     let config = format!(
         "[hub]\nheartbeat_seconds = 1\n\n[mcp.servers.fake]\ncommand = \"python3\"\nargs = [\"-u\", {script:?}, \"--grandchild\", {pidfile:?}]\nstartup_timeout_seconds = 10\n\n[mcp.servers.fake.tools.read_state]\ntier = 0\n",

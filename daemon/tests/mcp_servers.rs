@@ -193,7 +193,7 @@ async fn a_slow_tool_times_out_as_outcome_unknown_and_stalls_nothing() {
 
 #[tokio::test]
 async fn progress_keeps_a_call_alive_past_its_idle_timeout_but_not_past_the_cap() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let log = dir.path().join("log");
     let mut spec = fake_spec("fake", &["--log", log.to_str().unwrap()]);
     spec.call_timeout = Duration::from_millis(600);
@@ -270,7 +270,7 @@ async fn a_servers_progress_notifications_reach_the_calls_reporter() {
 
 #[tokio::test]
 async fn an_interrupted_call_is_cancelled_at_the_server() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let log = dir.path().join("log");
     let manager = McpManager::new(vec![fake_spec("fake", &["--log", log.to_str().unwrap()])]);
     manager.start();
@@ -445,7 +445,7 @@ async fn a_missing_command_is_reported() {
 
 #[tokio::test]
 async fn stopping_kills_the_whole_group_grandchildren_included() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let pidfile = dir.path().join("grandchild.pid");
     let manager = McpManager::new(vec![fake_spec(
         "fake",
@@ -502,7 +502,7 @@ fn listings(log: &std::path::Path) -> usize {
 
 #[tokio::test]
 async fn several_list_changed_at_once_cause_one_listing() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let log = dir.path().join("log");
     let manager = McpManager::new(vec![fake_spec("fake", &["--log", log.to_str().unwrap()])]);
     manager.start();
@@ -525,7 +525,7 @@ async fn several_list_changed_at_once_cause_one_listing() {
 
 #[tokio::test]
 async fn an_older_listing_answered_late_never_replaces_a_newer_one() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let log = dir.path().join("log");
     let manager = McpManager::new(vec![fake_spec("fake", &["--log", log.to_str().unwrap()])]);
     manager.start();

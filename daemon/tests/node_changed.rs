@@ -22,7 +22,7 @@ async fn a_changed_tool_is_flagged_not_offered_and_not_covered_by_an_approval() 
     ));
     let hub = hub_home.spawn();
     hub_home.wait_ready(hub.pid());
-    let calls = tempfile::tempdir().unwrap();
+    let calls = crate::support::temp::dir();
     let calls = calls.path().join("calls.jsonl");
     let calls_arg = calls.display().to_string();
     let node_home = Install::with_config(&node_config(

@@ -64,7 +64,7 @@ async fn a_node_lends_its_mcp_tools_as_it_names_them_and_announces_new_ones() {
     );
     let hub = hub_home.spawn();
     hub_home.wait_ready(hub.pid());
-    let calls = tempfile::tempdir().unwrap();
+    let calls = crate::support::temp::dir();
     let calls = calls.path().join("calls.jsonl");
     let lend = [
         "current_time",
@@ -150,7 +150,7 @@ async fn progress_keeps_a_node_call_alive_and_a_cancelled_turn_cancels_it_on_the
     let hub_home = hub_install(listen, 1, &["mcp__fx__progress", "mcp__fx__slow"]);
     let hub = hub_home.spawn();
     hub_home.wait_ready(hub.pid());
-    let log = tempfile::tempdir().unwrap();
+    let log = crate::support::temp::dir();
     let log = log.path().join("server.jsonl");
     let node_home = Install::with_config(&node_config(
         &["--log", &path(&log)],

@@ -5,7 +5,7 @@ use tau_api::hub_files::CrashNote;
 
 #[test]
 fn a_panic_writes_crash_json() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let note_path = tmp.path().join("crash.json");
     taud::host::crash::install_panic_hook(note_path.clone());
     let joined = std::thread::spawn(|| panic!("the sky fell")).join();

@@ -220,7 +220,6 @@ impl Known {
 }
 
 struct Fixture {
-    _tmp: tempfile::TempDir,
     store: PathBuf,
     backend: &'static str,
     hub: Hub,
@@ -229,10 +228,12 @@ struct Fixture {
     known: Option<Known>,
     /// How the calls were answered: `OK` or the refusal's code, with counts.
     tally: std::collections::BTreeMap<String, usize>,
+    /// Declared last, so dropped last: what writes into it is gone first.
+    _tmp: crate::support::temp::TestDir,
 }
 
 async fn fixture(backend: &'static str) -> Fixture {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let options = HubOptions::new(tmp.path().join("data"));
     let dir = options.paths().dir.clone();
     std::fs::create_dir_all(&dir).unwrap();

@@ -110,15 +110,16 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
 }
 
 struct Fixture {
-    _tmp: tempfile::TempDir,
     store: std::path::PathBuf,
     hub: Hub,
     service: GrpcService,
     channel: Channel,
+    /// Declared last, so dropped last: what writes into it is gone first.
+    _tmp: crate::support::temp::TestDir,
 }
 
 async fn fixture() -> Fixture {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let options = HubOptions::new(tmp.path().join("data"));
     let dir = options.paths().dir.clone();
     std::fs::create_dir_all(&dir).unwrap();
@@ -325,7 +326,7 @@ fn a_request_over_the_message_size_limit_is_refused_and_the_hub_goes_on() {
 fn the_bearer_check_lets_only_the_token_through_whatever_the_header() {
     use axum::http::HeaderValue;
     use taud::rpc::auth::{AuthError, check_bearer};
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let token = taud::host::token::ensure(&tmp.path().join("token")).unwrap();
     let secret = token.expose().to_owned();
     let header = prop_oneof![

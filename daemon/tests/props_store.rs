@@ -57,7 +57,7 @@ fn check<T: std::fmt::Debug>(
 
 /// Every reader, then a write of each kind, on a file store with one damaged record.
 fn file_case(target: &FileTarget, damage: &Damage) -> Result<(), TestCaseError> {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let root = tmp.path().join("sessions");
     let store = FileSessionStore::open(&root, Durability::NoSync).unwrap();
     fill(&store);
@@ -180,7 +180,7 @@ fn check_row<T: std::fmt::Debug>(
 }
 
 fn sqlite_case(target: &RowTarget, damage: &Damage) -> Result<(), TestCaseError> {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let db = tmp.path().join("sessions.db");
     {
         let store = SqliteSessionStore::open(&db, Durability::NoSync).unwrap();
@@ -267,7 +267,7 @@ fn a_database_file_of_arbitrary_bytes_is_refused_cleanly() {
                 any::<bool>(),
             ),
             |(bytes, keep_header)| {
-                let tmp = tempfile::tempdir().unwrap();
+                let tmp = crate::support::temp::dir();
                 let db = tmp.path().join("sessions.db");
                 let mut content = bytes;
                 if keep_header {
@@ -320,7 +320,7 @@ fn the_restart_scan_reads_arbitrary_events_without_panicking() {
         .run(&proptest::collection::vec(event, 0..12), |events| {
             let pending = taud::hub::restart::pending_in(&events);
             prop_assert!(pending.len() <= events.len());
-            let tmp = tempfile::tempdir().unwrap();
+            let tmp = crate::support::temp::dir();
             let store = FileSessionStore::open(tmp.path(), Durability::NoSync).unwrap();
             store
                 .create_session(&Session::new(ID, taud::store::now_utc()))
@@ -346,7 +346,7 @@ fn the_approval_scan_mark_of_any_content_reads_as_a_plan_that_covers_what_it_not
     let started: Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
     runner(128)
         .run(&damage(), |damage| {
-            let tmp = tempfile::tempdir().unwrap();
+            let tmp = crate::support::temp::dir();
             let path = tmp.path().join("approval-scan.json");
             let journal = ScanJournal::new(&path, "file");
             journal.record_scan(started, &[]);
@@ -393,7 +393,7 @@ fn hub_files_of_any_content_are_read_or_ignored_without_panicking() {
         .run(
             &(damage(), damage(), any::<bool>()),
             |(state_damage, note_damage, with_note)| {
-                let tmp = tempfile::tempdir().unwrap();
+                let tmp = crate::support::temp::dir();
                 let paths = HubPaths::in_dir(tmp.path().join("hub"));
                 std::fs::create_dir_all(&paths.dir).unwrap();
                 let state_bytes = apply(&state_text, &state_damage);
@@ -466,7 +466,7 @@ fn every_stored_number_at_its_extremes_reads_or_names_its_record() {
 
 #[test]
 fn a_message_count_at_the_top_of_its_range_does_not_overflow_the_next_append() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let root = tmp.path().join("sessions");
     let store = FileSessionStore::open(&root, Durability::NoSync).unwrap();
     fill(&store);
@@ -494,7 +494,7 @@ fn a_message_count_at_the_top_of_its_range_does_not_overflow_the_next_append() {
 
 #[test]
 fn a_sqlite_session_row_that_cannot_be_read_is_left_out_of_the_listing() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let db = tmp.path().join("sessions.db");
     let store = SqliteSessionStore::open(&db, Durability::NoSync).unwrap();
     fill(&store);
@@ -534,7 +534,7 @@ fn a_sqlite_session_row_that_cannot_be_read_is_left_out_of_the_listing() {
 fn a_reshaped_session_tree_never_panics_a_reader_or_a_write() {
     use support::props::targets::{reshape, shapes};
     for shape in shapes() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::support::temp::dir();
         let root = tmp.path().join("sessions");
         let store = FileSessionStore::open(&root, Durability::NoSync).unwrap();
         fill(&store);

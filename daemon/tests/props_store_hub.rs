@@ -84,7 +84,7 @@ async fn hub_case(
     damage_store: impl FnOnce(&std::path::Path) -> (String, bool),
 ) -> Result<(), TestCaseError> {
     let panics_before = panics().load(std::sync::atomic::Ordering::SeqCst);
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = crate::support::temp::dir();
     let name = damage_store(tmp.path());
     let model = Arc::new(FakeModel::scripted(
         (0..4).map(|i| FakeReply::text(format!("reply {i}"))),

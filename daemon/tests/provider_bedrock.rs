@@ -386,7 +386,7 @@ async fn the_tau_toml_endpoint_wins_then_the_bedrock_variable_then_the_global_on
 
 #[test]
 fn missing_credentials_and_endpoint_order() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let home: Env = [("HOME", dir.path().to_str().unwrap())]
         .into_iter()
         .collect();

@@ -105,7 +105,7 @@ fn open(path: &Path, clock: &HandClock, runner: &Arc<RecordingRunner>) -> Routin
 
 #[tokio::test]
 async fn fires_once_on_time_and_records_the_outcome_on_disk() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = routines_path(dir.path());
     let clock = HandClock::at("2026-12-02T03:00:00Z");
     let runner = Arc::new(RecordingRunner::default());
@@ -149,7 +149,7 @@ async fn fires_once_on_time_and_records_the_outcome_on_disk() {
 
 #[tokio::test]
 async fn a_firing_missed_while_down_runs_once_at_start_or_is_skipped() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = routines_path(dir.path());
     let clock = HandClock::at("2026-12-01T03:00:00Z");
     let runner = Arc::new(RecordingRunner::default());
@@ -182,7 +182,7 @@ async fn a_firing_missed_while_down_runs_once_at_start_or_is_skipped() {
 
 #[tokio::test]
 async fn no_instant_fires_twice_across_a_kill_and_restart() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = routines_path(dir.path());
     let clock = HandClock::at("2026-12-02T03:00:00Z");
     let runner = Arc::new(RecordingRunner::default());
@@ -215,7 +215,7 @@ async fn no_instant_fires_twice_across_a_kill_and_restart() {
 
 #[tokio::test]
 async fn a_clock_that_jumps_fires_once_and_never_twice() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = routines_path(dir.path());
     let clock = HandClock::at("2026-12-02T05:00:00Z");
     let runner = Arc::new(RecordingRunner::default());
@@ -248,7 +248,7 @@ async fn a_clock_that_jumps_fires_once_and_never_twice() {
 
 #[tokio::test]
 async fn pause_resume_remove_and_run_now() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = routines_path(dir.path());
     let clock = HandClock::at("2026-12-02T03:00:00Z");
     let runner = Arc::new(RecordingRunner::default());
@@ -294,7 +294,7 @@ async fn pause_resume_remove_and_run_now() {
 
 #[tokio::test(start_paused = true)]
 async fn the_loop_fires_when_the_wall_clock_reaches_the_instant() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = routines_path(dir.path());
     let clock = HandClock::at("2026-12-02T03:59:00Z");
     let runner = Arc::new(RecordingRunner::default());

@@ -74,15 +74,16 @@ impl RoutineRunner for GateRunner {
 }
 
 struct Setup {
-    _dir: tempfile::TempDir,
     path: std::path::PathBuf,
     engine: RoutineEngine,
     runner: Arc<GateRunner>,
     clock: Arc<std::sync::Mutex<SystemTime>>,
+    /// Declared last, so dropped last: what writes into it is gone first.
+    _dir: crate::support::temp::TestDir,
 }
 
 fn setup(decisions: Vec<ApprovalOutcome>) -> Setup {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = routines_path(dir.path());
     let clock = Arc::new(std::sync::Mutex::new(SystemTime::from(ts(
         "2026-12-02T19:00:00Z",

@@ -40,6 +40,7 @@
 
 mod support {
     pub mod store;
+    pub mod temp;
 }
 
 use std::collections::{BTreeSet, HashMap};
@@ -50,12 +51,11 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use support::store::{open_backend, user_message};
 use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, SessionAgent, SessionMeta, SessionStore, create_fresh_session,
     now_utc,
 };
-
-use support::store::{open_backend, user_message};
 
 const WRITER_ENV: &str = "TAU_SESSION_CRASH_WRITER";
 const DIR_ENV: &str = "TAU_SESSION_CRASH_DIR";
@@ -503,7 +503,7 @@ fn crash_round(
 }
 
 fn crash_backend(backend: &str, writers: usize, cycles: usize) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let mains: Vec<String> = {
         let store = open_backend(backend, dir.path());
         (0..writers).map(|_| with_agent(store.as_ref())).collect()

@@ -162,7 +162,7 @@ fn appends_and_reads_beside_tidies_see_every_message() {
 /// that holds records is never removed by a close that did not checkpoint it.
 #[test]
 fn a_session_created_whole_has_its_journal_until_it_closes() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let store = open_file_store(dir.path());
     let new_session = |store: &FileSessionStore| {
         taud::store::create_fresh_complete_session(

@@ -74,7 +74,7 @@ fn all_paths(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn the_layout_is_the_seeds() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (_store, _id, session_dir) = populated(dir.path());
     let mut names: Vec<String> = all_paths(&session_dir)
         .iter()
@@ -114,7 +114,7 @@ fn the_layout_is_the_seeds() {
 
 #[test]
 fn directories_are_0700_and_files_0600() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (_store, _id, session_dir) = populated(dir.path());
     assert_eq!(mode(&dir.path().join("sessions")), 0o700);
     assert_eq!(mode(&session_dir), 0o700);
@@ -126,7 +126,7 @@ fn directories_are_0700_and_files_0600() {
 
 #[test]
 fn a_symlinked_session_directory_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (store, id, session_dir) = populated(dir.path());
     let elsewhere = dir.path().join("elsewhere");
     fs::rename(&session_dir, &elsewhere).unwrap();
@@ -153,7 +153,7 @@ fn a_symlinked_session_directory_is_refused() {
 
 #[test]
 fn symlinks_deeper_in_a_session_are_refused() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (store, id, session_dir) = populated(dir.path());
     let outside = dir.path().join("outside");
     fs::create_dir(&outside).unwrap();
@@ -204,7 +204,7 @@ fn symlinks_deeper_in_a_session_are_refused() {
 
 #[test]
 fn a_torn_last_event_line_is_skipped_and_the_next_append_is_kept() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (store, id, session_dir) = populated(dir.path());
     let mut file = fs::OpenOptions::new()
         .append(true)
@@ -228,7 +228,7 @@ fn a_torn_last_event_line_is_skipped_and_the_next_append_is_kept() {
 
 #[test]
 fn half_created_sessions_and_temporary_files_are_ignored() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (store, id, session_dir) = populated(dir.path());
     let root = dir.path().join("sessions");
     // A creation that died after mkdir, and a leftover temporary file of a message write.
@@ -255,7 +255,7 @@ fn half_created_sessions_and_temporary_files_are_ignored() {
 
 #[test]
 fn a_record_from_a_newer_format_is_refused_not_misread() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (store, id, session_dir) = populated(dir.path());
     let path = session_dir.join("meta.json");
     let mut meta: Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
@@ -270,7 +270,7 @@ fn a_record_from_a_newer_format_is_refused_not_misread() {
 
 #[test]
 fn a_damaged_message_is_an_error_naming_the_file() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (store, id, session_dir) = populated(dir.path());
     let path = session_dir.join("agents/tau/messages/000001.json");
     fs::write(&path, b"{\"v\":1,").unwrap();
@@ -281,7 +281,7 @@ fn a_damaged_message_is_an_error_naming_the_file() {
 
 #[test]
 fn a_lost_listing_index_is_rebuilt_from_the_sessions() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (store, id, _session_dir) = populated(dir.path());
     let other = create_fresh_session(&store).unwrap().session_id;
     let index = dir.path().join("sessions/.sessions-index.jsonl");
@@ -310,7 +310,7 @@ fn a_complete_session_without_its_session_json_is_invisible_and_not_reused() {
     use taud::store::{
         ContextMode, NewSession, Session, SessionAgent, SessionMessage, SessionMeta,
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let store = store(dir.path());
     let now = now_utc();
     let new = NewSession {

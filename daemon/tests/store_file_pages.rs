@@ -58,7 +58,7 @@ fn page(store: &dyn SessionStore, id: &str, before: Option<u64>, limit: usize) -
 
 #[test]
 fn a_file_removed_behind_the_store_makes_the_page_list_the_directory() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let store = store(dir.path());
     let (id, messages) = session_with(&store, dir.path(), &(0..10).collect::<Vec<_>>());
     // The first page lists the directory; the next ones are read by id: the same answers.
@@ -90,7 +90,7 @@ fn a_file_removed_behind_the_store_makes_the_page_list_the_directory() {
 
 #[test]
 fn a_file_past_the_count_makes_the_page_list_the_directory() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let store = store(dir.path());
     let (id, messages) = session_with(&store, dir.path(), &[0, 1, 2, 3]);
     assert_eq!(page(&store, &id, None, 2), [2, 3]);
@@ -111,7 +111,7 @@ fn a_file_past_the_count_makes_the_page_list_the_directory() {
 
 #[test]
 fn ids_that_are_not_positions_are_paged_from_a_listing_after_a_reopen() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (id, _) = session_with(&store(dir.path()), dir.path(), &[1, 2, 3, 5]);
     // Reopened, the count is the number of files (4): every id from 2 to 3 has its file, but
     // the newest is 5.

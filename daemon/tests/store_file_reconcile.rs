@@ -89,7 +89,7 @@ fn listed_count(store: &dyn SessionStore, id: &str) -> u64 {
 
 #[test]
 fn opening_a_session_sets_its_count_to_the_message_files_on_disk() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (id, session_dir) = crashed_after_the_message_file(dir.path(), 2);
     assert_eq!(stored_count(&session_dir), 2, "the crash was not made");
     let before: Value =
@@ -123,7 +123,7 @@ fn opening_a_session_sets_its_count_to_the_message_files_on_disk() {
 /// with the values the running store showed.
 #[test]
 fn a_crash_before_the_turn_flush_loses_no_count() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (id, session_dir) = crashed_after_the_message_file(dir.path(), 2);
     let store = open(dir.path());
     store.read_session(&id).unwrap();
@@ -151,7 +151,7 @@ fn a_crash_before_the_turn_flush_loses_no_count() {
 /// The next process's first listing finds the index behind and records the session again.
 #[test]
 fn an_index_line_lost_after_the_flush_is_recorded_again() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (id, session_dir) = crashed_after_the_message_file(dir.path(), 1);
     let store = open(dir.path());
     store.read_session(&id).unwrap();
@@ -172,7 +172,7 @@ fn an_index_line_lost_after_the_flush_is_recorded_again() {
 /// A store that closes between turns writes what it deferred.
 #[test]
 fn closing_the_store_writes_the_deferred_record() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (id, session_dir) = crashed_after_the_message_file(dir.path(), 1);
     let store = open(dir.path());
     store
@@ -186,7 +186,7 @@ fn closing_the_store_writes_the_deferred_record() {
 
 #[test]
 fn listing_first_sets_the_count_to_the_message_files_on_disk() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (id, session_dir) = crashed_after_the_message_file(dir.path(), 1);
     let store = open(dir.path());
     assert_eq!(listed_count(&store, &id), 2);
@@ -207,7 +207,7 @@ fn listing_first_sets_the_count_to_the_message_files_on_disk() {
 
 #[test]
 fn a_listing_behind_a_right_session_json_is_brought_in_line() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let store = open(dir.path());
     let id = session_with_agent(&store);
     let index_path = dir.path().join("sessions").join(INDEX);
@@ -226,7 +226,7 @@ fn a_listing_behind_a_right_session_json_is_brought_in_line() {
 
 #[test]
 fn temporary_files_of_killed_writes_are_removed_and_nothing_else() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (id, session_dir) = crashed_after_the_message_file(dir.path(), 1);
     let messages = session_dir.join("agents/tau/messages");
     let stale = [
@@ -263,7 +263,7 @@ fn temporary_files_of_killed_writes_are_removed_and_nothing_else() {
 
 #[test]
 fn listing_removes_the_temporary_files_of_every_session() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let (_id, session_dir) = crashed_after_the_message_file(dir.path(), 1);
     let temp = session_dir.join("agents/tau/messages/.000002.json.0a1b2c3d.tmp");
     fs::write(&temp, b"{").unwrap();
@@ -274,7 +274,7 @@ fn listing_removes_the_temporary_files_of_every_session() {
 
 #[test]
 fn listing_cleans_a_creation_interrupted_before_its_session_json() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let store = open(dir.path());
     let unfinished = dir.path().join("sessions/20261201-120000-abcd");
     fs::create_dir_all(unfinished.join("agents/tau/messages")).unwrap();
@@ -295,7 +295,7 @@ fn listing_cleans_a_creation_interrupted_before_its_session_json() {
 
 #[test]
 fn a_reconciliation_that_fails_leaves_the_session_readable() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let store = open(dir.path());
     let id = create_fresh_session(&store).unwrap().session_id;
     // `agents` is a file where a directory belongs: the message files cannot be counted.
@@ -311,7 +311,7 @@ fn a_reconciliation_that_fails_leaves_the_session_readable() {
 /// found and fixed, every temporary file removed.
 #[test]
 fn a_first_listing_of_many_sessions_reconciles_each() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let fast = FileSessionStore::open(dir.path().join("sessions"), Durability::NoSync).unwrap();
     let mut ids = Vec::new();
     for _ in 0..600 {
@@ -348,7 +348,7 @@ fn a_first_listing_of_many_sessions_reconciles_each() {
 /// surveyed again; a session used is still reconciled with its files.
 #[test]
 fn a_clean_stop_spares_the_next_listing_its_survey_and_only_that_one() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let store = open(dir.path());
     let id = session_with_agent(&store);
     for n in 0..2 {

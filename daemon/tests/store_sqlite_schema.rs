@@ -68,7 +68,7 @@ INSERT INTO meta VALUES ('20260101-100000-aaaa', '{"v":1,"channel":"terminal","t
 
 #[test]
 fn a_database_of_the_first_schema_opens_and_reads() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = dir.path().join("sessions.db");
     {
         let conn = Connection::open(&path).unwrap();
@@ -123,7 +123,7 @@ fn a_database_of_the_first_schema_opens_and_reads() {
 
 #[test]
 fn a_database_from_a_newer_tau_is_refused_untouched() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = dir.path().join("sessions.db");
     {
         let conn = Connection::open(&path).unwrap();
@@ -146,7 +146,7 @@ fn a_database_from_a_newer_tau_is_refused_untouched() {
 
 #[test]
 fn the_database_is_private_and_in_wal_mode() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = dir.path().join("data").join("sessions.db");
     let store = SqliteSessionStore::open(&path, Durability::Full).unwrap();
     taud::store::create_fresh_session(&store).unwrap();
@@ -171,7 +171,7 @@ fn the_database_is_private_and_in_wal_mode() {
 #[test]
 fn a_new_database_is_private_from_its_creation() {
     use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
     let watch = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
@@ -212,7 +212,7 @@ fn a_new_database_is_private_from_its_creation() {
 /// A database (and its WAL and shared-memory files) left 0644 by an older version is narrowed.
 #[test]
 fn an_older_wider_database_is_narrowed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = dir.path().join("sessions.db");
     let store = SqliteSessionStore::open(&path, Durability::Full).unwrap();
     taud::store::create_fresh_session(&store).unwrap();
@@ -232,7 +232,7 @@ fn an_older_wider_database_is_narrowed() {
 
 #[test]
 fn a_symlinked_database_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let real = dir.path().join("real.db");
     std::fs::write(&real, b"").unwrap();
     let link = dir.path().join("sessions.db");
@@ -249,7 +249,7 @@ fn a_complete_session_that_fails_part_way_leaves_nothing() {
         ContextMode, DEFAULT_AGENT_ID, NewSession, Session, SessionAgent, SessionMeta,
         new_session_id, now_utc,
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = crate::support::temp::dir();
     let path = dir.path().join("sessions.db");
     let store = SqliteSessionStore::open(&path, Durability::NoSync).unwrap();
     let now = now_utc();

@@ -97,7 +97,7 @@ fn a_bad_certificate_or_key_refuses_start_in_one_line_naming_the_key_and_file() 
         good.files.path().join("cert.pem"),
         good.files.path().join("key.pem"),
     );
-    let files = tempfile::tempdir().unwrap();
+    let files = crate::support::temp::dir();
     let (bad_cert, bad_key) = (
         files.path().join("bad-cert.pem"),
         files.path().join("bad-key.pem"),

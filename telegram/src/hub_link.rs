@@ -2,8 +2,9 @@
 //! holds as for any local client), connected through the client library
 //! (`tau_client::connect::unix_channel`), and a deadline around every unary call.
 //!
-//! Invariant: connecting ends by [`CONNECT_TIMEOUT`]; a unary call, and the wait for a turn's
-//! first message, by [`CALL_TIMEOUT`].
+//! Invariant: connecting ends by [`CONNECT_TIMEOUT`]; a unary call by [`CALL_TIMEOUT`]; StartTurn
+//! and the wait for a turn's first message by the channel's call timeout ([`within`]), which is
+//! [`CALL_TIMEOUT`] but in tests.
 
 use std::future::Future;
 use std::path::Path;
@@ -48,13 +49,15 @@ pub async fn connect(socket: &Path) -> Result<HubClient, HubError> {
     Ok(TauClient::new(channel))
 }
 
-/// `read` (a stream's next message, say) under [`CALL_TIMEOUT`].
-pub async fn within_call_timeout<T>(
+/// `read` (a stream's next message, say) under `limit`: the channel's call timeout
+/// (`ChannelOptions::hub_call_timeout`, [`CALL_TIMEOUT`] but in tests).
+pub async fn within<T>(
+    limit: Duration,
     read: impl Future<Output = Result<T, tonic::Status>>,
 ) -> Result<T, HubError> {
-    match tokio::time::timeout(CALL_TIMEOUT, read).await {
+    match tokio::time::timeout(limit, read).await {
         Ok(read) => read.map_err(HubError::from),
-        Err(_) => Err(HubError::Timeout(CALL_TIMEOUT)),
+        Err(_) => Err(HubError::Timeout(limit)),
     }
 }
 
@@ -78,13 +81,13 @@ mod tests {
     async fn a_read_that_never_ends_times_out() {
         let never = std::future::pending::<Result<u8, tonic::Status>>();
         assert_eq!(
-            within_call_timeout(never).await,
+            within(CALL_TIMEOUT, never).await,
             Err(HubError::Timeout(CALL_TIMEOUT))
         );
-        assert_eq!(within_call_timeout(async { Ok(7) }).await, Ok(7));
+        assert_eq!(within(CALL_TIMEOUT, async { Ok(7) }).await, Ok(7));
         let refused = async { Err::<u8, _>(tonic::Status::not_found("gone")) };
         assert!(matches!(
-            within_call_timeout(refused).await,
+            within(CALL_TIMEOUT, refused).await,
             Err(HubError::Status(_))
         ));
     }

@@ -1,6 +1,7 @@
 //! The owner's conversation against the fake Bot API and the real hub: pairing with a one-time
 //! code, replies streamed into one message and split past 4,096 characters, the chat's session
-//! kept across restarts, `/new`, groups left, and cards that survive 429s and unanswerable taps.
+//! kept across restarts, `/new`, groups left, cards that survive 429s and unanswerable taps, and
+//! a turn whose first message never comes given up at the relay's call timeout.
 
 // Test set-up: a failed step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -8,11 +9,13 @@
 use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::fake_bot::{Failure, FakeBot, OWNER, STRANGER, button};
-use support::hub::{TestHub, config, session_of, start_channel};
+use support::fake_bot::{Failure, FakeBot, OWNER, STRANGER, TEST_TOKEN, button};
+use support::hub::{TestHub, config, session_of, start_channel, start_channel_with};
 use tau_telegram::ChannelPhase;
+use tau_telegram::hub_link::CALL_TIMEOUT;
 use taud::testing::FakeReply;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,5 +204,34 @@ async fn a_card_survives_429s_and_a_tap_too_old_to_answer_still_decides_and_edit
     let calls = hub.stored(&session, "tool_call").await;
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert!(calls[0].contains("approved"), "{calls:?}");
+    channel.stop().await.unwrap();
+}
+
+/// A hub that takes StartTurn (its headers come) and then sends nothing: the relay gives up at its
+/// call timeout and tells the owner the turn failed, instead of holding the message for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_whose_first_message_never_comes_is_given_up_at_the_call_timeout() {
+    let bot = FakeBot::start().await;
+    let hub = TestHub::start_silent_turns().await;
+    hub.pair_owner();
+    let timeout = Duration::from_millis(500);
+    let mut channel = start_channel_with(&hub, config(&bot), TEST_TOKEN, timeout);
+    channel
+        .phase
+        .wait_for(|p| *p == ChannelPhase::Running)
+        .await
+        .unwrap();
+    let asked = Instant::now();
+    bot.owner_says("are you there?");
+    let failed = bot.wait_for_text("The turn could not start").await;
+    let waited = asked.elapsed();
+    assert!(
+        failed.text.contains("the hub did not answer within 500ms"),
+        "{}",
+        failed.text
+    );
+    assert_eq!(failed.chat_id, OWNER);
+    // Its own timeout, not the default one.
+    assert!(waited >= timeout && waited < CALL_TIMEOUT, "{waited:?}");
     channel.stop().await.unwrap();
 }

@@ -66,7 +66,9 @@ const DAEMON_ROOMS: &[(&str, &[&str])] = &[
     ),
     (
         "web",
-        &["message", "tool", "gate", "node", "hub", "host", "listen"],
+        &[
+            "message", "tool", "gate", "node", "routine", "hub", "host", "listen",
+        ],
     ),
     ("services", &["host", "hub", "rpc", "link", "web"]),
     (

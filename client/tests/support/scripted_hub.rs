@@ -391,12 +391,13 @@ impl tau_server::Tau for ScriptedHub {
 
 /// The scripted hub on `<root>/data/hub/taud.sock` and `tau chat` attached to it on a terminal.
 pub struct Fixture {
-    pub _root: tempfile::TempDir,
     pub _runtime: tokio::runtime::Runtime,
     pub notices: Notices,
     pub chat: PtySession,
     /// What the chat printed before its ready banner's profile.
     pub startup: String,
+    /// Declared last, so dropped last: what writes into it is gone first.
+    pub _root: tempfile::TempDir,
 }
 
 pub const WAIT: Duration = Duration::from_secs(20);

@@ -177,6 +177,7 @@ impl HubService for TelegramChannelService {
             state: self.launch.state.clone(),
             socket: hub.paths().socket.clone(),
             lang: self.launch.lang,
+            hub_call_timeout: tau_telegram::hub_link::CALL_TIMEOUT,
         };
         let stop = CancellationToken::new();
         let task = tokio::spawn(supervise(options, Arc::clone(&self.status), stop.clone()));
@@ -297,6 +298,7 @@ mod tests {
             // Nobody listens here: every run fails to reach the hub.
             socket: dir.path().join("missing.sock"),
             lang: Lang::En,
+            hub_call_timeout: tau_telegram::hub_link::CALL_TIMEOUT,
         };
         let status = Arc::new(Mutex::new(Status {
             state: Supervised::Stopped,

@@ -291,7 +291,7 @@ pub(super) async fn status(State(state): State<Arc<WebState>>, headers: HeaderMa
         "approvals_pending": core.registry().pending_count(),
         "backend": core.backend_name(),
         "default_role": core.options().default_role,
-        "tools": core.tools().into_iter().filter(|t| t.state == "ready").map(|t| t.name).collect::<Vec<_>>(),
+        "tools": core.tools().into_iter().filter(|t| t.state == "ready").map(|t| escape_hidden(&t.name)).collect::<Vec<_>>(),
         "routines": routines,
         "version": tau_api::VERSION,
     }))

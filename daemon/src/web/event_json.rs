@@ -5,7 +5,10 @@
 //! JSON, control and bidirectional characters escaped), together with its tool, tier and effect,
 //! so the card shows exactly what the decision covers; text is sent as data for the page to set as
 //! text, never as markup, and every text from a model, a tool or a person leaves with its hiding
-//! characters written visibly (`tau_api::display`, the rule every client shows text by).
+//! characters written visibly (`tau_api::display`, the rule every client shows text by); a
+//! streamed delta is escaped knowing the last character of the turn's reply (or reasoning) sent
+//! before it on the same stream ([`DeltaEdges`]), as `tau chat` prints it, so an emoji sequence
+//! split between two deltas reads whole while a selector after ordinary text stays escaped.
 
 use serde_json::{Value, json};
 use tau_api::display::{escape_hidden, escape_hidden_in_prose};
@@ -56,14 +59,43 @@ pub fn snapshot(snapshot: &Snapshot, stream_key: &str) -> Value {
     })
 }
 
-/// A person's or a model's text: emoji sequences read as themselves. A delta is escaped on its
-/// own, so a sequence split between two deltas shows its selector escaped.
+/// A person's or a model's text, whole: emoji sequences read as themselves.
 fn prose(text: &str) -> String {
     escape_hidden_in_prose(None, text)
 }
 
-/// One event: `{"seq", "turn_id", "type", …}`.
-pub fn event(event: &SessionEvent) -> Value {
+/// What one stream sent last of the running turn's reply and reasoning: the character a next
+/// delta's emoji selector or joiner may follow. Bounded: one turn id and two characters; a delta
+/// of another turn starts afresh.
+#[derive(Debug, Default)]
+pub struct DeltaEdges {
+    turn_id: Option<String>,
+    reply: Option<char>,
+    reasoning: Option<char>,
+}
+
+impl DeltaEdges {
+    /// `text`, a delta of `turn_id`'s reply (or reasoning), escaped after what was sent of it.
+    fn delta(&mut self, turn_id: Option<&str>, reasoning: bool, text: &str) -> String {
+        if self.turn_id.as_deref() != turn_id {
+            *self = Self {
+                turn_id: turn_id.map(str::to_owned),
+                ..Self::default()
+            };
+        }
+        let edge = if reasoning {
+            &mut self.reasoning
+        } else {
+            &mut self.reply
+        };
+        let shown = escape_hidden_in_prose(*edge, text);
+        *edge = text.chars().last().or(*edge);
+        shown
+    }
+}
+
+/// One event: `{"seq", "turn_id", "type", …}`; `edges` is what the same stream sent before it.
+pub fn event(event: &SessionEvent, edges: &mut DeltaEdges) -> Value {
     let mut out = json!({
         "seq": event.seq,
         "turn_id": event.turn_id,
@@ -74,8 +106,11 @@ pub fn event(event: &SessionEvent) -> Value {
         EventKind::TurnStarted { turn } => {
             json!({"text": prose(&turn.text), "channel": turn.channel})
         }
-        EventKind::TextDelta(text) | EventKind::ReasoningDelta(text) => {
-            json!({"text": prose(text)})
+        EventKind::TextDelta(text) => {
+            json!({"text": edges.delta(event.turn_id.as_deref(), false, text)})
+        }
+        EventKind::ReasoningDelta(text) => {
+            json!({"text": edges.delta(event.turn_id.as_deref(), true, text)})
         }
         EventKind::ToolUseStarted { tool_use_id, name } => {
             json!({"tool_use_id": tool_use_id, "tool": escape_hidden(name)})
@@ -151,17 +186,102 @@ mod tests {
     /// visibly, as `tau chat` shows them; its emoji keep their selector.
     #[test]
     fn a_reply_reaches_the_page_with_its_hiding_characters_visible() {
-        let json = event(&event_of(EventKind::TextDelta(
-            "rm \u{202e}txt.exe\u{e0041}\u{200b} \u{2764}\u{fe0f}".into(),
-        )));
+        let json = event(
+            &event_of(EventKind::TextDelta(
+                "rm \u{202e}txt.exe\u{e0041}\u{200b} \u{2764}\u{fe0f}".into(),
+            )),
+            &mut DeltaEdges::default(),
+        );
         assert_eq!(
             json["text"],
             "rm \\u{202e}txt.exe\\u{e0041}\\u{200b} \u{2764}\u{fe0f}"
         );
-        let json = event(&event_of(EventKind::ToolUseStarted {
-            tool_use_id: "u".into(),
-            name: "lamp\u{ad}on".into(),
-        }));
+        let json = event(
+            &event_of(EventKind::ToolUseStarted {
+                tool_use_id: "u".into(),
+                name: "lamp\u{ad}on".into(),
+            }),
+            &mut DeltaEdges::default(),
+        );
         assert_eq!(json["tool"], "lamp\\u{ad}on");
+    }
+
+    /// The page's text of `deltas` (turn id, reply or reasoning, text) sent on one stream.
+    fn streamed(deltas: &[(&str, bool, &str)]) -> Vec<String> {
+        let mut edges = DeltaEdges::default();
+        deltas
+            .iter()
+            .map(|&(turn, reasoning, text)| {
+                let kind = if reasoning {
+                    EventKind::ReasoningDelta(text.into())
+                } else {
+                    EventKind::TextDelta(text.into())
+                };
+                let mut delta = event_of(kind);
+                delta.turn_id = Some(turn.into());
+                event(&delta, &mut edges)["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    /// An emoji and its selector, or a ZWJ sequence, split between two deltas reach the page
+    /// whole, as `tau chat` prints them; a tool's start between them changes nothing.
+    #[test]
+    fn an_emoji_sequence_split_between_deltas_reads_whole() {
+        assert_eq!(
+            streamed(&[("t", false, "I \u{2764}"), ("t", false, "\u{fe0f} it")]).concat(),
+            "I \u{2764}\u{fe0f} it"
+        );
+        assert_eq!(
+            streamed(&[("t", false, "\u{1f469}"), ("t", false, "\u{200d}\u{1f4bb}")]).concat(),
+            "\u{1f469}\u{200d}\u{1f4bb}"
+        );
+        let mut edges = DeltaEdges::default();
+        let mut delta = |kind| {
+            let mut delta = event_of(kind);
+            delta.turn_id = Some("t".into());
+            event(&delta, &mut edges)
+        };
+        delta(EventKind::TextDelta("\u{2764}".into()));
+        delta(EventKind::ToolUseStarted {
+            tool_use_id: "u".into(),
+            name: "lamp".into(),
+        });
+        assert_eq!(
+            delta(EventKind::TextDelta("\u{fe0f}".into()))["text"],
+            "\u{fe0f}"
+        );
+    }
+
+    /// A selector with no emoji before it in its turn's reply stays escaped: at the start, after
+    /// ordinary text, after the reasoning's emoji, or after the last turn's.
+    #[test]
+    fn a_selector_without_its_emoji_stays_escaped() {
+        let escaped = "\\u{fe0f}";
+        assert_eq!(streamed(&[("t", false, "\u{fe0f}")]), [escaped]);
+        assert_eq!(
+            streamed(&[("t", false, "ok"), ("t", false, "\u{fe0f}")])[1],
+            escaped
+        );
+        assert_eq!(
+            streamed(&[("t", true, "\u{2764}"), ("t", false, "\u{fe0f}")])[1],
+            escaped
+        );
+        assert_eq!(
+            streamed(&[("t", false, "\u{2764}"), ("u", false, "\u{fe0f}")])[1],
+            escaped
+        );
+        // An empty delta keeps the edge.
+        assert_eq!(
+            streamed(&[
+                ("t", false, "\u{2764}"),
+                ("t", false, ""),
+                ("t", false, "\u{fe0f}")
+            ])[2],
+            "\u{fe0f}"
+        );
     }
 }

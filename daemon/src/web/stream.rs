@@ -62,6 +62,8 @@ struct Live {
     stop: CancellationToken,
     keepalive: tokio::time::Interval,
     first: Option<String>,
+    /// The running turn's last reply and reasoning characters this stream sent.
+    edges: event_json::DeltaEdges,
     done: bool,
     _registered: Registered,
 }
@@ -99,7 +101,7 @@ async fn step(mut live: Live) -> Option<(Result<Bytes, Infallible>, Live)> {
             Ok(Some(event)) => frame(
                 "session",
                 Some(format!("{}.{}", live.stream_id, event.seq)),
-                &event_json::event(&event),
+                &event_json::event(&event, &mut live.edges),
             ),
             Ok(None) => return None,
             Err(_) => {
@@ -165,6 +167,7 @@ pub(super) async fn events(
         stop: state.stop.clone(),
         keepalive,
         first: Some(String::from_utf8_lossy(&first).into_owned()),
+        edges: event_json::DeltaEdges::default(),
         done: false,
         _registered: Registered {
             state: Arc::clone(&state),

@@ -18,11 +18,12 @@ pub const DEADLINE: Duration = Duration::from_secs(10);
 pub const BACKENDS: [&str; 2] = ["file", "sqlite"];
 
 pub struct Fixture {
-    pub _dir: tempfile::TempDir,
     pub dir: std::path::PathBuf,
     pub model: Arc<FakeModel>,
     pub core: HubCore,
     pub backend: &'static str,
+    /// Declared last, so dropped last: what writes into it is gone first.
+    pub _dir: crate::support::temp::TestDir,
 }
 
 pub fn options() -> CoreOptions {
@@ -67,7 +68,17 @@ pub async fn fixture_with(
     replies: Vec<FakeReply>,
     options: CoreOptions,
 ) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
+    fixture_in(crate::support::temp::dir(), backend, replies, options).await
+}
+
+/// A fixture whose store lives in `dir`, which the fixture owns from then on (files the caller
+/// put there for `options`, such as a routines file, live as long as the core).
+pub async fn fixture_in(
+    dir: crate::support::temp::TestDir,
+    backend: &'static str,
+    replies: Vec<FakeReply>,
+    options: CoreOptions,
+) -> Fixture {
     let model = Arc::new(FakeModel::scripted(replies));
     let core = setup(dir.path(), backend, &model, options)
         .start()
@@ -75,10 +86,10 @@ pub async fn fixture_with(
         .unwrap();
     Fixture {
         dir: dir.path().to_path_buf(),
-        _dir: dir,
         model,
         core,
         backend,
+        _dir: dir,
     }
 }
 

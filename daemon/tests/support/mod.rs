@@ -13,5 +13,6 @@ pub mod props;
 pub mod provider;
 pub mod soak;
 pub mod store;
+pub mod temp;
 pub mod web;
 pub mod window;

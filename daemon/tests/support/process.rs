@@ -38,7 +38,7 @@ pub fn free_port() -> u16 {
 
 /// A temporary installation for `taud`.
 pub struct Install {
-    pub tmp: tempfile::TempDir,
+    pub tmp: crate::support::temp::TestDir,
     pub home: PathBuf,
     pub data: PathBuf,
     pub port: u16,
@@ -53,7 +53,7 @@ impl Install {
     }
 
     pub fn with_config(toml: &str) -> Self {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = crate::support::temp::dir();
         let home = tmp.path().join("home");
         let data = tmp.path().join("data");
         std::fs::create_dir_all(&home).unwrap();

@@ -6,12 +6,12 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::support::temp::TestDir;
 use taud::message::Message;
 use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, Durability, SessionAgent, SessionBackends, SessionMessage,
     SessionStore, SessionStoreConfig, create_fresh_session, now_utc,
 };
-use tempfile::TempDir;
 
 /// The built-in backends the contract applies to.
 pub const BACKENDS: [&str; 2] = ["file", "sqlite"];
@@ -38,13 +38,14 @@ pub fn assistant_message(id: u64, text: &str) -> SessionMessage {
 /// A store of one backend on a temporary data directory, reopenable.
 pub struct Harness {
     pub backend: &'static str,
-    pub dir: TempDir,
     pub store: Arc<dyn SessionStore>,
+    /// Declared last, so dropped last: what writes into it is gone first.
+    pub dir: TestDir,
 }
 
 impl Harness {
     pub fn new(backend: &'static str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::support::temp::dir();
         let store = open_backend(backend, dir.path());
         Self {
             backend,
@@ -124,8 +125,8 @@ pub fn closed_file_session(dir: &Path) -> (String, std::path::PathBuf) {
 
 /// A temporary directory holding [`closed_file_session`]'s session: the directory, the id, the
 /// session's directory.
-pub fn closed_file_fixture() -> (TempDir, String, std::path::PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
+pub fn closed_file_fixture() -> (TestDir, String, std::path::PathBuf) {
+    let dir = crate::support::temp::dir();
     let (id, session_dir) = closed_file_session(dir.path());
     (dir, id, session_dir)
 }

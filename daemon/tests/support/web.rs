@@ -120,13 +120,13 @@ fn exchange(stream: &mut (impl Read + Write), request: &str) -> Answer {
 pub struct TlsClient {
     pub config: Arc<rustls::ClientConfig>,
     pub name: String,
-    pub files: tempfile::TempDir,
+    pub files: crate::support::temp::TestDir,
 }
 
 impl TlsClient {
     pub fn self_signed(name: &str) -> Self {
         let made = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
-        let files = tempfile::tempdir().unwrap();
+        let files = crate::support::temp::dir();
         std::fs::write(files.path().join("cert.pem"), made.cert.pem()).unwrap();
         std::fs::write(
             files.path().join("key.pem"),
@@ -176,11 +176,12 @@ fn dechunk(mut body: &str) -> String {
 
 /// A running hub with the web client.
 pub struct WebHub {
-    pub install: Install,
     pub hub: Hub,
     pub web_port: u16,
     /// Set when the web client serves TLS: the page is then `https://<name>:<port>`.
     pub tls: Option<TlsClient>,
+    /// Declared last, so dropped last: what writes into it is gone first.
+    pub install: Install,
 }
 
 impl WebHub {

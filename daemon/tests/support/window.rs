@@ -57,7 +57,7 @@ pub async fn restart(
         .await
         .unwrap();
     Fixture {
-        _dir: tempfile::tempdir().unwrap(),
+        _dir: crate::support::temp::dir(),
         dir: f.dir.clone(),
         model: Arc::clone(model),
         core,

@@ -31,6 +31,7 @@ mod turn_relay;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use tau_api::config::TelegramConfig;
 use tau_api::credentials::Secret;
@@ -55,6 +56,9 @@ pub struct ChannelOptions {
     /// The hub's gRPC socket.
     pub socket: PathBuf,
     pub lang: Lang,
+    /// How long a turn's relay waits for StartTurn's answer and then for its first message
+    /// (`crate::hub_link::CALL_TIMEOUT` but in tests).
+    pub hub_call_timeout: Duration,
 }
 
 /// Where a run is, as the hub's status shows it.
@@ -133,6 +137,8 @@ struct Shared {
     texts: Texts,
     config: TelegramConfig,
     paths: StatePaths,
+    /// [`ChannelOptions::hub_call_timeout`].
+    hub_call_timeout: Duration,
     /// This process's epoch: only its tokens can approve.
     epoch: String,
     owner: Mutex<Option<OwnerBinding>>,
@@ -205,6 +211,7 @@ pub async fn run_channel(
         texts,
         config: options.config,
         paths: options.state,
+        hub_call_timeout: options.hub_call_timeout,
         epoch,
         owner: Mutex::new(owner),
         session: Mutex::new(session),

@@ -87,7 +87,7 @@ async fn start(
         idempotency_key: format!("telegram-update-{update_id}"),
         new_session: false,
     };
-    match tokio::time::timeout(crate::hub_link::CALL_TIMEOUT, hub.start_turn(request)).await {
+    match tokio::time::timeout(shared.hub_call_timeout, hub.start_turn(request)).await {
         Ok(result) => result.map(tonic::Response::into_inner),
         Err(_) => Err(tonic::Status::deadline_exceeded("StartTurn timed out")),
     }
@@ -121,7 +121,7 @@ async fn relay_turn(
         // nothing ends the relay with an error instead of holding it for ever. Later events wait
         // as long as the turn lasts (a model may think long, a person answer late).
         let message = if std::mem::take(&mut first) {
-            crate::hub_link::within_call_timeout(stream.message()).await?
+            crate::hub_link::within(shared.hub_call_timeout, stream.message()).await?
         } else {
             stream.message().await?
         };

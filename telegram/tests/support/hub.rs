@@ -2,6 +2,7 @@
 //! Telegram channel run against it and a [`super::fake_bot::FakeBot`].
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::convert::Infallible;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,20 +16,22 @@ use tau_telegram::state::{OwnerBinding, StatePaths};
 use tau_telegram::{ChannelError, ChannelOptions, ChannelPhase, run_channel};
 use taud::host::{Hub, HubOptions, HubService};
 use taud::hub::{CoreOptions, CoreSetup, SharedModelFactory};
-use taud::rpc::GrpcService;
+use taud::rpc::{GrpcService, RoutesHook};
 use taud::store::{Durability, SessionBackends, SessionStoreConfig};
 use taud::testing::{FakeModel, FakeReply};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tonic::service::Routes;
 
 use super::fake_bot::{FakeBot, OWNER, TEST_TOKEN};
 
 pub struct TestHub {
-    pub tmp: tempfile::TempDir,
     pub hub: Hub,
     pub service: GrpcService,
     pub model: Arc<FakeModel>,
+    /// Declared last, so dropped last: what writes into it is gone first.
+    pub tmp: tempfile::TempDir,
 }
 
 pub fn core_options() -> CoreOptions {
@@ -49,16 +52,40 @@ pub fn core_options() -> CoreOptions {
 
 impl TestHub {
     pub async fn start(replies: Vec<FakeReply>) -> Self {
-        Self::start_with(replies, None).await
+        Self::start_with(replies, None, None).await
+    }
+
+    /// A hub that answers StartTurn with its headers and then sends nothing, ever (every other
+    /// call as the real hub answers it).
+    pub async fn start_silent_turns() -> Self {
+        let hook: RoutesHook = Arc::new(|routes: Routes| {
+            let silent = axum::routing::post(|| async {
+                let never = futures::stream::pending::<Result<axum::body::Bytes, Infallible>>();
+                axum::response::Response::builder()
+                    .header("content-type", "application/grpc")
+                    .body(axum::body::Body::from_stream(never))
+                    .unwrap()
+            });
+            Routes::from(
+                routes
+                    .into_axum_router()
+                    .route("/tau.v1.Tau/StartTurn", silent),
+            )
+        });
+        Self::start_with(Vec::new(), None, Some(hook)).await
     }
 
     /// [`TestHub::start`] with routines on (their file in the temporary directory), a routine's
     /// question held for the owner for `hold`.
     pub async fn start_with_routines(replies: Vec<FakeReply>, hold: Duration) -> Self {
-        Self::start_with(replies, Some(hold)).await
+        Self::start_with(replies, Some(hold), None).await
     }
 
-    async fn start_with(replies: Vec<FakeReply>, routine_hold: Option<Duration>) -> Self {
+    async fn start_with(
+        replies: Vec<FakeReply>,
+        routine_hold: Option<Duration>,
+        routes: Option<RoutesHook>,
+    ) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let mut core = core_options();
         if let Some(hold) = routine_hold {
@@ -83,8 +110,11 @@ impl TestHub {
             factory: Arc::new(SharedModelFactory(Arc::clone(&model) as _)),
         };
         let hub = Hub::new(options, None);
-        let service =
+        let mut service =
             taud::services::grpc_service(setup).with_socket_uid(nix::unistd::geteuid().as_raw());
+        if let Some(hook) = routes {
+            service = service.with_routes(hook);
+        }
         service.start(&hub).await.unwrap();
         TestHub {
             tmp,
@@ -297,12 +327,23 @@ pub fn start_channel_with_token(
     config: TelegramConfig,
     token: &str,
 ) -> RunningChannel {
+    start_channel_with(hub, config, token, tau_telegram::hub_link::CALL_TIMEOUT)
+}
+
+/// [`start_channel_with_token`] whose turn relays wait `hub_call_timeout` for the hub.
+pub fn start_channel_with(
+    hub: &TestHub,
+    config: TelegramConfig,
+    token: &str,
+    hub_call_timeout: Duration,
+) -> RunningChannel {
     let options = ChannelOptions {
         config,
         token: Secret::new(token),
         state: hub.state_paths(),
         socket: hub.socket(),
         lang: Lang::En,
+        hub_call_timeout,
     };
     let (tx, rx) = watch::channel(ChannelPhase::Starting);
     let stop = CancellationToken::new();
