@@ -7,9 +7,10 @@
 //! the first of them in the whole history (older ones left memory when the window said it may
 //! forget them), so a window that counts by position never loses its place. A window is handed
 //! the history's own messages (shared, each as a model receives it) and answers with shared
-//! messages too, so what the model sees is not copied. When [`ConversationWindow::view`] fails, the turn goes
-//! on with [`ConversationWindow::fallback`] (pure, cannot fail), warns once, and uses the fallback
-//! for the rest of that turn, so a failing window costs at most one attempt per turn.
+//! messages too, so what the model sees is not copied. When [`ConversationWindow::view`] fails,
+//! the turn goes on with [`ConversationWindow::fallback`] (pure, cannot fail), warns once, and
+//! uses the fallback for the rest of that turn, so a failing window costs at most one attempt
+//! per turn.
 //! This module knows nothing about sessions or stores.
 
 use std::sync::Arc;
