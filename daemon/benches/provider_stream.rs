@@ -133,7 +133,7 @@ async fn first_delta(provider: &str, iterations: usize) -> Result<Vec<Duration>,
     let model = build_model_with("bench", &role, &Env::new(), &options)?;
     let request = ModelRequest {
         system: Vec::new(),
-        messages: vec![Message::user_text("hello")],
+        messages: vec![Message::user_text("hello").into()],
         tools: Vec::new().into(),
     };
     let mut samples = Vec::with_capacity(iterations);

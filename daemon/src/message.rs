@@ -10,6 +10,8 @@
 //! stays `Other`), so a record round-trips byte for byte; its bytes stay base64 and are never
 //! decoded here, and their size is bounded by whoever made the block (the MCP result cap).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -62,6 +64,25 @@ impl Message {
     /// [`Message::into_for_model`] of a copy.
     pub fn for_model(&self) -> Self {
         self.clone().into_for_model()
+    }
+
+    /// Whether the message is already as a model receives it (no metadata, no unknown blocks).
+    pub fn is_for_model(&self) -> bool {
+        self.metadata.is_none()
+            && !self
+                .content
+                .iter()
+                .any(|block| matches!(block, ContentBlock::Other(_)))
+    }
+
+    /// A shared message as a model receives it: the same object when it is already
+    /// ([`Message::is_for_model`]), else the message without its metadata and unknown blocks
+    /// (made in place when nobody else holds it, from a copy otherwise).
+    pub fn shared_for_model(message: Arc<Self>) -> Arc<Self> {
+        if message.is_for_model() {
+            return message;
+        }
+        Arc::new(Arc::unwrap_or_clone(message).into_for_model())
     }
 
     /// The concatenated text blocks, joined by newlines.
@@ -494,6 +515,35 @@ mod tests {
         message.metadata = Some(MessageMetadata::default());
         assert!(message.for_model().metadata.is_none());
         assert_eq!(message.into_for_model(), Message::assistant_text("x"));
+    }
+
+    #[test]
+    fn a_shared_message_is_copied_only_when_it_has_something_to_strip() {
+        let plain = Arc::new(Message::user_text("hi"));
+        assert!(plain.is_for_model());
+        let shared = Message::shared_for_model(Arc::clone(&plain));
+        assert!(
+            Arc::ptr_eq(&plain, &shared),
+            "nothing to strip: the same object"
+        );
+        let mut with_metadata = Message::assistant_text("x");
+        with_metadata.metadata = Some(MessageMetadata::default());
+        let held = Arc::new(with_metadata);
+        assert!(!held.is_for_model());
+        let stripped = Message::shared_for_model(Arc::clone(&held));
+        assert!(!Arc::ptr_eq(&held, &stripped));
+        assert_eq!(*stripped, Message::assistant_text("x"));
+        assert!(
+            held.metadata.is_some(),
+            "the other holder keeps its message"
+        );
+        let mut unknown = Message::user_text("look");
+        unknown
+            .content
+            .push(ContentBlock::Other(json!({"video": {}})));
+        assert!(!unknown.is_for_model());
+        let alone = Message::shared_for_model(Arc::new(unknown));
+        assert_eq!(*alone, Message::user_text("look"));
     }
 
     #[test]

@@ -64,9 +64,9 @@ async fn repairs_a_dangling_tool_use() {
     assert_eq!(agent.ask("hello").await.unwrap(), "sorry");
     let messages = model.last_request().unwrap().messages;
     assert_eq!(messages.len(), 5);
-    assert_eq!(messages[1], dangling);
+    assert_eq!(*messages[1], dangling);
     assert_eq!(
-        messages[2],
+        *messages[2],
         Message {
             role: Role::User,
             content: vec![ContentBlock::ToolResult(ToolResult::text(

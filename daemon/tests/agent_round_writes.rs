@@ -85,7 +85,11 @@ async fn turn(tools: &[(&str, Tier)], replies: Vec<FakeReply>) -> Outcome {
         writes: lock(&recorder.writes).clone(),
         seen: lock(&stored_when_run).clone(),
         stop_reason: end.stop_reason,
-        model_saw: model.requests().into_iter().map(|r| r.messages).collect(),
+        model_saw: model
+            .requests()
+            .into_iter()
+            .map(|r| r.messages.iter().map(|m| Message::clone(m)).collect())
+            .collect(),
         stored,
     }
 }

@@ -29,10 +29,10 @@ struct Sliding {
 impl ConversationWindow for Sliding {
     async fn view(
         &self,
-        history: &[Message],
+        history: &[Arc<Message>],
         _first: usize,
         _cancel: &CancellationToken,
-    ) -> Result<Vec<Message>, WindowError> {
+    ) -> Result<Vec<Arc<Message>>, WindowError> {
         self.asked.fetch_add(1, Ordering::SeqCst);
         Ok(history[sliding_window_start(history, self.size)..].to_vec())
     }
@@ -47,15 +47,15 @@ struct Failing {
 impl ConversationWindow for Failing {
     async fn view(
         &self,
-        _history: &[Message],
+        _history: &[Arc<Message>],
         _first: usize,
         _cancel: &CancellationToken,
-    ) -> Result<Vec<Message>, WindowError> {
+    ) -> Result<Vec<Arc<Message>>, WindowError> {
         self.asked.fetch_add(1, Ordering::SeqCst);
         Err(WindowError("the summary call failed".into()))
     }
 
-    fn fallback(&self, history: &[Message]) -> Vec<Message> {
+    fn fallback(&self, history: &[Arc<Message>]) -> Vec<Arc<Message>> {
         history[history.len() - 1..].to_vec()
     }
 }
@@ -99,7 +99,9 @@ async fn the_model_sees_the_window_and_the_observer_every_message() {
     assert_eq!(model.call_count(), 6);
     assert_eq!(window.asked.load(Ordering::SeqCst), 6);
 
-    // The observer and the agent's own history hold every message, in order, with their indices.
+    // The observer and the agent's own history hold every message, in order, with their indices:
+    // the observer the whole message (a reply's usage included), memory the message as a model
+    // receives it.
     let appended = lock(&observer.appended).clone();
     assert_eq!(appended.len(), 12);
     assert!(
@@ -108,16 +110,20 @@ async fn the_model_sees_the_window_and_the_observer_every_message() {
             .enumerate()
             .all(|(i, (index, _))| *index == i)
     );
+    assert!(appended[1].1.metadata.is_some());
     let history = agent.messages();
     assert_eq!(
         history,
-        appended.iter().map(|(_, m)| m.clone()).collect::<Vec<_>>()
+        appended
+            .iter()
+            .map(|(_, m)| m.for_model())
+            .collect::<Vec<_>>()
     );
 
     // Each request held exactly the window over the history as it was before that call.
     let requests = model.requests();
     let texts =
-        |messages: &[Message]| -> Vec<String> { messages.iter().map(Message::text).collect() };
+        |messages: &[Arc<Message>]| -> Vec<String> { messages.iter().map(|m| m.text()).collect() };
     assert_eq!(texts(&requests[0].messages), ["q0"]);
     assert_eq!(texts(&requests[1].messages), ["q0", "a0", "q1"]);
     // Turn 2, first call: 5 messages, so the window starts at the next clean user message.

@@ -252,7 +252,7 @@ mod cases {
             .unwrap();
         assert_eq!(outcome.summarized_count, window.len());
         let sent = model.last_request().unwrap();
-        let seen: String = sent.messages.iter().map(Message::text).collect();
+        let seen: String = sent.messages.iter().map(|m| m.text()).collect();
         assert!(seen.contains("bitkileri") && !seen.contains("lambasını"));
         // No title recorded: the first line of the first stored user message.
         let meta = h.store.read_meta(&outcome.new_session_id).unwrap().unwrap();

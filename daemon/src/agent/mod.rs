@@ -213,10 +213,12 @@ impl TauAgent {
         Arc::clone(&self.inner.model)
     }
 
-    /// A copy of the history held in memory (older messages the window will never show again may
-    /// have left memory; the store keeps them).
+    /// A copy of the history held in memory, each message as a model receives it (older messages
+    /// the window will never show again may have left memory, and metadata and unknown blocks are
+    /// not held; the store keeps them).
     pub fn messages(&self) -> Vec<Message> {
-        self.inner.history.snapshot()
+        let held = self.inner.history.snapshot();
+        held.iter().map(|message| Message::clone(message)).collect()
     }
 
     /// The held history as the model last saw it, without a model call (its window's
@@ -224,7 +226,8 @@ impl TauAgent {
     /// messages after it): what a `/compact` summary is made from.
     pub fn messages_as_recorded(&self) -> Vec<Message> {
         let (held, first) = self.inner.history.held();
-        self.inner.window.as_recorded(&held, first)
+        let recorded = self.inner.window.as_recorded(&held, first);
+        recorded.into_iter().map(Arc::unwrap_or_clone).collect()
     }
 
     /// How many messages the agent holds in memory (what a window is cut from); older ones its

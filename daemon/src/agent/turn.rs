@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -124,7 +125,9 @@ pub(crate) async fn run_turn(
 /// nothing outside, until the turn's next write (a crash before loses only reads, and the next
 /// turn repairs the prompt left without a reply).
 struct HeldMessages {
-    messages: Vec<Message>,
+    /// Whole messages (metadata included: the store gets them as they are), shared with the
+    /// model's view while held.
+    messages: Vec<Arc<Message>>,
     /// When the held prompt is stored on its own at the latest; `None` once it is stored.
     prompt_due: Option<tokio::time::Instant>,
 }
@@ -132,7 +135,7 @@ struct HeldMessages {
 impl HeldMessages {
     fn with_prompt(prompt: Message) -> Self {
         Self {
-            messages: vec![prompt],
+            messages: vec![Arc::new(prompt)],
             prompt_due: Some(tokio::time::Instant::now() + HOLD_PROMPT_AT_MOST),
         }
     }
@@ -145,7 +148,7 @@ impl HeldMessages {
     ) -> Result<(), HistoryError> {
         self.prompt_due = None;
         let mut messages = std::mem::take(&mut self.messages);
-        messages.extend(message);
+        messages.extend(message.map(Arc::new));
         if messages.is_empty() {
             return Ok(());
         }
@@ -306,7 +309,7 @@ async fn rounds(
             metadata: None,
         };
         match calls {
-            Some(calls) => held.messages.extend([calls, answers]),
+            Some(calls) => held.messages.extend([Arc::new(calls), Arc::new(answers)]),
             None => inner.history.append(answers).map(drop)?,
         }
     }
@@ -321,27 +324,28 @@ fn reads_only(inner: &AgentInner, uses: &[ToolUse]) -> bool {
             .all(|u| catalog.tier_of(&u.name) == Some(Tier::Read))
 }
 
-/// What the next model call sees: the agent's window over the history and the rounds held
-/// (metadata stripped). A window that shows a tail says where it starts, and only that tail is
-/// copied; any other is asked for its view over a copy. A failed window is warned about once;
-/// the turn then uses the fallback view until it ends.
+/// What the next model call sees: the agent's window over the history and the rounds held, each
+/// message as a model receives it and shared, not copied (the history holds its messages that
+/// way; a held round is stripped of its metadata by a copy while it is held). A window that shows
+/// a tail says where it starts, and only that tail is taken; any other is asked for its view. A
+/// failed window is warned about once; the turn then uses the fallback view until it ends.
 async fn model_view(
     inner: &AgentInner,
-    held_rounds: &[Message],
+    held_rounds: &[Arc<Message>],
     cancel: &CancellationToken,
     window_failed: &mut bool,
-) -> Vec<Message> {
-    let tail = inner.history.with_held(|history, first| {
-        let all: Vec<&Message> = history.iter().chain(held_rounds).collect();
-        let start = inner.window.tail_start(&all, first)?;
-        let tail = all.get(start..).unwrap_or_default();
-        Some(tail.iter().map(|m| m.for_model()).collect::<Vec<_>>())
+) -> Vec<Arc<Message>> {
+    let rounds = held_rounds.iter().cloned().map(Message::shared_for_model);
+    let (mut history, first) = inner.history.with_held(|held, first| {
+        let mut all = Vec::with_capacity(held.len() + held_rounds.len());
+        all.extend(held.iter().cloned());
+        (all, first)
     });
-    if let Some(view) = tail {
-        return view;
+    history.extend(rounds);
+    if let Some(start) = inner.window.tail_start(&history, first) {
+        history.drain(..start.min(history.len()));
+        return history;
     }
-    let (mut history, first) = inner.history.held();
-    history.extend_from_slice(held_rounds);
     let view = if *window_failed {
         inner.window.fallback(&history)
     } else {
@@ -359,7 +363,7 @@ async fn model_view(
             }
         }
     };
-    view.into_iter().map(Message::into_for_model).collect()
+    view.into_iter().map(Message::shared_for_model).collect()
 }
 
 fn cancelled_notice() -> String {

@@ -12,8 +12,9 @@
 //!   forget what the summary covers and what lies before twice the window
 //!   ([`ConversationWindow::forgettable`]), so memory holds about twice the window; a summary
 //!   that has to fold in messages no longer held reads them from the store for that call only.
-//!   It calls the agent's own model through [`model_window`] with the turn's cancellation, and
-//!   writes the agent record with the new conversation manager state whenever it changed. Its std
+//!   It calls the agent's own model through [`summarizing_window`] with the turn's cancellation
+//!   (over the agent's shared messages, so its view shares them too), and writes the agent
+//!   record with the new conversation manager state whenever it changed. Its std
 //!   lock is never held across an await or a store write. When a summary fails, the agent falls
 //!   back to the sliding view (see `crate::agent`).
 
@@ -27,19 +28,19 @@ use tracing::warn;
 use crate::agent::{ConversationWindow, WindowError};
 use crate::context::sliding::is_clean_start;
 use crate::context::{
-    SummaryCall, model_window, recorded_summary_window, sliding_window_start, summary_span,
+    SummaryCall, recorded_summary_window, sliding_window_start, summarizing_window, summary_span,
 };
 use crate::message::Message;
 use crate::model::Model;
 use crate::store::store_io;
 use crate::store::{
-    ContextMode, ConversationManagerState, DEFAULT_AGENT_ID, SessionAgent, SessionStore, now_utc,
+    ConversationManagerState, DEFAULT_AGENT_ID, SessionAgent, SessionStore, now_utc,
 };
 
 /// How many of the oldest held messages lie before twice the window: 0 while the history is
 /// within it, else a pair-safe start at a user message, so every later window is cut from the
 /// same messages as before.
-fn beyond_twice_the_window(history: &[Message], window_size: usize) -> usize {
+fn beyond_twice_the_window(history: &[Arc<Message>], window_size: usize) -> usize {
     let keep = window_size.saturating_mul(2).max(1);
     if history.len() <= keep {
         return 0;
@@ -58,7 +59,7 @@ impl SlidingWindow {
         Self { window_size }
     }
 
-    fn cut(&self, history: &[Message]) -> Vec<Message> {
+    fn cut(&self, history: &[Arc<Message>]) -> Vec<Arc<Message>> {
         history[sliding_window_start(history, self.window_size)..].to_vec()
     }
 }
@@ -67,25 +68,25 @@ impl SlidingWindow {
 impl ConversationWindow for SlidingWindow {
     async fn view(
         &self,
-        history: &[Message],
+        history: &[Arc<Message>],
         _first: usize,
         _cancel: &CancellationToken,
-    ) -> Result<Vec<Message>, WindowError> {
+    ) -> Result<Vec<Arc<Message>>, WindowError> {
         Ok(self.cut(history))
     }
 
-    fn tail_start(&self, history: &[&Message], _first: usize) -> Option<usize> {
+    fn tail_start(&self, history: &[Arc<Message>], _first: usize) -> Option<usize> {
         Some(sliding_window_start(history, self.window_size))
     }
 
-    fn fallback(&self, history: &[Message]) -> Vec<Message> {
+    fn fallback(&self, history: &[Arc<Message>]) -> Vec<Arc<Message>> {
         self.cut(history)
     }
 
     /// Memory keeps at most about twice the window: once the held history passes that, everything
     /// before the window of `2 × window_size` goes (a pair-safe start at a user message, so every
     /// later window is cut from the same messages as before).
-    fn forgettable(&self, history: &[Message], _first: usize) -> usize {
+    fn forgettable(&self, history: &[Arc<Message>], _first: usize) -> usize {
         beyond_twice_the_window(history, self.window_size)
     }
 }
@@ -161,7 +162,7 @@ impl SummarizingWindow {
 
     /// The stored messages `from..to`, read for a summary that folds in messages no longer held;
     /// an error unless every one of them is there.
-    fn read_stored(&self, from: usize, to: usize) -> Result<Vec<Message>, WindowError> {
+    fn read_stored(&self, from: usize, to: usize) -> Result<Vec<Arc<Message>>, WindowError> {
         let missing = || {
             WindowError(format!(
                 "stored messages {from} to {to} of session {} are not all there",
@@ -188,7 +189,7 @@ impl SummarizingWindow {
         }
         Ok(stored
             .into_iter()
-            .map(|message| message.to_message().clone())
+            .map(|message| Arc::new(message.to_message().for_model()))
             .collect())
     }
 }
@@ -197,10 +198,10 @@ impl SummarizingWindow {
 impl ConversationWindow for SummarizingWindow {
     async fn view(
         &self,
-        history: &[Message],
+        history: &[Arc<Message>],
         first: usize,
         cancel: &CancellationToken,
-    ) -> Result<Vec<Message>, WindowError> {
+    ) -> Result<Vec<Arc<Message>>, WindowError> {
         let state = self.state();
         let mut from = self.base.saturating_add(first);
         let mut messages = Cow::Borrowed(history);
@@ -216,29 +217,22 @@ impl ConversationWindow for SummarizingWindow {
             from = span.start;
         }
         let call = SummaryCall::new(self.model.as_ref(), cancel.clone());
-        let window = model_window(
-            ContextMode::Summarize,
-            &messages,
-            from,
-            &state,
-            self.window_size,
-            &call,
-        )
-        .await
-        .map_err(|e| WindowError(e.to_string()))?;
+        let window = summarizing_window(&messages, from, &state, self.window_size, &call)
+            .await
+            .map_err(|e| WindowError(e.to_string()))?;
         if window.state_changed {
             self.persist(window.state);
         }
         Ok(window.messages)
     }
 
-    fn fallback(&self, history: &[Message]) -> Vec<Message> {
+    fn fallback(&self, history: &[Arc<Message>]) -> Vec<Arc<Message>> {
         history[sliding_window_start(history, self.window_size)..].to_vec()
     }
 
     /// What the summary covers, and what lies before twice the window (a later summary reads it
     /// back from the store if it still has to fold it in): whichever ends later.
-    fn forgettable(&self, history: &[Message], first: usize) -> usize {
+    fn forgettable(&self, history: &[Arc<Message>], first: usize) -> usize {
         let state = self.state();
         let from = self.base.saturating_add(first);
         let covered = usize::try_from(state.removed_message_count)
@@ -250,7 +244,7 @@ impl ConversationWindow for SummarizingWindow {
         covered.max(beyond_twice_the_window(history, self.window_size))
     }
 
-    fn as_recorded(&self, history: &[Message], first: usize) -> Vec<Message> {
+    fn as_recorded(&self, history: &[Arc<Message>], first: usize) -> Vec<Arc<Message>> {
         recorded_summary_window(history, self.base.saturating_add(first), &self.state()).messages
     }
 }
@@ -283,10 +277,17 @@ mod tests {
         for history in histories() {
             for size in [0, 1, 2, 3, 5, 8, 40] {
                 let window = SlidingWindow::new(size);
-                let refs: Vec<&Message> = history.iter().collect();
-                let start = window.tail_start(&refs, 0).unwrap();
-                let view = window.view(&history, 0, &cancel).await.unwrap();
-                assert_eq!(history[start..], view[..], "window {size}");
+                let shared: Vec<Arc<Message>> = history.iter().cloned().map(Arc::new).collect();
+                let start = window.tail_start(&shared, 0).unwrap();
+                let view = window.view(&shared, 0, &cancel).await.unwrap();
+                assert_eq!(shared[start..], view[..], "window {size}");
+                assert!(
+                    shared[start..]
+                        .iter()
+                        .zip(&view)
+                        .all(|(a, b)| Arc::ptr_eq(a, b)),
+                    "the view shares the history's messages"
+                );
             }
         }
     }

@@ -32,6 +32,7 @@
 //! - Nothing here writes to the store: the caller persists [`Window::state`] when
 //!   [`Window::state_changed`].
 
+use std::borrow::Borrow;
 use std::ops::Range;
 
 use crate::context::compaction::SEED_ACKNOWLEDGEMENT;
@@ -45,12 +46,14 @@ use crate::store::ConversationManagerState;
 /// The first line of a summarizing window's summary message.
 pub const WINDOW_SUMMARY_HEADER: &str = "Summary of the earlier conversation:";
 
-/// What the model sees of a session, and the conversation manager state that goes with it.
+/// What the model sees of a session, and the conversation manager state that goes with it. `M`
+/// is how the messages are held: [`Message`]s, or shared ones (`Arc<Message>`: the stored
+/// messages in the window are then the caller's own objects, not copies).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Window {
+pub struct Window<M = Message> {
     /// The messages for the model: the `prepended` summary pair (if any), then the stored messages
     /// from `start` on, as given.
-    pub messages: Vec<Message>,
+    pub messages: Vec<M>,
     /// The stored id (position in the full history) of the first stored message in `messages`
     /// (= `state.removed_message_count` under `summarize`).
     pub start: usize,
@@ -65,7 +68,7 @@ pub struct Window {
     pub summarized: usize,
 }
 
-impl Window {
+impl<M> Window<M> {
     /// The index in the full history of `messages[position]`, or `None` for a prepended message.
     pub fn stored_index(&self, position: usize) -> Option<usize> {
         position.checked_sub(self.prepended).map(|i| self.start + i)
@@ -115,19 +118,19 @@ pub fn sliding_window(
 /// The summarizing window as recorded, without a model call: the summary (if any) and every held
 /// message it does not cover (all held ones when it covers fewer). What a caller shows the model
 /// when a new summary failed, and what `/compact` summarizes.
-pub fn recorded_summary_window(
-    history: &[Message],
+pub fn recorded_summary_window<M: Borrow<Message> + Clone + From<Message>>(
+    history: &[M],
     first: usize,
     state: &ConversationManagerState,
-) -> Window {
+) -> Window<M> {
     let (trusted, changed) = trusted_state(history, first, state);
     view(history, first, trusted, changed, 0)
 }
 
 /// Where a new summary would cut the history (a stored id), or `None` when the recorded summary
 /// still covers everything the window has to drop (no model call needed).
-pub fn summary_cut(
-    history: &[Message],
+pub fn summary_cut<M: Borrow<Message>>(
+    history: &[M],
     first: usize,
     state: &ConversationManagerState,
     window_size: usize,
@@ -138,8 +141,8 @@ pub fn summary_cut(
 /// The stored messages a new summary would fold in (from where the recorded one ends, 0 when it
 /// is not trusted, to the cut), or `None` when no summary is needed. A span that starts before
 /// `first` needs the older messages read: pass them with the history.
-pub fn summary_span(
-    history: &[Message],
+pub fn summary_span<M: Borrow<Message>>(
+    history: &[M],
     first: usize,
     state: &ConversationManagerState,
     window_size: usize,
@@ -155,13 +158,13 @@ pub fn summary_span(
 /// A failed summary is an error and the recorded state stays as it was; the caller may fall back
 /// to [`recorded_summary_window`]. A summary that needs messages before `first`
 /// ([`summary_span`]) is [`CompactionError::NotHeld`].
-pub async fn summarizing_window(
-    history: &[Message],
+pub async fn summarizing_window<M: Borrow<Message> + Clone + From<Message>>(
+    history: &[M],
     first: usize,
     state: &ConversationManagerState,
     window_size: usize,
     call: &SummaryCall<'_>,
-) -> Result<Window, CompactionError> {
+) -> Result<Window<M>, CompactionError> {
     let (mut trusted, changed) = trusted_state(history, first, state);
     let Some(span) = summary_span(history, first, &trusted, window_size) else {
         return Ok(view(history, first, trusted, changed, 0));
@@ -175,7 +178,7 @@ pub async fn summarizing_window(
     let folded = &history[span.start - first..span.end - first];
     let mut input: Vec<Message> = Vec::with_capacity(folded.len() + 1);
     input.extend(trusted.summary_message.iter().map(Message::for_model));
-    input.extend(folded.iter().map(Message::for_model));
+    input.extend(folded.iter().map(|message| message.borrow().for_model()));
     let summary = summarize(call, &input, None).await?;
     trusted.summary_message = Some(Message::user_text(format!(
         "{WINDOW_SUMMARY_HEADER}\n{summary}"
@@ -207,8 +210,8 @@ pub fn summarizing_window_start_in_tail(
 
 /// The recorded window start, if the state fits the history. A start before `first` is taken
 /// on trust (its messages are not here to check).
-fn recorded_start(
-    history: &[Message],
+fn recorded_start<M: Borrow<Message>>(
+    history: &[M],
     first: usize,
     state: &ConversationManagerState,
 ) -> Option<usize> {
@@ -228,8 +231,8 @@ fn recorded_start(
 
 /// The state if it fits the history, else a reset one (no summary, nothing removed); and whether
 /// it was reset.
-fn trusted_state(
-    history: &[Message],
+fn trusted_state<M: Borrow<Message>>(
+    history: &[M],
     first: usize,
     state: &ConversationManagerState,
 ) -> (ConversationManagerState, bool) {
@@ -250,21 +253,21 @@ fn trusted_state(
 
 /// The summary pair and the held messages from the recorded start (all held ones when it lies
 /// before them).
-fn view(
-    history: &[Message],
+fn view<M: Borrow<Message> + Clone + From<Message>>(
+    history: &[M],
     first: usize,
     state: ConversationManagerState,
     state_changed: bool,
     summarized: usize,
-) -> Window {
+) -> Window<M> {
     let start = recorded_start(history, first, &state)
         .unwrap_or(0)
         .max(first);
     let shown = &history[(start - first).min(history.len())..];
     let mut messages = Vec::with_capacity(shown.len() + 2);
     if let Some(summary) = &state.summary_message {
-        messages.push(summary.clone());
-        messages.push(Message::assistant_text(SEED_ACKNOWLEDGEMENT));
+        messages.push(M::from(summary.clone()));
+        messages.push(M::from(Message::assistant_text(SEED_ACKNOWLEDGEMENT)));
     }
     let prepended = messages.len();
     messages.extend_from_slice(shown);
@@ -361,7 +364,7 @@ mod tests {
         assert_well_formed(&history, &window);
         // The call saw the dropped messages and nothing after the cut.
         let request = model.last_request().unwrap();
-        let seen: String = request.messages.iter().map(Message::text).collect();
+        let seen: String = request.messages.iter().map(|m| m.text()).collect();
         assert!(seen.contains("q0") && seen.contains("a5"));
         assert!(!seen.contains("q6"));
         assert!(request.tools.is_empty());
@@ -396,7 +399,7 @@ mod tests {
         assert_eq!(window.summarized, 2);
         assert_eq!(&window.messages[2..], &history[14..]);
         let request = model.last_request().unwrap();
-        let seen: String = request.messages.iter().map(Message::text).collect();
+        let seen: String = request.messages.iter().map(|m| m.text()).collect();
         assert!(request.messages[0].text().contains("first"));
         assert!(seen.contains("q6") && seen.contains("a6"));
         assert!(!seen.contains("q7"), "{seen}");
@@ -427,6 +430,26 @@ mod tests {
                 "{window_size}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_window_over_shared_messages_shares_them() {
+        let history: Vec<std::sync::Arc<Message>> =
+            (0..10).flat_map(turn).map(std::sync::Arc::new).collect();
+        let model = FakeModel::scripted([FakeReply::text("sum")]);
+        let call = SummaryCall::new(&model, CancellationToken::new());
+        let window = summarizing_window(&history, 0, &fresh(), 4, &call)
+            .await
+            .unwrap();
+        assert_eq!((window.prepended, window.start), (2, 16));
+        let shown = &window.messages[window.prepended..];
+        assert_eq!(shown.len(), 4);
+        assert!(
+            shown
+                .iter()
+                .zip(&history[16..])
+                .all(|(a, b)| std::sync::Arc::ptr_eq(a, b))
+        );
     }
 
     #[tokio::test]

@@ -13,6 +13,7 @@
 //! - An empty history, a failed or stopped call and an empty reply are [`CompactionError`]s.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -133,7 +134,7 @@ pub fn summary_request(
     );
     Ok(ModelRequest {
         system: vec![SystemContentBlock::Text(summary_system_prompt(focus))],
-        messages: copy,
+        messages: copy.into_iter().map(Arc::new).collect(),
         tools: Vec::new().into(),
     })
 }
@@ -323,7 +324,7 @@ mod tests {
             request.system,
             vec![SystemContentBlock::Text(CONTINUATION_PROMPT.to_owned())]
         );
-        let texts: Vec<String> = request.messages.iter().map(Message::text).collect();
+        let texts: Vec<String> = request.messages.iter().map(|m| m.text()).collect();
         assert_eq!(
             texts,
             [

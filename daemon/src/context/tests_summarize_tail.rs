@@ -29,7 +29,7 @@ fn summary_texts(model: &FakeModel) -> Vec<String> {
     model
         .requests()
         .iter()
-        .map(|r: &ModelRequest| r.messages.iter().map(Message::text).collect())
+        .map(|r: &ModelRequest| r.messages.iter().map(|m| m.text()).collect())
         .collect()
 }
 

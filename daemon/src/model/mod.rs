@@ -4,8 +4,8 @@
 //! NDJSON chat, OpenAI-compatible chat completions SSE, the fake model) into [`ModelEvent`]s keyed by content-block index; [`MessageAssembler`] turns them
 //! into one assistant [`Message`] in one place.
 //!
-//! Invariants: a request carries the system prompt as blocks, the history without metadata, and the
-//! tool specs; a provider ends its stream after `MessageStop` (and an optional final `Metadata`);
+//! Invariants: a request carries the system prompt as blocks, the history without metadata or
+//! unknown blocks (the history's own messages, shared, not copies), and the tool specs; a provider ends its stream after `MessageStop` (and an optional final `Metadata`);
 //! throttling retries are the provider's and are announced with `Throttled` before the wait (it also
 //! voids the output streamed so far, as `OutputDiscarded` does without a wait; a retry after an
 //! attempt that streamed content sends `OutputDiscarded` first, so clients need not infer it); a
@@ -36,8 +36,9 @@ pub use stop_reason::{STOP_REASONS, StopReason, UnknownStopReason};
 pub struct ModelRequest {
     /// The system prompt as blocks (text and cache points), rebuilt before every call.
     pub system: Vec<SystemContentBlock>,
-    /// The conversation, metadata stripped.
-    pub messages: Vec<Message>,
+    /// The conversation, metadata and unknown blocks stripped ([`Message::is_for_model`]), each
+    /// message shared with the agent's history rather than copied.
+    pub messages: Vec<Arc<Message>>,
     /// The tools the model may call (providers drop `annotations` on the wire where needed),
     /// shared with the catalog they come from.
     pub tools: Arc<[ToolSpec]>,

@@ -230,7 +230,10 @@ mod tests {
     fn request() -> ModelRequest {
         ModelRequest {
             system: Vec::new(),
-            messages: vec![crate::message::Message::user_text("hi")],
+            messages: vec![crate::message::Message::user_text("hi")]
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
             tools: Vec::new().into(),
         }
     }

@@ -1,6 +1,7 @@
 //! Helpers shared by the agent loop tests: test tools and small assertions.
 #![allow(dead_code)]
 
+use std::borrow::Borrow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -103,15 +104,19 @@ pub struct Recorder {
 
 impl HistoryObserver for Recorder {
     fn message_appended(&self, index: usize, message: &Message) -> Result<(), HistoryError> {
-        self.messages_appended(index, std::slice::from_ref(message))
+        self.messages_appended(index, &[Arc::new(message.clone())])
     }
 
-    fn messages_appended(&self, first: usize, messages: &[Message]) -> Result<(), HistoryError> {
+    fn messages_appended(
+        &self,
+        first: usize,
+        messages: &[Arc<Message>],
+    ) -> Result<(), HistoryError> {
         if self.fail.load(Ordering::SeqCst) {
             return Err(HistoryError("disk full".into()));
         }
         let indices = (first..first + messages.len()).collect();
-        lock(&self.appended).extend((first..).zip(messages.iter().cloned()));
+        lock(&self.appended).extend((first..).zip(messages.iter().map(|m| Message::clone(m))));
         lock(&self.writes).push(indices);
         Ok(())
     }
@@ -149,11 +154,11 @@ pub fn result_text(result: &ToolResult) -> String {
         .join(" ")
 }
 
-/// Every tool result in `messages`, in order.
-pub fn all_results(messages: &[Message]) -> Vec<ToolResult> {
+/// Every tool result in `messages` (held or shared), in order.
+pub fn all_results<M: Borrow<Message>>(messages: &[M]) -> Vec<ToolResult> {
     messages
         .iter()
-        .flat_map(|m| m.tool_results().cloned().collect::<Vec<_>>())
+        .flat_map(|m| m.borrow().tool_results().cloned().collect::<Vec<_>>())
         .collect()
 }
 
@@ -166,7 +171,10 @@ pub fn catalog(tools: Vec<Arc<dyn taud::tool::Tool>>) -> taud::tool::ToolCatalog
     catalog
 }
 
-/// Each message's role and text.
-pub fn texts(messages: &[Message]) -> Vec<(Role, String)> {
-    messages.iter().map(|m| (m.role, m.text())).collect()
+/// Each message's role and text (messages held or shared).
+pub fn texts<M: Borrow<Message>>(messages: &[M]) -> Vec<(Role, String)> {
+    messages
+        .iter()
+        .map(|m| (m.borrow().role, m.borrow().text()))
+        .collect()
 }

@@ -263,7 +263,10 @@ pub fn assemble(items: &[Result<ModelEvent, ModelError>]) -> Result<AssembledMes
 pub fn hello() -> ModelRequest {
     ModelRequest {
         system: Vec::new(),
-        messages: vec![taud::message::Message::user_text("Merhaba")],
+        messages: vec![taud::message::Message::user_text("Merhaba")]
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
         tools: Vec::new().into(),
     }
 }
@@ -320,7 +323,10 @@ pub fn image_result() -> ModelRequest {
                 })],
                 metadata: None,
             },
-        ],
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect(),
         tools: Vec::new().into(),
     }
 }

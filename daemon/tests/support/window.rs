@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use taud::context::CONTINUATION_PROMPT;
 use taud::hub::{CoreOptions, OpenTarget};
-use taud::message::{Message, SystemContentBlock};
+use taud::message::SystemContentBlock;
 use taud::model::ModelRequest;
 use taud::store::{ContextMode, SessionBackends, SessionStore, open_session_store};
 use taud::testing::FakeModel;
@@ -22,7 +22,7 @@ pub fn window_options(context: ContextMode, window_size: usize) -> CoreOptions {
 
 /// The text of each message the model was sent.
 pub fn texts(request: &ModelRequest) -> Vec<String> {
-    request.messages.iter().map(Message::text).collect()
+    request.messages.iter().map(|m| m.text()).collect()
 }
 
 /// Whether the request is a summary call (its system prompt is the continuation prompt).

@@ -152,14 +152,27 @@ impl SessionRecorder {
 
 impl HistoryObserver for SessionRecorder {
     fn message_appended(&self, index: usize, message: &Message) -> Result<(), HistoryError> {
-        self.messages_appended(index, std::slice::from_ref(message))
+        self.store_messages((index..).zip([message]))
     }
 
     /// One write for the staged events and every message.
-    fn messages_appended(&self, first: usize, messages: &[Message]) -> Result<(), HistoryError> {
+    fn messages_appended(
+        &self,
+        first: usize,
+        messages: &[Arc<Message>],
+    ) -> Result<(), HistoryError> {
+        self.store_messages((first..).zip(messages.iter().map(|m| &**m)))
+    }
+}
+
+impl SessionRecorder {
+    /// Stores the staged events and `messages` (each with its history position) in one write.
+    fn store_messages<'a>(
+        &self,
+        messages: impl Iterator<Item = (usize, &'a Message)>,
+    ) -> Result<(), HistoryError> {
         let now = now_utc();
-        let records = (first..)
-            .zip(messages)
+        let records = messages
             .map(|(index, message)| {
                 let id = self
                     .offset

@@ -9,6 +9,8 @@
 //! Images (in a user message or a tool result) go as base64 `image` blocks; the API takes none
 //! in an assistant turn, where an image is its one-line note.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 use tau_api::config::CacheTtl;
 
@@ -113,7 +115,7 @@ fn system_blocks(
     out
 }
 
-fn messages(history: &[Message], cache: CachePlan, budget: &mut usize) -> Vec<Value> {
+fn messages(history: &[Arc<Message>], cache: CachePlan, budget: &mut usize) -> Vec<Value> {
     let newest_user = history.iter().rposition(|m| m.role == Role::User);
     history
         .iter()
@@ -270,7 +272,10 @@ mod tests {
                     ))],
                     metadata: None,
                 },
-            ],
+            ]
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
             tools: vec![spec("clock"), spec("lamp")].into(),
         }
     }
@@ -330,7 +335,10 @@ mod tests {
                     })],
                     metadata: None,
                 },
-            ],
+            ]
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
             tools: Vec::new().into(),
         };
         let body = body(&request, "claude-sonnet-4-5", 10, CachePlan::OFF);

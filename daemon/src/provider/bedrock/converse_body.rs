@@ -7,6 +7,8 @@
 //! [`MAX_CACHE_POINTS`] in all; empty text blocks are left out (Bedrock rejects blank text);
 //! `toolConfig` is sent only when there are tools.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 use tau_api::config::CacheTtl;
 
@@ -89,7 +91,7 @@ fn system(blocks: &[SystemContentBlock], cache: CachePlan, budget: &mut usize) -
     out
 }
 
-fn messages(history: &[Message], cache: CachePlan, budget: &mut usize) -> Vec<Value> {
+fn messages(history: &[Arc<Message>], cache: CachePlan, budget: &mut usize) -> Vec<Value> {
     let newest_user = history.iter().rposition(|m| m.role == Role::User);
     history
         .iter()
@@ -162,7 +164,10 @@ mod tests {
                     ))],
                     metadata: None,
                 },
-            ],
+            ]
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
             tools: vec![
                 ToolSpec::builder("lamp", "Switch the lamp")
                     .tier(Tier::Physical)

@@ -3,6 +3,8 @@
 //! Invariants: it only calls tools that the request offers; after a tool result it reports what
 //! happened (a refusal is reported as not approved, never as done); replies stream in several deltas.
 
+use std::sync::Arc;
+
 use serde_json::json;
 
 use super::reply::FakeReply;
@@ -66,7 +68,7 @@ fn answer(request: &ModelRequest, lang: Lang) -> FakeReply {
     })
 }
 
-fn after_tools(messages: &[Message], results: &Message, lang: Lang) -> FakeReply {
+fn after_tools(messages: &[Arc<Message>], results: &Message, lang: Lang) -> FakeReply {
     let calls: Vec<(String, String)> = messages
         .iter()
         .rev()
@@ -151,7 +153,7 @@ fn say(text: &str) -> FakeReply {
     FakeReply::deltas(words.chunks(3).map(|chunk| chunk.concat()))
 }
 
-fn last_user_text(messages: &[Message]) -> Option<&str> {
+fn last_user_text(messages: &[Arc<Message>]) -> Option<&str> {
     messages.iter().rev().find_map(|m| {
         if m.role != Role::User {
             return None;
@@ -264,7 +266,10 @@ mod tests {
     fn request(text: &str, tools: &[&str]) -> ModelRequest {
         ModelRequest {
             system: Vec::new(),
-            messages: vec![Message::user_text(text)],
+            messages: vec![Message::user_text(text)]
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
             tools: tools.iter().map(|name| spec(name)).collect(),
         }
     }

@@ -168,11 +168,15 @@ impl Model for FakeModel {
 mod tests {
     use super::*;
     use crate::message::Message;
+    use std::sync::Arc;
 
     fn request(text: &str) -> ModelRequest {
         ModelRequest {
             system: Vec::new(),
-            messages: vec![Message::user_text(text)],
+            messages: vec![Message::user_text(text)]
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
             tools: Vec::new().into(),
         }
     }

@@ -11,6 +11,8 @@
 //! messages (models read images only from user turns), one standing alone when the message has no
 //! text; an assistant turn carries none (an image there is its note).
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::Value;
 use tau_api::config::{KeepAlive, ModelTuning};
@@ -112,7 +114,7 @@ pub fn body<'a>(
 }
 
 /// The name of the tool call `id` in `history` (empty when no call has that id).
-pub fn tool_name_of(history: &[Message], id: &str) -> String {
+pub fn tool_name_of(history: &[Arc<Message>], id: &str) -> String {
     history
         .iter()
         .flat_map(|m| &m.content)
@@ -123,7 +125,7 @@ pub fn tool_name_of(history: &[Message], id: &str) -> String {
         .unwrap_or_default()
 }
 
-fn translate(message: &Message, history: &[Message], out: &mut Vec<ChatMessage>) {
+fn translate(message: &Message, history: &[Arc<Message>], out: &mut Vec<ChatMessage>) {
     let mut text: Vec<std::borrow::Cow<'_, str>> = Vec::new();
     let mut thinking = String::new();
     let mut tool_calls = Vec::new();
@@ -235,7 +237,10 @@ mod tests {
                     ))],
                     ..Message::user_text("")
                 },
-            ],
+            ]
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
             tools: vec![
                 ToolSpec::builder("current_time", "the time")
                     .input_schema(json!({"type": "object"}))

@@ -211,6 +211,7 @@ mod tests {
     use super::*;
     use crate::message::{ToolResult, ToolResultStatus, ToolUse};
     use serde_json::json;
+    use std::sync::Arc;
     use tau_api::config::Temperature;
 
     #[test]
@@ -252,7 +253,10 @@ mod tests {
                     ],
                     metadata: None,
                 },
-            ],
+            ]
+            .into_iter()
+            .map(Arc::new)
+            .collect(),
             tools: Vec::new().into(),
         };
         let tuning = ModelTuning {
