@@ -17,8 +17,9 @@
 //!   `taud`, spawned one after another with the hub running. Targets: p50 ≤ 4 ms and ≤ 3 ms.
 //!
 //! Every hub's files (and the floors') stay on disk until the run's last measurement; then they
-//! are removed together and the run waits out the minute for which ext4 without a journal holds
-//! freed inodes back ([`settle`]), so neither the next store's rows nor the next run pay for them.
+//! are removed together ([`settle`]), and a run started within the six minutes for which ext4
+//! without a journal holds freed inodes back waits out the rest first ([`await_inode_hold`]), so
+//! neither the next store's rows nor the next run pay for them.
 //!
 //! `TAU_BENCH_TAUD=<path>` runs another `taud` (and the `tau` beside it), e.g. a copy of the
 //! build before a change, so before and after meet the same disk minutes apart.
@@ -94,24 +95,51 @@ fn floors(iterations: usize) -> BenchResult<(Spread, Spread, tempfile::TempDir)>
     Ok((Spread::of(&atomic), Spread::of(&appends), dir))
 }
 
-/// How long ext4 without a journal holds a freed inode back from reuse once the inode table
-/// block that frees it is written (the kernel's `RECENTCY_MIN`, `fs/ext4/ialloc.c`; 300 s more
-/// while that block is dirty), and a margin.
-const INODE_HOLD: Duration = Duration::from_secs(62);
+/// How long ext4 without a journal holds a freed inode back from reuse: 60 s after it was freed,
+/// 300 s more while its inode table block is dirty (the kernel's `RECENTCY_MIN` and
+/// `RECENTCY_DIRTY`, `fs/ext4/ialloc.c`), which a new run's own files make it again; and a margin.
+const INODE_HOLD: Duration = Duration::from_secs(365);
 
-/// Removes the run's files, all at once after its last measurement, syncs, and waits out
-/// [`INODE_HOLD`]. Every file created meanwhile on that file system (by any process) skips
-/// each inode just freed, one inode table lookup apiece, and a `file` run frees thousands: a
-/// run that starts within a minute or two of another's removal paid twice the hub's processor
-/// per turn. So a store's run never follows another's removal, and neither does the next run.
+/// Where the last run noted when it removed its files (seconds since the Unix epoch).
+fn removal_note() -> PathBuf {
+    std::env::temp_dir().join("tau-bench-table-removed-at")
+}
+
+/// Removes the run's files, all at once after its last measurement, syncs, and notes when, so
+/// the next run can wait out [`INODE_HOLD`] first ([`await_inode_hold`]). Every file created
+/// on that file system within the hold skips each inode just freed, one inode table lookup
+/// apiece, and a `file` run frees thousands: a run that started soon after another's removal
+/// paid twice the hub's processor per turn.
 fn settle(kept: Vec<tempfile::TempDir>) {
-    let started = Instant::now();
     drop(kept);
     nix::unistd::sync();
-    let waited = started.elapsed();
-    if let Some(rest) = INODE_HOLD.checked_sub(waited) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // A bench's note: a run that cannot write it only loses the next run's wait.
+    let _ = std::fs::write(removal_note(), now.to_string());
+    println!(
+        "(removed this run's files; a run started within {} s waits for the rest)",
+        INODE_HOLD.as_secs()
+    );
+}
+
+/// Waits until [`INODE_HOLD`] has passed since the last run removed its files (see [`settle`]).
+fn await_inode_hold() {
+    let Some(removed) = std::fs::read_to_string(removal_note())
+        .ok()
+        .and_then(|text| text.trim().parse::<u64>().ok())
+    else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let since = Duration::from_secs(now.saturating_sub(removed));
+    if let Some(rest) = INODE_HOLD.checked_sub(since) {
         println!(
-            "(removed this run's files; waiting {} s so the next run's new files do not skip the inodes they freed)",
+            "(the last run removed its files {} s ago; waiting {} s so this run's new files do not skip the inodes they freed)",
+            since.as_secs(),
             rest.as_secs()
         );
         std::thread::sleep(rest);
@@ -286,6 +314,7 @@ pub fn run(turns: usize, backends: &[&str]) -> BenchResult<()> {
         failed += usize::from(!pass);
         println!("{line} {} |", verdict(pass));
     };
+    await_inode_hold();
     let mut kept = Vec::with_capacity(backends.len() * 2);
     for &backend in backends {
         let (atomic, append, floors_dir) = floors(500)?;
@@ -373,6 +402,7 @@ pub fn scale(rounds: usize, backends: &[&str]) -> BenchResult<()> {
     let client_runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    await_inode_hold();
     let mut kept = Vec::with_capacity(backends.len());
     for &backend in backends {
         let hub = SoakHub::start_plain(taud, backend)?;
