@@ -113,15 +113,19 @@ fn removal_note() -> PathBuf {
 fn settle(kept: Vec<tempfile::TempDir>) {
     drop(kept);
     nix::unistd::sync();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
     // A bench's note: a run that cannot write it only loses the next run's wait.
-    let _ = std::fs::write(removal_note(), now.to_string());
+    let _ = std::fs::write(removal_note(), unix_seconds().to_string());
     println!(
         "(removed this run's files; a run started within {} s waits for the rest)",
         INODE_HOLD.as_secs()
     );
+}
+
+/// Seconds since the Unix epoch (0 on a clock set before it).
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Waits until [`INODE_HOLD`] has passed since the last run removed its files (see [`settle`]).
@@ -132,9 +136,7 @@ fn await_inode_hold() {
     else {
         return;
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = unix_seconds();
     let since = Duration::from_secs(now.saturating_sub(removed));
     if let Some(rest) = INODE_HOLD.checked_sub(since) {
         println!(
