@@ -17,9 +17,9 @@
 //!   either way; only the record's copy of the count and time waits (every read sees the current
 //!   values).
 //!   The worker never waits for that write, nor for the store's tidying after a turn
-//!   (`SessionStore::tidy_session`, at most one at a time per session, and only when
-//!   `SessionStore::tidy_pending` says the store left something for later): both run beside the
-//!   next turn, so a turn's latency holds only its own durable writes.
+//!   (`SessionStore::tidy_session`, at most [`TIDIES_AT_ONCE`] at a time per session, and only
+//!   when `SessionStore::tidy_pending` says the store left something for later): both run beside
+//!   the next turn, so a turn's latency holds only its own durable writes.
 //! - The session's title (`meta.json` in the file store) follows the turn that gives it, like the
 //!   record: at most one title's write runs per session, beside the turn and never waited for by
 //!   it; every read or rewrite of the session's metadata waits for it first
@@ -30,7 +30,7 @@
 //! - A role switch or compaction never waits behind a turn (which may wait for a person): it takes
 //!   `agent_lock` only while no turn runs or waits ([`SessionRuntime::lock_agent_idle`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -94,8 +94,8 @@ pub(crate) struct SessionRuntime {
     store: Arc<dyn SessionStore>,
     record_flush: Arc<Mutex<RecordFlush>>,
     record_interval: Duration,
-    /// A tidy of the session's store records runs ([`SessionRuntime::tidy_store`]).
-    tidying: Arc<AtomicBool>,
+    /// How many tidies of the session's store records run ([`SessionRuntime::tidy_store`]).
+    tidying: Arc<AtomicUsize>,
     /// The session has a title (set or found): turns no longer check.
     titled: Arc<AtomicBool>,
     /// Held by a title's write for as long as it runs ([`SessionRuntime::start_title`]).
@@ -276,20 +276,22 @@ impl SessionRuntime {
     }
 
     /// Starts the store's tidying of the session after a turn (`SessionStore::tidy_session`), off
-    /// the worker, unless one still runs: that one, or the next turn's, takes this turn's records
-    /// too. A failure is logged; the records are durable already.
+    /// the worker, unless [`TIDIES_AT_ONCE`] still run: those, or the next turn's, take this
+    /// turn's records too. A failure is logged; the records are durable already.
     pub(crate) fn tidy_store(&self) {
-        if !self.store.tidy_pending(&self.session_id) || self.tidying.swap(true, Ordering::AcqRel) {
+        if !self.store.tidy_pending(&self.session_id) {
             return;
         }
+        let Some(tidy) = TidySlot::take(&self.tidying) else {
+            return;
+        };
         let store = Arc::clone(&self.store);
         let session_id = self.session_id.clone();
-        let tidying = Arc::clone(&self.tidying);
         tokio::task::spawn_blocking(move || {
             if let Err(error) = store.tidy_session(&session_id) {
                 warn!(%session_id, "cannot tidy the session's stored records after a turn: {error}");
             }
-            tidying.store(false, Ordering::Release);
+            drop(tidy);
         });
     }
 
@@ -358,6 +360,34 @@ impl SessionRuntime {
     }
 }
 
+/// How many tidies of one session run at once. Two, so that while one waits for a checkpoint's
+/// syncs (tens of milliseconds on a slow disk) the other keeps writing the turns' records to their
+/// files; with one, they pile up until an append writes them itself, on the turn's path. The file
+/// store lets only one of them checkpoint at a time.
+pub(crate) const TIDIES_AT_ONCE: usize = 2;
+
+/// One of a session's [`TIDIES_AT_ONCE`] tidy slots, given back when dropped.
+struct TidySlot(Arc<AtomicUsize>);
+
+impl TidySlot {
+    /// A slot from `running` (the count of the session's tidies), if fewer than
+    /// [`TIDIES_AT_ONCE`] run.
+    fn take(running: &Arc<AtomicUsize>) -> Option<Self> {
+        running
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < TIDIES_AT_ONCE).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Self(Arc::clone(running)))
+    }
+}
+
+impl Drop for TidySlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Sets the session's title unless it has one (blocking; see [`SessionRuntime::start_title`]);
 /// whether the session has a title afterwards.
 fn write_title(
@@ -387,4 +417,24 @@ fn write_title(
         store.write_meta(session_id, &meta)?;
     }
     Ok(meta.title.is_some_and(|t| !t.is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_runs_at_most_two_tidies_and_a_finished_one_frees_its_slot() {
+        let running = Arc::new(AtomicUsize::new(0));
+        let first = TidySlot::take(&running).expect("a first tidy starts");
+        let second = TidySlot::take(&running).expect("a second tidy starts beside it");
+        assert!(
+            TidySlot::take(&running).is_none(),
+            "a third waits for the next turn"
+        );
+        drop(first);
+        let third = TidySlot::take(&running).expect("a slot is free again");
+        drop((second, third));
+        assert_eq!(running.load(Ordering::Acquire), 0);
+    }
 }
