@@ -5,6 +5,9 @@
 //! characters, and anything that looks like a credential (an `sk-…` key, an AWS access key id, the
 //! word after `Bearer`, a `key=`/`token=`/`signature=`/`secret=` value, a long opaque token) is
 //! replaced by `[redacted]`, so the notice can be shown to a client and stored in the history.
+//! A file path (a word starting with `/` or `~/`) is kept whole, however long, unless one of its
+//! components looks opaque itself ([`opaque_component`]): a notice that names a broken file names
+//! it, and a base64 secret that happens to start with `/` is still redacted.
 
 use tau_api::i18n::t;
 use tau_api::lang::Lang;
@@ -83,6 +86,9 @@ fn looks_secret(word: &str) -> bool {
     if aws_key_id {
         return true;
     }
+    if let Some(path) = bare.strip_prefix('/').or_else(|| bare.strip_prefix("~/")) {
+        return path.split('/').any(opaque_component);
+    }
     // A long opaque run of token characters with letters and digits (a key, a signature).
     bare.len() >= 32
         && bare
@@ -90,6 +96,22 @@ fn looks_secret(word: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "+/=_-.".contains(c))
         && bare.chars().any(|c| c.is_ascii_digit())
         && bare.chars().any(|c| c.is_ascii_alphabetic())
+}
+
+/// Whether one component of a path looks like a piece of a secret rather than a name: 12 or more
+/// characters (after a leading `.`) with a digit, or with upper and lower case letters past its
+/// first character. A random base64 run of that length almost always has both; names like
+/// `spend.json`, `.local` or `pi2` have neither, and a secret cut by `/` into pieces under 12
+/// characters would need several slashes in a row of 40 characters.
+fn opaque_component(component: &str) -> bool {
+    let name = component.strip_prefix('.').unwrap_or(component);
+    if name.chars().count() < 12 {
+        return false;
+    }
+    let rest = name.chars().skip(1);
+    name.chars().any(|c| c.is_ascii_digit())
+        || (rest.clone().any(|c| c.is_ascii_uppercase())
+            && rest.clone().any(|c| c.is_ascii_lowercase()))
 }
 
 #[cfg(test)]
@@ -124,6 +146,24 @@ mod tests {
             cleaned.starts_with("bad key [redacted] header Authorization: Bearer [redacted] id"),
             "{cleaned}"
         );
+    }
+
+    #[test]
+    fn a_file_path_is_kept_and_a_secret_starting_with_a_slash_is_not() {
+        let text = "cannot read /home/pi2/.local/share/tau/spend.json or \
+                    ~/.config/tau/routines/morning-lights.toml: bad";
+        assert_eq!(
+            clean_reason(text),
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
+        for secret in [
+            "/wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "/9j/4AAQSkZJRgABAQEASABIAAD/2wBDAAYEBQYFBAYG",
+            "/tmp/0123456789abcdef0123456789abcdef/spend.json",
+        ] {
+            let cleaned = clean_reason(&format!("at {secret} now"));
+            assert_eq!(cleaned, "at [redacted] now", "{secret}");
+        }
     }
 
     #[test]
