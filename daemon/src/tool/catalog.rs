@@ -34,7 +34,6 @@ pub enum CatalogError {
 pub struct CatalogEntry {
     tool: Arc<dyn Tool>,
     tier: Tier,
-    distribution: String,
 }
 
 impl CatalogEntry {
@@ -48,7 +47,7 @@ impl CatalogEntry {
 
     /// The distribution the tool comes from.
     pub fn distribution(&self) -> &str {
-        &self.distribution
+        self.tool.distribution()
     }
 
     pub fn spec(&self) -> &ToolSpec {
@@ -65,7 +64,7 @@ impl std::fmt::Debug for CatalogEntry {
         f.debug_struct("CatalogEntry")
             .field("name", &self.name())
             .field("tier", &self.tier)
-            .field("distribution", &self.distribution)
+            .field("distribution", &self.distribution())
             .finish()
     }
 }
@@ -84,26 +83,22 @@ impl ToolCatalog {
     }
 
     /// Registers a tool. Refuses a spec without a tier, an invalid name and a duplicate name.
+    /// Allocates nothing but the entry: a hub with nodes builds each session's catalog again at
+    /// every turn's start.
     pub fn add(&mut self, tool: Arc<dyn Tool>) -> Result<(), CatalogError> {
         let spec = tool.spec();
-        let name = spec.name.clone();
-        if !is_valid_tool_name(&name) {
-            return Err(CatalogError::InvalidName(name));
+        let name = &spec.name;
+        if !is_valid_tool_name(name) {
+            return Err(CatalogError::InvalidName(name.clone()));
         }
         let Some(tier) = spec.tier() else {
-            return Err(UntieredToolError { name }.into());
+            return Err(UntieredToolError { name: name.clone() }.into());
         };
-        let folded = fold_name(&name);
-        if self.entries.iter().any(|e| fold_name(e.name()) == folded) {
-            return Err(CatalogError::Duplicate(name));
+        if self.entries.iter().any(|e| fold_alike(e.name(), name)) {
+            return Err(CatalogError::Duplicate(name.clone()));
         }
-        let distribution = tool.distribution().to_owned();
         self.specs = OnceLock::new();
-        self.entries.push(CatalogEntry {
-            tool,
-            tier,
-            distribution,
-        });
+        self.entries.push(CatalogEntry { tool, tier });
         Ok(())
     }
 
@@ -114,7 +109,7 @@ impl ToolCatalog {
             disabled
                 .iter()
                 .any(|item| match item.strip_prefix("dist:") {
-                    Some(dist) => entry.distribution == dist,
+                    Some(dist) => entry.distribution() == dist,
                     None => entry.name() == item,
                 })
         };
@@ -162,7 +157,7 @@ impl ToolCatalog {
             && self.entries.iter().zip(&other.entries).all(|(a, b)| {
                 Arc::ptr_eq(&a.tool, &b.tool)
                     && a.tier == b.tier
-                    && a.distribution == b.distribution
+                    && a.distribution() == b.distribution()
             })
     }
 
@@ -188,6 +183,12 @@ impl ToolCatalog {
 /// `name` with `-` read as `_`: two names that fold alike count as one in the catalog.
 pub fn fold_name(name: &str) -> String {
     name.replace('-', "_")
+}
+
+/// Whether `a` and `b` fold alike ([`fold_name`]), without allocating.
+fn fold_alike(a: &str, b: &str) -> bool {
+    let fold = |c: u8| if c == b'-' { b'_' } else { c };
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| fold(x) == fold(y))
 }
 
 /// A tool as listings show it (`ListTools`, `tau components`): a catalog entry, or an MCP or
