@@ -568,12 +568,17 @@ impl StoreBackend for FileBackend {
             message_count: u64::try_from(new.messages.len()).unwrap_or(u64::MAX),
         };
         let record = TempFile::write(&dir, SESSION_FILE, &to_json(&file)?, Durability::NoSync)?;
+        // The messages directory holds names to sync only when messages were written in it; its
+        // own name is the agent directory's, synced either way. Without it a session made empty
+        // (`tau ask`'s) is eight syncs, one per lane, so the caller's lane waits for only one.
+        if !new.messages.is_empty() {
+            to_sync.push(messages);
+        }
         to_sync.extend([
             agent_dir.join(AGENT_FILE),
             dir.join(META_FILE),
             dir.join(JOURNAL_FILE),
             record.path().to_path_buf(),
-            messages,
             agent_dir,
             agents,
             dir.clone(),
