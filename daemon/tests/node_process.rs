@@ -1,9 +1,11 @@
 //! A `taud` running as a node (TAU_ROLE=node), as a process: it serves `tau` on its local socket
 //! (status and `tau.v1.Nodes`) but no health or reflection, builds no session service, and runs on
-//! a current-thread runtime (its threads: the main one and at most one for blocking work).
+//! a current-thread runtime (its threads: the main one and at most one for blocking work). A `taud`
+//! built without the `hub` feature runs as a node and refuses to start as a hub.
 
 use crate::support;
 
+use std::path::PathBuf;
 use support::api::socket_client;
 use support::process::{Install, uds_channel};
 use tau_api::proto::v1::{self as pb, nodes_client::NodesClient};
@@ -68,4 +70,52 @@ async fn a_node_serves_tau_and_nodes_on_its_socket_without_health_or_a_session_s
         threads <= 2,
         "a node runs on one runtime thread (and one for blocking work): {threads}"
     );
+}
+
+/// The `taud` built without the `hub` feature: `TAU_TEST_NODE_ONLY_TAUD`, which `.ci/run` builds
+/// and sets (with `TAU_REQUIRE_NODE_ONLY_TAUD=1`, so that its absence fails there); `None` skips.
+fn node_only_taud() -> Option<PathBuf> {
+    let Some(path) = std::env::var_os("TAU_TEST_NODE_ONLY_TAUD") else {
+        let required = std::env::var("TAU_REQUIRE_NODE_ONLY_TAUD").is_ok_and(|v| v == "1");
+        assert!(
+            !required,
+            "TAU_REQUIRE_NODE_ONLY_TAUD=1 but TAU_TEST_NODE_ONLY_TAUD is not set"
+        );
+        eprintln!(
+            "skipped: set TAU_TEST_NODE_ONLY_TAUD to a taud built with --no-default-features"
+        );
+        return None;
+    };
+    Some(PathBuf::from(path))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_only_taud_refuses_to_be_a_hub_in_one_line_and_runs_as_a_node() {
+    let Some(taud) = node_only_taud() else {
+        return;
+    };
+    let hub = Install::new();
+    let mut refused = hub.spawn_of(&taud);
+    let status = refused.wait_exit();
+    assert_eq!(status.code(), Some(78), "{}", refused.stderr());
+    let stderr = refused.stderr();
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains(taud::services::HUB_LEFT_OUT))
+        .collect();
+    assert_eq!(said.len(), 1, "one line says why: {stderr}");
+    assert!(
+        !hub.paths().socket.exists(),
+        "a refused hub leaves no socket behind"
+    );
+
+    let install = node_install();
+    let node = install.spawn_of(&taud);
+    install.wait_ready(node.pid());
+    let listed = NodesClient::new(uds_channel(&install.paths().socket).await)
+        .list_nodes(pb::ListNodesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.role, "node");
 }

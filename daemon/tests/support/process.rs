@@ -76,7 +76,11 @@ impl Install {
     }
 
     pub fn command(&self) -> Command {
-        let taud = env!("CARGO_BIN_EXE_taud");
+        self.command_of(Path::new(env!("CARGO_BIN_EXE_taud")))
+    }
+
+    /// [`Install::command`] for another `taud` binary (a build with other features).
+    pub fn command_of(&self, taud: &Path) -> Command {
         let mut cmd = match &self.ulimit {
             // `exec` keeps the pid: the shell becomes taud.
             Some(limits) => {
@@ -104,11 +108,16 @@ impl Install {
 
     /// Starts `taud` with stderr captured to a file.
     pub fn spawn(&self) -> Hub {
+        self.spawn_of(Path::new(env!("CARGO_BIN_EXE_taud")))
+    }
+
+    /// [`Install::spawn`] of another `taud` binary (a build with other features).
+    pub fn spawn_of(&self, taud: &Path) -> Hub {
         let n = std::fs::read_dir(self.tmp.path()).unwrap().count();
         let stderr_path = self.tmp.path().join(format!("stderr-{n}.log"));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
         let child = self
-            .command()
+            .command_of(taud)
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
