@@ -95,10 +95,8 @@ async fn a_node_only_taud_refuses_to_be_a_hub_in_one_line_and_runs_as_a_node() {
         return;
     };
     let hub = Install::new();
-    let mut refused = hub.spawn_of(&taud);
-    let status = refused.wait_exit();
-    assert_eq!(status.code(), Some(78), "{}", refused.stderr());
-    let stderr = refused.stderr();
+    let (status, stderr) = hub.run_to_exit_of(&taud);
+    assert_eq!(status.code(), Some(78), "{stderr}");
     let said: Vec<&str> = stderr
         .lines()
         .filter(|line| line.contains(taud::services::HUB_LEFT_OUT))

@@ -36,6 +36,11 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The `taud` this crate's tests were built with.
+fn taud_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_taud"))
+}
+
 /// A temporary installation for `taud`.
 pub struct Install {
     pub tmp: crate::support::temp::TestDir,
@@ -76,7 +81,7 @@ impl Install {
     }
 
     pub fn command(&self) -> Command {
-        self.command_of(Path::new(env!("CARGO_BIN_EXE_taud")))
+        self.command_of(taud_bin())
     }
 
     /// [`Install::command`] for another `taud` binary (a build with other features).
@@ -108,7 +113,7 @@ impl Install {
 
     /// Starts `taud` with stderr captured to a file.
     pub fn spawn(&self) -> Hub {
-        self.spawn_of(Path::new(env!("CARGO_BIN_EXE_taud")))
+        self.spawn_of(taud_bin())
     }
 
     /// [`Install::spawn`] of another `taud` binary (a build with other features).
@@ -130,7 +135,12 @@ impl Install {
 
     /// Runs `taud` to completion (for refused starts), with a deadline.
     pub fn run_to_exit(&self) -> (ExitStatus, String) {
-        let mut hub = self.spawn();
+        self.run_to_exit_of(taud_bin())
+    }
+
+    /// [`Install::run_to_exit`] of another `taud` binary (a build with other features).
+    pub fn run_to_exit_of(&self, taud: &Path) -> (ExitStatus, String) {
+        let mut hub = self.spawn_of(taud);
         let status = hub.wait_exit();
         (status, hub.stderr())
     }
