@@ -532,3 +532,60 @@ async fn the_first_text_that_makes_a_title_names_the_session() {
     drain(&mut f.turn(&id, "something else", "terminal").await).await;
     assert_eq!(title(&f).await, "lamp status");
 }
+
+#[tokio::test]
+async fn a_session_made_for_its_first_turn_opens_as_it_was_written() {
+    // The hub opens the session it has just created from what it wrote, without reading it
+    // back: the role, the title, the empty history and the next ids must be what a read finds.
+    for backend in BACKENDS {
+        let f = fixture(
+            backend,
+            vec![FakeReply::text("one"), FakeReply::text("two")],
+        )
+        .await;
+        let mut first = f
+            .core
+            .start_turn_in_new_session(StartTurn {
+                session_id: String::new(),
+                text: "plan the garden".into(),
+                channel: "terminal".into(),
+                idempotency_key: String::new(),
+            })
+            .await
+            .unwrap();
+        let events = drain(&mut first).await;
+        assert_eq!(ended_text(&events), "one", "{backend}");
+        let id = events[0].session_id.clone();
+        let detail = f.core.get_session(&id, false).await.unwrap();
+        assert!(detail.open, "{backend}");
+        assert_eq!(detail.summary.role, options().default_role, "{backend}");
+        assert_eq!(detail.summary.title, "plan the garden", "{backend}");
+        assert_eq!(detail.in_memory_messages, 2, "{backend}");
+        let opened = f
+            .core
+            .open_session(OpenTarget::Id(id.clone()), None, "terminal", None)
+            .await
+            .unwrap();
+        assert_eq!(
+            opened.role,
+            options().default_role,
+            "the agent's role, {backend}"
+        );
+        drain(&mut f.turn(&id, "and the roses", "terminal").await).await;
+        assert_eq!(
+            f.model.last_request().unwrap().messages.len(),
+            3,
+            "{backend}"
+        );
+        let stored: Vec<u64> = f
+            .core
+            .get_session(&id, true)
+            .await
+            .unwrap()
+            .messages
+            .iter()
+            .map(|(id, _, _)| *id)
+            .collect();
+        assert_eq!(stored, [0, 1, 2, 3], "{backend}");
+    }
+}

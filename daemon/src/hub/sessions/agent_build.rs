@@ -103,25 +103,14 @@ fn restored_messages(
     Ok((all, last_id))
 }
 
-/// Builds the agent of `session_id` on `role` (blocking: reads the store). Its pending repair
-/// notice is `carried` (from the agent it replaces), else the one recorded in the agent record.
-pub(super) fn build_agent(
-    parts: &AgentParts,
+/// A stored session's agent record (created when missing), the messages its agent is restored
+/// from and the id the next message gets (blocking).
+fn stored_agent(
+    store: &dyn SessionStore,
     session_id: &str,
-    role: &str,
-    bus: &Arc<EventBus>,
-    readiness: &Arc<ApprovalReadiness>,
-    turn_slot: &Arc<TurnSlot>,
-    carried: Option<String>,
-) -> Result<AgentSlot, CoreError> {
-    let options = &parts.options;
-    let store = &parts.store;
-    let record = match read_agent_for_mode(
-        store.as_ref(),
-        session_id,
-        DEFAULT_AGENT_ID,
-        options.context,
-    )? {
+    options: &CoreOptions,
+) -> Result<(SessionAgent, Vec<SessionMessage>, u64), CoreError> {
+    let record = match read_agent_for_mode(store, session_id, DEFAULT_AGENT_ID, options.context)? {
         Some(record) => record,
         None => {
             let record = SessionAgent::new(DEFAULT_AGENT_ID, options.context, now_utc());
@@ -130,7 +119,7 @@ pub(super) fn build_agent(
         }
     };
     let (stored, last_id) = restored_messages(
-        store.as_ref(),
+        store,
         session_id,
         options,
         &record.conversation_manager_state,
@@ -147,6 +136,40 @@ pub(super) fn build_agent(
     };
     // Past ids the store keeps but does not list (a journal it had to set aside).
     let next_id = next_id.max(store.message_id_floor(session_id, DEFAULT_AGENT_ID)?);
+    Ok((record, stored, next_id))
+}
+
+/// Where an agent's record and history come from.
+pub(crate) enum Restore {
+    /// Read from the store (a session opened again, a role switch), the pending repair notice
+    /// `carried` over from the agent this one replaces, if any.
+    Stored { carried: Option<String> },
+    /// A session this hub has just created with this agent record and no message: nothing to
+    /// read back.
+    Created(Box<SessionAgent>),
+}
+
+/// Builds the agent of `session_id` on `role` (blocking: reads the store unless the session was
+/// just `Restore::Created`). Its pending repair notice is the one `carried` (from the agent it
+/// replaces), else the one recorded in the agent record.
+pub(super) fn build_agent(
+    parts: &AgentParts,
+    session_id: &str,
+    role: &str,
+    bus: &Arc<EventBus>,
+    readiness: &Arc<ApprovalReadiness>,
+    turn_slot: &Arc<TurnSlot>,
+    restore: Restore,
+) -> Result<AgentSlot, CoreError> {
+    let options = &parts.options;
+    let store = &parts.store;
+    let (record, stored, next_id, carried) = match restore {
+        Restore::Stored { carried } => {
+            let (record, stored, next_id) = stored_agent(store.as_ref(), session_id, options)?;
+            (record, stored, next_id, carried)
+        }
+        Restore::Created(record) => (*record, Vec::new(), 0, None),
+    };
     let notice = carried.or_else(|| record.repair_notice(next_id));
     let first_id = stored.first().map(|m| m.message_id);
     let messages: Vec<Message> = stored.iter().map(|m| m.to_message().clone()).collect();

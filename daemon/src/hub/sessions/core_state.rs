@@ -7,7 +7,8 @@
 //!
 //! Invariants:
 //! - Nothing is kept for a session that does not exist: it is looked up in the store before a
-//!   bus or an agent is made for it.
+//!   bus or an agent is made for it, unless this hub has just created it (a [`Created`] opening
+//!   starts from what the creation wrote, without reading it back).
 //! - Opening a session reads the store on a blocking thread with the open map held, so a session
 //!   is never opened twice; its worker starts watched (`supervise`), so a worker that dies takes
 //!   its session out of memory with it.
@@ -19,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use super::agent_build::AgentParts;
+use super::agent_build::{AgentParts, Restore};
 use super::open_sessions::OpenSessions;
 use super::remembered::{ChannelListings, NewSessionKeys};
 use super::runtime::SessionRuntime;
@@ -31,7 +32,23 @@ use crate::hub::ids::new_id;
 use crate::hub::limits::check_session_id;
 use crate::hub::options::CoreOptions;
 use crate::routine::RoutineEngine;
-use crate::store::SessionStore;
+use crate::store::{SessionAgent, SessionStore};
+
+/// A session this hub has just created, as it was written: the role and agent record it was
+/// created with, and whether it was titled.
+pub(crate) struct Created {
+    pub role: String,
+    pub titled: bool,
+    pub agent: Box<SessionAgent>,
+}
+
+/// How a session not in memory is opened.
+enum Opening {
+    /// From the store, on `pin`, else its stored role, else the default role.
+    Stored { pin: Option<String> },
+    /// From what its creation wrote.
+    Created(Created),
+}
 
 /// The hub core's state.
 pub(crate) struct CoreState {
@@ -132,6 +149,26 @@ impl CoreState {
         session_id: &str,
         pin: Option<&str>,
     ) -> Result<Arc<SessionRuntime>, CoreError> {
+        let pin = pin.map(str::to_owned);
+        self.runtime_from(session_id, Opening::Stored { pin }).await
+    }
+
+    /// The open runtime of a session [`create_session`](super::session_api) has just made
+    /// (opened from what it wrote, not read back).
+    pub(crate) async fn runtime_of_created(
+        self: &Arc<Self>,
+        session_id: &str,
+        created: Created,
+    ) -> Result<Arc<SessionRuntime>, CoreError> {
+        self.runtime_from(session_id, Opening::Created(created))
+            .await
+    }
+
+    async fn runtime_from(
+        self: &Arc<Self>,
+        session_id: &str,
+        opening: Opening,
+    ) -> Result<Arc<SessionRuntime>, CoreError> {
         check_session_id(session_id)?;
         let mut open = self.sessions.lock().await;
         if let Some(runtime) = open.get(session_id) {
@@ -142,10 +179,19 @@ impl CoreState {
         let last_seq = open.last_seq(session_id);
         let state = Arc::clone(self);
         let id = session_id.to_owned();
-        let pin = pin.map(str::to_owned);
         let runtime = tokio::task::spawn_blocking(move || {
-            // Fails for a session that does not exist, before anything is made for it.
-            let (role, titled) = state.resolve_role(&id, pin.as_deref())?;
+            let (role, titled, restore) = match opening {
+                Opening::Stored { pin } => {
+                    // Fails for a session that does not exist, before anything is made for it.
+                    let (role, titled) = state.resolve_role(&id, pin.as_deref())?;
+                    (role, titled, Restore::Stored { carried: None })
+                }
+                Opening::Created(created) => (
+                    created.role,
+                    created.titled,
+                    Restore::Created(created.agent),
+                ),
+            };
             let options = state.options();
             let bus = Arc::new(EventBus::continuing(
                 id.as_str(),
@@ -153,7 +199,7 @@ impl CoreState {
                 options.subscriber_lag,
                 last_seq,
             ));
-            let runtime = SessionRuntime::open(&state.parts, &id, &role, bus)?;
+            let runtime = SessionRuntime::open(&state.parts, &id, &role, bus, restore)?;
             if titled {
                 runtime.mark_titled();
             }

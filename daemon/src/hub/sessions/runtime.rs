@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::agent_build::{AgentParts, AgentSlot, build_agent};
+use super::agent_build::{AgentParts, AgentSlot, Restore, build_agent};
 use super::recorder::SessionRecorder;
 use super::turn_queue::TurnQueue;
 use crate::agent::TauAgent;
@@ -103,17 +103,20 @@ pub(crate) struct SessionRuntime {
 }
 
 impl SessionRuntime {
-    /// Builds the session's agent on `role` (blocking: it reads the store) and the runtime around
-    /// it. The worker is not started here.
+    /// Builds the session's agent on `role` (blocking: it reads the store, unless the session was
+    /// just created) and the runtime around it. The worker is not started here.
     pub(crate) fn open(
         parts: &AgentParts,
         session_id: &str,
         role: &str,
         bus: Arc<EventBus>,
+        restore: Restore,
     ) -> Result<Self, CoreError> {
         let readiness = Arc::new(ApprovalReadiness::default());
         let turn_slot = Arc::new(TurnSlot::default());
-        let slot = build_agent(parts, session_id, role, &bus, &readiness, &turn_slot, None)?;
+        let slot = build_agent(
+            parts, session_id, role, &bus, &readiness, &turn_slot, restore,
+        )?;
         Ok(Self {
             session_id: session_id.to_owned(),
             turns: TurnQueue::new(session_id, Arc::clone(&bus)),
@@ -190,7 +193,7 @@ impl SessionRuntime {
             &self.bus,
             &self.readiness,
             &self.turn_slot,
-            notice,
+            Restore::Stored { carried: notice },
         )
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::core_state::CoreState;
+use super::core_state::{CoreState, Created};
 use crate::agent::TauAgent;
 use crate::context::{CompactRequest, CompactionError, SummaryCall, compact_session};
 use crate::hub::error::CoreError;
@@ -356,7 +356,8 @@ pub(in crate::hub) async fn open_session(
 }
 
 /// Creates a new, empty session on `channel` (on `role`, else the default role), titled from
-/// `first_text` when given (the text of the turn it is created for); returns its id.
+/// `first_text` when given (the text of the turn it is created for), and opens it from what was
+/// written (nothing is read back: `tau ask` waits for this); returns its id.
 pub(in crate::hub) async fn create_session(
     state: &Arc<CoreState>,
     channel: &str,
@@ -376,7 +377,12 @@ pub(in crate::hub) async fn create_session(
     // The record, its metadata and its agent in one step: the stores make it durable with one
     // pass of syncs (file) or one commit (sqlite), not one per record.
     let agent = SessionAgent::new(DEFAULT_AGENT_ID, state.options().context, now_utc());
-    state
+    let created = Created {
+        role: meta.role.clone().unwrap_or_default(),
+        titled: meta.title.as_ref().is_some_and(|t| !t.is_empty()),
+        agent: Box::new(agent.clone()),
+    };
+    let session_id = state
         .blocking(move |store| {
             Ok(create_fresh_complete_session(
                 store,
@@ -385,7 +391,9 @@ pub(in crate::hub) async fn create_session(
                 meta,
             )?)
         })
-        .await
+        .await?;
+    state.runtime_of_created(&session_id, created).await?;
+    Ok(session_id)
 }
 
 async fn by_index(state: &Arc<CoreState>, channel: &str, n: u32) -> Result<String, CoreError> {

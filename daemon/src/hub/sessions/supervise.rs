@@ -50,6 +50,7 @@ async fn watch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hub::sessions::agent_build::Restore;
     use crate::hub::{
         CoreOptions, CoreSetup, EventKind, HubCore, OpenTarget, SharedModelFactory, StartTurn,
     };
@@ -112,7 +113,16 @@ mod tests {
             let (role, _) = core.resolve_role(&id, None).unwrap();
             let last = core.open_runtime(&id).await.unwrap().bus.last_seq();
             let bus = Arc::new(crate::hub::EventBus::continuing(id.as_str(), 64, 64, last));
-            Arc::new(SessionRuntime::open(core.parts(), &id, &role, bus).unwrap())
+            Arc::new(
+                SessionRuntime::open(
+                    core.parts(),
+                    &id,
+                    &role,
+                    bus,
+                    Restore::Stored { carried: None },
+                )
+                .unwrap(),
+            )
         };
         let replaced = core
             .open_map()
