@@ -7,17 +7,20 @@
 //! - No path component under the store root is followed if it is a symbolic link: directories are
 //!   checked with `symlink_metadata`, files are opened with `O_NOFOLLOW`.
 //! - A record becomes visible only complete: it is written to a temporary file in the same directory
-//!   (name starting with `.`, never a valid id or message name), fsynced, then hard-linked to its
-//!   name (create-new: fails if the name exists) or renamed over it (replace). With
-//!   `Durability::Full` the directory is fsynced before the operation counts as done.
+//!   (name starting with `.`, never a valid id or message name), fsynced, then given its name
+//!   without replacing anything ([`name_new`], create-new: refused if the name exists) or
+//!   renamed over it (replace). With `Durability::Full` the directory is fsynced before the
+//!   operation counts as done.
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::OFlag;
+use nix::fcntl::{AT_FDCWD, AtFlags, OFlag};
+use nix::unistd::linkat;
 
 use crate::store::contract::Durability;
 use crate::store::id::random_hex8;
@@ -201,13 +204,14 @@ impl TempFile {
     /// Gives the content the name `target` unless that name exists (`Ok(false)` then). The
     /// directory is not fsynced here.
     pub(crate) fn link_new(mut self, target: &Path) -> Result<bool, SessionError> {
-        let linked = match fs::hard_link(&self.path, target) {
-            Ok(()) => true,
-            Err(err) if err.kind() == ErrorKind::AlreadyExists => false,
-            Err(err) => return Err(SessionError::io(target, err)),
-        };
-        self.remove();
-        Ok(linked)
+        let named = name_new(AT_FDCWD, &self.path, target)
+            .map_err(|errno| SessionError::io(target, errno.into()))?;
+        if named == Named::Renamed {
+            self.armed = false;
+        } else {
+            self.remove();
+        }
+        Ok(named != Named::Taken)
     }
 
     /// Atomically replaces `target` (which must not be a symbolic link) with the content. The
@@ -241,6 +245,42 @@ impl TempFile {
 impl Drop for TempFile {
     fn drop(&mut self) {
         self.remove();
+    }
+}
+
+/// How [`name_new`] named a temporary file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Named {
+    /// Renamed: the temporary name is gone.
+    Renamed,
+    /// Linked: the temporary name is still there.
+    Linked,
+    /// The name was taken: the temporary file is still there.
+    Taken,
+}
+
+/// Gives the whole temporary file `temp` the name `name` unless that name exists (relative
+/// names are looked up in `dir`). On Linux one `renameat2(RENAME_NOREPLACE)`; elsewhere, or on a
+/// file system without it, a link (the caller then removes the temporary name). A rename frees
+/// no inode: on ext4 without a journal each inode freed in the last few minutes is looked at,
+/// and passed over, by every later file creation in its group, a cost that grows with each
+/// link-and-remove.
+pub(crate) fn name_new(dir: BorrowedFd<'_>, temp: &Path, name: &Path) -> nix::Result<Named> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::fcntl::{RenameFlags, renameat2};
+        match renameat2(dir, temp, dir, name, RenameFlags::RENAME_NOREPLACE) {
+            Ok(()) => return Ok(Named::Renamed),
+            Err(Errno::EEXIST) => return Ok(Named::Taken),
+            // Not supported here: linked instead.
+            Err(Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => {}
+            Err(errno) => return Err(errno),
+        }
+    }
+    match linkat(dir, temp, dir, name, AtFlags::empty()) {
+        Ok(()) => Ok(Named::Linked),
+        Err(Errno::EEXIST) => Ok(Named::Taken),
+        Err(errno) => Err(errno),
     }
 }
 
@@ -286,6 +326,31 @@ mod tests {
         assert_eq!(fs::read(dir.path().join("a.json")).unwrap(), b"1");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
         assert_eq!(mode(&dir.path().join("a.json")), FILE_MODE);
+    }
+
+    #[test]
+    fn a_new_name_is_the_temporary_file_itself_and_never_replaces_one_taken() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (temp, target) = (dir.path().join(".a.tmp"), dir.path().join("a"));
+        fs::write(&temp, b"one").unwrap();
+        let inode = fs::metadata(&temp).unwrap().ino();
+        let named = name_new(AT_FDCWD, &temp, &target).unwrap();
+        // Renamed where the system can (no inode freed), else linked: the same file either way.
+        if cfg!(all(target_os = "linux", target_env = "gnu")) {
+            assert_eq!(named, Named::Renamed);
+            assert!(!temp.exists());
+        }
+        assert_ne!(named, Named::Taken);
+        assert_eq!(fs::metadata(&target).unwrap().ino(), inode);
+        let other = dir.path().join(".b.tmp");
+        fs::write(&other, b"two").unwrap();
+        assert_eq!(name_new(AT_FDCWD, &other, &target).unwrap(), Named::Taken);
+        assert_eq!(fs::read(&target).unwrap(), b"one");
+        assert!(
+            other.exists(),
+            "a refused temporary file is the caller's to remove"
+        );
     }
 
     #[test]

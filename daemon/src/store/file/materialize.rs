@@ -16,6 +16,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,10 +24,10 @@ use std::sync::Arc;
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat};
 use nix::sys::stat::{Mode, fstatat};
-use nix::unistd::{UnlinkatFlags, linkat, unlinkat};
+use nix::unistd::{UnlinkatFlags, unlinkat};
 use serde_json::Value;
 
-use super::fsutil::{FILE_MODE, open_error};
+use super::fsutil::{FILE_MODE, Named, name_new, open_error};
 use super::journal_replay::{CRC_FIELD, JOURNAL_VERSION};
 use super::jsonl::Appender;
 use super::layout::{EVENTS_FILE, message_file_name};
@@ -116,32 +117,11 @@ impl MessagesDir {
         named.map(|named| named != Named::Taken)
     }
 
-    /// Gives the whole temporary file `temp` the name `name` unless that name exists. On Linux
-    /// one `renameat2(RENAME_NOREPLACE)`; elsewhere, or on a file system without it, a link (the
-    /// caller then removes the temporary name).
+    /// Gives the whole temporary file `temp` the name `name` unless that name exists
+    /// ([`name_new`]).
     fn name_new(&self, temp: &str, name: &str) -> Result<Named, SessionError> {
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        {
-            use nix::fcntl::{RenameFlags, renameat2};
-            match renameat2(
-                &self.dir,
-                temp,
-                &self.dir,
-                name,
-                RenameFlags::RENAME_NOREPLACE,
-            ) {
-                Ok(()) => return Ok(Named::Renamed),
-                Err(Errno::EEXIST) => return Ok(Named::Taken),
-                // Not supported here: linked instead.
-                Err(Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => {}
-                Err(errno) => return Err(SessionError::io(self.path.join(name), errno.into())),
-            }
-        }
-        match linkat(&self.dir, temp, &self.dir, name, AtFlags::empty()) {
-            Ok(()) => Ok(Named::Linked),
-            Err(Errno::EEXIST) => Ok(Named::Taken),
-            Err(errno) => Err(SessionError::io(self.path.join(name), errno.into())),
-        }
+        name_new(self.dir.as_fd(), Path::new(temp), Path::new(name))
+            .map_err(|errno| SessionError::io(self.path.join(name), errno.into()))
     }
 }
 
@@ -167,17 +147,6 @@ impl HeldDir for MessagesDir {
             .sync_all()
             .map_err(|err| SessionError::io(&self.path, err))
     }
-}
-
-/// How [`MessagesDir::name_new`] named a temporary file.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Named {
-    /// Renamed: the temporary name is gone.
-    Renamed,
-    /// Linked: the temporary name is still there.
-    Linked,
-    /// The name was taken: the temporary file is still there.
-    Taken,
 }
 
 /// The random part of a materialization's temporary file name (see [`MessagesDir::create`]).
