@@ -67,7 +67,7 @@ fn report(label: &str, mut samples: Vec<Duration>) {
 // ---- the disk's floor ---------------------------------------------------------------------
 
 /// What the disk under the temporary directory allows, measured in the same run: an atomic
-/// durable write of a small file (temporary file, fsync, rename, directory fsync) and an append
+/// durable write of a new small file (temporary file, fsync, rename, directory fsync) and an append
 /// with fsync, back to back and paced. A durable text turn stores two messages, so its floor is
 /// about two atomic writes (`file`'s seed layout) or two appends.
 fn disk_floor(iterations: usize) -> BenchResult<()> {
@@ -82,7 +82,7 @@ fn disk_floor(iterations: usize) -> BenchResult<()> {
         let mut file = std::fs::File::create(&temp)?;
         file.write_all(&record)?;
         file.sync_all()?;
-        std::fs::rename(&temp, dir.path().join("record.json"))?;
+        std::fs::rename(&temp, dir.path().join(format!("record.{i}.json")))?;
         sync_dir()?;
         if i >= WARMUP {
             atomic.push(started.elapsed());

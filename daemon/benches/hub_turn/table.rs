@@ -60,8 +60,10 @@ fn verdict(pass: bool) -> &'static str {
 }
 
 /// The two floors: an atomic small-file write (temporary file, fsync, rename, directory fsync)
-/// and an append with fdatasync, back to back. The directory they wrote in is returned, to be
-/// removed with the rest of the run's files (see [`settle`]).
+/// and an append with fdatasync, back to back. The atomic write names a new file each time, as
+/// the store does a message: renaming over one name would free an inode a write, and every file
+/// the hub then creates skips those for minutes (see [`INODE_HOLD`]). The directory they wrote
+/// in is returned, to be removed with the rest of the run's files (see [`settle`]).
 fn floors(iterations: usize) -> BenchResult<(Spread, Spread, tempfile::TempDir)> {
     use std::io::Write as _;
     let dir = tempfile::tempdir()?;
@@ -73,7 +75,7 @@ fn floors(iterations: usize) -> BenchResult<(Spread, Spread, tempfile::TempDir)>
         let mut file = std::fs::File::create(&temp)?;
         file.write_all(&record)?;
         file.sync_all()?;
-        std::fs::rename(&temp, dir.path().join("record.json"))?;
+        std::fs::rename(&temp, dir.path().join(format!("record.{i}.json")))?;
         std::fs::File::open(dir.path())?.sync_all()?;
         if i >= WARMUP {
             atomic.push(started.elapsed());
