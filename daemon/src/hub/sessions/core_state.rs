@@ -2,7 +2,8 @@
 //! and what the session calls, the turn streams and the routines (`hub/routine_ops/`) take: what
 //! building an agent needs, the open sessions, the channels' last listings, this process's event
 //! numbering, the stop token and the routine engine; and the one way a session enters memory
-//! ([`CoreState::runtime`]). It lives with the sessions because all it holds but the routine
+//! (`runtime_from`: [`CoreState::runtime`] from the store, [`CoreState::runtime_of_created`] for a
+//! session just created). It lives with the sessions because all it holds but the routine
 //! engine is theirs, and everything that takes it works on a session.
 //!
 //! Invariants:

@@ -7,7 +7,8 @@
 //!   watching client holds).
 //! - The state they share: `core_state` ([`CoreState`]: what building an agent needs, the open
 //!   sessions, the channels' last listings, this process's event numbering, the stop token, the
-//!   routine engine) and [`CoreState::runtime`], the one way a session enters memory.
+//!   routine engine) and [`CoreState::runtime`], the one way a session enters memory (a session
+//!   just created enters by `CoreState::runtime_of_created`, the same path without the reads).
 //! - In memory: `open_sessions` ([`OpenSessions`], within a cap, and the one retire path by which a
 //!   session leaves memory), used by `supervise` (a dead worker takes its session out of memory),
 //!   `reaper` (idle sessions, with a timer only while any is open) and shutdown; `remembered`
