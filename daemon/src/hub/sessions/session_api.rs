@@ -357,7 +357,7 @@ pub(in crate::hub) async fn open_session(
 
 /// Creates a new, empty session on `channel` (on `role`, else the default role), titled from
 /// `first_text` when given (the text of the turn it is created for), and opens it from what was
-/// written (nothing is read back: `tau ask` waits for this); returns its id.
+/// written (nothing is read back: `tau ask` waits for this); returns its id once it is created.
 pub(in crate::hub) async fn create_session(
     state: &Arc<CoreState>,
     channel: &str,
@@ -392,7 +392,12 @@ pub(in crate::hub) async fn create_session(
             )?)
         })
         .await?;
-    state.runtime_of_created(&session_id, created).await?;
+    // The session exists from here on, whatever the opening says: a caller keyed by an
+    // idempotency key must get this id again. An opening refused (every open session in use) is
+    // refused again, and reported, when the caller opens it for its turn.
+    if let Err(error) = state.runtime_of_created(&session_id, created).await {
+        tracing::debug!(%session_id, %error, "a new session was not opened at once");
+    }
     Ok(session_id)
 }
 

@@ -203,7 +203,7 @@ impl TempFile {
 
     /// Gives the content the name `target` unless that name exists (`Ok(false)` then). The
     /// directory is not fsynced here.
-    pub(crate) fn link_new(mut self, target: &Path) -> Result<bool, SessionError> {
+    pub(crate) fn name_new(mut self, target: &Path) -> Result<bool, SessionError> {
         let named = name_new(AT_FDCWD, &self.path, target)
             .map_err(|errno| SessionError::io(target, errno.into()))?;
         if named == Named::Renamed {
@@ -291,7 +291,7 @@ pub(crate) fn create_new(
     bytes: &[u8],
     durability: Durability,
 ) -> Result<bool, SessionError> {
-    let created = TempFile::write(dir, name, bytes, durability)?.link_new(&dir.join(name))?;
+    let created = TempFile::write(dir, name, bytes, durability)?.name_new(&dir.join(name))?;
     if created {
         sync_dir(dir, durability)?;
     }

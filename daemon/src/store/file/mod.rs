@@ -301,7 +301,7 @@ impl StoreBackend for FileBackend {
         // The messages directory exists before the agent does, so an agent always has one.
         let messages_created = make_dir(&agent_dir, MESSAGES_DIR)?;
         let created = TempFile::write(&agent_dir, AGENT_FILE, &to_json(agent)?, self.durability)?
-            .link_new(&agent_dir.join(AGENT_FILE))?;
+            .name_new(&agent_dir.join(AGENT_FILE))?;
         if created || messages_created {
             sync_dir(&agent_dir, self.durability)?;
         }
@@ -532,7 +532,7 @@ impl StoreBackend for FileBackend {
             let name = message_file_name(message.message_id);
             let path = messages.join(&name);
             if !TempFile::write(&messages, &name, &to_json(message)?, Durability::NoSync)?
-                .link_new(&path)?
+                .name_new(&path)?
             {
                 return Err(SessionError::MessageExists {
                     session_id: id.to_owned(),
@@ -585,7 +585,7 @@ impl StoreBackend for FileBackend {
             self.root.clone(),
         ]);
         self.syncer.sync_paths(to_sync.iter(), self.durability)?;
-        if !record.link_new(&dir.join(SESSION_FILE))? {
+        if !record.name_new(&dir.join(SESSION_FILE))? {
             return Err(SessionError::SessionExists(id.to_owned()));
         }
         sync_dir(&dir, self.durability)?;
