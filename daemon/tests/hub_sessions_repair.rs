@@ -248,13 +248,14 @@ async fn a_role_switch_right_after_a_turn_ends_is_applied() {
 }
 
 /// However many sessions a client opens, at most `max_open_sessions` stay in memory: opening one
-/// more drops the least recently used one nobody uses, and is refused while every one is in use.
+/// more drops the least recently used one nobody uses, and is refused while every one is in use
+/// (a turn in a new session too, whose session a retry with the same key then finds).
 #[tokio::test]
 async fn open_sessions_in_memory_are_bounded() {
     for backend in BACKENDS {
         let mut options = options();
         options.max_open_sessions = 3;
-        let f = fixture_with(backend, vec![], options).await;
+        let f = fixture_with(backend, vec![FakeReply::text("made")], options).await;
         let mut ids = Vec::new();
         for _ in 0..6 {
             ids.push(f.new_session().await);
@@ -282,8 +283,42 @@ async fn open_sessions_in_memory_are_bounded() {
             }
             other => panic!("{backend}: {other:?}"),
         }
+        // A turn in a new session is refused too, once its session is made: the same request
+        // again, with room, runs in that session instead of making another.
+        let keyed = || StartTurn {
+            session_id: String::new(),
+            text: "hello".into(),
+            channel: "keyed".into(),
+            idempotency_key: "k1".into(),
+        };
+        let refused = f.core.start_turn_in_new_session(keyed()).await;
+        assert!(
+            matches!(refused, Err(CoreError::ResourceExhausted(_))),
+            "{backend}"
+        );
+        // The sessions made so far (the `file` store's directories; a listing shows only sessions
+        // with messages).
+        let made = || {
+            std::fs::read_dir(f.dir.join("sessions"))
+                .map(|dir| dir.flatten().filter(|e| e.path().is_dir()).count())
+                .unwrap_or(0)
+        };
+        let before = made();
+        if backend == "file" {
+            assert_eq!(before, 7, "six sessions and the refused turn's");
+        }
         drop(watched);
         tokio::time::sleep(Duration::from_millis(50)).await;
+        let events = drain(&mut f.core.start_turn_in_new_session(keyed()).await.unwrap()).await;
+        assert_eq!(ended_text(&events), "made", "{backend}");
+        assert_eq!(made(), before, "{backend}: no second session");
+        let listed = f.core.list_sessions(0, "terminal", None).await.unwrap();
+        let keyed_sessions: Vec<_> = listed.iter().filter(|s| s.channel == "keyed").collect();
+        assert_eq!(keyed_sessions.len(), 1, "{backend}");
+        assert_eq!(
+            keyed_sessions[0].session_id, events[0].session_id,
+            "{backend}"
+        );
         let reopened = f
             .core
             .open_session(OpenTarget::Id(ids[1].clone()), None, "terminal", None)
