@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{MutexGuard, PoisonError};
 
-use crate::store::file::fsutil::replace;
+use crate::store::file::fsutil::replace_through_spare;
 use crate::store::records::SessionInfo;
 use crate::store::store_error::SessionError;
 
@@ -62,7 +62,9 @@ impl FileBackend {
         // The index lock only for the line (the guard is dropped at the end of its statement).
         let indexed = self.lock_index().record_unsynced(&index_entry(&file));
         let written = indexed.and_then(|()| {
-            replace(
+            // Through the spare: no inode freed at each flush (one flush of a session at a time,
+            // its `flushing` mark, so one writer of the spare).
+            replace_through_spare(
                 &session_dir,
                 SESSION_FILE,
                 &to_json(&file)?,

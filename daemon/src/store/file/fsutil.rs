@@ -309,6 +309,86 @@ pub(crate) fn replace(
     sync_dir(dir, durability)
 }
 
+/// The name of the spare file kept beside `name` by [`replace_through_spare`]: a dot name that is
+/// no record's and not the temporary pattern, so no listing, read or clean-up takes it.
+pub(crate) fn spare_name(name: &str) -> String {
+    format!(".{name}.spare")
+}
+
+/// Replaces `dir/name` atomically, then fsyncs `dir`, like [`replace`] but without freeing an
+/// inode: the bytes are written into a spare file kept beside the record ([`spare_name`],
+/// truncated first, synced with `Durability::Full`), which is then exchanged with the record
+/// (`renameat2(RENAME_EXCHANGE)`), so the old record becomes the next replacement's spare. On
+/// ext4 without a journal each inode freed in the last minutes is looked at by every later file
+/// creation in its group, and a record replaced once a second (a session's `session.json`) would
+/// add one a second. A torn spare is never read. The caller makes sure one replacement of a name
+/// runs at a time (two would write one spare). Where the exchange is not available, the spare is
+/// renamed over the record (the old one's inode freed, as [`replace`] does).
+pub(crate) fn replace_through_spare(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    durability: Durability,
+) -> Result<(), SessionError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let target = dir.join(name);
+    match fs::symlink_metadata(&target) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(SessionError::Symlink { path: target });
+        }
+        Ok(_) => {}
+        Err(err) if err.kind() == ErrorKind::NotFound => {}
+        Err(err) => return Err(SessionError::io(&target, err)),
+    }
+    let spare = dir.join(spare_name(name));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(FILE_MODE)
+        .custom_flags(OFlag::O_NOFOLLOW.bits())
+        .open(&spare)
+        .map_err(|err| open_error(&spare, err))?;
+    let io = |err| SessionError::io(&spare, err);
+    // It becomes the record: private, whatever an earlier hand left on the spare.
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(SessionError::corrupt(spare.display(), "expected a file"));
+    }
+    if meta.mode() & 0o777 != FILE_MODE {
+        file.set_permissions(fs::Permissions::from_mode(FILE_MODE))
+            .map_err(io)?;
+    }
+    file.write_all(bytes).map_err(io)?;
+    if durability == Durability::Full {
+        file.sync_all().map_err(io)?;
+    }
+    drop(file);
+    if !exchange(&spare, &target).map_err(|errno| SessionError::io(&target, errno.into()))? {
+        fs::rename(&spare, &target).map_err(|err| SessionError::io(&target, err))?;
+    }
+    sync_dir(dir, durability)
+}
+
+/// Swaps the files at `a` and `b`; `Ok(false)` if that cannot be done here (`b` missing, or no
+/// `RENAME_EXCHANGE`).
+fn exchange(a: &Path, b: &Path) -> nix::Result<bool> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::fcntl::{RenameFlags, renameat2};
+        match renameat2(AT_FDCWD, a, AT_FDCWD, b, RenameFlags::RENAME_EXCHANGE) {
+            Ok(()) => Ok(true),
+            Err(Errno::ENOENT | Errno::EINVAL | Errno::ENOSYS | Errno::EOPNOTSUPP) => Ok(false),
+            Err(errno) => Err(errno),
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = (a, b);
+        Ok(false)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,6 +450,47 @@ mod tests {
             3,
             "temporary file left behind"
         );
+    }
+
+    #[test]
+    fn a_replacement_through_the_spare_keeps_the_inodes_and_refuses_links() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (record, spare) = (dir.path().join("a.json"), dir.path().join(".a.json.spare"));
+        let ino = |path: &Path| fs::metadata(path).unwrap().ino();
+        // No record yet: the spare becomes it.
+        replace_through_spare(dir.path(), "a.json", b"one", Durability::Full).unwrap();
+        assert_eq!(fs::read(&record).unwrap(), b"one");
+        replace_through_spare(dir.path(), "a.json", b"two, longer", Durability::Full).unwrap();
+        replace_through_spare(dir.path(), "a.json", b"3", Durability::Full).unwrap();
+        assert_eq!(
+            fs::read(&record).unwrap(),
+            b"3",
+            "a shorter one leaves no tail"
+        );
+        assert_eq!(mode(&record), FILE_MODE);
+        if cfg!(all(target_os = "linux", target_env = "gnu")) {
+            // The two files trade places: the old record is the next spare, no inode freed.
+            let inodes = [ino(&record), ino(&spare)];
+            assert_eq!(fs::read(&spare).unwrap(), b"two, longer");
+            replace_through_spare(dir.path(), "a.json", b"4", Durability::Full).unwrap();
+            assert_eq!([ino(&spare), ino(&record)], inodes);
+            assert_eq!(fs::read(&record).unwrap(), b"4");
+        }
+        // A spare left readable by another hand becomes a private record.
+        fs::set_permissions(&spare, fs::Permissions::from_mode(0o644)).unwrap();
+        replace_through_spare(dir.path(), "a.json", b"5", Durability::Full).unwrap();
+        assert_eq!(mode(&record), FILE_MODE);
+        // Links are refused, for the record and for the spare, and nothing behind them changes.
+        let outside = dir.path().join("outside");
+        fs::write(&outside, b"keep").unwrap();
+        symlink(&outside, dir.path().join("b.json")).unwrap();
+        let err = replace_through_spare(dir.path(), "b.json", b"x", Durability::Full).unwrap_err();
+        assert!(matches!(err, SessionError::Symlink { .. }), "{err}");
+        symlink(&outside, dir.path().join(".c.json.spare")).unwrap();
+        let err = replace_through_spare(dir.path(), "c.json", b"x", Durability::Full).unwrap_err();
+        assert!(matches!(err, SessionError::Symlink { .. }), "{err}");
+        assert_eq!(fs::read(&outside).unwrap(), b"keep");
     }
 
     #[test]
