@@ -347,3 +347,37 @@ fn a_complete_session_without_its_session_json_is_invisible_and_not_reused() {
     let err = store.create_complete_session(&new).unwrap_err();
     assert!(matches!(err, SessionError::SessionExists(_)), "{err}");
 }
+
+#[test]
+fn a_created_session_is_not_read_back_at_its_first_append_nor_written_again_unchanged() {
+    use taud::store::{NewSession, Session, SessionMeta};
+    let dir = crate::support::temp::dir();
+    let store = store(dir.path());
+    let now = now_utc();
+    let new = |id: &str| NewSession {
+        session: Session::new(id, now),
+        agent: SessionAgent::new("tau", ContextMode::Sliding, now),
+        messages: Vec::new(),
+        meta: SessionMeta::default(),
+    };
+    let (written, idle) = ("20260101-000000-0001", "20260101-000000-0002");
+    store.create_complete_session(&new(written)).unwrap();
+    store.create_complete_session(&new(idle)).unwrap();
+    let sessions = dir.path().join("sessions");
+    // Changed behind the store's back after the creation: the store goes on from what it
+    // created (a count of 0), not from the file.
+    let record = sessions.join(written).join("session.json");
+    let mut file: Value = serde_json::from_slice(&fs::read(&record).unwrap()).unwrap();
+    file["message_count"] = json!(7);
+    fs::write(&record, serde_json::to_vec(&file).unwrap()).unwrap();
+    store
+        .create_message(written, "tau", &user_message(0, "hello"))
+        .unwrap();
+    store.flush_session(written).unwrap();
+    let flushed: Value = serde_json::from_slice(&fs::read(&record).unwrap()).unwrap();
+    assert_eq!(flushed["message_count"], json!(1));
+    // A session created and never written to: its flush writes nothing (no spare made).
+    store.flush_session(idle).unwrap();
+    assert!(!sessions.join(idle).join(".session.json.spare").exists());
+    assert_eq!(store.read_session(idle).unwrap().unwrap().session_id, idle);
+}

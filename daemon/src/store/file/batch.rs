@@ -102,7 +102,11 @@ impl FileBackend {
     fn note_message(&self, session_id: &str, message: &SessionMessage) -> Result<(), SessionError> {
         let mut deferred = self.lock_deferred();
         let file = match deferred.entry(session_id.to_owned()) {
-            Entry::Occupied(entry) => &mut entry.into_mut().file,
+            Entry::Occupied(entry) => {
+                let entry = entry.into_mut();
+                entry.stored = false;
+                &mut entry.file
+            }
             Entry::Vacant(entry) => {
                 let file = self
                     .read_session_file(&self.root.join(session_id))?
@@ -111,6 +115,7 @@ impl FileBackend {
                     .insert(Deferred {
                         file,
                         flushing: false,
+                        stored: false,
                     })
                     .file
             }

@@ -3,9 +3,12 @@
 //! store's `flush_session`, after turns, at most once a second) writes it: the index line (not fsynced: derived data),
 //! then `session.json` atomically. Every read of the store sees the deferred values.
 //!
+//! A session this process creates whole starts with its record kept here as created (at most
+//! `CREATED_KEPT` such), so its first append does not read `session.json` back.
+//!
 //! Invariants: the deferred lock is never held while another lock of the store is taken; a
 //! deferred record leaves memory only once what was written equals it (an append during a flush
-//! keeps it for the next); one flush per session runs at a time (its `flushing` mark); a store
+//! keeps it for the next), or, kept as created and unchanged, at its flush, which writes nothing; one flush per session runs at a time (its `flushing` mark); a store
 //! that closes writes what it still defers, and marks a clean stop when nothing is left
 //! (`clean_stop`); a crash before a flush leaves `session.json` behind
 //! its message files, which the next reconciliation sets to the same values.
@@ -25,7 +28,13 @@ use crate::store::records::FORMAT_VERSION;
 pub(super) struct Deferred {
     pub(super) file: SessionFile,
     pub(super) flushing: bool,
+    /// The record as this process created it, unchanged since: nothing to write (see
+    /// [`FileBackend::record_created`]).
+    pub(super) stored: bool,
 }
+
+/// At most this many records of sessions created here and not yet written to stay in memory.
+const CREATED_KEPT: usize = 64;
 
 impl FileBackend {
     pub(super) fn lock_deferred(&self) -> MutexGuard<'_, HashMap<String, Deferred>> {
@@ -34,10 +43,31 @@ impl FileBackend {
     }
 
     /// The session's record and counter as this process last wrote them, if not yet flushed.
+    /// (A record kept as created is the file's: reads go to the file, as they would without it.)
     pub(super) fn deferred(&self, session_id: &str) -> Option<SessionFile> {
         self.lock_deferred()
             .get(session_id)
+            .filter(|entry| !entry.stored)
             .map(|entry| entry.file.clone())
+    }
+
+    /// A complete session was created with record `file`: its index line (unsynced), and the
+    /// record kept as deferred, so the session's first append does not read back what was just
+    /// written. Only while few are kept: a session created and never written to keeps its
+    /// record in memory until its flush or the store's close.
+    pub(super) fn record_created(&self, file: SessionFile) -> Result<(), SessionError> {
+        self.lock_index().record_unsynced(&index_entry(&file))?;
+        let mut deferred = self.lock_deferred();
+        let kept = deferred.values().filter(|entry| entry.stored).count();
+        if kept < CREATED_KEPT {
+            let id = file.session.session_id.clone();
+            deferred.entry(id).or_insert(Deferred {
+                file,
+                flushing: false,
+                stored: true,
+            });
+        }
+        Ok(())
     }
 
     /// The index line, then `session.json`, then the directory: a crash between them leaves
@@ -51,6 +81,11 @@ impl FileBackend {
         let file = {
             let mut deferred = self.lock_deferred();
             match deferred.get_mut(session_id) {
+                Some(entry) if entry.stored => {
+                    // As created: on disk already.
+                    deferred.remove(session_id);
+                    return Ok(());
+                }
                 Some(entry) if !entry.flushing => {
                     entry.flushing = true;
                     entry.file.clone()
@@ -93,6 +128,7 @@ impl FileBackend {
         let before: HashMap<String, SessionFile> = self
             .lock_deferred()
             .iter()
+            .filter(|(_, entry)| !entry.stored)
             .map(|(id, entry)| (id.clone(), entry.file.clone()))
             .collect();
         let mut sessions = self.reconciled_listing()?;
@@ -100,6 +136,7 @@ impl FileBackend {
         for info in &mut sessions {
             let newest = deferred
                 .get(&info.session_id)
+                .filter(|entry| !entry.stored)
                 .map(|entry| &entry.file)
                 .or_else(|| before.get(&info.session_id));
             if let Some(file) = newest {

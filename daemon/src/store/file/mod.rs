@@ -590,7 +590,7 @@ impl StoreBackend for FileBackend {
         }
         sync_dir(&dir, self.durability)?;
         // Unsynced, as a turn's: every listing finds a session directory the index lacks.
-        self.lock_index().record_unsynced(&index_entry(&file))
+        self.record_created(file)
     }
 
     fn read_meta(&self, session_id: &str) -> Result<Option<SessionMeta>, SessionError> {
