@@ -8,10 +8,11 @@
 //!
 //! Invariants: the deferred lock is never held while another lock of the store is taken; a
 //! deferred record leaves memory only once what was written equals it (an append during a flush
-//! keeps it for the next), or, kept as created and unchanged, at its flush, which writes nothing; one flush per session runs at a time (its `flushing` mark); a store
-//! that closes writes what it still defers, and marks a clean stop when nothing is left
-//! (`clean_stop`); a crash before a flush leaves `session.json` behind
-//! its message files, which the next reconciliation sets to the same values.
+//! keeps it for the next), or, kept as created and unchanged, at its flush, which writes nothing;
+//! one flush per session runs at a time (its `flushing` mark), so one writer of its spare file;
+//! a store that closes writes what it still defers, and marks a clean stop when nothing is left
+//! (`clean_stop`); a crash before a flush leaves `session.json` behind its message files, which
+//! the next reconciliation sets to the same values.
 
 use std::collections::HashMap;
 use std::sync::{MutexGuard, PoisonError};
