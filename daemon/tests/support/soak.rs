@@ -146,9 +146,6 @@ impl SoakHub {
             home.join("persona/persona.md"),
             include_str!("../../../persona/persona.md"),
         )?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
         let mut command = Command::new(taud);
         command
             .env_clear()
@@ -156,7 +153,9 @@ impl SoakHub {
             .env("HOME", root.path().join("user"))
             .env("TAU_HOME", &home)
             .env("TAU_DATA_DIR", root.path().join("data"))
-            .env("TAU_HUB_PORT", port.to_string());
+            // The hub picks a free port itself: one picked here and released could be taken by
+            // another test before the hub binds it, and a hub that cannot listen stops.
+            .env("TAU_HUB_PORT", "0");
         if one_arena {
             command.env("MALLOC_ARENA_MAX", "1");
         }
