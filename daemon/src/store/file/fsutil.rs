@@ -156,6 +156,18 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
     parse_json(path, &buf).map(Some)
 }
 
+/// [`read_json`] for a record replaced through a spare ([`replace_through_spare`]): a reader that
+/// opened it just before two replacements holds the file the second one rewrites, so a record
+/// that does not parse is read once more (its name then holds a whole one).
+pub(crate) fn read_json_replaced<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Option<T>, SessionError> {
+    match read_json(path) {
+        Err(SessionError::Corrupt { .. }) => read_json(path),
+        read => read,
+    }
+}
+
 pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
     path: &Path,
     bytes: &[u8],
@@ -321,7 +333,9 @@ pub(crate) fn spare_name(name: &str) -> String {
 /// (`renameat2(RENAME_EXCHANGE)`), so the old record becomes the next replacement's spare. On
 /// ext4 without a journal each inode freed in the last minutes is looked at by every later file
 /// creation in its group, and a record replaced once a second (a session's `session.json`) would
-/// add one a second. A torn spare is never read. The caller makes sure one replacement of a name
+/// add one a second. A torn spare is never read by name; a reader that opened the record before
+/// two replacements can read its old file being rewritten as the spare, so such records are read
+/// with [`read_json_replaced`]. The caller makes sure one replacement of a name
 /// runs at a time (two would write one spare). Where the exchange is not available, the spare is
 /// renamed over the record (the old one's inode freed, as [`replace`] does).
 pub(crate) fn replace_through_spare(

@@ -202,7 +202,7 @@ impl FileBackend {
 
     fn read_session_file(&self, dir: &Path) -> Result<Option<SessionFile>, SessionError> {
         let path = dir.join(SESSION_FILE);
-        let Some(file) = read_json::<SessionFile>(&path)? else {
+        let Some(file) = fsutil::read_json_replaced::<SessionFile>(&path)? else {
             return Ok(None);
         };
         check_version(file.session.v, path.display())?;
