@@ -8,8 +8,9 @@
 //!   checked with `symlink_metadata`, files are opened with `O_NOFOLLOW`.
 //! - A record becomes visible only complete: it is written to a temporary file in the same directory
 //!   (name starting with `.`, never a valid id or message name), fsynced, then given its name
-//!   without replacing anything ([`name_new`], create-new: refused if the name exists) or
-//!   renamed over it (replace). With `Durability::Full` the directory is fsynced before the
+//!   without replacing anything ([`name_new`], create-new: refused if the name exists), renamed
+//!   over it ([`replace`]), or written into the record's spare and exchanged with it
+//!   ([`replace_through_spare`]). With `Durability::Full` the directory is fsynced before the
 //!   operation counts as done.
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
