@@ -171,7 +171,9 @@ impl SoakHub {
             root,
         };
         let started = Instant::now();
-        while !(hub.socket().exists() && hub.root.path().join("data/hub/state.json").exists()) {
+        // Ready once state.json says every service started (`ready_at`): it is first written
+        // before the services start, when the socket may not be listening yet.
+        while !(hub.socket().exists() && hub.ready()) {
             if let Ok(Some(status)) = hub.child.0.try_wait() {
                 return Err(format!("taud exited ({status}) before it came up").into());
             }
@@ -181,6 +183,14 @@ impl SoakHub {
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(hub)
+    }
+
+    /// Whether the hub's state.json says it is ready (every service started).
+    fn ready(&self) -> bool {
+        std::fs::read(self.root.path().join("data/hub/state.json"))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<tau_api::hub_files::HubState>(&bytes).ok())
+            .is_some_and(|state| state.ready_at.is_some())
     }
 
     /// A gRPC client on the hub's Unix socket.
