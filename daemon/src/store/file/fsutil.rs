@@ -176,6 +176,33 @@ pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(bytes).map_err(|err| SessionError::corrupt(path.display(), err))
 }
 
+/// Refuses a record name that is a symbolic link (one missing is fine: it is about to be made).
+fn refuse_symlink(target: &Path) -> Result<(), SessionError> {
+    match fs::symlink_metadata(target) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(SessionError::Symlink {
+            path: target.to_path_buf(),
+        }),
+        Ok(_) => Ok(()),
+        Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(SessionError::io(target, err)),
+    }
+}
+
+/// Writes `bytes` to `file` (at `path`), synced with `Durability::Full`.
+fn write_synced(
+    file: &mut File,
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+) -> Result<(), SessionError> {
+    file.write_all(bytes)
+        .map_err(|err| SessionError::io(path, err))?;
+    if durability == Durability::Full {
+        file.sync_all().map_err(|err| SessionError::io(path, err))?;
+    }
+    Ok(())
+}
+
 /// A complete, fsynced temporary file waiting to be linked or renamed to its name. Dropping it
 /// removes the temporary name (never the record it was linked to).
 pub(crate) struct TempFile {
@@ -200,12 +227,7 @@ impl TempFile {
             .open(&path)
             .map_err(|err| open_error(&path, err))?;
         let temp = TempFile { path, armed: true };
-        file.write_all(bytes)
-            .map_err(|err| SessionError::io(&temp.path, err))?;
-        if durability == Durability::Full {
-            file.sync_all()
-                .map_err(|err| SessionError::io(&temp.path, err))?;
-        }
+        write_synced(&mut file, &temp.path, bytes, durability)?;
         Ok(temp)
     }
 
@@ -230,16 +252,7 @@ impl TempFile {
     /// Atomically replaces `target` (which must not be a symbolic link) with the content. The
     /// directory is not fsynced here.
     pub(crate) fn replace(mut self, target: &Path) -> Result<(), SessionError> {
-        match fs::symlink_metadata(target) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(SessionError::Symlink {
-                    path: target.to_path_buf(),
-                });
-            }
-            Ok(_) => {}
-            Err(err) if err.kind() == ErrorKind::NotFound => {}
-            Err(err) => return Err(SessionError::io(target, err)),
-        }
+        refuse_symlink(target)?;
         fs::rename(&self.path, target).map_err(|err| SessionError::io(target, err))?;
         self.armed = false;
         Ok(())
@@ -324,7 +337,7 @@ pub(crate) fn replace(
 
 /// The name of the spare file kept beside `name` by [`replace_through_spare`]: a dot name that is
 /// no record's and not the temporary pattern, so no listing, read or clean-up takes it.
-pub(crate) fn spare_name(name: &str) -> String {
+fn spare_name(name: &str) -> String {
     format!(".{name}.spare")
 }
 
@@ -347,14 +360,7 @@ pub(crate) fn replace_through_spare(
 ) -> Result<(), SessionError> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let target = dir.join(name);
-    match fs::symlink_metadata(&target) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            return Err(SessionError::Symlink { path: target });
-        }
-        Ok(_) => {}
-        Err(err) if err.kind() == ErrorKind::NotFound => {}
-        Err(err) => return Err(SessionError::io(&target, err)),
-    }
+    refuse_symlink(&target)?;
     let spare = dir.join(spare_name(name));
     let mut file = OpenOptions::new()
         .write(true)
@@ -374,10 +380,7 @@ pub(crate) fn replace_through_spare(
         file.set_permissions(fs::Permissions::from_mode(FILE_MODE))
             .map_err(io)?;
     }
-    file.write_all(bytes).map_err(io)?;
-    if durability == Durability::Full {
-        file.sync_all().map_err(io)?;
-    }
+    write_synced(&mut file, &spare, bytes, durability)?;
     drop(file);
     if !exchange(&spare, &target).map_err(|errno| SessionError::io(&target, errno.into()))? {
         fs::rename(&spare, &target).map_err(|err| SessionError::io(&target, err))?;
