@@ -15,7 +15,7 @@ const MAX_GROWTH_MIB: f64 = 4.0;
 
 async fn soak(backend: &'static str, text: &str) {
     let taud = std::path::Path::new(env!("CARGO_BIN_EXE_taud"));
-    let hub = match SoakHub::start(taud, backend) {
+    let mut hub = match SoakHub::start(taud, backend) {
         Ok(hub) => hub,
         Err(error) => panic!("{backend}: the hub did not start: {error}"),
     };
@@ -29,7 +29,10 @@ async fn soak(backend: &'static str, text: &str) {
     };
     let report = match hub.run(&plan).await {
         Ok(report) => report,
-        Err(error) => panic!("{backend} {text:?}: the soak failed: {error}"),
+        Err(error) => panic!(
+            "{backend} {text:?}: the soak failed: {error}; {}",
+            hub.trace()
+        ),
     };
     let growth = report.growth_mib();
     println!(

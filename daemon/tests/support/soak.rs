@@ -83,6 +83,12 @@ impl SoakReport {
     }
 }
 
+/// The hub's stderr, in its installation's root.
+const STDERR_FILE: &str = "taud.stderr";
+
+/// How much of the hub's stderr a failure prints.
+const STDERR_TAIL_LINES: usize = 40;
+
 /// The hub under test; killed on drop, before its installation is removed.
 pub struct SoakHub {
     child: Killed,
@@ -160,11 +166,13 @@ impl SoakHub {
             command.env("MALLOC_ARENA_MAX", "1");
         }
         command.envs(env.iter().copied());
+        // Kept in the installation, so a hub that stops mid-run leaves a trace (see `trace`).
+        let stderr = std::fs::File::create(root.path().join(STDERR_FILE))?;
         let child = command
             .current_dir(root.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()?;
         let mut hub = Self {
             child: Killed(child),
@@ -175,14 +183,31 @@ impl SoakHub {
         // before the services start, when the socket may not be listening yet.
         while !(hub.socket().exists() && hub.ready()) {
             if let Ok(Some(status)) = hub.child.0.try_wait() {
-                return Err(format!("taud exited ({status}) before it came up").into());
+                return Err(
+                    format!("taud exited ({status}) before it came up; {}", hub.trace()).into(),
+                );
             }
             if started.elapsed() > Duration::from_secs(30) {
-                return Err("the hub did not come up within 30 s".into());
+                return Err(format!("the hub did not come up within 30 s; {}", hub.trace()).into());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(hub)
+    }
+
+    /// What a failed run should print beside its error: whether the hub is still running (or how
+    /// it ended) and the last lines it wrote to stderr.
+    pub fn trace(&mut self) -> String {
+        let state = match self.child.0.try_wait() {
+            Ok(Some(status)) => format!("taud exited ({status})"),
+            Ok(None) => "taud is still running".to_owned(),
+            Err(error) => format!("taud's state is unknown ({error})"),
+        };
+        let stderr = std::fs::read_to_string(self.root.path().join(STDERR_FILE))
+            .unwrap_or_else(|error| format!("<unreadable: {error}>"));
+        let lines: Vec<&str> = stderr.lines().collect();
+        let tail = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join("\n");
+        format!("{state}; the last lines of its stderr:\n{tail}")
     }
 
     /// Whether the hub's state.json says it is ready (every service started).
