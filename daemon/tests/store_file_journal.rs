@@ -442,6 +442,28 @@ fn a_silently_changed_last_line_loses_only_itself() {
     a_silently_changed_line_loses_only_itself(5);
 }
 
+/// The last line damaged past parsing (a byte of its JSON lost): its turn is lost, and its ids,
+/// which no later line's ids stand above, are still not given to the next message: the journal
+/// set aside shows them, and a store opened again reads them there.
+#[test]
+fn the_ids_of_a_last_line_that_no_longer_parses_are_not_given_again() {
+    let (dir, id, session_dir) = closed_file_fixture();
+    crash_after_six_turns(dir.path(), &id);
+    damage_line(&session_dir, Some(5), |line| {
+        let field = "\"messages\":";
+        assert!(line.contains(field), "{line}");
+        line.replacen(field, "\"messages:", 1)
+    });
+
+    for _ in 0..2 {
+        let store = open_file_store(dir.path());
+        assert_eq!(stored_texts(&store, &id), six_turns_but(Some(5)));
+        assert_eq!(aside_journals(&session_dir).len(), 1);
+        assert_eq!(next_id(&store, &id), 14, "ids 12 and 13 were acknowledged");
+        store.close_session(&id).unwrap();
+    }
+}
+
 /// A crash that cut the last append short (a power loss: no newline yet) is no damage: the
 /// whole records replay and the journal is removed, not set aside.
 #[test]

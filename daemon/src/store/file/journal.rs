@@ -38,9 +38,10 @@
 //!   returned): replayed if whole, else skipped without a warning. A journal with a damaged line
 //!   is set aside once replayed, never deleted: renamed `journal.jsonl.damaged-<UTC time>` beside
 //!   it. So is a journal that cannot be replayed at all (a newer version, an unreadable file),
-//!   unreplayed; the session goes on with a fresh journal either way. The message ids of every
-//!   set-aside journal line that still parses stay taken, in this process and (read again at
-//!   each reconciliation) the next.
+//!   unreplayed; the session goes on with a fresh journal either way. Every message id a
+//!   set-aside journal still shows, on a line that parses or in the bytes of one that does not
+//!   (`journal_ids.rs`), stays taken, in this process and (read again at each reconciliation)
+//!   the next.
 //! - One store per sessions directory (one hub owns it): another store opened on it would replay,
 //!   and remove, a journal this one still writes.
 //! - Locks: the journal map's lock is held only to find or drop an entry. An entry's state lock is
@@ -581,5 +582,5 @@ fn note_events(session_dir: &Path, unsynced: &mut Unsynced) {
 }
 
 /// Message ids a journal set aside still holds, by session and agent (see
-/// `journal_replay::kept_ids`).
+/// `journal_ids::kept_ids`).
 pub(super) type ReservedIds = HashMap<String, HashMap<String, BTreeSet<u64>>>;

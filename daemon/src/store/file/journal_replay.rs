@@ -152,44 +152,6 @@ pub(super) fn parse_journal(bytes: &[u8]) -> JournalRead {
     read
 }
 
-/// The message ids (with their agent) of every line of a journal that parses as JSON, checksum
-/// or not: what a journal set aside may still hold.
-pub(super) fn readable_ids(bytes: &[u8]) -> Vec<(String, u64)> {
-    let mut ids = Vec::new();
-    for line in bytes.split(|&b| b == b'\n') {
-        let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(line) else {
-            continue;
-        };
-        let Some(Value::String(agent_id)) = record.get("agent_id") else {
-            continue;
-        };
-        let Some(Value::Array(messages)) = record.get("messages") else {
-            continue;
-        };
-        ids.extend(
-            messages
-                .iter()
-                .filter_map(|message| message.get("message_id")?.as_u64())
-                .map(|id| (agent_id.clone(), id)),
-        );
-    }
-    ids
-}
-
-/// The message ids held by the session's journals set aside (`kept`) and, if `live`, by its
-/// journal: see [`readable_ids`]. A file that cannot be read holds none.
-pub(super) fn kept_ids(session_dir: &Path, kept: &[PathBuf], live: bool) -> Vec<(String, u64)> {
-    let live = live.then(|| session_dir.join(JOURNAL_FILE));
-    let mut ids = Vec::new();
-    let mut bytes = Vec::new();
-    for path in kept.iter().chain(&live) {
-        if matches!(read_into(path, &mut bytes), Ok(true)) {
-            ids.extend(readable_ids(&bytes));
-        }
-    }
-    ids
-}
-
 /// Whether `name` is that of a journal set aside.
 pub(super) fn is_set_aside(name: &str) -> bool {
     name.strip_prefix(JOURNAL_FILE)
@@ -514,23 +476,6 @@ mod tests {
 
         let read = parse_journal(b"{\"v\":9}\n");
         assert_eq!(read.newer, Some(9));
-    }
-
-    /// What a set-aside journal still tells: the ids of every line that parses, checksum or not.
-    #[test]
-    fn the_ids_of_a_set_aside_journal_are_read_leniently() {
-        let bytes = b"{\"v\":2,\"agent_id\":\"tau\",\"messages\":[{\"message_id\":4},{\"message_id\":5}],\"crc\":\"00000000\"}\n\
-garbage\n\
-{\"v\":9,\"agent_id\":\"helper\",\"messages\":[{\"message_id\":1}]}\n\
-{\"v\":2,\"agent_id\":\"tau\",\"messages\":[{\"message_id\":6}";
-        assert_eq!(
-            readable_ids(bytes),
-            [
-                ("tau".to_owned(), 4),
-                ("tau".to_owned(), 5),
-                ("helper".to_owned(), 1)
-            ]
-        );
     }
 
     #[test]

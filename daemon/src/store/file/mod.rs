@@ -37,8 +37,7 @@
 //! serialized by one lock (taken after the reconciliation lock when both are held), and a
 //! session's deferred record by its `flushing` mark. A session created whole
 //! (`create_complete_session`, a compaction) gets every other file before its `session.json`, so
-//! it is seen complete or not at all; its journal is among them, empty (removed again when the
-//! session closes, as every journal is).
+//! it is seen complete or not at all; its journal is among them, empty (removed at its close).
 
 mod batch;
 mod checkpoint;
@@ -47,6 +46,7 @@ mod deferred_record;
 mod fsutil;
 mod index;
 mod journal;
+mod journal_ids;
 mod journal_replay;
 mod jsonl;
 mod layout;

@@ -38,7 +38,7 @@ use std::sync::{MutexGuard, PoisonError};
 
 use crate::store::file::fsutil::{existing_dir, replace};
 use crate::store::file::index::IndexEntry;
-use crate::store::file::journal_replay;
+use crate::store::file::{journal_ids, journal_replay};
 use crate::store::id::validate_id;
 use crate::store::records::SessionInfo;
 use crate::store::store_error::{IdKind, SessionError};
@@ -300,7 +300,7 @@ impl FileBackend {
                 // The journal stays for the next process to replay; until then no id it holds
                 // (nor one a journal set aside holds) is given to a new message.
                 let set_aside = journal_replay::set_aside_journals(dir);
-                self.reserve_ids(session_id, journal_replay::kept_ids(dir, &set_aside, true));
+                self.reserve_ids(session_id, journal_ids::kept_ids(dir, &set_aside, true));
                 return Err(err);
             }
         };
@@ -314,7 +314,7 @@ impl FileBackend {
         let scan = scan_session(dir)?;
         self.reserve_ids(
             session_id,
-            journal_replay::kept_ids(dir, &scan.set_aside, false),
+            journal_ids::kept_ids(dir, &scan.set_aside, false),
         );
         if scan.removed > 0 {
             tracing::info!(
