@@ -20,12 +20,11 @@ use taud::tool::Tier;
 #[tokio::test]
 async fn mcp_server_time_lists_its_tools_and_answers_a_tier_0_call() {
     let Some(command) = std::env::var_os("TAU_TEST_MCP_TIME") else {
-        let required = std::env::var("TAU_REQUIRE_PYTHON_CLIENT").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "TAU_REQUIRE_PYTHON_CLIENT=1 but TAU_TEST_MCP_TIME is not set"
+        support::skip_unless_required(
+            "TAU_REQUIRE_PYTHON_CLIENT",
+            "TAU_TEST_MCP_TIME is not set",
+            "set TAU_TEST_MCP_TIME to an mcp-server-time executable",
         );
-        eprintln!("skipped: set TAU_TEST_MCP_TIME to an mcp-server-time executable");
         return;
     };
     let env = tau_api::env::Env::from_process();

@@ -76,13 +76,10 @@ async fn a_node_serves_tau_and_nodes_on_its_socket_without_health_or_a_session_s
 /// and sets (with `TAU_REQUIRE_NODE_ONLY_TAUD=1`, so that its absence fails there); `None` skips.
 fn node_only_taud() -> Option<PathBuf> {
     let Some(path) = std::env::var_os("TAU_TEST_NODE_ONLY_TAUD") else {
-        let required = std::env::var("TAU_REQUIRE_NODE_ONLY_TAUD").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "TAU_REQUIRE_NODE_ONLY_TAUD=1 but TAU_TEST_NODE_ONLY_TAUD is not set"
-        );
-        eprintln!(
-            "skipped: set TAU_TEST_NODE_ONLY_TAUD to a taud built with --no-default-features"
+        support::skip_unless_required(
+            "TAU_REQUIRE_NODE_ONLY_TAUD",
+            "TAU_TEST_NODE_ONLY_TAUD is not set",
+            "set TAU_TEST_NODE_ONLY_TAUD to a taud built with --no-default-features",
         );
         return None;
     };

@@ -115,6 +115,16 @@ impl Drop for RunningHub {
 /// How long [`Sandbox::start_hub`] waits for the hub's socket and state file.
 pub const HUB_START_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
 
+/// For a test whose tool (`what`) is missing here: fails when `.ci/run` requires it (`require_var`
+/// is `1`, set where CI installs the tool), else says on stderr that the test is skipped and
+/// `how` to run it. The caller then returns.
+#[track_caller]
+pub fn skip_unless_required(require_var: &str, what: &str, how: &str) {
+    let required = std::env::var(require_var).is_ok_and(|v| v == "1");
+    assert!(!required, "{require_var}=1 but {what}");
+    eprintln!("skipped: {how}");
+}
+
 /// A loopback TCP port that was free a moment ago, for a hub's `TAU_HUB_PORT`.
 pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?

@@ -32,12 +32,11 @@ fn node() -> Option<(String, PathBuf)> {
 #[test]
 fn a_node_grpc_js_client_drives_a_turn_and_an_approval() {
     let Some((node, modules)) = node() else {
-        let required = std::env::var("TAU_REQUIRE_NODE_CLIENT").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "TAU_REQUIRE_NODE_CLIENT=1 but node with @grpc/grpc-js is not available"
+        tau_e2e::skip_unless_required(
+            "TAU_REQUIRE_NODE_CLIENT",
+            "node with @grpc/grpc-js is not available",
+            "no node with @grpc/grpc-js (set TAU_TEST_NODE_MODULES)",
         );
-        eprintln!("skipped: no node with @grpc/grpc-js (set TAU_TEST_NODE_MODULES)");
         return;
     };
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

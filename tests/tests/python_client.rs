@@ -27,12 +27,11 @@ fn python() -> Option<String> {
 #[test]
 fn a_python_grpcio_client_drives_a_turn_and_an_approval() {
     let Some(python) = python() else {
-        let required = std::env::var("TAU_REQUIRE_PYTHON_CLIENT").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "TAU_REQUIRE_PYTHON_CLIENT=1 but python with grpcio is not available"
+        tau_e2e::skip_unless_required(
+            "TAU_REQUIRE_PYTHON_CLIENT",
+            "python with grpcio is not available",
+            "no python3 with grpcio and grpcio-tools (set TAU_TEST_PYTHON)",
         );
-        eprintln!("skipped: no python3 with grpcio and grpcio-tools (set TAU_TEST_PYTHON)");
         return;
     };
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

@@ -37,13 +37,10 @@ fn tools() -> Option<(String, String)> {
 #[test]
 fn a_browser_pairs_chats_and_answers_approvals_as_the_seed_asks() {
     let Some((python, chromium)) = tools() else {
-        let required = std::env::var("TAU_REQUIRE_BROWSER").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "TAU_REQUIRE_BROWSER=1 but Chromium or Playwright is missing"
-        );
-        eprintln!(
-            "skipped: no Chromium with Python Playwright (set TAU_TEST_CHROMIUM, TAU_TEST_PYTHON)"
+        tau_e2e::skip_unless_required(
+            "TAU_REQUIRE_BROWSER",
+            "Chromium or Playwright is missing",
+            "no Chromium with Python Playwright (set TAU_TEST_CHROMIUM, TAU_TEST_PYTHON)",
         );
         return;
     };
