@@ -2,10 +2,11 @@
 //! while its replay fails, the live one). No new message may take one of them (see `journal.rs`).
 //!
 //! Invariants:
-//! - A line read leniently gives every id it can: a line that parses as JSON gives the ids of its
-//!   `messages` whatever its checksum says; a line that does not (damaged past parsing, or an
-//!   append cut short) gives every `"message_id":<digits>` its bytes still show, for the agent its
-//!   `"agent_id"` names, else the hub's agent. Taking an id too many only leaves a gap in the
+//! - A line read leniently gives every id it can: a line that parses as a batch (an `agent_id`
+//!   and its `messages`) gives the ids of its messages whatever its checksum says; any other line
+//!   (damaged past parsing or in a key, or an append cut short) gives every
+//!   `"message_id":<digits>` its bytes still show, for the agent its `"agent_id"` names, else the
+//!   hub's agent. Taking an id too many only leaves a gap in the
 //!   session's ids; taking one too few lets a new message reuse the id of one that was
 //!   acknowledged, which is what this guards against (a damaged last line is the case: no later
 //!   line's ids stand above its own).
@@ -31,23 +32,22 @@ const MAX_TEXTUAL_ID: u64 = 1 << 53;
 pub(super) fn readable_ids(bytes: &[u8]) -> Vec<(String, u64)> {
     let mut ids = Vec::new();
     for line in bytes.split(|&b| b == b'\n') {
-        match serde_json::from_slice::<Value>(line) {
-            Ok(Value::Object(record)) => {
-                let Some(Value::String(agent_id)) = record.get("agent_id") else {
-                    continue;
-                };
-                let Some(Value::Array(messages)) = record.get("messages") else {
-                    continue;
-                };
-                ids.extend(
-                    messages
-                        .iter()
-                        .filter_map(|message| message.get("message_id")?.as_u64())
-                        .map(|id| (agent_id.clone(), id)),
-                );
-            }
-            Ok(_) => {}
-            Err(_) => ids.extend(textual_ids(line)),
+        let record = serde_json::from_slice::<Value>(line).ok();
+        let batch = record.as_ref().and_then(|record| {
+            Some((
+                record.get("agent_id")?.as_str()?,
+                record.get("messages")?.as_array()?,
+            ))
+        });
+        match batch {
+            Some((agent_id, messages)) => ids.extend(
+                messages
+                    .iter()
+                    .filter_map(|message| message.get("message_id")?.as_u64())
+                    .map(|id| (agent_id.to_owned(), id)),
+            ),
+            // Not a batch as written: an events-only line shows no id; a damaged one may.
+            None => ids.extend(textual_ids(line)),
         }
     }
     ids
@@ -146,6 +146,11 @@ garbage\n\
         assert_eq!(readable_ids(line), [(DEFAULT_AGENT_ID.to_owned(), 7)]);
         let line = br#"{"v":2,"agent_#d":"tau","messages":[{"message_id":7},{"message_id":7}"#;
         assert_eq!(readable_ids(line), [(DEFAULT_AGENT_ID.to_owned(), 7)]);
+        // Still JSON, but a key damaged: not a batch as written, its bytes still read.
+        let line = br#"{"v":2,"agent_id":"helper","messageZ":[{"message_id":3}],"crc":"1c291ca3"}"#;
+        assert_eq!(readable_ids(line), [("helper".to_owned(), 3)]);
+        let line = br#"{"v":2,"agent_iD":"helper","messages":[{"message_id":3}],"crc":"1c291ca3"}"#;
+        assert_eq!(readable_ids(line), [(DEFAULT_AGENT_ID.to_owned(), 3)]);
     }
 
     #[test]
