@@ -87,6 +87,12 @@ const LOCKED_SYNC_MAX: usize = 16;
 /// Syncs without the entry's lock one checkpoint makes at most before it leaves the rest to the
 /// next one.
 const CHECKPOINT_ROUNDS: usize = 4;
+/// At most this many messages are written under the entry's lock (holding up the session's
+/// appends) at the end of [`FileBackend::materialize_all`]: about a tool turn's.
+const LOCKED_MATERIALIZE_MAX: usize = 4;
+/// Rounds of writing without the entry's lock [`FileBackend::materialize_all`] makes at most
+/// before it writes the rest under it (appends that outrun the disk are then held up).
+const MATERIALIZE_ROUNDS: usize = 4;
 /// Files and directories materialized since the last checkpoint past which the next tidy
 /// checkpoints (about 250 text turns, 130 tool turns): a busy session would otherwise gather 30 s
 /// of them, held in memory (8 bytes a message file) and synced in one checkpoint. Each checkpoint
@@ -330,14 +336,21 @@ impl FileBackend {
 
     /// Every record journaled so far materialized: what the entry's state shows once both
     /// returned guards are dropped covers every line it counts. The files are written without
-    /// the state's lock, but for what was journaled meanwhile (a batch or two).
+    /// the state's lock, in rounds while appends add more (on a disk busy with a checkpoint's
+    /// syncs one round of 30 files took 20 ms), until about a turn's is left; only that rest is
+    /// written under it.
     fn materialize_all<'a>(
         &self,
         entry: &'a JournalEntry,
         session_dir: &Path,
     ) -> Result<(MutexGuard<'a, EventsFile>, MutexGuard<'a, SessionJournal>), SessionError> {
         let mut materializing = lock_materializing(entry);
-        self.materialize_held(entry, session_dir, &mut materializing)?;
+        for _ in 0..MATERIALIZE_ROUNDS {
+            self.materialize_held(entry, session_dir, &mut materializing)?;
+            if lock_entry(entry).messages.len() <= LOCKED_MATERIALIZE_MAX {
+                break;
+            }
+        }
         let mut journal = lock_entry(entry);
         materialize_locked(session_dir, &mut journal, &mut materializing)?;
         Ok((materializing, journal))
