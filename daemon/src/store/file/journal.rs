@@ -345,15 +345,16 @@ impl FileBackend {
         session_dir: &Path,
     ) -> Result<(MutexGuard<'a, EventsFile>, MutexGuard<'a, SessionJournal>), SessionError> {
         let mut materializing = lock_materializing(entry);
-        for _ in 0..MATERIALIZE_ROUNDS {
+        let mut rounds = 0;
+        loop {
             self.materialize_held(entry, session_dir, &mut materializing)?;
-            if lock_entry(entry).messages.len() <= LOCKED_MATERIALIZE_MAX {
-                break;
+            rounds += 1;
+            let mut journal = lock_entry(entry);
+            if journal.messages.len() <= LOCKED_MATERIALIZE_MAX || rounds >= MATERIALIZE_ROUNDS {
+                materialize_locked(session_dir, &mut journal, &mut materializing)?;
+                return Ok((materializing, journal));
             }
         }
-        let mut journal = lock_entry(entry);
-        materialize_locked(session_dir, &mut journal, &mut materializing)?;
-        Ok((materializing, journal))
     }
 
     /// [`FileBackend::materialize_entry`] with its `materializing` lock held by the caller.
