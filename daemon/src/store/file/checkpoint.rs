@@ -21,7 +21,7 @@ use nix::fcntl::OFlag;
 
 use super::fsutil::sync_dir;
 use super::layout::{EVENTS_FILE, JOURNAL_FILE};
-use super::sync_pool::{HeldDir, SyncPool, SyncTarget};
+use super::sync_pool::{HeldDir, Pass, SyncPool, SyncTarget};
 use crate::store::contract::Durability;
 use crate::store::store_error::SessionError;
 
@@ -86,11 +86,31 @@ impl Unsynced {
         }
     }
 
-    /// Syncs everything in one pass of `syncer`: the files first, the directories after them.
+    /// Syncs everything in one pass of `syncer` that a caller waits for ([`Pass::Waited`]).
     pub(super) fn sync(
         &self,
         syncer: &SyncPool,
         durability: Durability,
+    ) -> Result<(), SessionError> {
+        self.sync_as(syncer, durability, Pass::Waited)
+    }
+
+    /// [`Unsynced::sync`] in a pass nobody waits for (no lock held, no turn waiting), whose
+    /// threads yield the processor to the hub's others ([`Pass::Background`]).
+    pub(super) fn sync_in_background(
+        &self,
+        syncer: &SyncPool,
+        durability: Durability,
+    ) -> Result<(), SessionError> {
+        self.sync_as(syncer, durability, Pass::Background)
+    }
+
+    /// Syncs everything in one pass of `syncer`: the files first, the directories after them.
+    fn sync_as(
+        &self,
+        syncer: &SyncPool,
+        durability: Durability,
+        pass: Pass,
     ) -> Result<(), SessionError> {
         if durability == Durability::NoSync || self.is_empty() {
             return Ok(());
@@ -113,7 +133,7 @@ impl Unsynced {
                 .map(|(dir, _)| SyncTarget::Dir(Arc::clone(dir))),
         );
         targets.extend(dirs.into_iter().cloned().map(SyncTarget::Path));
-        syncer.sync_targets(targets, durability)
+        syncer.sync_targets(targets, durability, pass)
     }
 }
 

@@ -452,7 +452,7 @@ impl FileBackend {
         let mut rounds = 1;
         let (_materializing, mut journal) = loop {
             // Synced without the entry's locks, so the session's appends need not wait for it.
-            if let Err(err) = unsynced.sync(&self.syncer, self.durability) {
+            if let Err(err) = unsynced.sync_in_background(&self.syncer, self.durability) {
                 lock_entry(&entry).unsynced.extend(unsynced);
                 return Err(err);
             }

@@ -13,6 +13,11 @@
 //! the threads end when the [`SyncPool`] is dropped (their queues close). Never `syncfs`: a whole
 //! file system's sync also writes every other program's dirty pages, and a session's appends
 //! would wait behind it (hundreds of milliseconds next to a build).
+//!
+//! A pass nobody waits for (a checkpoint's, made without the session's locks) runs on threads of
+//! its own that yield the processor to the rest of the hub ([`Pass::Background`]): its syncs are
+//! mostly waits on the disk, but each one's writeback is kernel work on a core, and on two cores
+//! seven such threads took the cores from the turns going on beside them.
 
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, SyncSender};
@@ -26,6 +31,21 @@ pub(super) const SYNC_LANES: usize = 8;
 
 /// A sync thread's stack: it opens and syncs files, nothing deeper.
 const STACK: usize = 128 * 1024;
+
+/// The nice value of a background pass's threads (Linux gives each thread its own): below
+/// every thread of the hub's, which run at the process's. A thread unprivileged cannot lower
+/// its value again, hence threads of their own rather than one set switching.
+#[cfg(target_os = "linux")]
+const BACKGROUND_NICE: i32 = 19;
+
+/// Whether someone waits for a pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pass {
+    /// A turn, a new session or a caller holding the session's locks waits for it.
+    Waited,
+    /// Nobody waits for it: its threads run below the hub's others ([`BACKGROUND_NICE`]).
+    Background,
+}
 
 /// A directory held open that message files were written in (`materialize`'s `MessagesDir`).
 pub(super) trait HeldDir: Send + Sync {
@@ -70,6 +90,8 @@ type Lane = (Vec<SyncTarget>, SyncSender<Result<(), SessionError>>);
 pub(super) struct SyncPool {
     /// Each thread's queue (one place), started on the first pass that needs one.
     threads: OnceLock<Vec<SyncSender<Lane>>>,
+    /// The same for [`Pass::Background`], started on the first such pass.
+    background: OnceLock<Vec<SyncSender<Lane>>>,
 }
 
 impl SyncPool {
@@ -82,7 +104,8 @@ impl SyncPool {
         if durability == Durability::NoSync || paths.len() == 0 {
             return Ok(());
         }
-        self.sync_targets(paths.cloned().map(SyncTarget::Path).collect(), durability)
+        let targets = paths.cloned().map(SyncTarget::Path).collect();
+        self.sync_targets(targets, durability, Pass::Waited)
     }
 
     /// Syncs every target, up to [`SYNC_LANES`] at once.
@@ -90,6 +113,7 @@ impl SyncPool {
         &self,
         targets: Vec<SyncTarget>,
         durability: Durability,
+        pass: Pass,
     ) -> Result<(), SessionError> {
         if durability == Durability::NoSync || targets.is_empty() {
             return Ok(());
@@ -99,7 +123,12 @@ impl SyncPool {
         if lanes == 1 {
             return sync_each(lane(0));
         }
-        let threads = self.threads.get_or_init(start_threads);
+        let threads = match pass {
+            Pass::Waited => self.threads.get_or_init(|| start_threads(Pass::Waited)),
+            Pass::Background => self
+                .background
+                .get_or_init(|| start_threads(Pass::Background)),
+        };
         let (done, results) = mpsc::sync_channel(lanes);
         let mut inline = vec![0];
         let mut sent = 0;
@@ -129,19 +158,39 @@ impl SyncPool {
     }
 }
 
-/// Starts the sync threads (as many as can be had, up to `SYNC_LANES - 1`).
-fn start_threads() -> Vec<SyncSender<Lane>> {
+/// Starts the sync threads for `pass` (as many as can be had, up to `SYNC_LANES - 1`).
+fn start_threads(pass: Pass) -> Vec<SyncSender<Lane>> {
+    let name = match pass {
+        Pass::Waited => "tau-sync",
+        Pass::Background => "tau-sync-bg",
+    };
     (1..SYNC_LANES)
         .map_while(|_| {
             let (queue, lanes) = mpsc::sync_channel::<Lane>(1);
             std::thread::Builder::new()
-                .name("tau-sync".to_owned())
+                .name(name.to_owned())
                 .stack_size(STACK)
-                .spawn(move || serve(&lanes))
+                .spawn(move || {
+                    if pass == Pass::Background {
+                        yield_processor();
+                    }
+                    serve(&lanes);
+                })
                 .ok()
                 .map(|_| queue)
         })
         .collect()
+}
+
+/// Puts the calling thread below the hub's others ([`BACKGROUND_NICE`]). Best effort: a thread
+/// left where it was syncs the same, only sooner.
+fn yield_processor() {
+    #[cfg(target_os = "linux")]
+    if let Err(err) =
+        rustix::process::setpriority_process(Some(rustix::thread::gettid()), BACKGROUND_NICE)
+    {
+        tracing::debug!(%err, "cannot lower a background sync thread's priority");
+    }
 }
 
 /// A sync thread: each lane it is given, until its queue closes.
@@ -191,6 +240,53 @@ mod tests {
             started,
             "the threads started once serve the next pass"
         );
+    }
+
+    /// The nice value of each of this process's threads named `name` (Linux's `/proc`).
+    #[cfg(target_os = "linux")]
+    fn nices_of(name: &str) -> Vec<i64> {
+        let mut nices = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap() {
+            let task = task.unwrap().path();
+            let Ok(comm) = std::fs::read_to_string(task.join("comm")) else {
+                continue;
+            };
+            if comm.trim_end() == name {
+                let stat = std::fs::read_to_string(task.join("stat")).unwrap();
+                // After the name in brackets: the state is field 3, the nice value field 19.
+                let after = &stat[stat.rfind(')').unwrap() + 2..];
+                nices.push(after.split(' ').nth(16).unwrap().parse().unwrap());
+            }
+        }
+        nices
+    }
+
+    #[test]
+    fn a_background_pass_runs_on_threads_of_its_own_below_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = files(dir.path(), 16);
+        let pool = SyncPool::default();
+        let targets = || paths.iter().cloned().map(SyncTarget::Path).collect();
+        pool.sync_targets(targets(), Durability::Full, Pass::Background)
+            .unwrap();
+        assert!(pool.threads.get().is_none(), "no waited pass's thread");
+        assert_eq!(pool.background.get().unwrap().len(), SYNC_LANES - 1);
+        pool.sync_targets(targets(), Durability::Full, Pass::Waited)
+            .unwrap();
+        assert_eq!(pool.threads.get().unwrap().len(), SYNC_LANES - 1);
+        #[cfg(target_os = "linux")]
+        {
+            let own = rustix::process::getpriority_process(None).unwrap();
+            let background = nices_of("tau-sync-bg");
+            assert!(!background.is_empty());
+            assert!(background.iter().all(|&nice| nice == 19), "{background:?}");
+            let waited = nices_of("tau-sync");
+            assert!(!waited.is_empty());
+            assert!(
+                waited.iter().all(|&nice| nice == i64::from(own)),
+                "{waited:?}"
+            );
+        }
     }
 
     #[test]
