@@ -86,27 +86,9 @@ impl Unsynced {
         }
     }
 
-    /// Syncs everything in one pass of `syncer` that a caller waits for ([`Pass::Waited`]).
-    pub(super) fn sync(
-        &self,
-        syncer: &SyncPool,
-        durability: Durability,
-    ) -> Result<(), SessionError> {
-        self.sync_as(syncer, durability, Pass::Waited)
-    }
-
-    /// [`Unsynced::sync`] in a pass nobody waits for (no lock held, no turn waiting), whose
-    /// threads yield the processor to the hub's others ([`Pass::Background`]).
-    pub(super) fn sync_in_background(
-        &self,
-        syncer: &SyncPool,
-        durability: Durability,
-    ) -> Result<(), SessionError> {
-        self.sync_as(syncer, durability, Pass::Background)
-    }
-
     /// Syncs everything in one pass of `syncer`: the files first, the directories after them.
-    fn sync_as(
+    /// `Pass::Background` when nobody waits for it (no lock held, no turn waiting).
+    pub(super) fn sync(
         &self,
         syncer: &SyncPool,
         durability: Durability,

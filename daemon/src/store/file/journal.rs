@@ -62,13 +62,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::FileBackend;
 use super::checkpoint::{Unsynced, empty_journal, remove_empty_journal};
 use super::fsutil::read_into;
 use super::journal_replay::parse_journal;
 use super::jsonl::Appender;
 use super::layout::{EVENTS_FILE, JOURNAL_FILE};
 use super::materialize::{EventsFile, MessagesDir, PendingMessage, encode_batch};
+use super::{FileBackend, sync_pool::Pass};
 use crate::store::records::SessionMessage;
 use crate::store::store_error::SessionError;
 
@@ -452,7 +452,7 @@ impl FileBackend {
         let mut rounds = 1;
         let (_materializing, mut journal) = loop {
             // Synced without the entry's locks, so the session's appends need not wait for it.
-            if let Err(err) = unsynced.sync_in_background(&self.syncer, self.durability) {
+            if let Err(err) = unsynced.sync(&self.syncer, self.durability, Pass::Background) {
                 lock_entry(&entry).unsynced.extend(unsynced);
                 return Err(err);
             }
@@ -471,7 +471,7 @@ impl FileBackend {
             let (materializing, mut journal) = self.materialize_all(&entry, &session_dir)?;
             if force || journal.unsynced.len() <= LOCKED_SYNC_MAX {
                 let rest = std::mem::take(&mut journal.unsynced);
-                if let Err(err) = rest.sync(&self.syncer, self.durability) {
+                if let Err(err) = rest.sync(&self.syncer, self.durability, Pass::Waited) {
                     journal.unsynced.extend(rest);
                     return Err(err);
                 }
