@@ -1,11 +1,13 @@
-//! Session store benchmark (`cargo bench -p taud --bench session_store [-- append|list|open]`), both
-//! built-in backends on a temporary directory of the system temp dir's disk (set TMPDIR to measure
-//! another):
+//! Session store benchmark (`cargo bench -p taud --bench session_store [-- append|list|open|create]`),
+//! both built-in backends on a temporary directory of the system temp dir's disk (set TMPDIR to
+//! measure another):
 //!
 //! - append one message with full durability: p50 / p99 (the physical floor is one fsync, measured
 //!   first for reference);
 //! - `list_sessions` over 10,000 sessions, and the `/sessions` listing (top 10 with metadata);
-//! - opening a 10,000-message session (reading all its messages).
+//! - opening a 10,000-message session (reading all its messages);
+//! - creating a whole, empty session (`create_complete_session`, what `tau ask` waits for before
+//!   its turn): p50 / p99, the two stores taking turns so both meet the same disk.
 //!
 //! Stores are filled with `Durability::NoSync` (set-up speed only) and reopened fully durable for the
 //! measurements. Reads are measured warm (the page cache holds the files), as on a running hub.
@@ -22,10 +24,12 @@ use std::time::{Duration, Instant};
 use taud::message::{Message, MessageMetadata, Usage};
 use taud::store::{
     ContextMode, DEFAULT_AGENT_ID, Durability, SessionAgent, SessionBackends, SessionMessage,
-    SessionMeta, SessionStore, SessionStoreConfig, create_fresh_session, now_utc, recent_sessions,
+    SessionMeta, SessionStore, SessionStoreConfig, create_fresh_complete_session,
+    create_fresh_session, now_utc, recent_sessions,
 };
 
 const APPENDS: usize = 300;
+const CREATES: usize = 300;
 const SESSIONS: usize = 10_000;
 const MESSAGES: u64 = 10_000;
 
@@ -120,6 +124,41 @@ fn bench_append(backend: &str, dir: &Path) {
     );
 }
 
+/// Creates `CREATES` empty sessions in each store, the stores taking turns (one creation each).
+fn bench_create(dir: &Path) {
+    let stores = ["file", "sqlite"].map(|backend| {
+        (
+            backend,
+            open(
+                backend,
+                &dir.join(format!("create-{backend}")),
+                Durability::Full,
+            ),
+        )
+    });
+    let mut samples = [const { Vec::new() }; 2];
+    for _ in 0..CREATES {
+        for ((_, store), samples) in stores.iter().zip(samples.iter_mut()) {
+            let meta = SessionMeta {
+                channel: Some("cli".to_owned()),
+                ..SessionMeta::default()
+            };
+            let agent = SessionAgent::new(DEFAULT_AGENT_ID, ContextMode::Sliding, now_utc());
+            let started = Instant::now();
+            create_fresh_complete_session(store.as_ref(), agent, Vec::new(), meta).expect("create");
+            samples.push(started.elapsed());
+        }
+    }
+    for ((backend, _), samples) in stores.iter().zip(samples.iter_mut()) {
+        samples.sort();
+        println!(
+            "{backend:>6}  create an empty session (durable, n={CREATES}): p50 {}  p99 {}",
+            ms(percentile(samples, 0.5)),
+            ms(percentile(samples, 0.99))
+        );
+    }
+}
+
 fn median_of<F: FnMut()>(runs: usize, mut f: F) -> Duration {
     let mut samples: Vec<Duration> = (0..runs)
         .map(|_| {
@@ -212,7 +251,7 @@ fn main() {
     if !args.iter().any(|a| a == "--bench") {
         return;
     }
-    // Positional arguments pick sections: append, list, open (default: all).
+    // Positional arguments pick sections: append, list, open, create (default: all).
     let sections: Vec<&str> = args
         .iter()
         .filter(|a| !a.starts_with('-'))
@@ -229,6 +268,9 @@ fn main() {
         for backend in ["file", "sqlite"] {
             bench_append(backend, &root.path().join(format!("append-{backend}")));
         }
+    }
+    if wanted("create") {
+        bench_create(root.path());
     }
     if wanted("list") {
         for backend in ["file", "sqlite"] {
