@@ -7,8 +7,11 @@
 //! text, never as markup, and every text from a model, a tool or a person leaves with its hiding
 //! characters written visibly (`tau_api::display`, the rule every client shows text by); a
 //! streamed delta is escaped knowing the last character of the turn's reply (or reasoning) sent
-//! before it on the same stream ([`DeltaEdges`]), as `tau chat` prints it, so an emoji sequence
-//! split between two deltas reads whole while a selector after ordinary text stays escaped.
+//! before it on the same stream, or on the stream a resumed one carries on ([`DeltaEdges`]), as
+//! `tau chat` prints it, so an emoji sequence split between two deltas (or by a reconnection)
+//! reads whole while a selector after ordinary text stays escaped.
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tau_api::display::{escape_hidden, escape_hidden_in_prose};
@@ -75,6 +78,21 @@ pub struct DeltaEdges {
 }
 
 impl DeltaEdges {
+    /// The edges after `lead`, the deltas a resumed stream's page had before it
+    /// (`EventStream::take_lead`), so a resumption between an emoji and its selector reads whole.
+    pub fn after(lead: &[Arc<SessionEvent>]) -> Self {
+        let mut edges = Self::default();
+        for event in lead {
+            let (reasoning, text) = match &event.kind {
+                EventKind::TextDelta(text) => (false, text),
+                EventKind::ReasoningDelta(text) => (true, text),
+                _ => continue,
+            };
+            edges.delta(event.turn_id.as_deref(), reasoning, text);
+        }
+        edges
+    }
+
     /// `text`, a delta of `turn_id`'s reply (or reasoning), escaped after what was sent of it.
     fn delta(&mut self, turn_id: Option<&str>, reasoning: bool, text: &str) -> String {
         if self.turn_id.as_deref() != turn_id {
@@ -253,6 +271,27 @@ mod tests {
         assert_eq!(
             delta(EventKind::TextDelta("\u{fe0f}".into()))["text"],
             "\u{fe0f}"
+        );
+    }
+
+    /// A stream resumed between an emoji and its selector carries on from the deltas the page had
+    /// before it (`EventStream::take_lead`): the selector reads whole, as on one stream; with no
+    /// lead (a fresh page, which was never sent the emoji) it stays escaped.
+    #[test]
+    fn a_resumed_stream_carries_on_from_the_deltas_before_it() {
+        let mut had = event_of(EventKind::TextDelta("I \u{2764}".into()));
+        had.seq = 3;
+        let mut thought = event_of(EventKind::ReasoningDelta("hmm".into()));
+        thought.seq = 2;
+        let lead = [Arc::new(thought), Arc::new(had)];
+        let selector = event_of(EventKind::TextDelta("\u{fe0f} it".into()));
+        assert_eq!(
+            event(&selector, &mut DeltaEdges::after(&lead))["text"],
+            "\u{fe0f} it"
+        );
+        assert_ne!(
+            event(&selector, &mut DeltaEdges::after(&[]))["text"],
+            "\u{fe0f} it"
         );
     }
 

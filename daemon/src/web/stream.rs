@@ -135,7 +135,7 @@ pub(super) async fn events(
         }
         None => core.subscribe(session_id, None, WEB_CHANNEL).await,
     };
-    let events = match subscribed {
+    let mut events = match subscribed {
         Ok(events) => events,
         // Another hub process numbered those events: start over with a fresh snapshot.
         Err(CoreError::FailedPrecondition(_)) if resume.is_some() => {
@@ -150,6 +150,8 @@ pub(super) async fn events(
         Ok(key) => key,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
+    // A resumption carries on from the deltas the page had (a selector after its emoji).
+    let edges = event_json::DeltaEdges::after(&events.take_lead());
     let snapshot = events.snapshot();
     state.streams().insert(
         key.clone(),
@@ -167,7 +169,7 @@ pub(super) async fn events(
         stop: state.stop.clone(),
         keepalive,
         first: Some(String::from_utf8_lossy(&first).into_owned()),
-        edges: event_json::DeltaEdges::default(),
+        edges,
         done: false,
         _registered: Registered {
             state: Arc::clone(&state),

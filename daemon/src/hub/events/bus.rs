@@ -241,6 +241,7 @@ impl EventBus {
     ) -> Result<(S, Subscription), SubscribeError> {
         let mut state = self.lock();
         let last_seq = state.last_seq;
+        let lead = after_seq.map_or_else(Vec::new, |after| lead_deltas(&state.buffer, after));
         let after_seq = after_seq.unwrap_or(last_seq);
         if after_seq > last_seq {
             return Err(SubscribeError::Ahead {
@@ -274,6 +275,7 @@ impl EventBus {
                 replay,
                 receiver,
                 last_delivered: after_seq,
+                lead,
             },
         ))
     }
@@ -331,15 +333,55 @@ impl EventBus {
     }
 }
 
+/// The newest non-empty reply and reasoning deltas at or before `after_seq` in `buffer`, of the
+/// turn whose delta came last there, oldest first (see [`Subscription::take_lead`]).
+fn lead_deltas(buffer: &VecDeque<Buffered>, after_seq: u64) -> Vec<Arc<SessionEvent>> {
+    let mut turn = None;
+    let (mut reply, mut reasoning) = (None, None);
+    for buffered in buffer.iter().rev().filter(|b| b.event.seq <= after_seq) {
+        let event = &buffered.event;
+        let (text, slot) = match &event.kind {
+            EventKind::TextDelta(text) => (text, &mut reply),
+            EventKind::ReasoningDelta(text) => (text, &mut reasoning),
+            _ => continue,
+        };
+        // A delta of another turn before this one: what came before it no longer counts.
+        match turn {
+            None => turn = Some(event.turn_id.as_deref()),
+            Some(of) if of != event.turn_id.as_deref() => break,
+            Some(_) => {}
+        }
+        if slot.is_none() && !text.is_empty() {
+            *slot = Some(Arc::clone(event));
+        }
+        if reply.is_some() && reasoning.is_some() {
+            break;
+        }
+    }
+    let mut lead: Vec<_> = [reply, reasoning].into_iter().flatten().collect();
+    lead.sort_by_key(|event| event.seq);
+    lead
+}
+
 /// One subscriber's view of a bus: replayed events first, then live ones, without gaps.
 #[derive(Debug)]
 pub struct Subscription {
     replay: VecDeque<Arc<SessionEvent>>,
     receiver: broadcast::Receiver<Arc<SessionEvent>>,
     last_delivered: u64,
+    /// See [`Subscription::take_lead`].
+    lead: Vec<Arc<SessionEvent>>,
 }
 
 impl Subscription {
+    /// On a resumption (`after_seq` given), the newest non-empty reply and reasoning deltas at or
+    /// before it, of the turn whose delta came last, oldest first; empty otherwise, when they are
+    /// no longer buffered, or once taken. A client that shows each delta knowing the text before
+    /// it (the web page's escaping of a selector after its emoji) carries on from these.
+    pub fn take_lead(&mut self) -> Vec<Arc<SessionEvent>> {
+        std::mem::take(&mut self.lead)
+    }
+
     /// The next event; `Ok(None)` when the bus is gone; `Err(Lagged)` when this subscriber fell
     /// too far behind (it is then finished: resume with a new subscription).
     pub async fn next(&mut self) -> Result<Option<Arc<SessionEvent>>, Lagged> {

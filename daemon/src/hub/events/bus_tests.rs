@@ -47,6 +47,51 @@ async fn after_seq_replays_the_buffer_then_goes_live() {
     assert_eq!(take(&mut at_end, 1).await, vec![7]);
 }
 
+/// A resumption carries the newest reply and reasoning deltas up to its point, of the turn
+/// whose delta came last, oldest first; a fresh subscription, or a point before any delta of
+/// that turn, carries none of another turn's.
+#[test]
+fn a_resumption_carries_the_last_deltas_before_it() {
+    let bus = EventBus::new("s");
+    let lead = |after| {
+        let mut sub = bus.subscribe(Some(after)).unwrap();
+        let texts: Vec<(u64, String)> = sub
+            .take_lead()
+            .iter()
+            .map(|e| match &e.kind {
+                EventKind::TextDelta(t) | EventKind::ReasoningDelta(t) => (e.seq, t.clone()),
+                _ => (e.seq, String::new()),
+            })
+            .collect();
+        assert!(sub.take_lead().is_empty(), "taken once");
+        texts
+    };
+    bus.publish(Some("t1"), EventKind::TextDelta("one".into())); // 1
+    bus.publish(Some("t2"), EventKind::ReasoningDelta("think".into())); // 2
+    bus.publish(Some("t2"), EventKind::TextDelta("I \u{2764}".into())); // 3
+    bus.publish(Some("t2"), EventKind::TextDelta(String::new())); // 4
+    let tool = |id: &str| EventKind::ToolUseStarted {
+        tool_use_id: id.into(),
+        name: "lamp".into(),
+    };
+    bus.publish(Some("t2"), tool("u1")); // 5
+    bus.publish(Some("t3"), tool("u2")); // 6
+    assert_eq!(lead(1), vec![(1, "one".into())]);
+    assert_eq!(lead(2), vec![(2, "think".into())]);
+    assert_eq!(
+        lead(6),
+        vec![(2, "think".into()), (3, "I \u{2764}".into())],
+        "the empty delta and the events that are not deltas are passed over"
+    );
+    bus.publish(Some("t3"), EventKind::TextDelta("x".into())); // 7
+    assert_eq!(
+        lead(7),
+        vec![(7, "x".into())],
+        "t2's deltas end at t3's first"
+    );
+    assert!(bus.subscribe(None).unwrap().take_lead().is_empty());
+}
+
 #[test]
 fn resumption_outside_the_buffer_is_refused() {
     let bus = EventBus::with_capacity("s", 3, 8);

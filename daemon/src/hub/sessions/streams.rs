@@ -170,6 +170,11 @@ impl EventStream {
         &self.snapshot
     }
 
+    /// On a resumption, the last deltas delivered before it (`Subscription::take_lead`).
+    pub fn take_lead(&mut self) -> Vec<Arc<SessionEvent>> {
+        self.subscription.take_lead()
+    }
+
     /// The next event; `Ok(None)` when the hub stops; `Err(Lagged)` when this subscriber fell
     /// too far behind (its attachment is then held for [`LAG_GRACE`] and this stream is done).
     pub async fn next(&mut self) -> Result<Option<Arc<SessionEvent>>, Lagged> {
