@@ -172,7 +172,7 @@ fn start_threads(pass: Pass) -> Vec<SyncSender<Lane>> {
                 .stack_size(STACK)
                 .spawn(move || {
                     if pass == Pass::Background {
-                        yield_processor();
+                        lower_own_priority();
                     }
                     serve(&lanes);
                 })
@@ -184,7 +184,7 @@ fn start_threads(pass: Pass) -> Vec<SyncSender<Lane>> {
 
 /// Puts the calling thread below the hub's others ([`BACKGROUND_NICE`]). Best effort: a thread
 /// left where it was syncs the same, only sooner.
-fn yield_processor() {
+fn lower_own_priority() {
     #[cfg(target_os = "linux")]
     if let Err(err) =
         rustix::process::setpriority_process(Some(rustix::thread::gettid()), BACKGROUND_NICE)
