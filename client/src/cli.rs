@@ -61,7 +61,13 @@ impl Cli {
 }
 
 /// The subcommands of `tau`.
+// `defer` (here and on every nested subcommand enum): a subcommand's arguments are built only
+// when it is the one parsed, or when help, completions or the manual need them all, so a
+// one-shot `tau ask` does not build the whole command tree first. A deferred subcommand's
+// `Args` struct is applied after its variant's attributes, so its doc comment would replace the
+// variant's description: those structs carry plain comments (`tests::variants_keep_their_about`).
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Talk to tau in the terminal (starts the hub when none answers).
     Chat(ChatArgs),
@@ -113,8 +119,7 @@ pub enum Command {
     Plugin(Vec<OsString>),
 }
 
-/// Options of `tau completions`.
-/// Options of `tau chat`.
+// Options of `tau chat`.
 #[derive(Debug, Args)]
 pub struct ChatArgs {
     /// Resume a session at start: the most recent one, or the one with this id.
@@ -135,7 +140,7 @@ pub struct ChatArgs {
     pub tcp: bool,
 }
 
-/// Options of `tau tui`.
+// Options of `tau tui`.
 #[derive(Debug, Args)]
 pub struct TuiArgs {
     /// The same options as `tau chat` (the UI language is the global `--lang`).
@@ -145,6 +150,7 @@ pub struct TuiArgs {
 
 /// `tau hub` subcommands.
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+#[command(defer = true)]
 pub enum HubCommand {
     /// Run the hub in the foreground (Ctrl-C or `tau hub stop` stops it).
     Run,
@@ -208,6 +214,7 @@ impl RoleArg {
     }
 }
 
+// Options of `tau completions`.
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// The shell the script is for.
@@ -223,7 +230,7 @@ pub enum ShellArg {
     Fish,
 }
 
-/// Options of `tau version`.
+// Options of `tau version`.
 #[derive(Debug, Args)]
 pub struct VersionArgs {
     /// Print JSON for scripts.
@@ -231,7 +238,7 @@ pub struct VersionArgs {
     pub json: bool,
 }
 
-/// Options of `tau components`.
+// Options of `tau components`.
 #[derive(Debug, Args)]
 pub struct ComponentsArgs {
     /// Print JSON for scripts.
@@ -239,7 +246,7 @@ pub struct ComponentsArgs {
     pub json: bool,
 }
 
-/// Options of `tau doctor`.
+// Options of `tau doctor`.
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// Print JSON for scripts.
@@ -247,8 +254,8 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-/// Options of `tau init`. The global `--profile` also appends TAU_PROFILE to <home>/.env when
-/// that file does not set it.
+// Options of `tau init`. The global `--profile` also appends TAU_PROFILE to <home>/.env when
+// that file does not set it.
 #[derive(Debug, Args)]
 pub struct InitArgs {
     /// The TAU_HOME to set up (default: TAU_HOME, else the current directory if it has a
@@ -302,7 +309,7 @@ pub enum ProfileArg {
 /// default).
 pub const CLI_CHANNEL: &str = "cli";
 
-/// Options of `tau ask`.
+// Options of `tau ask`.
 #[derive(Debug, Args)]
 pub struct AskArgs {
     /// What to ask (the words are joined with spaces).
@@ -319,7 +326,7 @@ pub struct AskArgs {
     pub approve: bool,
 }
 
-/// `tau approvals`.
+// `tau approvals`.
 #[derive(Debug, Clone, Args)]
 pub struct ApprovalsArgs {
     #[command(subcommand)]
@@ -329,15 +336,16 @@ pub struct ApprovalsArgs {
     pub json: bool,
 }
 
-/// `tau approvals …`.
+// `tau approvals …` (a plain comment: see `Command`).
 #[derive(Debug, Clone, Subcommand)]
+#[command(defer = true)]
 pub enum ApprovalsCommand {
     /// Show one pending question in this terminal and answer it (y approves; anything else
     /// rejects).
     Decide(DecideArgs),
 }
 
-/// Options of `tau approvals decide`.
+// Options of `tau approvals decide`.
 #[derive(Debug, Clone, Args)]
 pub struct DecideArgs {
     /// The approval's id, as `tau approvals` lists it.
@@ -346,6 +354,7 @@ pub struct DecideArgs {
 
 /// `tau mcp …`.
 #[derive(Debug, Clone, Subcommand)]
+#[command(defer = true)]
 pub enum McpCommand {
     /// List the MCP servers of tau.toml and their tools, with what the running hub says.
     List(McpListArgs),
@@ -354,7 +363,7 @@ pub enum McpCommand {
     Tiers(McpTiersArgs),
 }
 
-/// Options of `tau mcp list`.
+// Options of `tau mcp list`.
 #[derive(Debug, Clone, Args)]
 pub struct McpListArgs {
     /// Print JSON for scripts.
@@ -362,7 +371,7 @@ pub struct McpListArgs {
     pub json: bool,
 }
 
-/// Options of `tau mcp tiers`.
+// Options of `tau mcp tiers`.
 #[derive(Debug, Clone, Args)]
 pub struct McpTiersArgs {
     /// The server's key in `[mcp.servers.<key>]`.
@@ -371,6 +380,7 @@ pub struct McpTiersArgs {
 
 /// `tau routine …`.
 #[derive(Debug, Clone, Subcommand)]
+#[command(defer = true)]
 pub enum RoutineCommand {
     /// List the routines with their schedule, next firing and last outcome.
     List(RoutineListArgs),
@@ -389,7 +399,7 @@ pub enum RoutineCommand {
     Log(RoutineNameArgs),
 }
 
-/// `--json`.
+// `--json`.
 #[derive(Debug, Clone, Args)]
 pub struct RoutineListArgs {
     /// Print JSON for scripts.
@@ -397,7 +407,7 @@ pub struct RoutineListArgs {
     pub json: bool,
 }
 
-/// A routine's name and `--json`.
+// A routine's name and `--json`.
 #[derive(Debug, Clone, Args)]
 pub struct RoutineNameArgs {
     /// The routine's name.
@@ -407,7 +417,7 @@ pub struct RoutineNameArgs {
     pub json: bool,
 }
 
-/// Options of `tau routine run`.
+// Options of `tau routine run`.
 #[derive(Debug, Clone, Args)]
 pub struct RoutineRunArgs {
     /// The routine's name.
@@ -432,7 +442,7 @@ pub enum CatchUpArg {
     Skip,
 }
 
-/// Options of `tau routine add`.
+// Options of `tau routine add`.
 #[derive(Debug, Clone, Args)]
 #[command(group(clap::ArgGroup::new("schedule").required(true).args(["cron", "every", "at"])))]
 #[command(group(clap::ArgGroup::new("action").required(true).args(["prompt", "tool"])))]
@@ -477,6 +487,7 @@ pub struct RoutineAddArgs {
 
 /// `tau telegram …`.
 #[derive(Debug, Clone, Subcommand)]
+#[command(defer = true)]
 pub enum TelegramCommand {
     /// Print a one-time code (valid 10 minutes); send `/start <code>` to the bot in a private chat
     /// to become its owner.
@@ -485,7 +496,7 @@ pub enum TelegramCommand {
     Status(TelegramStatusArgs),
 }
 
-/// Options of `tau telegram status`.
+// Options of `tau telegram status`.
 #[derive(Debug, Clone, Args)]
 pub struct TelegramStatusArgs {
     /// Print JSON for scripts.
@@ -493,7 +504,7 @@ pub struct TelegramStatusArgs {
     pub json: bool,
 }
 
-/// Options of `tau usage`.
+// Options of `tau usage`.
 #[derive(Debug, Args)]
 pub struct UsageArgs {
     /// How many days back, today included (1 to 400).
@@ -506,6 +517,7 @@ pub struct UsageArgs {
 
 /// `tau web …`.
 #[derive(Debug, Clone, Subcommand)]
+#[command(defer = true)]
 pub enum WebCommand {
     /// Print a one-time link (valid 10 minutes) that enrolls one browser under NAME.
     Pair {
@@ -527,4 +539,51 @@ pub enum WebCommand {
         /// The browser's name, as `tau web devices` lists it.
         name: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::Cli;
+
+    /// Every subcommand's path and (about, long about), as registered before any is built.
+    fn abouts(command: &clap::Command, path: &str, out: &mut Vec<(String, String)>) {
+        for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
+            let path = format!("{path} {}", sub.get_name());
+            let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
+            let long = sub.get_long_about().map(ToString::to_string);
+            out.push((path.clone(), format!("{about} | {long:?}")));
+            abouts(sub, &path, out);
+        }
+    }
+
+    #[test]
+    fn variants_keep_their_about() {
+        let mut command = Cli::command();
+        let mut before = Vec::new();
+        abouts(&command, "tau", &mut before);
+        assert!(before.iter().any(|(path, _)| path == "tau hub start"));
+        command.build();
+        let mut after = Vec::new();
+        abouts(&command, "tau", &mut after);
+        for entry in &before {
+            assert!(after.contains(entry), "{entry:?} changed once built");
+        }
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parsing_builds_only_the_chosen_subcommand() {
+        let mut command = Cli::command();
+        let matches = command.try_get_matches_from_mut(["tau", "ask", "hello"]);
+        assert!(matches.is_ok(), "{matches:?}");
+        let has = |sub: &str, arg: &str| {
+            command
+                .find_subcommand(sub)
+                .is_some_and(|s| s.get_arguments().any(|a| a.get_id() == arg))
+        };
+        assert!(has("ask", "text"));
+        assert!(!has("chat", "resume"), "chat's options were built too");
+    }
 }

@@ -25,6 +25,7 @@ const JOIN_DEADLINE: Duration = Duration::from_secs(30);
 
 /// `tau node …`.
 #[derive(Debug, clap::Subcommand)]
+#[command(defer = true)]
 pub enum NodeCommand {
     /// On the hub: print a one-time code (single use, valid 10 minutes) for node NAME.
     Pair {
