@@ -91,7 +91,7 @@ fn usage_json_adds_up_to_the_turns_usage_and_cost() {
     let table = String::from_utf8(tau(&sandbox, port, &["usage"]).stdout).unwrap();
     assert!(table.contains(" brain "), "{table}");
     assert!(table.contains(" / 100,00 $"), "{table}");
-    // The ledger's writer saves the first change at once, off the turn path.
+    // The ledger's writer saves the first change once it settled, off the turn path.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let ledger =

@@ -6,9 +6,10 @@
 //! are kept (the oldest go first); a write never replaces a newer state with an older one.
 //!
 //! Saving is off the turn path: one writer thread per file-backed ledger saves the latest state
-//! at most once per [`SAVE_INTERVAL`] (a burst of model calls is one write), and
-//! [`SpendLedger::flush`] or dropping the last handle saves what is left before the thread ends.
-//! A crash loses at most the last interval's tallies; the file always holds a whole state.
+//! at most once per [`SAVE_INTERVAL`] (a burst of model calls is one write), and never sooner
+//! than [`SAVE_SETTLE`] after the change that woke it, and [`SpendLedger::flush`] or dropping
+//! the last handle saves what is left before the thread ends. A crash loses at most the last
+//! interval's and settle's tallies; the file always holds a whole state.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,11 @@ pub const LEDGER_VERSION: u32 = 1;
 pub const MAX_DAYS: usize = 400;
 /// The least time between two saves of the writer thread.
 pub const SAVE_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a change waits before the writer saves it. A model call's tallies come just before its
+/// turn writes its own records durably: saved at once, the ledger's syncs (the file's and its
+/// directory's) would queue on the disk with the turn's, on every first turn after a quiet
+/// second (each `tau ask`).
+pub const SAVE_SETTLE: Duration = Duration::from_millis(200);
 
 /// What one role used on one day.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -130,8 +136,14 @@ impl SpendLedger {
         Self::open_with_interval(path, SAVE_INTERVAL)
     }
 
-    /// [`open`](Self::open), saving at most once per `interval`.
+    /// [`open`](Self::open), saving at most once per `interval` ([`SAVE_SETTLE`] after a change,
+    /// or `interval` when shorter).
     pub fn open_with_interval(path: &Path, interval: Duration) -> Result<Self, SpendError> {
+        Self::open_paced(path, interval, SAVE_SETTLE.min(interval))
+    }
+
+    /// [`open`](Self::open), saving at most once per `interval` and `settle` after a change.
+    fn open_paced(path: &Path, interval: Duration, settle: Duration) -> Result<Self, SpendError> {
         let (days, writable) = match std::fs::read(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Days::new(), true),
             Err(e) => return Err(SpendError::io(path, &e)),
@@ -165,7 +177,7 @@ impl SpendLedger {
                 .spawn({
                     let shared = Arc::clone(&shared);
                     let target = Arc::clone(&target);
-                    move || write_loop(&shared, &target, interval)
+                    move || write_loop(&shared, &target, interval, settle)
                 })
                 .map_err(|e| SpendError::io(path, &e))?;
             Some(Arc::new(LedgerFileWriter {
@@ -229,9 +241,9 @@ impl SpendLedger {
     }
 }
 
-/// The writer thread: waits for a change, saves at most once per `interval`, and on closing saves
-/// what is left and returns.
-fn write_loop(shared: &Shared, target: &LedgerTarget, interval: Duration) {
+/// The writer thread: waits for a change, saves it `settle` later and at most once per
+/// `interval`, and on closing saves what is left and returns.
+fn write_loop(shared: &Shared, target: &LedgerTarget, interval: Duration, settle: Duration) {
     let mut seen = 0;
     let mut last_save: Option<Instant> = None;
     let mut state = shared.lock();
@@ -247,17 +259,17 @@ fn write_loop(shared: &Shared, target: &LedgerTarget, interval: Duration) {
         if state.generation == seen {
             return;
         }
-        if let Some(due) = last_save.map(|at| at + interval) {
-            while !state.closing {
-                let Some(left) = due.checked_duration_since(Instant::now()) else {
-                    break;
-                };
-                state = shared
-                    .changed
-                    .wait_timeout(state, left)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
-            }
+        let settled = Instant::now() + settle;
+        let due = last_save.map_or(settled, |at| (at + interval).max(settled));
+        while !state.closing {
+            let Some(left) = due.checked_duration_since(Instant::now()) else {
+                break;
+            };
+            state = shared
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
         let (generation, days) = (state.generation, state.days.clone());
         drop(state);
@@ -399,7 +411,7 @@ mod tests {
         let path = dir.path().join("spend.json");
         let ledger = SpendLedger::open_with_interval(&path, Duration::from_secs(3600)).unwrap();
         ledger.add("2026-12-01", "fast", &tally(1, 0.0));
-        // The first change is saved at once.
+        // The first change is saved once it settled.
         wait_for_stored_calls(&path, 1, "the first change");
         // A burst within the interval is not written one call at a time.
         let clone = ledger.clone();
@@ -428,6 +440,25 @@ mod tests {
         wait_for_stored_calls(&path, 2, "the paced change");
         drop(ledger);
         assert_eq!(stored_calls(&path), 2);
+    }
+
+    #[test]
+    fn a_change_is_saved_only_once_it_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spend.json");
+        let hour = Duration::from_secs(3600);
+        let ledger = SpendLedger::open_paced(&path, hour, hour).unwrap();
+        ledger.add("2026-12-01", "fast", &tally(1, 0.0));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!path.exists(), "saved before the change settled");
+        // The last handle going does not wait for the settle time.
+        drop(ledger);
+        assert_eq!(stored_calls(&path), 1);
+        // With the default pacing a change is saved while the handle is open.
+        let ledger = SpendLedger::open(&path).unwrap();
+        ledger.add("2026-12-01", "fast", &tally(1, 0.0));
+        wait_for_stored_calls(&path, 2, "a settled change");
+        drop(ledger);
     }
 
     #[test]
