@@ -13,7 +13,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory as _, Parser, Subcommand, ValueEnum};
 
 use crate::context::Context;
 
@@ -35,6 +35,21 @@ pub struct Cli {
 }
 
 impl Cli {
+    /// The whole command tree, for completions and the manual. Building the root copies the
+    /// subcommands into its `help` subcommand before their deferred parts run, so a subcommand
+    /// whose own subcommands come with its options (`approvals decide`) has them added here
+    /// first, and its deferred part emptied.
+    pub fn full_command() -> clap::Command {
+        let mut command = Cli::command();
+        // In place, so the subcommands keep their order.
+        for sub in command.get_subcommands_mut() {
+            if sub.get_name() == "approvals" {
+                *sub = ApprovalsArgs::augment_args(std::mem::take(sub)).defer(|done| done);
+            }
+        }
+        command
+    }
+
     /// The context every command receives, from the global options.
     pub fn context(&self) -> Context {
         let mut child_env = Vec::new();
@@ -65,7 +80,8 @@ impl Cli {
 // when it is the one parsed, or when help, completions or the manual need them all, so a
 // one-shot `tau ask` does not build the whole command tree first. A deferred subcommand's
 // `Args` struct is applied after its variant's attributes, so its doc comment would replace the
-// variant's description: those structs carry plain comments (`tests::variants_keep_their_about`).
+// variant's description: those structs carry plain comments (checked by
+// `cli_tests::variants_keep_their_about`).
 #[derive(Debug, Subcommand)]
 #[command(defer = true)]
 pub enum Command {
@@ -539,51 +555,4 @@ pub enum WebCommand {
         /// The browser's name, as `tau web devices` lists it.
         name: String,
     },
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::CommandFactory as _;
-
-    use super::Cli;
-
-    /// Every subcommand's path and (about, long about), as registered before any is built.
-    fn abouts(command: &clap::Command, path: &str, out: &mut Vec<(String, String)>) {
-        for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
-            let path = format!("{path} {}", sub.get_name());
-            let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
-            let long = sub.get_long_about().map(ToString::to_string);
-            out.push((path.clone(), format!("{about} | {long:?}")));
-            abouts(sub, &path, out);
-        }
-    }
-
-    #[test]
-    fn variants_keep_their_about() {
-        let mut command = Cli::command();
-        let mut before = Vec::new();
-        abouts(&command, "tau", &mut before);
-        assert!(before.iter().any(|(path, _)| path == "tau hub start"));
-        command.build();
-        let mut after = Vec::new();
-        abouts(&command, "tau", &mut after);
-        for entry in &before {
-            assert!(after.contains(entry), "{entry:?} changed once built");
-        }
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn parsing_builds_only_the_chosen_subcommand() {
-        let mut command = Cli::command();
-        let matches = command.try_get_matches_from_mut(["tau", "ask", "hello"]);
-        assert!(matches.is_ok(), "{matches:?}");
-        let has = |sub: &str, arg: &str| {
-            command
-                .find_subcommand(sub)
-                .is_some_and(|s| s.get_arguments().any(|a| a.get_id() == arg))
-        };
-        assert!(has("ask", "text"));
-        assert!(!has("chat", "resume"), "chat's options were built too");
-    }
 }

@@ -7,6 +7,8 @@ mod approve;
 mod ask;
 mod chat;
 mod cli;
+#[cfg(test)]
+mod cli_tests;
 mod context;
 mod environment;
 mod http_get;

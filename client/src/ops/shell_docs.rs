@@ -8,7 +8,6 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::CommandFactory as _;
 use clap_complete::Shell;
 
 use crate::cli::{Cli, CompletionsArgs, ShellArg};
@@ -24,14 +23,14 @@ pub fn completion_script(shell: ShellArg) -> Vec<u8> {
         ShellArg::Fish => Shell::Fish,
     };
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), BIN, &mut out);
+    clap_complete::generate(shell, &mut Cli::full_command(), BIN, &mut out);
     out
 }
 
 /// The manual page of `tau`, in roff.
 pub fn man_page() -> anyhow::Result<Vec<u8>> {
     let mut out = Vec::new();
-    clap_mangen::Man::new(Cli::command())
+    clap_mangen::Man::new(Cli::full_command())
         .render(&mut out)
         .context("rendering the manual page")?;
     Ok(out)
