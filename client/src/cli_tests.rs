@@ -6,49 +6,57 @@ use clap::CommandFactory as _;
 
 use crate::cli::Cli;
 
-/// Every subcommand's path and (about, long about), as registered before any is built.
-fn abouts(command: &clap::Command, path: &str, out: &mut Vec<(String, String)>) {
+/// Every subcommand under `command` with its path (`tau hub start`), `help` left out.
+fn subcommands<'a>(command: &'a clap::Command, path: &str) -> Vec<(String, &'a clap::Command)> {
+    let mut out = Vec::new();
     for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
         let path = format!("{path} {}", sub.get_name());
-        let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
-        let long = sub.get_long_about().map(ToString::to_string);
-        out.push((path.clone(), format!("{about} | {long:?}")));
-        abouts(sub, &path, out);
+        let below = subcommands(sub, &path);
+        out.push((path, sub));
+        out.extend(below);
     }
+    out
+}
+
+/// Every subcommand's path and (about, long about).
+fn abouts(command: &clap::Command) -> Vec<(String, String)> {
+    subcommands(command, "tau")
+        .into_iter()
+        .map(|(path, sub)| {
+            let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
+            let long = sub.get_long_about().map(ToString::to_string);
+            (path, format!("{about} | {long:?}"))
+        })
+        .collect()
+}
+
+/// Every subcommand's path.
+fn paths(command: &clap::Command) -> Vec<String> {
+    subcommands(command, "tau")
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect()
 }
 
 #[test]
 fn variants_keep_their_about() {
     let mut command = Cli::command();
-    let mut before = Vec::new();
-    abouts(&command, "tau", &mut before);
+    let before = abouts(&command);
     assert!(before.iter().any(|(path, _)| path == "tau hub start"));
     command.build();
-    let mut after = Vec::new();
-    abouts(&command, "tau", &mut after);
+    let after = abouts(&command);
     for entry in &before {
         assert!(after.contains(entry), "{entry:?} changed once built");
     }
     Cli::command().debug_assert();
 }
 
-/// Every subcommand's path under `command`, `help` left out.
-fn paths(command: &clap::Command, path: &str, out: &mut Vec<String>) {
-    for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
-        let path = format!("{path} {}", sub.get_name());
-        out.push(path.clone());
-        paths(sub, &path, out);
-    }
-}
-
 #[test]
 fn the_full_tree_has_every_subcommand_under_help_too() {
     let mut command = Cli::full_command();
     command.build();
-    let (mut all, mut under_help) = (Vec::new(), Vec::new());
-    paths(&command, "tau", &mut all);
-    let help = command.find_subcommand("help").unwrap();
-    paths(help, "tau", &mut under_help);
+    let all = paths(&command);
+    let under_help = paths(command.find_subcommand("help").unwrap());
     assert!(all.iter().any(|p| p == "tau approvals decide"), "{all:?}");
     assert_eq!(all, under_help);
     // Nothing was added twice: the approvals' options are those of a plain build.

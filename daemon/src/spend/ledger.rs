@@ -259,8 +259,12 @@ fn write_loop(shared: &Shared, target: &LedgerTarget, interval: Duration, settle
         if state.generation == seen {
             return;
         }
-        let settled = Instant::now() + settle;
-        let due = last_save.map_or(settled, |at| (at + interval).max(settled));
+        // An interval or settle too long for the clock saves at once rather than overflowing.
+        let now = Instant::now();
+        let settled = now.checked_add(settle).unwrap_or(now);
+        let due = last_save
+            .and_then(|at| at.checked_add(interval))
+            .map_or(settled, |paced| paced.max(settled));
         while !state.closing {
             let Some(left) = due.checked_duration_since(Instant::now()) else {
                 break;
