@@ -85,12 +85,12 @@ async fn list(mut client: HubClient, json: bool) -> Result<(), String> {
         let all: Vec<Value> = approvals.iter().map(|a| approval_json(a, now)).collect();
         let text = serde_json::to_string_pretty(&json!({ "approvals": all }))
             .map_err(|e| e.to_string())?;
-        println!("{text}");
+        outln!("{text}");
     } else if approvals.is_empty() {
-        println!("no approvals are pending");
+        outln!("no approvals are pending");
     } else {
         for approval in &approvals {
-            println!("{}", approval_lines(approval, now));
+            outln!("{}", approval_lines(approval, now));
         }
     }
     Ok(())
@@ -186,7 +186,7 @@ async fn decide(mut client: HubClient, id: &str, asking: Option<Lang>) -> Result
         return Err(format!("approval {id} ended before it could be shown"));
     };
     let now = jiff::Timestamp::now();
-    println!(
+    outln!(
         "session {} on {}, asked {} ago",
         crate::chat::render::sanitize(&shown.session_id),
         crate::chat::render::sanitize(&shown.channel),
@@ -225,7 +225,7 @@ async fn decide(mut client: HubClient, id: &str, asking: Option<Lang>) -> Result
     )
     .await
     .map_err(|e| e.to_string())?;
-    println!("{}", outcome_line(&decided));
+    outln!("{}", outcome_line(&decided));
     Ok(())
 }
 
@@ -239,7 +239,7 @@ async fn answer(
     match ask_while_open(prompt, &shown.approval_id, stream).await? {
         Answered::Person(approve) => Ok(Some(approve)),
         Answered::Elsewhere(resolution) => {
-            println!(
+            outln!(
                 "\n(the approval was resolved elsewhere: {})",
                 tau_client::present::resolution_name(resolution)
             );

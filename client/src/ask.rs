@@ -258,15 +258,15 @@ impl Front for AskFront<'_> {
             self.session_id.clone_from(&accepted.session_id);
         }
         if self.ask.json {
-            println!("{}", event_json::accepted(accepted));
+            outln!("{}", event_json::accepted(accepted));
         }
     }
 
     fn event(&mut self, event: &pb::SessionEvent) {
         if self.ask.json {
-            println!("{}", event_json::event(event));
+            outln!("{}", event_json::event(event));
         } else if let Some(Kind::TurnEnded(end)) = &event.kind {
-            println!("{}", end.text);
+            outln!("{}", end.text);
             if !end.notice.is_empty() {
                 eprintln!("{}", end.notice);
             }

@@ -2,6 +2,13 @@
 //! approval decisions and manages an installation; it never builds an agent and never decides an
 //! approval by itself. Everything with state lives in `taud`.
 
+// Every line to stdout goes through `out.rs` (`outln!`, `out!`), which ends a broken pipe quietly.
+#![deny(clippy::print_stdout)]
+
+// First: its printing macros are then in scope in every module below.
+#[macro_use]
+mod out;
+
 mod approvals;
 mod approve;
 mod ask;
@@ -60,6 +67,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // The reader of the output went away (`| head`): nothing is wrong with the command.
+        Err(error) if out::is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("tau: {error:#}");
             ExitCode::FAILURE

@@ -110,17 +110,17 @@ async fn pair(client: &mut Client, name: &str, json: bool) -> Result<(), String>
     };
     let answer = call(CALL_DEADLINE, client.pair_node(request)).await?;
     if json {
-        println!(
+        outln!(
             "{}",
             json!({"code": answer.code, "expires_at": answer.expires_at})
         );
     } else {
-        println!(
+        outln!(
             "Pairing code for node {name} (single use, valid until {}):",
             answer.expires_at
         );
-        println!("  {}", answer.code);
-        println!(
+        outln!("  {}", answer.code);
+        outln!(
             "On the node: tau node join HUB_ADDRESS:PORT {}",
             answer.code
         );
@@ -135,7 +135,7 @@ async fn join(client: &mut Client, address: &str, code: &str) -> Result<(), Stri
     };
     let answer = call(JOIN_DEADLINE, client.join_hub(request)).await?;
     let short: String = answer.hub_fingerprint.chars().take(16).collect();
-    println!(
+    outln!(
         "Paired with the hub at {address} as node {} (hub key {short}…); the link stays up from now on.",
         answer.name
     );
@@ -147,16 +147,16 @@ async fn revoke(client: &mut Client, name: &str) -> Result<(), String> {
         name: name.to_owned(),
     };
     call(CALL_DEADLINE, client.revoke_node(request)).await?;
-    println!("Revoked node {name}: its key is forgotten and its link closed.");
+    outln!("Revoked node {name}: its key is forgotten and its link closed.");
     Ok(())
 }
 
 async fn list(client: &mut Client, json: bool) -> Result<(), String> {
     let answer = call(CALL_DEADLINE, client.list_nodes(pb::ListNodesRequest {})).await?;
     if json {
-        println!("{}", list_json(&answer));
+        outln!("{}", list_json(&answer));
     } else {
-        print!("{}", list_text(&answer));
+        out!("{}", list_text(&answer));
     }
     Ok(())
 }

@@ -68,10 +68,10 @@ async fn dispatch(
                 let all: Vec<Value> = list.routines.iter().map(routine_json).collect();
                 print_json(&json!({ "routines": all }));
             } else if list.routines.is_empty() {
-                println!("no routines (add one with `tau routine add`)");
+                outln!("no routines (add one with `tau routine add`)");
             } else {
                 for routine in &list.routines {
-                    println!("{}", routine_line(routine));
+                    outln!("{}", routine_line(routine));
                 }
             }
         }
@@ -87,7 +87,7 @@ async fn dispatch(
             if args.json {
                 print_json(&routine_json(&routine));
             } else {
-                println!("added {}", routine_line(&routine));
+                outln!("added {}", routine_line(&routine));
             }
         }
         RoutineCommand::Rm(args) => {
@@ -101,7 +101,7 @@ async fn dispatch(
             if args.json {
                 print_json(&json!({"removed": args.name}));
             } else {
-                println!("removed {}", args.name);
+                outln!("removed {}", args.name);
             }
         }
         RoutineCommand::Pause(args) | RoutineCommand::Resume(args) => {
@@ -125,7 +125,7 @@ async fn dispatch(
             if args.json {
                 print_json(&routine_json(&routine));
             } else {
-                println!("{}", routine_line(&routine));
+                outln!("{}", routine_line(&routine));
             }
         }
         RoutineCommand::Run(args) => {
@@ -159,11 +159,13 @@ async fn dispatch(
                 }
                 print_json(&value);
             } else if asked {
-                println!("{}: firing {}: {}", args.name, run.firing, run.detail);
+                outln!("{}: firing {}: {}", args.name, run.firing, run.detail);
             } else {
-                println!(
+                outln!(
                     "{}: firing {} started (see `tau routine log {}`)",
-                    args.name, run.firing, args.name
+                    args.name,
+                    run.firing,
+                    args.name
                 );
             }
         }
@@ -179,10 +181,10 @@ async fn dispatch(
                 let firings: Vec<Value> = log.firings.iter().map(firing_json).collect();
                 print_json(&json!({"routine": args.name, "firings": firings}));
             } else if log.firings.is_empty() {
-                println!("{} has not fired yet", args.name);
+                outln!("{} has not fired yet", args.name);
             } else {
                 for firing in &log.firings {
-                    println!("{}", firing_line(firing));
+                    outln!("{}", firing_line(firing));
                 }
             }
         }
@@ -252,7 +254,7 @@ fn add_request(args: &RoutineAddArgs) -> Result<pb::AddRoutineRequest, String> {
 }
 
 fn print_json(value: &Value) {
-    println!(
+    outln!(
         "{}",
         serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
     );

@@ -54,9 +54,9 @@ pub fn run(args: &UsageArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         }
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&usage_json(&usage))?);
+        outln!("{}", serde_json::to_string_pretty(&usage_json(&usage))?);
     } else {
-        print!("{}", usage_table(&usage, days));
+        out!("{}", usage_table(&usage, days));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@ mod support;
 mod ask_fake_hub;
 mod chat_fake_hub;
 mod chat_resume_replay;
+mod closed_stdout;
 mod components;
 mod doctor;
 mod doctor_files;

@@ -104,16 +104,26 @@ fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Invocation 
     Invocation::Run(parsed)
 }
 
+/// Writes `text` to `out` (stdout) and flushes it: a reader gone (`taud --help | head -1`) is no
+/// failure, another error is one line on stderr (`print!` would panic on either).
+fn write_out(out: &mut impl std::io::Write, text: &str) -> ExitCode {
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("taud: writing to stdout: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args = match parse_args(std::env::args_os().skip(1)) {
         Invocation::Run(args) => args,
-        Invocation::Help => {
-            print!("{HELP}");
-            return ExitCode::SUCCESS;
-        }
+        Invocation::Help => return write_out(&mut std::io::stdout().lock(), HELP),
         Invocation::Version => {
-            println!("taud {VERSION_LINE}");
-            return ExitCode::SUCCESS;
+            let line = format!("taud {VERSION_LINE}\n");
+            return write_out(&mut std::io::stdout().lock(), &line);
         }
         Invocation::Unknown(arg) => {
             eprintln!(
@@ -485,6 +495,29 @@ mod tests {
             Invocation::Unknown("--port".into())
         );
         assert!(HELP.contains("Usage: taud") && HELP.contains("--launchd"));
+    }
+
+    /// A writer whose reader has gone, or that fails otherwise.
+    struct Failing(std::io::ErrorKind);
+
+    impl std::io::Write for Failing {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(self.0.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn help_to_a_reader_gone_succeeds_and_another_write_error_fails() {
+        let mut written = Vec::new();
+        assert_eq!(write_out(&mut written, HELP), ExitCode::SUCCESS);
+        assert_eq!(written, HELP.as_bytes());
+        let gone = &mut Failing(std::io::ErrorKind::BrokenPipe);
+        assert_eq!(write_out(gone, HELP), ExitCode::SUCCESS);
+        let full = &mut Failing(std::io::ErrorKind::StorageFull);
+        assert_eq!(write_out(full, HELP), ExitCode::FAILURE);
     }
 
     #[test]

@@ -186,10 +186,10 @@ pub fn run(args: &ComponentsArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
             clients: CLIENTS,
             plugins: &plugins,
         };
-        println!("{}", serde_json::to_string_pretty(&listing)?);
+        outln!("{}", serde_json::to_string_pretty(&listing)?);
     } else {
-        println!("{}", hub_line.message);
-        print!(
+        outln!("{}", hub_line.message);
+        out!(
             "{}",
             render(&states, &unknown, &plugins, config_file.as_deref())
         );

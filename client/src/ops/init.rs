@@ -79,16 +79,16 @@ pub fn run(
     }
 
     for line in &out {
-        println!("{line}");
+        outln!("{line}");
     }
     match &config_action {
         Some((provider, why, lang, lang_why)) => {
-            println!("provider: {provider} ({why})");
-            println!("UI language: {lang} ({lang_why})");
+            outln!("provider: {provider} ({why})");
+            outln!("UI language: {lang} ({lang_why})");
         }
-        None => println!("tau.toml kept: its provider and language are unchanged"),
+        None => outln!("tau.toml kept: its provider and language are unchanged"),
     }
-    println!("next: {}", next_step(&config_action, &home, &env_file));
+    outln!("next: {}", next_step(&config_action, &home, &env_file));
     Ok(ExitCode::SUCCESS)
 }
 

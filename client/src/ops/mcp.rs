@@ -45,13 +45,13 @@ pub fn run(command: &McpCommand, ctx: &Context) -> anyhow::Result<ExitCode> {
         McpCommand::List(args) => {
             let listing = listing(&installation.config.mcp, servers.as_deref());
             if args.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&json!({"hub": hub_line, "servers": listing}))?
                 );
             } else {
-                println!("{hub_line}");
-                print!("{}", render_list(&listing));
+                outln!("{hub_line}");
+                out!("{}", render_list(&listing));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -74,7 +74,7 @@ pub fn run(command: &McpCommand, ctx: &Context) -> anyhow::Result<ExitCode> {
                 );
                 return Ok(ExitCode::FAILURE);
             };
-            print!("{}", tiers_block(&args.server, config, reported));
+            out!("{}", tiers_block(&args.server, config, reported));
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -43,14 +43,14 @@ fn pair(installation: &Installation, paths: &StatePaths) -> anyhow::Result<ExitC
     }
     let now = jiff::Timestamp::now().as_second();
     let code = issue_pairing_code(paths, now)?;
-    println!(
+    outln!(
         "Send this to your bot in a private chat within {} minutes:",
         PAIRING_TTL_SECONDS / 60
     );
-    println!();
-    println!("    /start {}", code.code);
-    println!();
-    println!("The code works once; the chat that sends it becomes the owner's.");
+    outln!();
+    outln!("    /start {}", code.code);
+    outln!();
+    outln!("The code works once; the chat that sends it becomes the owner's.");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -90,27 +90,27 @@ fn status(
             "state_dir": paths.dir,
             "hub": hub_state,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(ExitCode::SUCCESS);
     }
     let yes_no = |b: bool| if b { "yes" } else { "no" };
-    println!("configured:  {}", yes_no(configured.is_some()));
-    println!("token set:   {} ({TELEGRAM_TOKEN_VAR})", yes_no(token_set));
+    outln!("configured:  {}", yes_no(configured.is_some()));
+    outln!("token set:   {} ({TELEGRAM_TOKEN_VAR})", yes_no(token_set));
     match &owner {
-        Some(o) => println!(
+        Some(o) => outln!(
             "owner:       user {} in chat {} ({})",
             o["user_id"],
             o["chat_id"],
             o["source"].as_str().unwrap_or("")
         ),
-        None => println!("owner:       none (run `tau telegram pair`)"),
+        None => outln!("owner:       none (run `tau telegram pair`)"),
     }
-    println!("session:     {}", session.as_deref().unwrap_or("-"));
+    outln!("session:     {}", session.as_deref().unwrap_or("-"));
     match &hub_state {
         Some(h) => {
             let error = h["error"].as_str().unwrap_or("");
             let restarts = h["restarts"].as_u64().unwrap_or(0);
-            println!(
+            outln!(
                 "hub:         {} (restarts {restarts}){}",
                 h["state"].as_str().unwrap_or("?"),
                 if error.is_empty() {
@@ -120,7 +120,7 @@ fn status(
                 }
             );
         }
-        None => println!("hub:         not running, or it does not run the channel"),
+        None => outln!("hub:         not running, or it does not run the channel"),
     }
     Ok(ExitCode::SUCCESS)
 }

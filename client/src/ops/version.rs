@@ -36,13 +36,13 @@ pub fn run(args: &VersionArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
         taud_path,
     };
     if args.json {
-        println!("{}", serde_json::to_string(&versions)?);
+        outln!("{}", serde_json::to_string(&versions)?);
     } else {
-        println!("tau  {}", versions.tau);
+        outln!("tau  {}", versions.tau);
         match (&versions.taud, &versions.taud_path) {
-            (Some(version), _) => println!("taud {version}"),
-            (None, Some(path)) => println!("taud did not report a version ({})", path.display()),
-            (None, None) => println!("taud not found (next to tau or on PATH)"),
+            (Some(version), _) => outln!("taud {version}"),
+            (None, Some(path)) => outln!("taud did not report a version ({})", path.display()),
+            (None, None) => outln!("taud not found (next to tau or on PATH)"),
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -45,30 +45,30 @@ pub fn run(command: &WebCommand, ctx: &Context) -> anyhow::Result<ExitCode> {
             };
             let answer = call(&installation, "POST", "/web/pair", Some(&body))?;
             if *json {
-                println!("{answer}");
+                outln!("{answer}");
                 return Ok(ExitCode::SUCCESS);
             }
             let minutes = answer["expires_in_s"].as_u64().unwrap_or(600) / 60;
-            println!(
+            outln!(
                 "Open this link within {minutes} minutes in the browser to enroll as {}:",
                 sanitize(answer["name"].as_str().unwrap_or_default())
             );
-            println!();
-            println!(
+            outln!();
+            outln!(
                 "    {}",
                 sanitize(answer["url"].as_str().unwrap_or_default())
             );
-            println!();
-            println!("The link works once. `tau web revoke NAME` removes a browser.");
+            outln!();
+            outln!("The link works once. `tau web revoke NAME` removes a browser.");
             Ok(ExitCode::SUCCESS)
         }
         WebCommand::Devices { json } => {
             let answer = call(&installation, "GET", "/web/devices", None)?;
             if *json {
-                println!("{}", answer["devices"]);
+                outln!("{}", answer["devices"]);
                 return Ok(ExitCode::SUCCESS);
             }
-            print!("{}", devices_table(&answer["devices"]));
+            out!("{}", devices_table(&answer["devices"]));
             Ok(ExitCode::SUCCESS)
         }
         WebCommand::Revoke { name } => {
@@ -78,7 +78,7 @@ pub fn run(command: &WebCommand, ctx: &Context) -> anyhow::Result<ExitCode> {
                 "/web/revoke",
                 Some(&json!({"name": name})),
             )?;
-            println!(
+            outln!(
                 "Revoked {}: its sessions and {} open stream(s) ended.",
                 sanitize(answer["revoked"].as_str().unwrap_or_default()),
                 answer["streams_ended"].as_u64().unwrap_or(0)

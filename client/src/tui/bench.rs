@@ -83,14 +83,14 @@ fn frame_times_of_a_long_session_and_a_long_streamed_reply() {
         ("2000-message session", &session),
         ("streamed reply (4000 deltas)", &streamed),
     ] {
-        println!(
+        outln!(
             "{name}: p50 {:?} p99 {:?} max {:?}",
             percentile(times, 50),
             percentile(times, 99),
             times[times.len() - 1]
         );
     }
-    println!("{}", rss_kib());
+    outln!("{}", rss_kib());
     // The target (16 ms a frame) is for release builds; a debug build only prints.
     if !cfg!(debug_assertions) {
         assert!(percentile(&session, 99) < Duration::from_millis(16));

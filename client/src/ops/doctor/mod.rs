@@ -61,9 +61,9 @@ pub fn run(args: &DoctorArgs, ctx: &Context) -> anyhow::Result<ExitCode> {
     let cwd = environment::current_dir()?;
     let report = diagnose(env, &cwd);
     if args.json {
-        println!("{}", report.to_json()?);
+        outln!("{}", report.to_json()?);
     } else {
-        print!("{}", report.to_text());
+        out!("{}", report.to_text());
     }
     Ok(report.exit_code())
 }
