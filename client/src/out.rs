@@ -1,6 +1,6 @@
-//! The client's standard output: what a command prints goes through [`outln!`] and [`out!`], so a
+//! The client's standard output: what a command prints goes through `outln!` and `out!`, so a
 //! reader that has gone away (`tau routine list | head -1`) ends the command quietly and with
-//! success, as it ends `cat` or `grep`, instead of the panic `outln!` gives.
+//! success, as it ends `cat` or `grep`, instead of the panic `println!` gives.
 //!
 //! Invariant: the macros are the only way a command prints text to stdout (`clippy::print_stdout`
 //! is denied in the crate); the writers that take
