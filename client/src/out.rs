@@ -3,10 +3,10 @@
 //! success, as it ends `cat` or `grep`, instead of the panic `println!` gives.
 //!
 //! Invariant: the macros are the only way a command prints text to stdout (`clippy::print_stdout`
-//! is denied in the crate); the writers that take
-//! stdout as an `io::Write` (the chat renderer, the TUI's terminal, completions and the manual)
-//! return its errors, and `main` ends a broken pipe among them the same quiet way
-//! ([`is_broken_pipe`]). Any other failure to write is reported on stderr with status 1.
+//! is denied in the crate); the writers that take stdout as an `io::Write` (the chat renderer, the
+//! TUI's terminal, completions and the manual) return its errors, and `main` ends a broken pipe
+//! among them the same quiet way ([`is_broken_pipe`]). Any other failure to write is reported on
+//! stderr with status 1.
 
 use std::fmt::Arguments;
 use std::io::{self, ErrorKind, Write as _};
