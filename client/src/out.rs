@@ -1,6 +1,7 @@
 //! The client's standard output: what a command prints goes through `outln!` and `out!`, so a
-//! reader that has gone away (`tau routine list | head -1`) ends the command quietly and with
-//! success, as it ends `cat` or `grep`, instead of the panic `println!` gives.
+//! reader that has gone away (`tau routine list | head -1`) ends the command quietly with status 0
+//! (`cat` and `grep` are ended quietly by the pipe's signal), instead of the panic `println!`
+//! gives.
 //!
 //! Invariant: the macros are the only way a command prints text to stdout (`clippy::print_stdout`
 //! is denied in the crate); the writers that take stdout as an `io::Write` (the chat renderer, the
