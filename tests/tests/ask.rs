@@ -1,6 +1,6 @@
 //! `tau ask` through the real `tau` and `taud` binaries: no hub (exit 69 with a hint), a reply on
-//! stdout, `--json` events, a tier-2 call rejected without `--approve`, `--session` continuing a
-//! session, and an unknown session.
+//! stdout, `--json` events, output nobody reads (`| head -1`), a tier-2 call rejected without
+//! `--approve`, `--session` continuing a session, and an unknown session.
 
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -32,6 +32,22 @@ fn ask(sandbox: &Sandbox, port: u16, args: &[&str]) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `tau ask ARGS` with its stdout a pipe whose reader has gone (`tau ask … | head -1`).
+fn ask_unread(sandbox: &Sandbox, port: u16, args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    sandbox
+        .command("tau")
+        .unwrap()
+        .env("TAU_HUB_PORT", port.to_string())
+        .arg("ask")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -84,6 +100,14 @@ fn a_reply_on_stdout_and_events_as_json_lines() {
         .map(|l| l["seq"].as_u64().unwrap())
         .collect();
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
+
+    // Nobody reads the output any more: the ask ends quietly, with success.
+    for args in [&["--json", "hello"][..], &["hello"]] {
+        let out = ask_unread(sandbox, port, args);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
 
     // --session continues that session.
     let out = ask(
