@@ -5,7 +5,7 @@
 // Test helpers: a failed set-up step must fail the test at once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use tau_e2e::chat::ChatSandbox;
 use tau_e2e::{RunningHub, Sandbox};
@@ -18,16 +18,19 @@ fn start_hub(sandbox: &Sandbox, port: u16) -> RunningHub {
     sandbox.start_hub(port).unwrap()
 }
 
-fn ask(sandbox: &Sandbox, port: u16, args: &[&str]) -> Output {
-    sandbox
-        .command("tau")
-        .unwrap()
+/// `tau ask ARGS` against the hub on `port`, nothing on stdin.
+fn ask_command(sandbox: &Sandbox, port: u16, args: &[&str]) -> Command {
+    let mut command = sandbox.command("tau").unwrap();
+    command
         .env("TAU_HUB_PORT", port.to_string())
         .arg("ask")
         .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+        .stdin(Stdio::null());
+    command
+}
+
+fn ask(sandbox: &Sandbox, port: u16, args: &[&str]) -> Output {
+    ask_command(sandbox, port, args).output().unwrap()
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -38,13 +41,7 @@ fn text(bytes: &[u8]) -> String {
 fn ask_unread(sandbox: &Sandbox, port: u16, args: &[&str]) -> Output {
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
-    sandbox
-        .command("tau")
-        .unwrap()
-        .env("TAU_HUB_PORT", port.to_string())
-        .arg("ask")
-        .args(args)
-        .stdin(Stdio::null())
+    ask_command(sandbox, port, args)
         .stdout(writer)
         .output()
         .unwrap()
